@@ -1,0 +1,90 @@
+"""Benchmark: umlkit's retrieval engine vs pytorch-metric-learning's AccuracyCalculator on a UML-sized test set.
+
+Data: 148,500 L2-normalised 128-d embeddings whose class sizes resemble PUMA's unified test set (about 15,900
+classes, mostly 2-10 items, a tail up to ~100). Metrics: R@1/2/4/8, MAP@R, RP.
+
+Each implementation runs in its own subprocess so that its peak RSS is its own. Printed: seconds, peak RSS,
+the ratio to AccuracyCalculator (baseline, same run), and whether the metrics equal the fp32 exact search.
+
+    python benchmarks/bench_eval.py            # full size (a few minutes on 2 cores)
+    python benchmarks/bench_eval.py --scale 0.1
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+
+from umlkit.metrics.examples import UML_TEST_CLASSES as N_CLASSES
+from umlkit.metrics.examples import UML_TEST_ITEMS as N_ITEMS
+from umlkit.metrics.examples import uml_like_embeddings
+
+DIM = 128
+
+
+def run_one(impl: str, scale: float) -> dict:
+    x, y = uml_like_embeddings(scale, dim=DIM)
+    metrics = ["R@1", "R@2", "R@4", "R@8", "MAP@R", "RP"]
+    start = time.perf_counter()
+    if impl in ("umlkit", "umlkit-fp32"):
+        from umlkit.metrics import evaluate_retrieval
+
+        dtype = torch.bfloat16 if impl == "umlkit" else torch.float32
+        res = evaluate_retrieval(x, y, metrics=metrics, search_dtype=dtype)
+        out = {m: res[m] for m in metrics}
+    elif impl == "pml":
+        from pytorch_metric_learning.utils.accuracy_calculator import AccuracyCalculator
+
+        calc = AccuracyCalculator(
+            include=("precision_at_1", "mean_average_precision_at_r", "r_precision"),
+            k="max_bin_count",
+            device=torch.device("cpu"),
+            label_comparison_fn=lambda a, b: a == b,  # the loop path: avoids the (labels x items) bool matrix
+        )
+        res = calc.get_accuracy(x, y)
+        out = {"R@1": res["precision_at_1"], "MAP@R": res["mean_average_precision_at_r"], "RP": res["r_precision"]}
+    else:
+        raise ValueError(impl)
+    seconds = time.perf_counter() - start
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"impl": impl, "seconds": seconds, "peak_rss_mb": peak_mb, "metrics": out}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scale", type=float, default=1.0, help="fraction of the 148,500-item problem")
+    parser.add_argument("--impls", default="pml,umlkit-fp32,umlkit")
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(run_one(args.child, args.scale)))
+        return
+    results = {}
+    for impl in args.impls.split(","):
+        proc = subprocess.run([sys.executable, __file__, "--child", impl, "--scale", str(args.scale)],
+                              capture_output=True, text=True, check=True)
+        results[impl] = json.loads(proc.stdout.strip().splitlines()[-1])
+        r = results[impl]
+        print(f"{impl:>12}: {r['seconds']:7.1f} s   peak RSS {r['peak_rss_mb']:7.0f} MB   {r['metrics']}", flush=True)
+    base = results.get("pml")
+    exact = results.get("umlkit-fp32")
+    print(f"\nproblem: {int(N_ITEMS * args.scale)} items x {DIM}-d, ~{int(N_CLASSES * args.scale)} classes, "
+          f"torch threads {torch.get_num_threads()}")
+    for impl, r in results.items():
+        line = f"{impl:>12}: {r['seconds']:7.1f} s"
+        if base:
+            line += f"   speed-up vs AccuracyCalculator x{base['seconds'] / r['seconds']:.2f}"
+        if exact and impl != "umlkit-fp32":
+            same = all(abs(r["metrics"][k] - exact["metrics"][k]) < 1e-12 for k in r["metrics"])
+            line += f"   equal to fp32 exact search: {same}"
+        print(line)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,62 @@
+"""One place that resolves where data and results live.
+
+Chapters execute with ``book/`` as their working directory (jupyter-book and papermill both run a notebook
+in its own folder), scripts run from the repository root, and Colab runs from ``/content``. Every path in
+umlkit therefore goes through these helpers, which look in this order:
+
+1. the environment variables ``UMLKIT_DATA`` / ``UMLKIT_RESULTS``;
+2. the repository checkout that holds this package (``data/`` and ``results/`` beside ``pyproject.toml``);
+3. the first folder upward from the current directory that holds ``_config.yml`` and ``book/``;
+4. ``~/.umlkit/{data,results}`` for a plain ``pip install`` outside any checkout.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["repo_root", "data_root", "results_root", "PROFILES"]
+
+PROFILES = ("quick", "full")
+
+
+def _looks_like_repo(path: Path) -> bool:
+    return (path / "_config.yml").is_file() and (path / "book").is_dir()
+
+
+def repo_root() -> Path | None:
+    """The umlkit checkout this code runs from, or ``None`` when installed outside a checkout."""
+    here = Path(__file__).resolve()
+    # src/umlkit/_paths.py -> parents[2] is the checkout in an editable (src-layout) install.
+    candidate = here.parents[2]
+    if _looks_like_repo(candidate):
+        return candidate
+    cwd = Path.cwd().resolve()
+    for folder in (cwd, *cwd.parents):
+        if _looks_like_repo(folder):
+            return folder
+    return None
+
+
+def _resolve(env_var: str, sub: str) -> Path:
+    value = os.environ.get(env_var)
+    if value:
+        return Path(value).expanduser().resolve()
+    root = repo_root()
+    if root is not None:
+        return root / sub
+    return Path.home() / ".umlkit" / sub
+
+
+def data_root() -> Path:
+    """Folder that holds datasets (real ones and the generated UML-Mini)."""
+    return _resolve("UMLKIT_DATA", "data")
+
+
+def results_root(profile: str | None = None) -> Path:
+    """Folder for result tables; ``results_root("quick")`` is ``<results>/quick``."""
+    root = _resolve("UMLKIT_RESULTS", "results")
+    if profile is None:
+        return root
+    if profile not in PROFILES:
+        raise ValueError(f"profile must be one of {PROFILES}, got {profile!r}")
+    return root / profile

@@ -1,0 +1,38 @@
+"""umlkit.metrics: the one retrieval-evaluation engine all chapters use, plus distribution and structure metrics."""
+from umlkit.metrics.distribution import (
+    aggregated_generalization_score,
+    class_mean_frechet_distance,
+    class_means,
+    frechet_distance,
+)
+from umlkit.metrics.knn import knn_search
+from umlkit.metrics.retrieval import (
+    DEFAULT_KS,
+    evaluate_retrieval,
+    map_at_1000,
+    map_at_r,
+    nmi,
+    r_precision,
+    recall_at_k,
+)
+from umlkit.metrics.structure import embedding_structure, spectral_decay
+from umlkit.metrics.unified import harmonic_mean, unified_evaluation
+
+__all__ = [
+    "DEFAULT_KS",
+    "aggregated_generalization_score",
+    "class_mean_frechet_distance",
+    "class_means",
+    "embedding_structure",
+    "evaluate_retrieval",
+    "frechet_distance",
+    "harmonic_mean",
+    "knn_search",
+    "map_at_1000",
+    "map_at_r",
+    "nmi",
+    "r_precision",
+    "recall_at_k",
+    "spectral_decay",
+    "unified_evaluation",
+]

@@ -1,0 +1,336 @@
+"""The retrieval evaluation engine every chapter uses: Recall@k, MAP@R, R-precision, mAP@1000 and NMI.
+
+Definitions (see the book's *Evaluation* chapter and implementation_notes.md §6):
+
+* **Recall@k** (DML "hit@k", as in PUMA, Proxy-Anchor, Roth et al. 2020): 1 if any of the k most similar
+  gallery items shares the query's label, averaged over *all* queries. Similarity is cosine on
+  L2-normalised embeddings (PUMA ``helpers.py``; Roth's L2 faiss search on normalised vectors gives the
+  same ranking).
+* **MAP@R** and **R-precision** (Musgrave et al., "A Metric Learning Reality Check", ECCV 2020; PML's
+  ``AccuracyCalculator``): R = number of gallery items with the query's label *other than the query
+  itself*. RP = (relevant among the top R) / R; MAP@R = (1/R) sum_{i<=R} P@i * rel_i. Queries with R = 0
+  (a class with one item) have no positives: they are excluded from both and counted in
+  ``n_without_positives``.
+  ``map_at_r_convention="roth"`` gives Roth's ``mAP_c`` / VPTSP's ``mAP_R`` instead: the neighbour list
+  still excludes the query, but R is the full class count *including* the query (a slight under-estimate
+  compared with Musgrave's). PUMA's optional MAP@R call shares Roth's mismatch.
+* **mAP@1000** (Roth's ``metrics/mAP_1000.py``): sum of P@i at relevant ranks i <= 1000 (self excluded),
+  divided by the class count *including* the query: a truncated AP.
+* **NMI** (Roth; PML): k-means (faiss, 20 iterations, fixed seed) on the query embeddings with K = the
+  number of distinct query labels, each item assigned its nearest centroid, then scikit-learn's
+  ``normalized_mutual_info_score`` (arithmetic normalisation).
+
+``gallery=None`` searches the query set against itself and excludes the self-match (CUB, Cars, SOP
+protocol); a separate gallery excludes nothing (In-shop protocol). The search is
+:func:`umlkit.metrics.knn.knn_search`, exact (fp32-equal) with a bf16 candidate pass.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from umlkit.metrics.knn import knn_search
+
+__all__ = [
+    "evaluate_retrieval",
+    "evaluate_indices",
+    "recall_at_k",
+    "map_at_r",
+    "r_precision",
+    "map_at_1000",
+    "nmi",
+    "check_embeddings",
+    "check_labels",
+    "DEFAULT_KS",
+]
+
+DEFAULT_KS = (1, 2, 4, 8)
+_RECALL = re.compile(r"^R@(\d+)$")
+_KNOWN = ("MAP@R", "RP", "mAP@1000", "NMI")
+
+
+# --------------------------------------------------------------------------------------------------
+# input checks
+# --------------------------------------------------------------------------------------------------
+def check_embeddings(x, name: str = "embeddings") -> torch.Tensor:
+    """(n, d) finite, non-zero rows -> float32 CPU tensor; a clear error otherwise."""
+    if isinstance(x, np.ndarray):
+        x = torch.from_numpy(x)
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor or numpy array, got {type(x).__name__}")
+    if x.ndim != 2:
+        raise ValueError(f"{name} must be 2-D (n_items, dim), got shape {tuple(x.shape)}")
+    if not (x.is_floating_point()):
+        raise TypeError(f"{name} must hold floating-point values, got dtype {x.dtype}")
+    x = x.detach().to("cpu", torch.float32).contiguous()
+    finite = torch.isfinite(x).all(dim=1)
+    if not bool(finite.all()):
+        bad = torch.nonzero(~finite).flatten()
+        raise ValueError(
+            f"{name} has {bad.numel()} row(s) with NaN or inf values (first rows: {bad[:5].tolist()}); "
+            "check the model's output (fp16 overflow, a diverged run)"
+        )
+    norms = x.norm(dim=1)
+    zero = norms == 0
+    if bool(zero.any()):
+        bad = torch.nonzero(zero).flatten()
+        raise ValueError(
+            f"{name} has {bad.numel()} all-zero row(s) (first rows: {bad[:5].tolist()}); cosine similarity is "
+            "undefined for a zero vector"
+        )
+    return x
+
+
+def check_labels(y, n: int, name: str = "labels", emb_name: str = "embeddings") -> torch.Tensor:
+    """1-D integer labels of length n -> int64 CPU tensor."""
+    if isinstance(y, np.ndarray):
+        y = torch.from_numpy(y)
+    elif isinstance(y, (list, tuple)):
+        y = torch.as_tensor(y)
+    if not isinstance(y, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, numpy array or list, got {type(y).__name__}")
+    if y.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {tuple(y.shape)}")
+    if y.is_floating_point() or y.is_complex() or y.dtype == torch.bool:
+        raise TypeError(f"{name} must hold integers, got dtype {y.dtype}")
+    if y.shape[0] != n:
+        raise ValueError(f"{name} has {y.shape[0]} entries but {emb_name} has {n} rows; they must match")
+    return y.to("cpu", torch.long)
+
+
+def parse_metrics(metrics: Sequence[str] | None, ks: Sequence[int]) -> tuple[list[int], list[str]]:
+    """Split requested metric names into recall ks and the other metrics, validating names."""
+    if metrics is None:
+        return sorted({int(k) for k in ks}), list(_KNOWN)
+    recall, other = set(), []
+    for name in metrics:
+        match = _RECALL.match(name)
+        if match:
+            recall.add(int(match.group(1)))
+        elif name in _KNOWN:
+            if name not in other:
+                other.append(name)
+        else:
+            raise ValueError(f"unknown metric {name!r}; expected 'R@<k>' or one of {_KNOWN}")
+    if any(k < 1 for k in recall):
+        raise ValueError("R@k needs k >= 1")
+    return sorted(recall), other
+
+
+# --------------------------------------------------------------------------------------------------
+# pure metric functions on sorted neighbour labels
+# --------------------------------------------------------------------------------------------------
+def recall_at_k(match: torch.Tensor, k: int) -> float:
+    """Fraction of queries with a relevant item among the first k columns of ``match`` (n, >=k) bool."""
+    if match.shape[0] == 0:
+        return float("nan")
+    return match[:, :k].any(dim=1).double().mean().item()
+
+
+def _precision_sums(match: torch.Tensor, depth: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per row: (sum of P@i * rel_i for i <= depth, relevant count within depth)."""
+    n, width = match.shape
+    positions = torch.arange(1, width + 1, dtype=torch.float64)
+    within = positions[None, :] <= depth[:, None].double()
+    rel = match.double() * within
+    hits = rel.cumsum(dim=1)
+    ap_sum = (hits / positions[None, :] * rel).sum(dim=1)
+    return ap_sum, rel.sum(dim=1)
+
+
+def map_at_r(match: torch.Tensor, r: torch.Tensor, denominator: torch.Tensor | None = None) -> torch.Tensor:
+    """Per-query MAP@R: sum_{i<=R} P@i rel_i / R (``denominator`` replaces R for Roth's convention)."""
+    ap_sum, _ = _precision_sums(match, r)
+    return ap_sum / (r if denominator is None else denominator).double()
+
+
+def r_precision(match: torch.Tensor, r: torch.Tensor, denominator: torch.Tensor | None = None) -> torch.Tensor:
+    """Per-query R-precision: relevant items among the top R, divided by R."""
+    _, rel = _precision_sums(match, r)
+    return rel / (r if denominator is None else denominator).double()
+
+
+def map_at_1000(match: torch.Tensor, class_count: torch.Tensor, limit: int = 1000) -> torch.Tensor:
+    """Per-query truncated AP as Roth's mAP@1000: sum_{i<=limit} P@i rel_i / class_count."""
+    depth = torch.full((match.shape[0],), limit, dtype=torch.long)
+    ap_sum, _ = _precision_sums(match, depth)
+    return ap_sum / class_count.double()
+
+
+def nmi(embeddings: torch.Tensor, labels: torch.Tensor, seed: int = 0, niter: int = 20, nredo: int = 1) -> float:
+    """NMI between labels and k-means clusters (K = number of distinct labels), as Roth and PML do.
+
+    One k-means start (``nredo=1``) as Roth; with very few items per class (faiss asks for >= 39 per
+    centroid) a poor start can merge clusters, so raise ``nredo`` for tiny evaluation sets.
+    """
+    import faiss
+    from sklearn.metrics import normalized_mutual_info_score
+
+    x = np.ascontiguousarray(embeddings.numpy(), dtype=np.float32)
+    y = labels.numpy()
+    n_clusters = int(np.unique(y).size)
+    if n_clusters < 2 or x.shape[0] <= n_clusters:
+        raise ValueError(f"NMI needs at least 2 classes and more items than classes; got {x.shape[0]} items, "
+                         f"{n_clusters} classes")
+    kmeans = faiss.Kmeans(x.shape[1], n_clusters, niter=niter, nredo=nredo, seed=seed,
+                          max_points_per_centroid=10**7)
+    kmeans.train(x)
+    _, assignment = kmeans.index.search(x, 1)
+    return float(normalized_mutual_info_score(y, assignment[:, 0]))
+
+
+# --------------------------------------------------------------------------------------------------
+# engine
+# --------------------------------------------------------------------------------------------------
+def _label_counts(gallery_labels: torch.Tensor, query_labels: torch.Tensor) -> torch.Tensor:
+    """For each query label, the number of gallery items carrying it."""
+    uniq, counts = torch.unique(gallery_labels, return_counts=True)
+    pos = torch.searchsorted(uniq, query_labels).clamp(max=uniq.numel() - 1)
+    found = uniq[pos] == query_labels
+    return torch.where(found, counts[pos], torch.zeros_like(pos))
+
+
+def evaluate_indices(
+    embeddings: torch.Tensor,
+    labels: torch.Tensor,
+    query_index: torch.Tensor,
+    gallery_index: torch.Tensor,
+    *,
+    recall_ks: Sequence[int],
+    others: Sequence[str],
+    map_at_r_convention: str = "musgrave",
+    search_dtype: torch.dtype = torch.bfloat16,
+    seed: int = 0,
+) -> dict[str, float]:
+    """Evaluate queries ``embeddings[query_index]`` against gallery ``embeddings[gallery_index]``.
+
+    Items are identified by their global index: a query never retrieves itself, whether or not it is also
+    in the gallery. Embeddings must already be checked and L2-normalised.
+    """
+    if map_at_r_convention not in ("musgrave", "roth"):
+        raise ValueError(f"map_at_r_convention must be 'musgrave' or 'roth', got {map_at_r_convention!r}")
+    q, g = embeddings[query_index], embeddings[gallery_index]
+    ql, gl = labels[query_index], labels[gallery_index]
+    nq, ng = q.shape[0], g.shape[0]
+    if nq == 0 or ng == 0:
+        raise ValueError(f"need at least one query and one gallery item, got {nq} queries and {ng} gallery items")
+    # position of each query inside the gallery (-1 when it is not a gallery item)
+    order = torch.argsort(gallery_index)
+    sorted_g = gallery_index[order]
+    pos = torch.searchsorted(sorted_g, query_index).clamp(max=ng - 1)
+    in_gallery = sorted_g[pos] == query_index
+    self_index = torch.where(in_gallery, order[pos], torch.full_like(pos, -1))
+    any_self = bool(in_gallery.any())
+    available = ng - (1 if any_self else 0)
+
+    class_count = _label_counts(gl, ql)  # same-label gallery items, the query included if it is there
+    r = class_count - in_gallery.long()  # Musgrave's R: other same-label items
+    need_r = any(name in ("MAP@R", "RP") for name in others)
+    max_recall = max(recall_ks, default=0)
+    if max_recall > available:
+        raise ValueError(f"R@{max_recall} needs k={max_recall} neighbours but the gallery offers only {available} per query")
+    # per-query search depth: only as deep as that query's metrics need
+    depth = torch.full((nq,), max(max_recall, 1), dtype=torch.long)
+    if need_r:
+        depth = torch.maximum(depth, r)
+        if map_at_r_convention == "roth":
+            depth = torch.maximum(depth, class_count.clamp(max=available))
+    if "mAP@1000" in others:
+        depth = torch.maximum(depth, torch.full_like(depth, min(1000, available)))
+    out: dict[str, float] = {}
+    if recall_ks or need_r or "mAP@1000" in others:
+        _, idx = knn_search(q, g, depth, self_index=self_index if any_self else None, search_dtype=search_dtype)
+        match = (idx >= 0) & (gl[idx.clamp(min=0)] == ql[:, None])
+        for k in recall_ks:
+            out[f"R@{k}"] = recall_at_k(match, k)
+        if need_r:
+            valid = r > 0
+            out["n_without_positives"] = float((~valid).sum().item())
+            mv, rv = match[valid], r[valid]
+            if map_at_r_convention == "roth":
+                # Roth/VPTSP: R counts the query itself; the neighbour list excludes it
+                depth_roth = torch.clamp(class_count[valid], max=available)
+                denom = class_count[valid]
+                map_vals = map_at_r(mv, depth_roth, denominator=denom)
+                rp_vals = r_precision(mv, depth_roth, denominator=denom)
+            else:
+                map_vals, rp_vals = map_at_r(mv, rv), r_precision(mv, rv)
+            if "MAP@R" in others:
+                out["MAP@R"] = map_vals.mean().item() if valid.any() else float("nan")
+            if "RP" in others:
+                out["RP"] = rp_vals.mean().item() if valid.any() else float("nan")
+        if "mAP@1000" in others:
+            valid = class_count > 0
+            out["mAP@1000"] = map_at_1000(match[valid], class_count[valid]).mean().item() if valid.any() else float("nan")
+    if "NMI" in others:
+        out["NMI"] = nmi(q, ql, seed=seed)
+    out["n_queries"] = float(nq)
+    out["n_gallery"] = float(ng)
+    return out
+
+
+def evaluate_retrieval(
+    query,
+    query_labels,
+    gallery=None,
+    gallery_labels=None,
+    *,
+    ks: Sequence[int] = DEFAULT_KS,
+    metrics: Sequence[str] | None = None,
+    map_at_r_convention: str = "musgrave",
+    search_dtype: torch.dtype = torch.bfloat16,
+    seed: int = 0,
+) -> dict[str, float]:
+    """Retrieval metrics of query embeddings against a gallery (or against themselves).
+
+    Args:
+        query: (n, d) embeddings (tensor or array); L2-normalised here, zero rows and NaN/inf rejected.
+        query_labels: (n,) integer class labels.
+        gallery: (m, d) separate gallery (In-shop protocol), or ``None`` to search the query set against
+            itself with the self-match excluded (CUB/Cars/SOP protocol).
+        gallery_labels: (m,) labels of the gallery; required with ``gallery``.
+        ks: the k of the ``"R@k"`` keys when ``metrics`` is None.
+        metrics: names to compute, e.g. ``["R@1", "MAP@R"]``; ``None`` = R@k for ``ks`` plus MAP@R, RP,
+            mAP@1000 and NMI.
+        map_at_r_convention: ``"musgrave"`` (R excludes the query) or ``"roth"`` (R counts it, as Roth's
+            ``mAP_c`` and VPTSP's ``mAP_R``).
+        search_dtype: ``torch.bfloat16`` (fast exact search) or ``torch.float32``.
+        seed: k-means seed for NMI.
+
+    Returns:
+        ``{"R@1": ..., "MAP@R": ..., "RP": ..., "mAP@1000": ..., "NMI": ..., "n_queries": ..., "n_gallery": ...,
+        "n_without_positives": ...}``; metric values lie in [0, 1].
+
+    Example:
+        >>> import torch
+        >>> x = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
+        >>> evaluate_retrieval(x, [0, 0, 1, 1], metrics=["R@1", "MAP@R"])["R@1"]
+        1.0
+    """
+    q = check_embeddings(query, "query")
+    ql = check_labels(query_labels, q.shape[0], "query_labels", "query")
+    recall_ks, others = parse_metrics(metrics, ks)
+    if gallery is None:
+        if gallery_labels is not None:
+            raise ValueError("gallery_labels given without gallery; pass both or neither")
+        emb = torch.nn.functional.normalize(q, dim=1)
+        labels = ql
+        query_index = gallery_index = torch.arange(q.shape[0])
+    else:
+        if gallery_labels is None:
+            raise ValueError("gallery given without gallery_labels; pass both or neither")
+        g = check_embeddings(gallery, "gallery")
+        gl = check_labels(gallery_labels, g.shape[0], "gallery_labels", "gallery")
+        if g.shape[1] != q.shape[1]:
+            raise ValueError(f"query has dimension {q.shape[1]} but gallery has {g.shape[1]}")
+        emb = torch.nn.functional.normalize(torch.cat([q, g]), dim=1)
+        labels = torch.cat([ql, gl])
+        query_index = torch.arange(q.shape[0])
+        gallery_index = torch.arange(q.shape[0], q.shape[0] + g.shape[0])
+    return evaluate_indices(
+        emb, labels, query_index, gallery_index, recall_ks=recall_ks, others=others,
+        map_at_r_convention=map_at_r_convention, search_dtype=search_dtype, seed=seed,
+    )

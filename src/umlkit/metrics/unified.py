@@ -1,0 +1,126 @@
+"""PUMA's unified evaluation: per-source scores, the Unified row and the Harmonic row.
+
+Follows PUMA (Kim, Kim, Kwak, WACV 2025), Sec. 3 and Table 2, and its official ``helpers.py``
+(``evaluate_all`` / ``get_accuracy``; implementation_notes.md §1):
+
+* **per source** (the paper's per-dataset columns): query and gallery restricted to that source;
+* **Unified**: every query of every source searched against the *union* of all galleries, averaged over all
+  queries (so SOP- and In-shop-sized sources weigh most, as in the paper);
+* **Harmonic**: n_sources / sum_s 1/score_s over the per-source scores (0 if any score is 0).
+
+Self-exclusion is by global item index, as the official code does: a query never retrieves itself; an
+In-shop query is a different item from every gallery image, so nothing is excluded there.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from umlkit.metrics.retrieval import check_embeddings, check_labels, evaluate_indices, parse_metrics
+
+__all__ = ["unified_evaluation", "harmonic_mean"]
+
+
+def harmonic_mean(values: Sequence[float]) -> float:
+    """Harmonic mean as PUMA's Harmonic column: n / sum(1/v); 0 when any value is 0, NaN when empty."""
+    vals = np.asarray(list(values), dtype=np.float64)
+    if vals.size == 0 or np.isnan(vals).any():
+        return float("nan")
+    if (vals < 0).any():
+        raise ValueError(f"harmonic mean needs non-negative scores, got {vals.tolist()}")
+    if (vals == 0).any():
+        return 0.0
+    return float(vals.size / np.sum(1.0 / vals))
+
+
+def _mask(x, n: int, name: str) -> torch.Tensor:
+    if x is None:
+        return torch.ones(n, dtype=torch.bool)
+    t = torch.as_tensor(np.asarray(x)) if not isinstance(x, torch.Tensor) else x
+    if t.dtype != torch.bool:
+        raise TypeError(f"{name} must be a boolean mask, got dtype {t.dtype}")
+    if t.ndim != 1 or t.shape[0] != n:
+        raise ValueError(f"{name} must be a 1-D mask with {n} entries, got shape {tuple(t.shape)}")
+    return t.cpu()
+
+
+def unified_evaluation(
+    embeddings,
+    labels,
+    sources,
+    *,
+    is_query=None,
+    is_gallery=None,
+    metrics: Sequence[str] = ("R@1",),
+    source_names: Sequence[str] | dict | None = None,
+    map_at_r_convention: str = "musgrave",
+    search_dtype: torch.dtype = torch.bfloat16,
+) -> pd.DataFrame:
+    """Per-source, Unified and Harmonic retrieval scores for a multi-dataset test set.
+
+    Args:
+        embeddings: (n, d) embeddings of every test item of every source.
+        labels: (n,) class labels; classes of different sources must not share a label (use global labels).
+        sources: (n,) source ids (ints or strings) — which dataset each item comes from.
+        is_query: (n,) bool, items used as queries (default: all). In-shop: its query split.
+        is_gallery: (n,) bool, items searched (default: all). In-shop: its gallery split.
+        metrics: metric names as in :func:`umlkit.metrics.evaluate_retrieval` (default R@1 only, as PUMA).
+        source_names: display names, a list indexed by integer source id or a dict id -> name.
+        map_at_r_convention: see :func:`umlkit.metrics.evaluate_retrieval`.
+        search_dtype: see :func:`umlkit.metrics.evaluate_retrieval`.
+
+    Returns:
+        DataFrame indexed by source name, then ``"Unified"`` and ``"Harmonic"``; one column per metric,
+        values in percent (as the papers print them). ``df.attrs["counts"]`` holds query/gallery counts.
+    """
+    emb = check_embeddings(embeddings)
+    n = emb.shape[0]
+    lab = check_labels(labels, n)
+    src = np.asarray(sources)
+    if src.ndim != 1 or src.shape[0] != n:
+        raise ValueError(f"sources must be 1-D with {n} entries (one per embedding), got shape {src.shape}")
+    q_mask, g_mask = _mask(is_query, n, "is_query"), _mask(is_gallery, n, "is_gallery")
+    recall_ks, others = parse_metrics(list(metrics), ())
+    if "NMI" in others:
+        raise ValueError("NMI is not defined for unified retrieval here; evaluate it per source with evaluate_retrieval")
+    columns = [f"R@{k}" for k in recall_ks] + others
+    emb = torch.nn.functional.normalize(emb, dim=1)
+
+    # labels must not collide across sources: a shared label would count a cross-dataset match as a hit
+    frame = pd.DataFrame({"label": lab.numpy(), "source": src})
+    shared = frame.groupby("label")["source"].nunique()
+    if (shared > 1).any():
+        example = int(shared[shared > 1].index[0])
+        raise ValueError(f"label {example} occurs in more than one source; give each source disjoint global labels")
+
+    def name_of(s):
+        if source_names is None:
+            return str(s)
+        if isinstance(source_names, dict):
+            return str(source_names[s])
+        return str(source_names[int(s)])
+
+    def run(sel_q: torch.Tensor, sel_g: torch.Tensor) -> dict[str, float]:
+        return evaluate_indices(
+            emb, lab, torch.nonzero(sel_q).flatten(), torch.nonzero(sel_g).flatten(), recall_ks=recall_ks,
+            others=others, map_at_r_convention=map_at_r_convention, search_dtype=search_dtype,
+        )
+
+    rows, counts = {}, {}
+    for s in pd.unique(src):
+        in_s = torch.from_numpy(src == s)
+        res = run(q_mask & in_s, g_mask & in_s)
+        rows[name_of(s)] = [100.0 * res[c] for c in columns]
+        counts[name_of(s)] = (int(res["n_queries"]), int(res["n_gallery"]))
+    res = run(q_mask, g_mask)
+    per_source = pd.DataFrame.from_dict(rows, orient="index", columns=columns)
+    rows["Unified"] = [100.0 * res[c] for c in columns]
+    counts["Unified"] = (int(res["n_queries"]), int(res["n_gallery"]))
+    rows["Harmonic"] = [harmonic_mean(per_source[c]) for c in columns]
+    out = pd.DataFrame.from_dict(rows, orient="index", columns=columns)
+    out.index.name = "source"
+    out.attrs["counts"] = counts
+    return out

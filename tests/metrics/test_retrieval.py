@@ -1,0 +1,210 @@
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from umlkit.metrics import evaluate_retrieval, knn_search, nmi
+from tests.metrics._brute import brute_metrics
+
+ALL = ["R@1", "R@2", "R@4", "MAP@R", "RP", "mAP@1000"]
+
+
+def _angles(deg):
+    rad = np.deg2rad(np.asarray(deg, dtype=np.float64))
+    return np.stack([np.cos(rad), np.sin(rad)], axis=1).astype(np.float32)
+
+
+# 5 points on the circle; neighbour orders and every value below were worked out by hand (see the book's
+# Evaluation chapter): e.g. item 0's neighbours are 1, 3, 4, 2 with labels 0, 1, 1, 0.
+HAND_X = _angles([0, 12, 100, 20, 93])
+HAND_Y = np.array([0, 0, 0, 1, 1])
+
+
+def test_hand_computed_musgrave():
+    res = evaluate_retrieval(HAND_X, HAND_Y, metrics=ALL)
+    assert res["R@1"] == pytest.approx(0.2)
+    assert res["R@2"] == pytest.approx(0.6)
+    assert res["R@4"] == pytest.approx(1.0)
+    assert res["RP"] == pytest.approx(0.2)
+    assert res["MAP@R"] == pytest.approx(0.15)
+    assert res["mAP@1000"] == pytest.approx(11 / 36)
+    assert res["n_without_positives"] == 0
+
+
+def test_hand_computed_roth_convention():
+    res = evaluate_retrieval(HAND_X, HAND_Y, metrics=["MAP@R", "RP"], map_at_r_convention="roth")
+    assert res["MAP@R"] == pytest.approx(31 / 180)
+    assert res["RP"] == pytest.approx(0.3)
+    # Roth's convention never exceeds Musgrave's on this example (it is an under-estimate)
+    assert res["MAP@R"] > 0.15  # ...except that here item 4's extra rank helps: check the exact value above
+
+
+def test_separate_gallery_hand():
+    # In-shop protocol: nothing excluded; query 0 at 0 deg, gallery at 5 (label 1), 30 (label 0), 90 (label 0)
+    q, ql = _angles([0]), [0]
+    g, gl = _angles([5, 30, 90]), [1, 0, 0]
+    res = evaluate_retrieval(q, ql, g, gl, metrics=["R@1", "R@2", "MAP@R", "RP"])
+    assert res["R@1"] == 0.0 and res["R@2"] == 1.0
+    assert res["RP"] == pytest.approx(0.5)  # R = 2 gallery positives, 1 in top 2
+    assert res["MAP@R"] == pytest.approx((1 / 2) / 2)
+
+
+def _clustered(n_classes, per_class, dim, seed, noise=0.6, singletons=0):
+    gen = np.random.default_rng(seed)
+    centres = gen.normal(size=(n_classes, dim))
+    sizes = gen.integers(per_class[0], per_class[1] + 1, size=n_classes)
+    labels = np.repeat(np.arange(n_classes), sizes)
+    x = centres[labels] + noise * gen.normal(size=(labels.size, dim))
+    if singletons:
+        x = np.concatenate([x, gen.normal(size=(singletons, dim))])
+        labels = np.concatenate([labels, np.arange(n_classes, n_classes + singletons)])
+    return x.astype(np.float32), labels
+
+
+@pytest.mark.parametrize("seed,dim", [(0, 8), (1, 16), (2, 32)])
+@pytest.mark.parametrize("convention", ["musgrave", "roth"])
+def test_against_brute_force_self(seed, dim, convention):
+    x, y = _clustered(12, (1, 9), dim, seed, singletons=3)
+    got = evaluate_retrieval(x, y, metrics=ALL + ["R@8"], map_at_r_convention=convention)
+    want = brute_metrics(x, y, ks=(1, 2, 4, 8), convention=convention)
+    for key in ["R@1", "R@2", "R@4", "R@8", "MAP@R", "RP", "mAP@1000", "n_without_positives"]:
+        assert got[key] == pytest.approx(want[key], abs=1e-9), key
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_against_brute_force_separate_gallery(seed):
+    x, y = _clustered(10, (2, 8), 12, seed)
+    gen = np.random.default_rng(seed)
+    is_q = gen.random(len(y)) < 0.4
+    got = evaluate_retrieval(x[is_q], y[is_q], x[~is_q], y[~is_q], metrics=ALL)
+    want = brute_metrics(x[is_q], y[is_q], x[~is_q], y[~is_q], ks=(1, 2, 4))
+    for key in ALL + ["n_without_positives"]:
+        assert got[key] == pytest.approx(want[key], abs=1e-9), key
+
+
+@pytest.mark.parametrize("n_classes,per_class,dim", [(30, (2, 6), 16), (60, (2, 12), 64), (8, (5, 40), 128)])
+def test_against_pytorch_metric_learning(n_classes, per_class, dim):
+    from pytorch_metric_learning.utils.accuracy_calculator import AccuracyCalculator
+
+    x, y = _clustered(n_classes, per_class, dim, seed=n_classes, noise=1.0)
+    calc = AccuracyCalculator(include=("precision_at_1", "mean_average_precision_at_r", "r_precision"),
+                              k="max_bin_count", device=torch.device("cpu"))
+    xt = torch.nn.functional.normalize(torch.from_numpy(x), dim=1)
+    pml = calc.get_accuracy(xt, torch.from_numpy(y))
+    got = evaluate_retrieval(x, y, metrics=["R@1", "MAP@R", "RP"])
+    assert got["R@1"] == pytest.approx(pml["precision_at_1"], abs=1e-6)
+    assert got["MAP@R"] == pytest.approx(pml["mean_average_precision_at_r"], abs=1e-6)
+    assert got["RP"] == pytest.approx(pml["r_precision"], abs=1e-6)
+
+
+def test_pml_separate_gallery():
+    from pytorch_metric_learning.utils.accuracy_calculator import AccuracyCalculator
+
+    x, y = _clustered(20, (4, 10), 32, seed=7, noise=1.0)
+    is_q = np.arange(len(y)) % 2 == 0
+    calc = AccuracyCalculator(include=("precision_at_1", "mean_average_precision_at_r", "r_precision"),
+                              k="max_bin_count", device=torch.device("cpu"))
+    xt = torch.nn.functional.normalize(torch.from_numpy(x), dim=1)
+    yt = torch.from_numpy(y)
+    pml = calc.get_accuracy(xt[is_q], yt[is_q], xt[~is_q], yt[~is_q])
+    got = evaluate_retrieval(x[is_q], y[is_q], x[~is_q], y[~is_q], metrics=["R@1", "MAP@R", "RP"])
+    assert got["R@1"] == pytest.approx(pml["precision_at_1"], abs=1e-6)
+    assert got["MAP@R"] == pytest.approx(pml["mean_average_precision_at_r"], abs=1e-6)
+    assert got["RP"] == pytest.approx(pml["r_precision"], abs=1e-6)
+
+
+def test_singletons_are_excluded_and_counted():
+    x, y = _clustered(5, (3, 3), 8, seed=0, singletons=4)
+    res = evaluate_retrieval(x, y, metrics=["R@1", "MAP@R", "RP"])
+    assert res["n_without_positives"] == 4
+    keep = np.isin(y, np.unique(y, return_counts=True)[0][np.unique(y, return_counts=True)[1] > 1])
+    res_no_single = brute_metrics(x, y)
+    assert res["MAP@R"] == pytest.approx(res_no_single["MAP@R"])
+    # R@1 counts every query: a singleton can never be a hit
+    assert res["R@1"] <= keep.mean() + 1e-12
+
+
+def test_nmi_perfect_and_shuffled():
+    # one random k-means start (Roth's setting) may merge clean clusters; many starts must find them all
+    x, y = _clustered(6, (60, 60), 16, seed=1, noise=0.01)
+    xt, yt = torch.nn.functional.normalize(torch.from_numpy(x), dim=1), torch.from_numpy(y)
+    assert nmi(xt, yt, nredo=20) == pytest.approx(1.0)
+    assert 0.5 < evaluate_retrieval(x, y, metrics=["NMI"])["NMI"] <= 1.0
+    gen = np.random.default_rng(0)
+    assert nmi(xt, torch.from_numpy(gen.permutation(y)), nredo=20) < 0.1
+
+
+def test_default_metrics_keys():
+    x, y = _clustered(6, (10, 10), 16, seed=1)
+    res = evaluate_retrieval(x, y)
+    for key in ["R@1", "R@2", "R@4", "R@8", "MAP@R", "RP", "mAP@1000", "NMI"]:
+        assert 0.0 <= res[key] <= 1.0, key
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(query=np.array([[1.0, 0.0], [np.nan, 1.0]]), query_labels=[0, 0]), "NaN or inf"),
+        (dict(query=np.array([[1.0, 0.0], [np.inf, 1.0]]), query_labels=[0, 0]), "NaN or inf"),
+        (dict(query=np.array([[1.0, 0.0], [0.0, 0.0]]), query_labels=[0, 0]), "all-zero"),
+        (dict(query=np.ones((3, 2)), query_labels=[0, 0]), "3 rows"),
+        (dict(query=np.ones(3), query_labels=[0, 0, 0]), "2-D"),
+        (dict(query=np.ones((3, 2)), query_labels=[0.0, 1.0, 2.0]), "integers"),
+    ],
+)
+def test_bad_input_errors(kwargs, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        evaluate_retrieval(**kwargs, metrics=["R@1"])
+
+
+def test_k_larger_than_gallery():
+    with pytest.raises(ValueError, match="offers only 4"):
+        evaluate_retrieval(HAND_X, HAND_Y, metrics=["R@8"])
+    with pytest.raises(ValueError, match="unknown metric"):
+        evaluate_retrieval(HAND_X, HAND_Y, metrics=["recall"])
+    with pytest.raises(ValueError, match="dimension"):
+        evaluate_retrieval(HAND_X, HAND_Y, np.ones((2, 3)), [0, 1], metrics=["R@1"])
+
+
+# ---------------------------------------------------------------------------------------------- knn core
+def _fp32_reference(q, g, k, self_index=None):
+    return knn_search(q, g, k, self_index=self_index, search_dtype=torch.float32)
+
+
+@pytest.mark.parametrize("extra", [0, 4, 24])
+def test_bf16_search_equals_fp32_exact(extra):
+    x, _ = _clustered(200, (2, 8), 32, seed=5, noise=0.3)
+    x = torch.nn.functional.normalize(torch.from_numpy(x), dim=1)
+    self_index = torch.arange(x.shape[0])
+    stats = {}
+    v, i = knn_search(x, x, 20, self_index=self_index, candidate_extra=extra, chunk_size=97, stats=stats)
+    rv, ri = _fp32_reference(x, x, 20, self_index)
+    assert torch.equal(i, ri)
+    assert torch.equal(v, rv)
+    assert not (i == self_index[:, None]).any()
+    if extra == 0:  # with no slack the certificate must fail on some rows and fall back, still exact
+        assert stats["fp32_fallback_rows"] > 0
+
+
+def test_ties_broken_by_index_and_duplicates():
+    base = torch.nn.functional.normalize(torch.randn(50, 16, generator=torch.Generator().manual_seed(0)), dim=1)
+    x = torch.cat([base, base, base])  # every vector three times: exact ties everywhere
+    v, i = knn_search(x, x, 4, self_index=torch.arange(150))
+    # nearest neighbours of item j are its two copies (similarity 1), lower index first
+    for j in (0, 7, 60, 149):
+        copies = sorted({j % 50, j % 50 + 50, j % 50 + 100} - {j})
+        assert i[j, :2].tolist() == copies
+    rv, ri = _fp32_reference(x, x, 4, torch.arange(150))
+    assert torch.equal(i, ri)
+
+
+def test_per_query_depth():
+    x = torch.nn.functional.normalize(torch.randn(300, 8, generator=torch.Generator().manual_seed(1)), dim=1)
+    depth = torch.randint(1, 40, (300,), generator=torch.Generator().manual_seed(2))
+    v, i = knn_search(x, x, depth, self_index=torch.arange(300), chunk_size=64)
+    rv, ri = _fp32_reference(x, x, 39, torch.arange(300))
+    for row in range(300):
+        d = int(depth[row])
+        assert torch.equal(i[row, :d], ri[row, :d])
+        assert (i[row, d:] == -1).all() and torch.isinf(v[row, d:]).all()
