@@ -12,8 +12,9 @@ same neighbours as an exact fp32 search, faster, in four steps per chunk of quer
 4. **certificate**: every gallery item outside the candidates has a bf16 score at most ``t`` (the last
    candidate, or the best block that was not opened), so its exact score is at most ``t + eps``, where ``eps``
    bounds the bf16 error (input rounding of both vectors measured per vector, fp32 accumulation and the
-   rounding of the product to bf16, times 2 for slack). Where the exact k-th score beats ``t + eps`` the row's
-   top k is provably exact; other rows are recomputed by a full fp32 pass. The result never depends on bf16
+   rounding of the product to bf16, with slack). Where the exact k-th score beats ``t + eps`` the row's top k
+   is provably exact; other rows get a second, 4x deeper candidate list from the bf16 scores still in memory,
+   and rows that fail again are recomputed by a full fp32 pass. The result never depends on bf16
    luck, only the speed does.
 
 ``k`` may differ per query (MAP@R needs R_i neighbours for query i): queries are processed in order of their
@@ -62,18 +63,26 @@ def _rescore(q: torch.Tensor, g: torch.Tensor, index: torch.Tensor, self_index: 
     return v
 
 
-def _bf16_error_bound(q: torch.Tensor, qb: torch.Tensor, dg_max: torch.Tensor, gb_max: torch.Tensor) -> torch.Tensor:
-    """Upper bound, per query row, of |bf16 similarity - fp32 similarity| over all gallery items.
+def _bf16_error_bound(q: torch.Tensor, qb: torch.Tensor, dg_max: torch.Tensor, gb_max: torch.Tensor,
+                      value: torch.Tensor) -> torch.Tensor:
+    """Upper bound, per query row, of (fp32 similarity - bf16 similarity) for items whose bf16 score is <= value.
 
-    q.g - qb.gb = (q-qb).gb + q.(g-gb), so |.| <= ||q-qb|| max||gb|| + ||q|| max||g-gb|| (norms measured),
-    plus fp32 accumulation (d * 2^-24) and the rounding of the result to bf16 (2^-8), both relative to
-    ||qb|| max||gb||. Doubled for slack.
+    Input rounding: q.g - qb.gb = (q-qb).gb + q.(g-gb), so |.| <= ||q-qb|| max||gb|| + ||q|| max||g-gb||, with
+    the norms measured (times 1.1 for slack). Accumulation in fp32: d * 2^-23 * ||qb|| max||gb||. Rounding of
+    the product to bf16 (unit roundoff 2^-8): at most 2^-8 |fp32 product|, bounded by 2^-7 |value| + tiny.
     """
     d = q.shape[1]
     dq = (q - qb.float()).norm(dim=1)
     magnitude = qb.float().norm(dim=1) * gb_max
-    bound = dq * gb_max + q.norm(dim=1) * dg_max + magnitude * (d * 2.0**-24 + 2.0**-8)
-    return 2.0 * bound
+    inputs = 1.1 * (dq * gb_max + q.norm(dim=1) * dg_max)
+    return inputs + magnitude * d * 2.0**-23 + 2.0**-7 * value.abs() + 1e-6
+
+
+def _uncertified(q, qb, dg_max, gb_max, v, kr, rest) -> torch.Tensor:
+    """Rows whose exact k-th similarity does not provably beat every item outside the candidates."""
+    kth = v.gather(1, (kr - 1)[:, None]).squeeze(1)
+    ok = kth > rest + _bf16_error_bound(q, qb, dg_max, gb_max, rest)
+    return torch.nonzero(~ok).flatten()
 
 
 def _candidates_by_block(scores: torch.Tensor, m: int, kk: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -116,7 +125,9 @@ def knn_search(
         chunk_size: queries per block (the score buffer holds ``chunk_size * m`` bf16 values).
         candidate_extra: candidates beyond k taken in the bf16 pass.
         search_dtype: ``torch.bfloat16`` (candidates + exact re-rank) or ``torch.float32`` (plain search).
-        stats: if given, receives ``{"rows": n, "fp32_fallback_rows": r}`` (how often the certificate failed).
+        stats: if given, receives ``{"rows": n, "second_pass_rows": r2, "fp32_fallback_rows": r3}``: rows whose
+            certificate failed and were searched again with 4x more bf16 candidates, and rows that then
+            needed the full fp32 pass.
 
     Returns:
         (similarities, indices), both (n, max k); row i sorted by similarity descending (ties by gallery
@@ -136,7 +147,7 @@ def knn_search(
         raise ValueError(f"k={k_max} is larger than the {available} gallery items a query can retrieve")
     out_v = torch.full((n, k_max), _NEG_INF, dtype=torch.float32)
     out_i = torch.full((n, k_max), -1, dtype=torch.long)
-    n_fallback = 0
+    n_fallback = n_second = 0
     if n == 0:
         return out_v, out_i
     use_bf16 = search_dtype == torch.bfloat16
@@ -180,21 +191,32 @@ def knn_search(
             rest = cand_v[:, -1]
         exact = _rescore(q, gallery, cand_i, si)
         v, i = _sort_desc_by_value_then_index(exact, cand_i)
-        # depth of each row inside this chunk: certify at its own k
         kr = depth[rows]
         out_v[rows, :kc], out_i[rows, :kc] = v[:, :kc], i[:, :kc]
-        if rest is not None:
-            eps = _bf16_error_bound(q, qb, dg_max, gb_max)
-            kth = v.gather(1, (kr - 1)[:, None]).squeeze(1)
-            bad = torch.nonzero(~(kth > rest + eps)).flatten()
-            if bad.numel():
-                n_fallback += bad.numel()
-                bv, bi = _exact_rows(q[bad], gallery, kc, None if si is None else si[bad])
-                out_v[rows[bad], :kc], out_i[rows[bad], :kc] = bv, bi
+        if rest is None:
+            continue
+        bad = _uncertified(q, qb, dg_max, gb_max, v, kr, rest)
+        if bad.numel() and kk < available:
+            n_second += bad.numel()
+            # second chance from the bf16 scores still in memory: a deeper candidate list for these rows only
+            kk2 = min(available, 4 * kk + 64)
+            cv2, ci2 = scores[bad].topk(kk2, dim=1)
+            ci2 = ci2.clamp(max=m - 1)
+            v2, i2 = _sort_desc_by_value_then_index(_rescore(q[bad], gallery, ci2, None if si is None else si[bad]), ci2)
+            out_v[rows[bad], :kc], out_i[rows[bad], :kc] = v2[:, :kc], i2[:, :kc]
+            if kk2 < available:
+                still = _uncertified(q[bad], qb[bad], dg_max, gb_max, v2, kr[bad], cv2[:, -1].float())
+                bad = bad[still]
+            else:
+                bad = bad[:0]
+        if bad.numel():
+            n_fallback += bad.numel()
+            bv, bi = _exact_rows(q[bad], gallery, kc, None if si is None else si[bad])
+            out_v[rows[bad], :kc], out_i[rows[bad], :kc] = bv, bi
     # blank the columns beyond each row's own depth
     beyond = torch.arange(k_max)[None, :] >= depth[:, None]
     out_v[beyond] = _NEG_INF
     out_i[beyond] = -1
     if stats is not None:
-        stats.update(rows=n, fp32_fallback_rows=n_fallback)
+        stats.update(rows=n, second_pass_rows=n_second, fp32_fallback_rows=n_fallback)
     return out_v, out_i
