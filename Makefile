@@ -19,8 +19,12 @@ install: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest tests book --nbval-lax --nbval-current-env -p no:cacheprovider
 
+# jupyter-cache re-runs a chapter only when its code cells change; a change in src/umlkit must also
+# invalidate it, so the cache is dropped whenever the library's sources hash differently.
 book: $(STAMP)
-	$(VENV)/bin/jupyter-book build . -W --keep-going
+	@h=$$(find src -name '*.py' -type f | sort | xargs cat | sha256sum | cut -c1-16); \
+	if [ "$$(cat _build/.umlkit-src-hash 2>/dev/null)" != "$$h" ]; then rm -rf _build/.jupyter_cache; fi; \
+	$(VENV)/bin/jupyter-book build . -W --keep-going && echo $$h > _build/.umlkit-src-hash
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_eval.py
