@@ -1,0 +1,96 @@
+"""Backbones: timm models by name (never re-implemented), pretrained weights from the hub or a local file.
+
+Short names map to the exact timm tags the papers use:
+
+| name | timm model | used by |
+|---|---|---|
+| ``vit_s16_in21k_ft_in1k`` | ``vit_small_patch16_224.augreg_in21k_ft_in1k`` | PUMA (all tables) |
+| ``vit_s16_in21k`` | ``vit_small_patch16_224.augreg_in21k`` | VPTSP (ViT-S/16, IN-21k only) |
+| ``deit_s16`` | ``deit_small_patch16_224.fb_in1k`` | PUMA Table 5, VPTSP Table 8 |
+| ``dino_s16`` | ``vit_small_patch16_224.dino`` | PUMA Table 5, VPTSP Table 8 |
+| ``clip_b32_laion2b`` | ``vit_base_patch32_clip_224.laion2b`` | PUMA Table 5 |
+| ``vit_b16_in21k`` | ``vit_base_patch16_224.augreg_in21k`` | VPTSP (ViT-B/16) |
+| ``mae_b16`` | ``vit_base_patch16_224.mae`` | VPTSP Table 8 |
+| ``clip_l14`` | ``vit_large_patch14_clip_224.openai`` | language guidance (CLIP-L image tower) |
+| ``resnet18/50/101`` | ``resnet{18,50,101}.tv_in1k`` | ooDML, language guidance (frozen-BN option) |
+| ``vit_tiny_uml`` | ``vit_tiny_uml_patch4_32`` (registered here) | quick profile |
+
+Any other timm model name is accepted as is. Weights: ``pretrained=True`` downloads from timm's hub;
+``weights=PATH`` loads a local file (``.safetensors``, or ``.pth``/``.bin``/``.npz`` through timm's own checkpoint
+filters) without network. Input size and normalisation come from the pretrained config (``data_config``).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import timm
+import torch
+from timm.layers import freeze_batch_norm_2d
+from timm.models import register_model
+from timm.models.vision_transformer import VisionTransformer, _create_vision_transformer
+
+__all__ = ["BACKBONES", "create_backbone", "resolve_backbone_name", "data_config"]
+
+BACKBONES = {
+    "vit_s16_in21k_ft_in1k": "vit_small_patch16_224.augreg_in21k_ft_in1k",
+    "vit_s16_in21k": "vit_small_patch16_224.augreg_in21k",
+    "deit_s16": "deit_small_patch16_224.fb_in1k",
+    "dino_s16": "vit_small_patch16_224.dino",
+    "clip_b32_laion2b": "vit_base_patch32_clip_224.laion2b",
+    "vit_b16_in21k": "vit_base_patch16_224.augreg_in21k",
+    "mae_b16": "vit_base_patch16_224.mae",
+    "clip_l14": "vit_large_patch14_clip_224.openai",
+    "resnet18": "resnet18.tv_in1k",
+    "resnet50": "resnet50.tv_in1k",
+    "resnet101": "resnet101.tv_in1k",
+    "vit_tiny_uml": "vit_tiny_uml_patch4_32",
+}
+
+
+@register_model
+def vit_tiny_uml_patch4_32(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """Tiny ViT of the quick profile: 32 px input, 4 px patches (64 tokens), width 128, depth 6, 4 heads."""
+    model_args = dict(img_size=32, patch_size=4, embed_dim=128, depth=6, num_heads=4, mlp_ratio=4.0)
+    kwargs.setdefault("pretrained_cfg_overlay", dict(mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), input_size=(3, 32, 32),
+                                                      crop_pct=1.0, num_classes=0))
+    return _create_vision_transformer("vit_tiny_uml_patch4_32", pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+def resolve_backbone_name(name: str) -> str:
+    return BACKBONES.get(name, name)
+
+
+def create_backbone(name: str, pretrained: bool = False, weights: str | Path | None = None,
+                    freeze_bn: bool = False, **kwargs) -> torch.nn.Module:
+    """A timm model with its classifier removed (``num_classes=0``)."""
+    timm_name = resolve_backbone_name(name)
+    base = timm_name.split(".")[0]
+    if not timm.is_model(base):
+        raise ValueError(f"unknown backbone {name!r}: not a umlkit short name ({', '.join(BACKBONES)}) "
+                         f"nor a timm model")
+    if weights is not None:
+        path = Path(weights).expanduser()
+        if not path.is_file():
+            raise FileNotFoundError(f"weights file {path} does not exist (expected a .safetensors/.pth/.npz checkpoint "
+                                    f"of {timm_name})")
+        model = timm.create_model(timm_name, pretrained=True, num_classes=0,
+                                  pretrained_cfg_overlay=dict(file=str(path), hf_hub_id=None, url=None), **kwargs)
+    elif pretrained:
+        try:
+            model = timm.create_model(timm_name, pretrained=True, num_classes=0, **kwargs)
+        except Exception as err:  # hub unreachable, offline mode, missing cache, ...
+            raise RuntimeError(
+                f"could not fetch pretrained weights for {timm_name} from the hub ({type(err).__name__}: {err}). "
+                f"Either connect to the internet (timm downloads them once into the Hugging Face cache), or pass "
+                f"weights='/path/to/{base}.safetensors' to load a local file."
+            ) from err
+    else:
+        model = timm.create_model(timm_name, pretrained=False, num_classes=0, **kwargs)
+    if freeze_bn:
+        model = freeze_batch_norm_2d(model)
+    return model
+
+
+def data_config(model: torch.nn.Module) -> dict:
+    """Input size, interpolation, mean/std and crop_pct from the model's pretrained config."""
+    return timm.data.resolve_model_data_config(model)

@@ -1,0 +1,67 @@
+"""Bottleneck adapters: PUMA's (stochastic) adapter and AdaptFormer's parallel MLP adapter.
+
+* :class:`Adapter` follows PUMA (Kim et al., WACV 2025), Sec. 4.1, Eq. 3-4, as the official
+  ``models/prompt.py: StochasticAdapter`` does (implementation_notes.md §1): ReLU(x D) U * s with **no biases and
+  no LayerNorm**, a **fixed** scale s = 0.1, D initialised with ``kaiming_uniform_(a=1)`` and U with zeros (so the
+  model starts as the frozen ViT), and a per-sample Bernoulli keep with probability p, implemented like the
+  official code with timm's ``DropPath(1 - p)`` (kept samples rescaled by 1/p in training; full output at eval).
+  ``keep_prob=1`` is the static adapter of PUMA Table 3.
+* :class:`AdaptFormerAdapter` follows AdaptFormer (Chen et al., NeurIPS 2022): down/up projections **with**
+  biases, ReLU, a fixed scale 0.1, parallel to the MLP branch; LoRA-style init (Kaiming down, zero up).
+  PUMA's Table 2 uses it "scaled to the same parameters" (bottleneck 256 on ViT-S: 2.37M).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from timm.layers import DropPath
+from torch import nn
+
+__all__ = ["Adapter", "AdaptFormerAdapter", "puma_adapter_pair"]
+
+
+class Adapter(nn.Module):
+    """PUMA adapter: ReLU(x @ D) @ U * scale, stochastic per sample when ``keep_prob < 1``."""
+
+    def __init__(self, dim: int, bottleneck: int = 128, scale: float = 0.1, keep_prob: float = 0.5):
+        super().__init__()
+        if not 0 < keep_prob <= 1:
+            raise ValueError(f"keep_prob must be in (0, 1], got {keep_prob}")
+        self.down = nn.Linear(dim, bottleneck, bias=False)
+        self.up = nn.Linear(bottleneck, dim, bias=False)
+        self.register_buffer("scale", torch.tensor(float(scale)), persistent=False)  # fixed, no gradient
+        self.keep_prob = keep_prob
+        self.drop = DropPath(1.0 - keep_prob) if keep_prob < 1 else nn.Identity()
+        nn.init.kaiming_uniform_(self.down.weight, a=1)
+        nn.init.zeros_(self.up.weight)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.drop(self.up(torch.relu(self.down(x))) * self.scale)
+
+
+def puma_adapter_pair(dim: int, bottleneck: int = 128, scale: float = 0.1, keep_prob: float = 0.5
+                      ) -> tuple[Adapter, Adapter]:
+    """The two adapters of one PUMA layer (parallel to MSA and to MLP), starting from the same D (official init)."""
+    a_attn = Adapter(dim, bottleneck, scale, keep_prob)
+    a_mlp = Adapter(dim, bottleneck, scale, keep_prob)
+    with torch.no_grad():
+        a_mlp.down.weight.copy_(a_attn.down.weight)
+    return a_attn, a_mlp
+
+
+class AdaptFormerAdapter(nn.Module):
+    """AdaptFormer's AdaptMLP: up(ReLU(down(x))) * scale, with biases."""
+
+    def __init__(self, dim: int, bottleneck: int = 256, scale: float = 0.1):
+        super().__init__()
+        self.down = nn.Linear(dim, bottleneck)
+        self.up = nn.Linear(bottleneck, dim)
+        self.scale = scale
+        nn.init.kaiming_uniform_(self.down.weight, a=math.sqrt(5))
+        nn.init.zeros_(self.down.bias)
+        nn.init.zeros_(self.up.weight)
+        nn.init.zeros_(self.up.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.up(torch.relu(self.down(x))) * self.scale

@@ -1,0 +1,157 @@
+"""A forward pass over a timm ``VisionTransformer``'s own modules with parameter-efficient insertions.
+
+The backbone is timm's (patch embedding, blocks, norms are called, never rewritten); this module only decides
+what enters each block and what is added beside it:
+
+* **prompt pool** (PUMA, Sec. 4.2; official ``forward_features``): query from the patch embeddings before the
+  CLS token and position embeddings, detached; the pooled prompt goes right after CLS at the input with the
+  CLS position embedding added (PUMA extends pos_embed by copying the CLS entry); token order
+  [CLS, prompts, patches]; prompts stay through all blocks.
+* **shallow VPT** (Jia et al., ECCV 2022): learnable tokens after CLS at the input, no position embedding.
+* **deep VPT** (VPTSP layout, ``_forward_vpt_block``): before block i, N_i = max(N - i * step, 0) fresh tokens
+  are *prepended* ([prompts, CLS, patches]) and dropped after the block. The same path carries VPTSP's
+  per-sample class prompts in its proxy pass.
+* **adapters** parallel to MSA and MLP with the block's own LayerNorm output as input (PUMA Eq. 3-4):
+  x' = x + MSA(LN1 x) + A0(LN1 x); x'' = x' + MLP(LN2 x') + A1(LN2 x');
+* **AdaptFormer** parallel to the MLP with the residual stream as input: x'' = x' + (MLP(LN2 x') + A(x')).
+* **LoRA** replaces ``attn.qkv`` by :class:`umlkit.models.layers.LoRAQKV` (done by the factory).
+
+With zero up-projections, zero LoRA B and no prompts the result equals timm's ``forward_features`` + pooling
+bit for bit on CPU fp32 (tested).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from umlkit.models.layers import AdaptFormerAdapter, PromptPool, puma_adapter_pair
+
+__all__ = ["PEFTViT"]
+
+
+class PEFTViT(nn.Module):
+    def __init__(
+        self,
+        vit: nn.Module,
+        *,
+        adapter_keep_prob: float | None = None,
+        adapter_bottleneck: int = 128,
+        adapter_scale: float = 0.1,
+        adaptformer_bottleneck: int | None = None,
+        adaptformer_layers: int | None = None,
+        prompt_pool: PromptPool | None = None,
+        shallow_prompts: int = 0,
+        deep_prompts: Sequence[int] | None = None,
+    ):
+        super().__init__()
+        if not hasattr(vit, "blocks") or not hasattr(vit, "patch_embed"):
+            raise TypeError(f"{type(vit).__name__} is not a timm VisionTransformer; parameter-efficient ViT methods "
+                            "need one (ResNets support zero_shot, full, linear, mlp3 and bitfit)")
+        self.vit = vit
+        dim, depth = vit.embed_dim, len(vit.blocks)
+        self.dim = dim
+        self.adapters_attn = self.adapters_mlp = None
+        if adapter_keep_prob is not None:
+            pairs = [puma_adapter_pair(dim, adapter_bottleneck, adapter_scale, adapter_keep_prob) for _ in range(depth)]
+            self.adapters_attn = nn.ModuleList(p[0] for p in pairs)
+            self.adapters_mlp = nn.ModuleList(p[1] for p in pairs)
+        self.adaptformer = None
+        if adaptformer_bottleneck is not None:
+            n = depth if adaptformer_layers is None else adaptformer_layers
+            if not 1 <= n <= depth:
+                raise ValueError(f"adaptformer_layers must be in [1, {depth}], got {n}")
+            self.adaptformer = nn.ModuleList(AdaptFormerAdapter(dim, adaptformer_bottleneck) for _ in range(n))
+        self.prompt_pool = prompt_pool
+        self.shallow = None
+        if shallow_prompts:
+            self.shallow = nn.Parameter(torch.empty(1, shallow_prompts, dim))
+            nn.init.xavier_uniform_(self.shallow.view(shallow_prompts, dim))
+        self.deep = None
+        if deep_prompts is not None:
+            if len(deep_prompts) > depth:
+                raise ValueError(f"{len(deep_prompts)} prompt layers for a {depth}-block ViT")
+            self.deep = nn.ParameterList()
+            for n in deep_prompts:
+                p = nn.Parameter(torch.empty(1, n, dim))
+                if n:
+                    nn.init.xavier_normal_(p.view(n, dim))
+                self.deep.append(p)
+        self.last_prompt_weights: torch.Tensor | None = None
+
+    # ------------------------------------------------------------------------------------------ pieces
+    def _block(self, i: int, blk: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        h = blk.norm1(x)
+        x = x + blk.drop_path1(blk.ls1(blk.attn(h)))
+        if self.adapters_attn is not None:
+            x = x + self.adapters_attn[i](h)
+        h = blk.norm2(x)
+        branch = blk.drop_path2(blk.ls2(blk.mlp(h)))
+        if self.adaptformer is not None and i < len(self.adaptformer):
+            branch = branch + self.adaptformer[i](x)
+        x = x + branch
+        if self.adapters_mlp is not None:
+            x = x + self.adapters_mlp[i](h)
+        return x
+
+    def _pool(self, x: torch.Tensor, n_prefix: int) -> torch.Tensor:
+        vit = self.vit
+        if vit.global_pool == "avg":
+            feat = x[:, n_prefix:].mean(dim=1)
+        elif vit.global_pool in ("token", ""):
+            feat = x[:, 0]
+        else:
+            raise ValueError(f"global_pool={vit.global_pool!r} is not supported by the PEFT forward")
+        return vit.fc_norm(feat)
+
+    def forward_features(
+        self,
+        x: torch.Tensor,
+        layer_prompts: Sequence[torch.Tensor | None] | None = None,
+        use_task_prompts: bool = True,
+    ) -> torch.Tensor:
+        """Pooled feature (B, D).
+
+        Args:
+            x: images (B, 3, H, W).
+            layer_prompts: per-block (B, n_i, D) tokens to prepend before block i and drop after it, used for
+                VPTSP's class prompts; replaces the task's deep prompts when given.
+            use_task_prompts: insert this model's own prompts (False in VPTSP's proxy pass).
+        """
+        vit = self.vit
+        tokens = vit.patch_embed(x)
+        b = tokens.shape[0]
+        pooled = None
+        if use_task_prompts and self.prompt_pool is not None:
+            flat = tokens.reshape(b, -1, tokens.shape[-1])
+            query = ((flat.mean(dim=1) + flat.amax(dim=1)) / 2).detach()
+            pooled, weights = self.prompt_pool(query)
+            self.last_prompt_weights = weights.detach()
+        tokens = vit._pos_embed(tokens)
+        n_prefix = vit.num_prefix_tokens
+        inserted = []
+        if pooled is not None:
+            cls_pos = vit.pos_embed[:, :1] if (vit.pos_embed is not None and not vit.no_embed_class) else 0
+            inserted.append(pooled + cls_pos)
+        if use_task_prompts and self.shallow is not None:
+            inserted.append(self.shallow.expand(b, -1, -1))
+        if inserted:
+            tokens = torch.cat([tokens[:, :n_prefix], *inserted, tokens[:, n_prefix:]], dim=1)
+            n_prefix += sum(t.shape[1] for t in inserted)
+        tokens = vit.patch_drop(tokens)
+        tokens = vit.norm_pre(tokens)
+        if layer_prompts is None and use_task_prompts and self.deep is not None:
+            layer_prompts = [p.expand(b, -1, -1) if p.shape[1] else None for p in self.deep]
+        for i, blk in enumerate(vit.blocks):
+            extra = layer_prompts[i] if layer_prompts is not None and i < len(layer_prompts) else None
+            if extra is not None and extra.shape[1]:
+                n = extra.shape[1]
+                tokens = self._block(i, blk, torch.cat([extra, tokens], dim=1))[:, n:]
+            else:
+                tokens = self._block(i, blk, tokens)
+        tokens = vit.norm(tokens)
+        return self._pool(tokens, n_prefix)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.forward_features(x)

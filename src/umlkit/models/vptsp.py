@@ -1,0 +1,135 @@
+"""VPTSP: visual prompt tuning with semantic proxies (Ren et al., ICLR 2024), as the official
+``architectures/peft_vit.py`` builds it (implementation_notes.md §3).
+
+* image branch: VPT-deep task prompts (N_i = max(N - i * step, 0) tokens prepended before block i < depth,
+  dropped after it) + BitFit (all backbone biases trainable) + head LayerNorm + Linear, L2-normalised;
+* proxy branch (training only): the *same* images through the frozen ViT again with the **class prompts of each
+  sample's label** instead of the task prompts (BitFit biases shared), its own LayerNorm + Linear head,
+  L2-normalised; the features of each class's k samples update that class's stored row through an accumulator
+  (EMA or GRU-ReLU; LSTM/RNN/GRU-tanh/cross-attention for the Table 7 ablation);
+* proxies for all classes = alpha * bias + (1 - alpha) * container, where ``container`` is a non-parameter
+  (n_classes, E) tensor (xavier-uniform / 8, L2-normalised) whose batch rows carry gradient in the current step
+  and is detached afterwards, and ``bias`` is a learnable (n_classes, E) tensor (xavier-uniform / 8).
+
+Proxy sources of the appendix Table 5: ``"prompt"`` (VPTSP), ``"sample"`` (the image branch's own embeddings
+feed the accumulator), ``"encoder"`` (a trainable copy of the image head on the frozen image feature) and
+``"fixed_encoder"`` (the same, head frozen at its initial value).
+
+Option ``class_prompts_device="cpu"``: the class prompts live on the CPU (a large-class dataset like SOP or the
+UML union) and only the rows of the batch's classes move to the model's device each step. Unlike the official
+memory bank, the optimizer state of those rows is not swapped: class prompts are then trained by a sparse CPU
+optimizer that the training engine owns (``sparse_parameters()``).
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from umlkit.models.embedding import EmbeddingModel, build_head
+from umlkit.models.layers import build_accumulator
+
+__all__ = ["VPTSPModel", "PROXY_SOURCES"]
+
+PROXY_SOURCES = ("prompt", "sample", "encoder", "fixed_encoder")
+
+
+def _xavier_over8(rows: int, cols: int) -> torch.Tensor:
+    t = torch.empty(rows, cols)
+    nn.init.xavier_uniform_(t)
+    return t / 8.0
+
+
+class VPTSPModel(EmbeddingModel):
+    def __init__(
+        self,
+        backbone: nn.Module,
+        backbone_name: str,
+        embed_dim: int,
+        num_classes: int,
+        *,
+        class_prompts: int = 3,
+        class_prompt_depth: int = 12,
+        class_prompt_step: int = 0,
+        accumulator: str = "gru_relu",
+        proxy_bias_ratio: float = 0.5,
+        ema_keep: float = 0.8,
+        rnn_dropout: float = 0.0,
+        proxy_source: str = "prompt",
+        class_prompts_device: str | None = None,
+        data_config: dict | None = None,
+    ):
+        head = build_head("ln_linear", backbone.dim, embed_dim)
+        super().__init__(backbone, head, "vptsp", backbone_name, embed_dim, data_config)
+        if num_classes is None or num_classes < 1:
+            raise ValueError("vptsp needs num_classes (the number of training classes) to build its proxies")
+        if proxy_source not in PROXY_SOURCES:
+            raise ValueError(f"proxy_source must be one of {PROXY_SOURCES}, got {proxy_source!r}")
+        if not 0 <= proxy_bias_ratio <= 1:
+            raise ValueError(f"proxy_bias_ratio must be in [0, 1], got {proxy_bias_ratio}")
+        self.num_classes = num_classes
+        self.alpha = proxy_bias_ratio
+        self.proxy_source = proxy_source
+        dim, depth = backbone.dim, len(backbone.vit.blocks)
+        self.class_prompt_counts = [max(class_prompts - i * class_prompt_step, 0) for i in range(min(class_prompt_depth, depth))]
+        self.class_prompts = None
+        self.proxy_head = None
+        if proxy_source == "prompt":
+            tensors = []
+            for n in self.class_prompt_counts:
+                t = torch.empty(num_classes, n, dim)
+                if n:
+                    nn.init.xavier_normal_(t.view(num_classes * n, dim))
+                tensors.append(t)
+            if class_prompts_device == "cpu":
+                self.class_prompts = [nn.Parameter(t) for t in tensors]  # not registered: stays on the CPU
+                self._cpu_prompts = True
+            else:
+                self.class_prompts = nn.ParameterList(nn.Parameter(t) for t in tensors)
+                self._cpu_prompts = False
+            self.proxy_head = build_head("ln_linear", dim, embed_dim)
+        elif proxy_source in ("encoder", "fixed_encoder"):
+            self.proxy_head = build_head("ln_linear", dim, embed_dim)
+            if proxy_source == "fixed_encoder":
+                self.proxy_head.requires_grad_(False)
+        self.accumulator = build_accumulator(accumulator, embed_dim, dropout=rnn_dropout, keep=ema_keep)
+        self.register_buffer("container", nn.functional.normalize(_xavier_over8(num_classes, embed_dim), dim=1))
+        self.proxy_bias = nn.Parameter(_xavier_over8(num_classes, embed_dim))
+
+    def sparse_parameters(self) -> list[nn.Parameter]:
+        """Class prompts kept on the CPU (empty unless ``class_prompts_device="cpu"``)."""
+        return list(self.class_prompts) if self.class_prompts is not None and self._cpu_prompts else []
+
+    def _proxy_features(self, x: torch.Tensor, labels: torch.Tensor, image_feat: torch.Tensor,
+                        image_emb: torch.Tensor) -> torch.Tensor:
+        if self.proxy_source == "sample":
+            return image_emb
+        if self.proxy_source in ("encoder", "fixed_encoder"):
+            return nn.functional.normalize(self.proxy_head(image_feat.detach()), dim=-1)
+        idx = labels.to("cpu" if self._cpu_prompts else labels.device)
+        prompts = [p[idx].to(x.device) if p.shape[1] else None for p in self.class_prompts]
+        feat = self.backbone.forward_features(x, layer_prompts=prompts, use_task_prompts=False)
+        return nn.functional.normalize(self.proxy_head(feat), dim=-1)
+
+    def forward_train(self, x: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(embeddings (B, E), proxies for all classes (n_classes, E)).
+
+        The batch must hold k samples of each of its classes, grouped by class (VPTSP's class-random sampler);
+        groups are found by consecutive equal labels as the official code does.
+        """
+        if labels.min() < 0 or labels.max() >= self.num_classes:
+            raise ValueError(f"labels must lie in [0, {self.num_classes}), got [{int(labels.min())}, {int(labels.max())}]")
+        feat = self.features(x)
+        emb = nn.functional.normalize(self.head(feat), dim=-1)
+        proxy_feat = self._proxy_features(x, labels, feat, emb)
+        classes, counts = torch.unique_consecutive(labels, return_counts=True)
+        if classes.numel() != torch.unique(labels).numel() or not bool((counts == counts[0]).all()):
+            raise ValueError("VPTSP needs batches grouped by class with the same number of samples per class "
+                             f"(got label run lengths {counts.tolist()}); use the class-random sampler")
+        grouped = proxy_feat.view(classes.numel(), int(counts[0]), -1)
+        container = self.container.detach().clone()
+        updated = self.accumulator(container[classes], grouped)
+        container = container.index_put((classes,), updated)
+        container = nn.functional.normalize(container, dim=1)
+        self.container.copy_(container.detach())
+        proxies = self.alpha * self.proxy_bias + (1 - self.alpha) * container
+        return emb, proxies
