@@ -1,0 +1,219 @@
+"""Behaviour of the PEFT modules: exactness against timm, PUMA's official details, VPTSP's proxy branch."""
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from umlkit.models import create_backbone, create_model
+from umlkit.models.layers import Adapter, PromptPool, build_accumulator
+from umlkit.models.layers.accumulators import ACCUMULATORS
+
+TINY = "vit_tiny_uml"
+
+
+def _images(n=3, size=32, seed=0):
+    return torch.randn(n, 3, size, size, generator=torch.Generator().manual_seed(seed))
+
+
+def _timm_features(model):
+    vit = model.backbone.vit
+    return lambda x: vit.forward_head(vit.forward_features(x), pre_logits=True)
+
+
+@pytest.mark.parametrize("method,kw", [
+    ("linear", {}), ("adapter", {}), ("stochastic_adapter", {}), ("puma", {"use_prompts": False}),
+    ("lora", {}), ("adaptformer", {}), ("bitfit", {}), ("vpt_deep", {"num_prompts": 0}),
+])
+def test_features_equal_timm_bit_for_bit(method, kw):
+    torch.manual_seed(0)
+    model = create_model(TINY, method, embed_dim=16, **kw).eval()
+    x = _images()
+    with torch.no_grad():
+        assert torch.equal(model.features(x), _timm_features(model)(x))
+
+
+def test_vit_small_exactness_with_adapters():
+    torch.manual_seed(0)
+    model = create_model("vit_s16_in21k_ft_in1k", "puma", use_prompts=False).eval()
+    x = _images(1, 224)
+    with torch.no_grad():
+        assert torch.equal(model.features(x), _timm_features(model)(x))
+
+
+def test_puma_adapter_init_and_stochastic_keep():
+    torch.manual_seed(0)
+    model = create_model(TINY, "puma", embed_dim=16)
+    body = model.backbone
+    for a_attn, a_mlp in zip(body.adapters_attn, body.adapters_mlp):
+        assert torch.equal(a_attn.down.weight, a_mlp.down.weight)  # same D copied to both adapters
+        assert not a_attn.up.weight.any()  # U starts at zero
+        assert a_attn.down.bias is None and a_attn.up.bias is None
+        assert not any(p is a_attn.scale for p in model.parameters())  # fixed scale, no gradient
+        bound = (3.0 / a_attn.down.weight.shape[1]) ** 0.5  # kaiming_uniform(a=1): sqrt(3 / fan_in)
+        assert a_attn.down.weight.abs().max() <= bound
+    adapter = Adapter(8, bottleneck=4, keep_prob=0.5)
+    torch.nn.init.normal_(adapter.up.weight)
+    x = torch.randn(64, 5, 8)
+    adapter.eval()
+    full = adapter(x)
+    adapter.train()
+    torch.manual_seed(1)
+    out = adapter(x)
+    dropped = (out == 0).flatten(1).all(dim=1)
+    kept = torch.isclose(out, 2 * full, atol=1e-6).flatten(1).all(dim=1)
+    assert bool((dropped | kept).all())  # whole samples are dropped or kept x2 (per sample, not per token)
+    assert 10 < int(dropped.sum()) < 54
+
+
+def test_prompt_pool_formula_and_quirk():
+    torch.manual_seed(0)
+    pool = PromptPool(dim=16, pool_size=5, length=3)
+    assert all(torch.equal(pool.prompts[0], pool.prompts[m]) for m in range(5))  # official identical init
+    fixed = PromptPool(dim=16, pool_size=5, length=3, identical_init=False)
+    assert not torch.equal(fixed.prompts[0], fixed.prompts[1])
+    q = torch.randn(4, 16)
+    with torch.no_grad():
+        prompt, w = pool(q)
+    for b in range(4):
+        for m in range(5):
+            att = q[b] * torch.softmax(pool.attention[m].detach(), dim=0)
+            key = pool.keys[m].detach()
+            cos = torch.dot(att / att.norm(), key / key.norm())
+            assert w[b, m] == pytest.approx(float(cos) / (1 + 1e-5) ** 0.5, abs=1e-6)
+    want = torch.einsum("bm,mld->bld", w, pool.prompts.detach())
+    assert torch.allclose(prompt, want)
+    with torch.no_grad():
+        ortho = sum(((t @ t.T - torch.eye(5)) ** 2).mean() for t in (pool.keys, pool.attention, pool.prompts.reshape(5, -1)))
+    assert float(pool.orthogonality_loss().detach()) == pytest.approx(1e-6 * float(ortho))
+
+
+def test_prompt_pool_query_is_detached_and_weights_recorded():
+    model = create_model(TINY, "prompt_pool", embed_dim=16, pool_size=4, prompt_length=2)
+    x = _images(2)
+    emb = model(x)
+    emb.sum().backward()
+    assert model.backbone.prompt_pool.prompts.grad is not None
+    assert model.backbone.vit.patch_embed.proj.weight.grad is None  # frozen and the query detached
+    assert model.backbone.last_prompt_weights.shape == (2, 4)
+
+
+def test_vpt_deep_counts_and_effect():
+    model = create_model(TINY, "vpt_deep", embed_dim=16, num_prompts=6, prompt_depth=4, prompt_step=2)
+    assert [p.shape[1] for p in model.backbone.deep] == [6, 4, 2, 0]
+    plain = create_model(TINY, "linear", embed_dim=16)
+    plain.load_state_dict({k: v for k, v in model.state_dict().items() if "deep" not in k}, strict=False)
+    x = _images(2)
+    assert model(x).shape == (2, 16)
+    assert not torch.allclose(model.features(x), plain.features(x))
+
+
+def test_trainable_sets():
+    m = create_model(TINY, "bitfit", embed_dim=16)
+    names = {n for n, p in m.named_parameters() if p.requires_grad}
+    assert names and all(n.endswith("bias") or n.startswith("head.") for n in names)
+    z = create_model(TINY, "zero_shot")
+    assert not any(p.requires_grad for p in z.parameters())
+    assert z(_images(2)).shape == (2, 128)
+    f = create_model(TINY, "full", embed_dim=16)
+    assert all(p.requires_grad for p in f.parameters())
+
+
+def test_vptsp_proxy_branch():
+    torch.manual_seed(0)
+    model = create_model(TINY, "vptsp", embed_dim=16, num_classes=6, num_prompts=4, class_prompts=2,
+                         class_prompt_depth=3, accumulator="ema", proxy_bias_ratio=0.3)
+    x = _images(4)
+    labels = torch.tensor([1, 1, 4, 4])
+    before = model.container.clone()
+    model.train()
+    with torch.no_grad():
+        emb, proxies = model.forward_train(x, labels)
+    assert emb.shape == (4, 16) and proxies.shape == (6, 16)
+    # rows of classes outside the batch only move by the re-normalisation (they were unit norm already)
+    untouched = [0, 2, 3, 5]
+    assert torch.allclose(model.container[untouched], before[untouched], atol=1e-6)
+    assert not torch.allclose(model.container[[1, 4]], before[[1, 4]])
+    # EMA: new row = normalise(0.8 old + 0.2 mean of the class's proxy features)
+    with torch.no_grad():
+        prompts = [p[labels] if p.shape[1] else None for p in model.class_prompts]
+        feat = model.backbone.forward_features(x, layer_prompts=prompts, use_task_prompts=False)
+        pf = torch.nn.functional.normalize(model.proxy_head(feat), dim=-1)
+    want = torch.nn.functional.normalize(0.8 * before[1] + 0.2 * pf[:2].mean(0), dim=0)
+    assert torch.allclose(model.container[1], want, atol=1e-5)
+    assert torch.allclose(proxies, 0.3 * model.proxy_bias + 0.7 * model.container, atol=1e-6)
+    with pytest.raises(ValueError, match="grouped by class"):
+        model.forward_train(x, torch.tensor([1, 4, 1, 4]))
+    with pytest.raises(ValueError, match="labels must lie"):
+        model.forward_train(x, torch.tensor([1, 1, 9, 9]))
+
+
+@pytest.mark.parametrize("source", ["sample", "encoder", "fixed_encoder"])
+def test_vptsp_proxy_sources(source):
+    model = create_model(TINY, "vptsp", embed_dim=8, num_classes=3, proxy_source=source)
+    emb, proxies = model.forward_train(_images(4), torch.tensor([0, 0, 2, 2]))
+    (emb.sum() + proxies.sum()).backward()
+    assert model.proxy_bias.grad is not None
+
+
+def test_vptsp_cpu_class_prompts():
+    model = create_model(TINY, "vptsp", embed_dim=8, num_classes=5, class_prompts_device="cpu")
+    assert model.sparse_parameters() and not any("class_prompts" in n for n, _ in model.named_parameters())
+    _, proxies = model.forward_train(_images(2), torch.tensor([3, 3]))
+    proxies.sum().backward()
+    grads = model.sparse_parameters()[0].grad
+    assert grads is not None and grads[3].abs().sum() > 0 and grads[0].abs().sum() == 0
+
+
+@pytest.mark.parametrize("name", ACCUMULATORS)
+def test_accumulators(name):
+    acc = build_accumulator(name, 8)
+    h, x = torch.randn(3, 8), torch.randn(3, 2, 8)
+    out = acc(h, x)
+    assert out.shape == (3, 8) and torch.isfinite(out).all()
+    if name == "gru_relu":
+        assert sum(p.numel() for p in acc.parameters()) == 6 * 64 + 3 * 8
+        # the cell by hand: one sample
+        wx, wh, b = acc.w_x.weight, acc.w_h.weight, acc.bias
+        z = torch.sigmoid(x[:, 0] @ wx[:8].T + h @ wh[:8].T + b[:8])
+        r = torch.sigmoid(x[:, 0] @ wx[8:16].T + h @ wh[8:16].T + b[8:16])
+        n = torch.relu(x[:, 0] @ wx[16:].T + r * (h @ wh[16:].T) + b[16:])
+        assert torch.allclose(acc.cell(x[:, 0], h), (1 - z) * n + z * h, atol=1e-6)
+
+
+def test_local_weights_and_hub_error(tmp_path, monkeypatch):
+    src = create_backbone(TINY)
+    path = tmp_path / "tiny.safetensors"
+    save_file({k: v.contiguous() for k, v in src.state_dict().items()}, str(path))
+    loaded = create_backbone(TINY, weights=path)
+    assert all(torch.equal(a, b) for a, b in zip(src.state_dict().values(), loaded.state_dict().values()))
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        create_backbone(TINY, weights=tmp_path / "missing.safetensors")
+    # no hub here: simulate what huggingface_hub raises offline, and check the message names both options
+    import umlkit.models.backbones as backbones
+
+    real = backbones.timm.create_model
+
+    def offline(name, pretrained=False, **kw):
+        if pretrained and "pretrained_cfg_overlay" not in kw:
+            raise OSError("We couldn't connect to the Hugging Face Hub")
+        return real(name, pretrained=pretrained, **kw)
+
+    monkeypatch.setattr(backbones.timm, "create_model", offline)
+    with pytest.raises(RuntimeError, match="weights=") as err:
+        create_backbone("vit_s16_in21k_ft_in1k", pretrained=True)
+    assert "internet" in str(err.value) and "vit_small_patch16_224.augreg_in21k_ft_in1k" in str(err.value)
+
+
+def test_resnet_and_errors():
+    model = create_model("resnet18", "linear", embed_dim=16, freeze_bn=True)
+    assert model(torch.randn(2, 3, 64, 64)).shape == (2, 16)
+    assert model.data_config["input_size"] == (3, 224, 224)
+    with pytest.raises(ValueError, match="needs a ViT"):
+        create_model("resnet18", "puma")
+    with pytest.raises(ValueError, match="unknown method"):
+        create_model(TINY, "prefix")
+    with pytest.raises(TypeError, match="unexpected option"):
+        create_model(TINY, "linear", rank=4)
+    with pytest.raises(ValueError, match="unknown backbone"):
+        create_model("not_a_model", "linear")
+    with pytest.raises(ValueError, match="num_classes"):
+        create_model(TINY, "vptsp")
