@@ -1,0 +1,114 @@
+"""Benchmark: one training step (forward + backward + AdamW step) of ViT-S/16 at 224 px, per method.
+
+Baseline: full fine-tuning, measured in the same run. For every method and precision (fp32, bf16 autocast) it
+prints images/s and peak memory, and both as ratios to full fine-tuning. Goals (issue): PUMA >= 1.4x full
+fine-tuning's throughput and <= 0.7x its peak memory (skipping weight gradients caps the gain near 1.5x).
+Each configuration runs in its own subprocess so that its peak memory is its own: CUDA's
+``max_memory_allocated`` on a GPU, the process's peak RSS on the CPU (which includes ~0.7 GB of imports, so CPU
+memory ratios understate the difference).
+
+    python benchmarks/bench_train_step.py                       # CPU: small step counts, slow
+    python benchmarks/bench_train_step.py --device cuda --steps 20
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+
+import torch
+
+METHODS = ("full", "linear", "vpt", "lora", "adaptformer", "puma", "vptsp")
+
+
+def run_one(method: str, precision: str, device: str, batch: int, steps: int, warmup: int, backbone: str,
+            size: int) -> dict:
+    from umlkit.models import count_trainable, create_model
+
+    torch.manual_seed(0)
+    n_classes = batch  # VPTSP needs its classes; 2 images per class in the batch
+    kw = {"num_classes": n_classes} if method == "vptsp" else {}
+    model = create_model(backbone, method, embed_dim=128, **kw).to(device).train()
+    proxies = torch.nn.Parameter(torch.randn(n_classes, 128, device=device))
+    params = [p for p in model.parameters() if p.requires_grad] + [proxies]
+    opt = torch.optim.AdamW(params, lr=1e-4)
+    x = torch.randn(batch, 3, size, size, device=device)
+    y = torch.arange(batch, device=device) // 2
+
+    def step():
+        with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=precision == "bf16"):
+            if method == "vptsp":
+                emb, prox = model.forward_train(x, y)
+            else:
+                emb, prox = model(x), proxies
+            logits = 32 * emb.float() @ torch.nn.functional.normalize(prox.float(), dim=1).T
+            loss = torch.nn.functional.cross_entropy(logits, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    for _ in range(warmup):
+        step()
+    if device == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    if device == "cuda":
+        peak = torch.cuda.max_memory_allocated() / 2**20
+    else:
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"method": method, "precision": precision, "img_per_s": batch * steps / seconds, "peak_mb": peak,
+            "trainable": count_trainable(model)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=None, help="timed steps (default 20 on GPU, 2 on CPU)")
+    parser.add_argument("--warmup", type=int, default=None)
+    parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--precisions", default="fp32,bf16")
+    parser.add_argument("--backbone", default="vit_s16_in21k_ft_in1k")
+    parser.add_argument("--size", type=int, default=224)
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    steps = args.steps or (20 if args.device == "cuda" else 2)
+    warmup = args.warmup if args.warmup is not None else (5 if args.device == "cuda" else 1)
+    if args.child:
+        method, precision = args.child.split(":")
+        print(json.dumps(run_one(method, precision, args.device, args.batch, steps, warmup, args.backbone, args.size)))
+        return
+    results = []
+    for precision in args.precisions.split(","):
+        for method in args.methods.split(","):
+            cmd = [sys.executable, __file__, "--child", f"{method}:{precision}", "--device", args.device,
+                   "--batch", str(args.batch), "--steps", str(steps), "--warmup", str(warmup),
+                   "--backbone", args.backbone, "--size", str(args.size)]
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode:
+                print(f"{method} {precision}: failed\n{proc.stderr[-2000:]}", flush=True)
+                continue
+            r = json.loads(proc.stdout.strip().splitlines()[-1])
+            results.append(r)
+            print(f"{precision:>5} {method:>12}: {r['img_per_s']:8.1f} img/s  peak {r['peak_mb']:8.0f} MB  "
+                  f"trainable {r['trainable'] / 1e6:6.2f}M", flush=True)
+    print(f"\n{args.backbone} at {args.size} px, batch {args.batch}, {steps} timed steps on {args.device}; "
+          "ratios to full fine-tuning of the same precision:")
+    for r in results:
+        base = next((b for b in results if b["method"] == "full" and b["precision"] == r["precision"]), None)
+        if base:
+            print(f"{r['precision']:>5} {r['method']:>12}: throughput x{r['img_per_s'] / base['img_per_s']:.2f}   "
+                  f"peak memory x{r['peak_mb'] / base['peak_mb']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
