@@ -17,6 +17,10 @@ Methods (defaults follow the paper that uses them; every default can be overridd
 | ``bitfit`` | all backbone biases + head | VPTSP Table 1 |
 | ``vptsp`` | VPT-deep + BitFit + class prompts + proxy branch + accumulator + proxy bias | VPTSP |
 
+``vptsp`` options: ``num_classes`` (required), ``num_prompts``/``prompt_depth``/``prompt_step`` (task prompts),
+``class_prompts``/``class_prompt_depth``/``class_prompt_step``, ``accumulator``, ``proxy_bias_ratio``,
+``proxy_source``, ``class_prompts_device``, ``bitfit_backbone`` (default True, as the official code).
+
 ``bitfit=True`` adds BitFit to any ViT method (VPTSP's "(B)" rows).
 """
 from __future__ import annotations
@@ -89,7 +93,8 @@ def create_model(backbone: str, method: str, embed_dim: int = 128, pretrained: b
         n_blocks = len(net.blocks)
         counts = [max(num_prompts - i * step, 0) for i in range(min(depth, n_blocks))]
         body = PEFTViT(net, deep_prompts=counts)
-        _enable_bitfit(net)
+        if kw.pop("bitfit_backbone", True):  # the official code always trains the biases
+            _enable_bitfit(net)
         model = VPTSPModel(body, timm_name, embed_dim, num_classes, data_config=cfg, **kw)
         return model
 

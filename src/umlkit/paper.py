@@ -1,0 +1,35 @@
+"""The papers' numbers: every table of the four papers as tidy CSV in ``data/paper_tables/`` (one row per cell:
+table, section, method, setting, dataset, metric, value, std, note), carried over from the papers with the errata
+listed in that folder's README. Chapters compare what they measure against these rows; nothing here is a result.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from umlkit._paths import repo_root
+
+__all__ = ["PAPERS", "paper_tables_dir", "paper_table"]
+
+PAPERS = ("puma", "oodml", "vptsp", "language_guidance")
+
+
+def paper_tables_dir() -> Path:
+    root = repo_root()
+    if root is None or not (root / "data" / "paper_tables").is_dir():
+        raise FileNotFoundError("data/paper_tables/ not found: run from a clone of the umlkit repository "
+                                "(the paper tables are data files of the repository, not of the installed package)")
+    return root / "data" / "paper_tables"
+
+
+def paper_table(paper: str, table: str | None = None) -> pd.DataFrame:
+    """Rows of one paper (optionally one table, e.g. ``"Table 2"``)."""
+    if paper not in PAPERS:
+        raise ValueError(f"paper must be one of {PAPERS}, got {paper!r}")
+    df = pd.read_csv(paper_tables_dir() / f"{paper}.csv", dtype={"setting": str, "section": str, "note": str})
+    if table is not None:
+        df = df[df["table"] == table]
+        if df.empty:
+            raise ValueError(f"{paper} has no rows for {table!r}")
+    return df.reset_index(drop=True)

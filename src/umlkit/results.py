@@ -1,0 +1,55 @@
+"""Result tables on disk: ``results/<profile>/<name>.csv`` plus ``<name>.json`` with the configuration and its hash.
+
+Chapters write what they measured here and render from these files, so a table in the book can always be traced
+to the configuration that produced it. Writes are atomic (temporary file + rename).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from umlkit._paths import results_root
+
+__all__ = ["config_hash", "save_table", "load_table"]
+
+
+def config_hash(config: dict) -> str:
+    """Stable 12-hex-digit hash of a JSON-serialisable configuration (key order does not matter)."""
+    blob = json.dumps(config, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:12]
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save_table(df: pd.DataFrame, name: str, profile: str, config: dict) -> Path:
+    """Write ``df`` and its configuration; returns the CSV path."""
+    folder = results_root(profile)
+    meta = {"name": name, "profile": profile, "config": config, "config_hash": config_hash(config)}
+    csv_path = folder / f"{name}.csv"
+    _atomic_write(csv_path, df.to_csv())
+    _atomic_write(folder / f"{name}.json", json.dumps(meta, indent=2, sort_keys=True, default=str))
+    return csv_path
+
+
+def load_table(name: str, profile: str) -> tuple[pd.DataFrame, dict]:
+    folder = results_root(profile)
+    csv_path = folder / f"{name}.csv"
+    if not csv_path.is_file():
+        raise FileNotFoundError(f"{csv_path} does not exist; run the chapter that produces {name!r} first")
+    meta = json.loads((folder / f"{name}.json").read_text())
+    return pd.read_csv(csv_path, index_col=0), meta

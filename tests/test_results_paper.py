@@ -1,0 +1,37 @@
+import json
+
+import pandas as pd
+import pytest
+
+from umlkit.experiments import budgets
+from umlkit.paper import paper_table
+from umlkit.results import config_hash, load_table, save_table
+
+
+def test_paper_table_lookup():
+    t = paper_table("puma", "Table 3")
+    assert set(t["metric"]) >= {"TrainableParams(M)"}
+    with pytest.raises(ValueError, match="paper must be"):
+        paper_table("simclr")
+    with pytest.raises(ValueError, match="no rows"):
+        paper_table("puma", "Table 99")
+
+
+def test_save_and_load_table(tmp_path, monkeypatch):
+    monkeypatch.setenv("UMLKIT_RESULTS", str(tmp_path))
+    df = pd.DataFrame({"R@1": [50.0, 60.0]}, index=["a", "b"])
+    path = save_table(df, "t", "quick", {"lr": 1e-4, "seeds": [0, 1]})
+    assert path == tmp_path / "quick" / "t.csv"
+    back, meta = load_table("t", "quick")
+    pd.testing.assert_frame_equal(back, df)
+    assert meta["config_hash"] == config_hash({"seeds": [0, 1], "lr": 1e-4})  # key order irrelevant
+    assert json.loads((tmp_path / "quick" / "t.json").read_text())["profile"] == "quick"
+    assert not list((tmp_path / "quick").glob(".t.csv.*"))  # no temporary files left behind
+    with pytest.raises(FileNotFoundError, match="run the chapter"):
+        load_table("missing", "quick")
+
+
+def test_puma_budget_matches_paper_except_documented_row():
+    table = budgets.puma_budget()
+    assert list(table.index[~table["matches paper"]]) == ["Linear Embedding"]
+    assert table.loc["Linear Embedding", "note"]
