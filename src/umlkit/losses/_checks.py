@@ -1,0 +1,26 @@
+"""Input checks shared by every umlkit loss: clear errors instead of silent NaN."""
+from __future__ import annotations
+
+import torch
+
+__all__ = ["check_inputs"]
+
+
+def check_inputs(name: str, embeddings: torch.Tensor, labels: torch.Tensor | None, num_classes: int | None = None,
+                 embedding_size: int | None = None) -> None:
+    if not isinstance(embeddings, torch.Tensor) or embeddings.ndim != 2:
+        shape = tuple(embeddings.shape) if isinstance(embeddings, torch.Tensor) else type(embeddings).__name__
+        raise ValueError(f"{name}: embeddings must be a 2-D tensor (batch, dim), got {shape}")
+    if embedding_size is not None and embeddings.shape[1] != embedding_size:
+        raise ValueError(f"{name}: embeddings have dimension {embeddings.shape[1]}, the loss was built for "
+                         f"embedding_size={embedding_size}")
+    if not bool(torch.isfinite(embeddings).all()):
+        raise ValueError(f"{name}: embeddings contain NaN or inf (a diverged step or fp16 overflow upstream)")
+    if labels is None:
+        return
+    if labels.ndim != 1 or labels.shape[0] != embeddings.shape[0]:
+        raise ValueError(f"{name}: labels must have shape ({embeddings.shape[0]},), got {tuple(labels.shape)}")
+    if labels.is_floating_point():
+        raise TypeError(f"{name}: labels must be integers, got {labels.dtype}")
+    if num_classes is not None and labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= num_classes):
+        raise ValueError(f"{name}: labels must lie in [0, {num_classes}), got [{int(labels.min())}, {int(labels.max())}]")

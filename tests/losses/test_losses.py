@@ -1,0 +1,256 @@
+import math
+
+import pytest
+import torch
+from pytorch_metric_learning import losses as pml_losses
+from pytorch_metric_learning import miners as pml_miners
+
+from umlkit.losses import (LOSSES, CurricularFaceLoss, ExternalProxyAnchorLoss, HypLoss, LanguageGuidanceLoss,
+                           RhoDistanceMiner, create_loss, loss_table, poincare_distance_matrix, to_poincare)
+
+
+pytestmark = pytest.mark.filterwarnings("ignore:Converting a tensor with requires_grad")
+
+
+def _batch(n_classes=4, per_class=2, dim=8, seed=0, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.nn.functional.normalize(torch.randn(n_classes * per_class, dim, generator=g, dtype=dtype), dim=1)
+    return x, torch.arange(n_classes).repeat_interleave(per_class)
+
+
+def _unit(deg):
+    r = math.radians(deg)
+    return torch.tensor([[math.cos(r), math.sin(r)]], dtype=torch.float64)
+
+
+# ------------------------------------------------------------------------------------------ hand-computed values
+def test_curricularface_hand_example():
+    loss = CurricularFaceLoss(2, 2, margin=0.3, scale=32.0).double().eval()
+    with torch.no_grad():
+        loss.proxies.copy_(torch.eye(2, dtype=torch.float64))
+        loss.t.fill_(0.5)
+    # easy sample at 30 deg of class 0: target cos(30+m), no hard negative
+    target = math.cos(math.radians(30) + 0.3)
+    want = -math.log(math.exp(32 * target) / (math.exp(32 * target) + math.exp(32 * 0.5)))
+    assert float(loss(_unit(30), torch.tensor([0]))) == pytest.approx(want, rel=1e-9)
+    # sample at 60 deg of class 0: class 1 (cos 0.866) beats cos(60 + m) -> hard negative cos * (t + cos)
+    c1 = math.cos(math.radians(30))
+    target = math.cos(math.radians(60) + 0.3)
+    hard = c1 * (0.5 + c1)
+    want = -math.log(math.exp(32 * target) / (math.exp(32 * target) + math.exp(32 * hard)))
+    assert float(loss(_unit(60), torch.tensor([0]))) == pytest.approx(want, rel=1e-9)
+
+
+def test_curricularface_t_updates():
+    per_class = CurricularFaceLoss(3, 2).double()
+    with torch.no_grad():
+        per_class.proxies.copy_(torch.tensor([[1.0, 0], [0, 1], [-1, 0]], dtype=torch.float64))
+    x = torch.cat([_unit(0), _unit(60), _unit(90)])
+    per_class(x, torch.tensor([0, 0, 1]))
+    # class 0: mean target (1 + 0.5) / 2 = 0.75 -> 0.01 * 0.75; class 1: 0.01 * 1; class 2 untouched
+    assert per_class.t.tolist() == pytest.approx([0.0075, 0.01, 0.0])
+    glob = CurricularFaceLoss(3, 2, t_mode="global").double()
+    with torch.no_grad():
+        glob.proxies.copy_(per_class.proxies)
+    glob(x, torch.tensor([0, 0, 1]))
+    assert glob.t.tolist() == pytest.approx([0.01 * (1 + 0.5 + 1) / 3])
+
+
+@pytest.mark.parametrize("normalisation", ["vptsp", "original"])
+def test_external_proxy_anchor_hand(normalisation):
+    loss = ExternalProxyAnchorLoss(alpha=32, delta=0.1, normalisation=normalisation)
+    x = torch.tensor([[1.0, 0.0]], dtype=torch.float64)
+    proxies = torch.eye(2, dtype=torch.float64)
+    pos0 = math.log1p(math.exp(-32 * 0.9))
+    neg1 = math.log1p(math.exp(32 * 0.1))
+    want = pos0 / 2 + neg1 / 2 if normalisation == "vptsp" else pos0 / 1 + neg1 / 2
+    assert float(loss(x, torch.tensor([0]), proxies)) == pytest.approx(want, rel=1e-9)
+
+
+def test_external_proxy_anchor_equals_pml_with_original_normalisation():
+    x, y = _batch(5, 3, 16, seed=1)
+    pml = pml_losses.ProxyAnchorLoss(num_classes=7, embedding_size=16, margin=0.1, alpha=32)
+    ours = ExternalProxyAnchorLoss(alpha=32, delta=0.1, normalisation="original")
+    assert float(ours(x, y, pml.proxies.detach())) == pytest.approx(float(pml(x, y)), rel=1e-5)
+
+
+def test_hyp_distance_and_loss_by_hand():
+    c = 0.1
+    x = torch.tensor([[0.3, -0.4], [1.0, 0.5]], dtype=torch.float64)
+    # distance from the origin: 2/sqrt(c) artanh(sqrt(c) |x|)
+    d0 = poincare_distance_matrix(torch.zeros(1, 2, dtype=torch.float64), x, c)
+    want = [2 / math.sqrt(c) * math.atanh(math.sqrt(c) * float(v.norm())) for v in x]
+    assert d0[0].tolist() == pytest.approx(want)
+
+    def mobius_dist(u, v):  # the textbook formula, one pair at a time
+        mu = -u
+        num = (1 + 2 * c * (mu @ v) + c * (v @ v)) * mu + (1 - c * (mu @ mu)) * v
+        den = 1 + 2 * c * (mu @ v) + c * c * (mu @ mu) * (v @ v)
+        return 2 / math.sqrt(c) * math.atanh(math.sqrt(c) * float((num / den).norm()))
+
+    d = poincare_distance_matrix(x, x.flip(0), c)
+    assert d[0, 0] == pytest.approx(mobius_dist(x[0], x[1]))
+    # loss: 2 classes x 2 views; view i picks its own class among view j and the other samples of view i
+    emb = torch.tensor([[0.5, 0.1], [-0.2, 0.6], [0.45, 0.2], [-0.3, 0.5]], dtype=torch.float64)
+    labels = torch.tensor([0, 1, 0, 1])
+    z = to_poincare(emb, c, 2.3)
+    views = [z[[0, 1]], z[[2, 3]]]
+    total = 0.0
+    for i, j in ((0, 1), (1, 0)):
+        for a in range(2):
+            pos = -mobius_dist(views[i][a], views[j][a]) / 0.2
+            others = [-mobius_dist(views[i][a], views[j][b]) / 0.2 for b in range(2) if b != a]
+            others += [-mobius_dist(views[i][a], views[i][b]) / 0.2 for b in range(2) if b != a]
+            total += -pos + math.log(math.exp(pos) + sum(math.exp(o) for o in others))
+    want = total / 2 / 2  # mean over the 2 samples, then over the 2 ordered view pairs
+    assert float(HypLoss(c=c, clip_r=2.3, tau=0.2)(emb, labels)) == pytest.approx(want, rel=1e-6)
+
+
+def test_language_guidance_hand_example():
+    x = torch.cat([_unit(0), _unit(60)])
+    lang = torch.tensor([[1.0, 0.0], [0.0, 1.0]], dtype=torch.float64)  # orthogonal class names: cosine 0
+    loss = LanguageGuidanceLoss(lang).double()
+    s_img = [[2.0, 0.5], [0.5, 2.0]]
+    s_lang = [[2.0, 1.0], [1.0, 2.0]]  # 0 + shift 1; diagonal 1 + shift
+    kl = 0.0
+    for row_i, row_l in zip(s_img, s_lang):
+        p = [math.exp(v) / sum(math.exp(u) for u in row_i) for v in row_i]
+        q = [math.exp(v) / sum(math.exp(u) for u in row_l) for v in row_l]
+        kl += sum(pi * math.log(pi / qi) for pi, qi in zip(p, q))  # KL(P_img || P_lang)
+    assert float(loss(x, torch.tensor([0, 1]))) == pytest.approx(kl / 2, rel=1e-9)
+    # same class: both rows become constant -> no signal
+    assert float(loss(x, torch.tensor([0, 0]))) == pytest.approx(0.0, abs=1e-12)
+    # PLG: k slots averaged
+    plg = LanguageGuidanceLoss(torch.stack([lang, lang.flip(1)], dim=1)).double()  # slot 2 swaps the axes
+    s_img_plg, s_lang_plg = plg.similarities(x, torch.tensor([0, 1]))
+    assert float(s_lang_plg[0, 1]) == pytest.approx(1.0)  # both slots orthogonal -> 0 + shift
+    assert torch.allclose(s_img_plg, torch.tensor(s_img, dtype=torch.float64))
+
+
+# --------------------------------------------------------------------------------------------------- gradcheck
+def test_gradchecks():
+    x, y = _batch(3, 2, 5, seed=2, dtype=torch.float64)
+    x = x.clone().requires_grad_(True)
+    cf = CurricularFaceLoss(3, 5).double().eval()
+    assert torch.autograd.gradcheck(lambda e: cf(e, y), (x,))
+    proxies = torch.randn(4, 5, dtype=torch.float64, requires_grad=True)
+    pa = ExternalProxyAnchorLoss()
+    assert torch.autograd.gradcheck(lambda e, p: pa(e, y, p), (x, proxies))
+    hyp = HypLoss()
+    assert torch.autograd.gradcheck(lambda e: hyp(e, y), (x,))
+    for mode in ("kl_rowwise", "row_l2", "full_kl"):
+        for direction in ("backward", "forward"):
+            lg = LanguageGuidanceLoss(torch.randn(3, 2, 6), mode=mode, direction=direction).double()
+            assert torch.autograd.gradcheck(lambda e: lg(e, y), (x,)), (mode, direction)
+
+
+# ------------------------------------------------------------------------------- PML-backed: the papers' settings
+def _same(ours, theirs, x, y, seed=0):
+    torch.manual_seed(seed)
+    a = ours(x, y)
+    torch.manual_seed(seed)
+    b = theirs(x, y)
+    assert float(a) == pytest.approx(float(b), rel=1e-6)
+
+
+def test_pml_backed_configurations():
+    x, y = _batch(6, 3, 16, seed=3)
+    tri = create_loss("triplet")
+    miner = pml_miners.TripletMarginMiner(margin=0.2, type_of_triplets="semihard")
+    ref = pml_losses.TripletMarginLoss(margin=0.2)
+    _same(tri, lambda e, l: ref(e, l, miner(e, l)), x, y)
+
+    ms = create_loss("multisimilarity")
+    ms_miner = pml_miners.MultiSimilarityMiner(epsilon=0.1)
+    ms_ref = pml_losses.MultiSimilarityLoss(alpha=2, beta=50, base=0.5)
+    _same(ms, lambda e, l: ms_ref(e, l, ms_miner(e, l)), x, y)
+
+    margin = create_loss("margin", num_classes=6)
+    assert margin.loss.beta.shape == (6,) and margin.loss.beta.requires_grad
+    dw = pml_miners.DistanceWeightedMiner(cutoff=0.5, nonzero_loss_cutoff=1.4)
+    m_ref = pml_losses.MarginLoss(margin=0.2, beta=1.2, learn_beta=True, num_classes=6)
+    _same(margin, lambda e, l: m_ref(e, l, dw(e, l)), x, y)
+
+    for name, cls, kw in [("proxy_anchor", pml_losses.ProxyAnchorLoss, dict(margin=0.1, alpha=32)),
+                          ("softtriple", pml_losses.SoftTripleLoss, dict(centers_per_class=10, la=20, gamma=0.1, margin=0.01)),
+                          ("cosface", pml_losses.CosFaceLoss, dict(margin=0.35, scale=64)),
+                          ("arcface", pml_losses.ArcFaceLoss, dict(margin=28.6, scale=64))]:
+        ours = create_loss(name, num_classes=6, embedding_size=16)
+        ref = cls(num_classes=6, embedding_size=16, **kw)
+        ref.load_state_dict(ours.loss.state_dict())
+        _same(ours, ref, x, y)
+        assert any(p.requires_grad for p in ours.parameters())  # proxies reach the optimizer
+
+
+def test_rho_miner():
+    x, y = _batch(4, 4, 8, seed=4)
+    g = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)
+    a, p, n = RhoDistanceMiner(rho=1.0, generator=g)(x, y)
+    assert a.numel() and bool((y[n] == y[a]).all())  # every negative swapped for a positive
+    assert bool((n != a).all() & (n != p).all())
+    torch.manual_seed(0)
+    a0, p0, n0 = RhoDistanceMiner(rho=0.0)(x, y)
+    torch.manual_seed(0)
+    ra, rp, rn = pml_miners.DistanceWeightedMiner(cutoff=0.5, nonzero_loss_cutoff=1.4)(x, y)
+    assert torch.equal(n0, rn) and torch.equal(a0, ra)
+
+
+# --------------------------------------------------------------------------------------------------- robustness
+LABELLED = [n for n in LOSSES if n not in ("proxy_anchor_external", "language_guidance")]
+
+
+def _call(name, x, y, dim=8):
+    if name == "proxy_anchor_external":
+        return create_loss(name)(x, y, torch.randn(8, dim))
+    if name == "language_guidance":
+        return create_loss(name, language_embeddings=torch.randn(8, 2, 6))(x, y)
+    return create_loss(name, num_classes=8, embedding_size=dim)(x, y)
+
+
+@pytest.mark.parametrize("name", list(LOSSES))
+@pytest.mark.parametrize("case", ["fp16", "bf16", "all_same", "all_unique", "singleton"])
+def test_degenerate_batches_stay_finite(name, case):
+    x, y = _batch(4, 2, 8, seed=5)
+    if case in ("fp16", "bf16"):
+        x = x.to(torch.float16 if case == "fp16" else torch.bfloat16).requires_grad_(True)
+    elif case == "all_same":
+        y = torch.zeros_like(y)
+    elif case == "all_unique":
+        y = torch.arange(8)
+    else:
+        y = torch.tensor([0, 0, 1, 1, 2, 2, 3, 5])
+    x = x.detach().requires_grad_(True)
+    if name == "hyp" and case in ("all_unique", "singleton"):  # Hyp-ViT's pairs need k >= 2 views per class
+        with pytest.raises(ValueError, match="same number"):
+            _call(name, x, y)
+        return
+    out = _call(name, x, y)
+    assert torch.isfinite(out)
+    out.backward()
+    assert x.grad is None or bool(torch.isfinite(x.grad).all())
+
+
+@pytest.mark.parametrize("name", list(LOSSES))
+def test_bad_inputs(name):
+    x, y = _batch(4, 2, 8)
+    bad = x.clone()
+    bad[0, 0] = float("nan")
+    with pytest.raises(ValueError, match="NaN"):
+        _call(name, bad, y)
+    with pytest.raises(ValueError, match="labels must have shape"):
+        _call(name, x, y[:5])
+    with pytest.raises(ValueError, match="2-D"):
+        _call(name, x[0], y)
+    if name not in ("triplet", "multisimilarity", "hyp"):
+        with pytest.raises(ValueError, match="labels must lie"):
+            _call(name, x, y + 20)
+
+
+def test_registry_and_table():
+    with pytest.raises(ValueError, match="unknown loss"):
+        create_loss("npair")
+    with pytest.raises(ValueError, match="needs num_classes"):
+        create_loss("proxy_anchor", embedding_size=8)
+    table = loss_table()
+    assert set(table.index) == set(LOSSES) and table["source"].str.len().min() > 10
