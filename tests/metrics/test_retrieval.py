@@ -226,3 +226,14 @@ def test_per_query_depth():
         d = int(depth[row])
         assert torch.equal(i[row, :d], ri[row, :d])
         assert (i[row, d:] == -1).all() and torch.isinf(v[row, d:]).all()
+
+
+def test_precision_sums_blocking_is_invisible():
+    from umlkit.metrics.retrieval import _precision_sums
+
+    gen = torch.Generator().manual_seed(0)
+    match = torch.rand(50, 12, generator=gen) < 0.3
+    depth = torch.randint(1, 13, (50,), generator=gen)
+    a1, r1 = _precision_sums(match, depth, rows_per_block=7)
+    a2, r2 = _precision_sums(match, depth, rows_per_block=10_000)
+    assert torch.equal(a1, a2) and torch.equal(r1, r2)

@@ -130,15 +130,21 @@ def recall_at_k(match: torch.Tensor, k: int) -> float:
     return match[:, :k].any(dim=1).double().mean().item()
 
 
-def _precision_sums(match: torch.Tensor, depth: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per row: (sum of P@i * rel_i for i <= depth, relevant count within depth)."""
+def _precision_sums(match: torch.Tensor, depth: torch.Tensor, rows_per_block: int = 8192
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per row: (sum of P@i * rel_i for i <= depth, relevant count within depth), in row blocks to bound memory."""
     n, width = match.shape
     positions = torch.arange(1, width + 1, dtype=torch.float64)
-    within = positions[None, :] <= depth[:, None].double()
-    rel = match.double() * within
-    hits = rel.cumsum(dim=1)
-    ap_sum = (hits / positions[None, :] * rel).sum(dim=1)
-    return ap_sum, rel.sum(dim=1)
+    ap_sum = torch.empty(n, dtype=torch.float64)
+    rel_sum = torch.empty(n, dtype=torch.float64)
+    for start in range(0, n, rows_per_block):
+        stop = min(start + rows_per_block, n)
+        within = positions[None, :] <= depth[start:stop, None].double()
+        rel = match[start:stop].double() * within
+        hits = rel.cumsum(dim=1)
+        ap_sum[start:stop] = (hits / positions[None, :] * rel).sum(dim=1)
+        rel_sum[start:stop] = rel.sum(dim=1)
+    return ap_sum, rel_sum
 
 
 def map_at_r(match: torch.Tensor, r: torch.Tensor, denominator: torch.Tensor | None = None) -> torch.Tensor:
