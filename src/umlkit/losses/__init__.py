@@ -13,11 +13,13 @@ from pytorch_metric_learning import miners as pml_miners
 from umlkit.losses.curricular_face import CurricularFaceLoss
 from umlkit.losses.hyperbolic import HypLoss, poincare_distance_matrix, to_poincare
 from umlkit.losses.language_guidance import LG_MODES, LanguageGuidanceLoss
+from umlkit.losses.multi_head import DiVALoss, S2SDLoss, UniformPriorLoss, aux_heads_for, similarity_distillation
 from umlkit.losses.pml_backed import PMLLoss
 from umlkit.losses.proxy_anchor_external import ExternalProxyAnchorLoss
 from umlkit.losses.rho_distance import RhoDistanceMiner
 
-__all__ = ["LOSSES", "CurricularFaceLoss", "ExternalProxyAnchorLoss", "HypLoss", "LanguageGuidanceLoss", "LG_MODES",
+__all__ = ["LOSSES", "DiVALoss", "S2SDLoss", "UniformPriorLoss", "aux_heads_for", "similarity_distillation",
+           "CurricularFaceLoss", "ExternalProxyAnchorLoss", "HypLoss", "LanguageGuidanceLoss", "LG_MODES",
            "PMLLoss", "RhoDistanceMiner", "create_loss", "loss_table", "poincare_distance_matrix", "to_poincare"]
 
 # name -> (implementation, source of the defaults, defaults)
@@ -49,7 +51,19 @@ LOSSES: dict[str, tuple[str, str, dict]] = {
                               dict(alpha=32.0, delta=0.1, normalisation="vptsp")),
     "language_guidance": ("umlkit LanguageGuidanceLoss", "Roth et al. 2022 (ELG/PLG): shift 1, T 1, KL(P_img||P_lang)",
                           dict(mode="kl_rowwise", shift=1.0, temperature=1.0, direction="backward")),
+    "uniform_prior": ("umlkit UniformPriorLoss (base: PML)",
+                      "Sinha et al. 2020 adversarial uniformity on the sphere; weight 0.1 and MLP 512 are umlkit's [open]",
+                      dict(base="margin", weight=0.1, hidden=512)),
+    "s2sd": ("umlkit S2SDLoss (base: PML)",
+             "Roth et al. 2021: target dims 512/1024/1536/2048, T 1, w 50, feature distillation 50",
+             dict(base="margin", target_dims=(512, 1024, 1536, 2048), temperature=1.0, weight=50.0,
+                  feature_weight=50.0)),
+    "diva": ("umlkit DiVALoss (base: PML)",
+             "Milbich et al. 2020: 4 x 128-d heads, aux weights 0.3, decorrelation 1500 [open], triplet margin 0.2",
+             dict(base="margin", alpha_shared=0.3, alpha_intra=0.3, alpha_selfsup=0.3, decorrelation=1500.0)),
 }
+
+_WRAPPERS = ("uniform_prior", "s2sd", "diva")
 
 
 def create_loss(name: str, num_classes: int | None = None, embedding_size: int | None = None, **overrides):
@@ -64,6 +78,22 @@ def create_loss(name: str, num_classes: int | None = None, embedding_size: int |
     if name not in LOSSES:
         raise ValueError(f"unknown loss {name!r}; choose one of {', '.join(LOSSES)}")
     cfg = dict(LOSSES[name][2], **overrides)
+    if name in _WRAPPERS:
+        base_name = cfg.pop("base")
+        base_kwargs = cfg.pop("base_kwargs", {})
+        if base_name in _WRAPPERS or base_name not in LOSSES:
+            raise ValueError(f"{name}: base must be a single-embedding loss from LOSSES, got {base_name!r}")
+        if embedding_size is None:
+            raise ValueError(f"loss {name!r} needs embedding_size (it builds heads/discriminators of that size)")
+
+        def factory(dim: int):
+            return create_loss(base_name, num_classes, dim, **base_kwargs)
+
+        if name == "uniform_prior":
+            return UniformPriorLoss(factory(embedding_size), embedding_size, **cfg)
+        if name == "s2sd":
+            return S2SDLoss(factory, embedding_size, **cfg)
+        return DiVALoss(factory(embedding_size), embedding_size, **cfg)
 
     def need(*what):
         missing = [w for w, v in (("num_classes", num_classes), ("embedding_size", embedding_size)) if w in what and v is None]

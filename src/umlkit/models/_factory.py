@@ -67,7 +67,8 @@ def create_model(backbone: str, method: str, embed_dim: int = 128, pretrained: b
         weights: a local checkpoint instead of the hub.
         **method_kwargs: method options, e.g. ``pool_size=1`` (single prompt), ``keep_prob=1.0`` (static
             adapters), ``head="ln_linear"``, ``bitfit=True``, ``num_classes=100`` (``vptsp``),
-            ``freeze_bn=True`` (ResNets).
+            ``freeze_bn=True`` (ResNets), ``aux_heads={"s2sd_0": (1024, "mlp2")}`` (extra heads for
+            S2SD/DiVA, see :func:`umlkit.losses.aux_heads_for`), ``eval_concat_aux=True`` (DiVA).
 
     Example:
         >>> m = create_model("vit_tiny_uml", "puma", embed_dim=32)
@@ -85,10 +86,13 @@ def create_model(backbone: str, method: str, embed_dim: int = 128, pretrained: b
     if not is_vit and method not in _CNN_METHODS:
         raise ValueError(f"method {method!r} needs a ViT backbone; {timm_name} supports {', '.join(_CNN_METHODS)}")
     feat_dim = net.num_features
-    head_kind, bitfit = _pop(kw, head="linear", bitfit=False)
+    head_kind, bitfit, aux_spec, concat_aux = _pop(kw, head="linear", bitfit=False, aux_heads=None,
+                                                   eval_concat_aux=False)
     net.requires_grad_(method == "full")
 
     if method == "vptsp":
+        if aux_spec:
+            raise ValueError("aux_heads are not supported with method 'vptsp' (its proxy branch is its extra head)")
         num_prompts, depth, step, num_classes = _pop(kw, num_prompts=10, prompt_depth=12, prompt_step=0, num_classes=None)
         n_blocks = len(net.blocks)
         counts = [max(num_prompts - i * step, 0) for i in range(min(depth, n_blocks))]
@@ -135,7 +139,12 @@ def create_model(backbone: str, method: str, embed_dim: int = 128, pretrained: b
         raise TypeError(f"unexpected option(s) for method {method!r}: {sorted(kw)}")
     head = build_head(head_kind, feat_dim, embed_dim)
     out_dim = feat_dim if head_kind == "identity" else embed_dim
-    model = EmbeddingModel(body, head, method, timm_name, out_dim, data_config=cfg)
+    aux = {}
+    for name, spec in (aux_spec or {}).items():
+        dim, kind = (spec, "linear") if isinstance(spec, int) else spec
+        aux[name] = build_head(kind, feat_dim, dim)
+    model = EmbeddingModel(body, head, method, timm_name, out_dim, data_config=cfg, aux_heads=aux,
+                           eval_concat_aux=concat_aux)
     if method == "zero_shot":
         model.requires_grad_(False)
     return model
