@@ -6,7 +6,7 @@ from pytorch_metric_learning import losses as pml_losses
 from pytorch_metric_learning import miners as pml_miners
 
 from umlkit.losses import (LOSSES, CurricularFaceLoss, ExternalProxyAnchorLoss, HypLoss, LanguageGuidanceLoss,
-                           RhoDistanceMiner, create_loss, loss_table, poincare_distance_matrix, to_poincare)
+                           RhoDistanceMiner, aux_heads_for, create_loss, loss_table, poincare_distance_matrix, to_poincare)
 
 
 pytestmark = pytest.mark.filterwarnings("ignore:Converting a tensor with requires_grad")
@@ -205,6 +205,14 @@ def _call(name, x, y, dim=8):
         return create_loss(name)(x, y, torch.randn(8, dim))
     if name == "language_guidance":
         return create_loss(name, language_embeddings=torch.randn(8, 2, 6))(x, y)
+    if name in ("s2sd", "diva"):  # auxiliary embeddings derived from x so the gradient reaches it
+        extra = {"target_dims": (12, 16)} if name == "s2sd" else {}
+        heads = aux_heads_for(name, dim, **extra)
+        g = torch.Generator().manual_seed(1)
+        aux = {k: torch.nn.functional.normalize(x.float() @ torch.randn(dim, d, generator=g), dim=-1).to(x.dtype)
+               if x.ndim == 2 else x for k, (d, _) in heads.items()}
+        views = aux.get("selfsup", x).detach() if name == "diva" else None
+        return create_loss(name, num_classes=8, embedding_size=dim, **extra)(x, y, aux=aux, views=views)
     return create_loss(name, num_classes=8, embedding_size=dim)(x, y)
 
 
