@@ -1,0 +1,386 @@
+"""Loaders for the nine DML datasets, reading each dataset's **original on-disk format**.
+
+``load_dataset(name, root, split)`` returns an :class:`ImageListDataset`. Splits are the class-disjoint DML splits
+PUMA's ``dataset.py`` (``All_dataset``) uses (implementation_notes.md §1): the first half of the classes trains,
+the second half tests; classification train/test files are ignored (every image of a class goes to its class's
+side). Details per dataset:
+
+| name | files read (under ``root``) | classes (train / test) | notes |
+|---|---|---|---|
+| ``cub`` | ``CUB_200_2011/{images,image_class_labels,classes}.txt`` | 1-100 / 101-200 | ``._*`` files rejected |
+| ``cars`` | ``cars196/cars_annos.mat`` | label ids 1-98 / 99-196 | ``split="roth"``: sorted class names |
+| ``sop`` | ``Stanford_Online_Products/Ebay_{train,test}.txt`` | official | class_id column |
+| ``inshop`` | ``Inshop_Clothes/Eval/list_eval_partition.txt`` (images ``Img/``) | official | splits train/query/gallery |
+| ``nabirds`` | ``nabirds/{images,image_class_labels}.txt`` | 278 / 277 of the sorted leaf ids | |
+| ``dogs`` | ``dogs/file_list.mat`` (images ``Images/``) | 1-60 / 61-120 | all 20,580 images |
+| ``flowers`` | ``flowers/imagelabels.mat`` (images ``jpg/``) | 1-51 / 52-102 | trn+val+tst merged |
+| ``aircraft`` | ``fgvc-aircraft-2013b/data/images_variant_trainvaltest.txt`` | sorted names 1-50 / 51-100 | merged from the trainval/test files when absent |
+| ``inat`` | ``inaturalist/Inaturalist_{train,test}_set1.txt`` | Smooth-AP's DML split | class = species folder id |
+
+Every dataset checks its image and class counts (PUMA Table 1; exact numbers from implementation_notes.md §6 and
+the datasets' own documentation) and raises :class:`DatasetCountError` naming the dataset, split, expected and
+found counts and the usual causes. ``expected=None`` switches the check off (a deliberate subset); a tree written
+by :func:`umlkit.data.make_mini` carries its own counts in ``UML_MINI.json``, which the loaders use instead.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+
+__all__ = ["DATASETS", "DatasetCountError", "DatasetSpec", "ImageListDataset", "load_dataset", "read_annotations",
+           "MINI_MANIFEST"]
+
+MINI_MANIFEST = "UML_MINI.json"
+
+
+class DatasetCountError(RuntimeError):
+    """The images or classes found for a split differ from the dataset's documented counts."""
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    name: str
+    title: str
+    folder: str
+    layout: str
+    url: str
+    splits: tuple[str, ...] = ("train", "test")
+    # split -> (images or None when only the total is documented, classes)
+    counts: dict = field(default_factory=dict)
+    total_images: int | None = None
+
+
+DATASETS: dict[str, DatasetSpec] = {s.name: s for s in [
+    DatasetSpec("cub", "CUB-200-2011", "CUB_200_2011",
+                "CUB_200_2011/{images.txt, image_class_labels.txt, classes.txt, images/NNN.Name/*.jpg}",
+                "https://www.vision.caltech.edu/datasets/cub_200_2011/ (CUB_200_2011.tgz, not the older CUB-200)",
+                counts={"train": (5864, 100), "test": (5924, 100)}, total_images=11788),
+    DatasetSpec("cars", "Cars196", "cars196", "cars196/{cars_annos.mat, car_ims/*.jpg}",
+                "Stanford Cars (the original ai.stanford.edu links are dead; mirrors on Kaggle/HF carry car_ims.tgz "
+                "+ cars_annos.mat)", counts={"train": (8054, 98), "test": (8131, 98)}, total_images=16185),
+    DatasetSpec("sop", "Stanford Online Products", "Stanford_Online_Products",
+                "Stanford_Online_Products/{Ebay_train.txt, Ebay_test.txt, <super>_final/*.JPG}",
+                "https://cvgl.stanford.edu/projects/lifted_struct/ (Stanford_Online_Products.zip)",
+                counts={"train": (59551, 11318), "test": (60502, 11316)}, total_images=120053),
+    DatasetSpec("inshop", "In-shop Clothes Retrieval", "Inshop_Clothes",
+                "Inshop_Clothes/{Eval/list_eval_partition.txt, Img/img/<gender>/<category>/id_*/...jpg}",
+                "DeepFashion In-shop benchmark (Google Drive: img.zip + Eval/list_eval_partition.txt)",
+                splits=("train", "query", "gallery"),
+                counts={"train": (25882, 3997), "query": (14218, 3985), "gallery": (12612, 3985)}, total_images=52712),
+    DatasetSpec("nabirds", "NABirds", "nabirds",
+                "nabirds/{images.txt, image_class_labels.txt, images/<class>/*.jpg}",
+                "https://dl.allaboutbirds.org/nabirds (nabirds.tar.gz)",
+                counts={"train": (None, 278), "test": (None, 277)}, total_images=48562),
+    DatasetSpec("dogs", "Stanford Dogs", "dogs", "dogs/{file_list.mat, Images/nXXXXXXXX-Breed/*.jpg}",
+                "http://vision.stanford.edu/aditya86/ImageNetDogs/ (images.tar + lists.tar)",
+                counts={"train": (None, 60), "test": (None, 60)}, total_images=20580),
+    DatasetSpec("flowers", "Oxford Flowers-102", "flowers", "flowers/{imagelabels.mat, setid.mat, jpg/image_NNNNN.jpg}",
+                "https://www.robots.ox.ac.uk/~vgg/data/flowers/102/ (102flowers.tgz, imagelabels.mat, setid.mat)",
+                counts={"train": (None, 51), "test": (None, 51)}, total_images=8189),
+    DatasetSpec("aircraft", "FGVC-Aircraft", "fgvc-aircraft-2013b",
+                "fgvc-aircraft-2013b/data/{images_variant_trainvaltest.txt (or images_variant_{trainval,test}.txt), "
+                "images/NNNNNNN.jpg}",
+                "https://www.robots.ox.ac.uk/~vgg/data/fgvc-aircraft/ (fgvc-aircraft-2013b.tar.gz)",
+                counts={"train": (5000, 50), "test": (5000, 50)}, total_images=10000),
+    DatasetSpec("inat", "iNaturalist 2018 (DML split)", "inaturalist",
+                "inaturalist/{Inaturalist_train_set1.txt, Inaturalist_test_set1.txt, train_val2018/<kingdom>/<id>/*.jpg}",
+                "iNaturalist 2018 images + the Smooth-AP split files (github.com/Andrew-Brown1/Smooth_AP)",
+                counts={"train": (325846, 5690), "test": (136093, 2452)}, total_images=461939),
+]}
+
+
+class ImageListDataset(torch.utils.data.Dataset):
+    """Images listed by path with integer labels (0..n_classes-1, contiguous per split).
+
+    ``cache=True`` decodes every image once and keeps it in memory as RGB uint8 (UML-Mini-sized data).
+    Items are ``(image, label)``; ``image`` is the transform's output (a PIL image when ``transform`` is None).
+    """
+
+    def __init__(self, paths: Sequence[Path], labels: Sequence[int], class_names: Sequence[str], name: str,
+                 split: str, transform: Callable | None = None, cache: bool = False):
+        if len(paths) != len(labels):
+            raise ValueError(f"{name}/{split}: {len(paths)} paths but {len(labels)} labels")
+        self.paths = [Path(p) for p in paths]
+        self.labels = np.asarray(labels, dtype=np.int64)
+        self.class_names = list(class_names)
+        self.name, self.split, self.transform = name, split, transform
+        self._cache = [self._read(p) for p in self.paths] if cache else None
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.class_names)
+
+    @staticmethod
+    def _read(path: Path) -> Image.Image:
+        try:
+            with Image.open(path) as im:
+                return im.convert("RGB")
+        except (OSError, SyntaxError) as err:
+            raise OSError(f"cannot read image {path}: {err}") from err
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, i: int):
+        img = self._cache[i] if self._cache is not None else self._read(self.paths[i])
+        return (self.transform(img) if self.transform is not None else img), int(self.labels[i])
+
+    def __repr__(self) -> str:
+        return f"ImageListDataset({self.name}/{self.split}: {len(self)} images, {self.num_classes} classes)"
+
+
+# --------------------------------------------------------------------------------------------- format readers
+# Each returns {split: (paths, class_keys)} with class keys that sort into the split's class order.
+
+def _lines(path: Path) -> list[str]:
+    if not path.is_file():
+        raise FileNotFoundError(path)
+    return [ln.strip() for ln in path.read_text().splitlines() if ln.strip()]
+
+
+def _reject_dot_underscore(paths: list[str], where: Path) -> None:
+    bad = [p for p in paths if Path(p).name.startswith("._")]
+    if bad:
+        raise DatasetCountError(f"{where} lists {len(bad)} macOS resource-fork files ('._*', e.g. {bad[0]}): the "
+                                "archive was re-packed on a Mac; delete those entries/files")
+
+
+def _first_half(keys) -> set:
+    """PUMA's rule: the first half of the sorted class ids trains (200 -> 100, 196 -> 98, 555 -> 278)."""
+    ordered = sorted(set(keys))
+    return set(ordered[:(len(ordered) + 1) // 2])
+
+
+def _halves(paths: list[Path], keys: list, train_keys: set | None = None) -> dict:
+    train_keys = _first_half(keys) if train_keys is None else train_keys
+    out = {"train": ([], []), "test": ([], [])}
+    for p, k in zip(paths, keys):
+        side = out["train" if k in train_keys else "test"]
+        side[0].append(p)
+        side[1].append(k)
+    return out
+
+
+def _read_cub(root: Path, **_):
+    base = root / "CUB_200_2011"
+    ids = dict(ln.split(" ", 1) for ln in _lines(base / "images.txt"))
+    labels = dict(ln.split() for ln in _lines(base / "image_class_labels.txt"))
+    _reject_dot_underscore(list(ids.values()), base / "images.txt")
+    order = sorted(ids, key=int)
+    keys = [int(labels[i]) for i in order]
+    paths = [base / "images" / ids[i] for i in order]
+    names = {int(a): b for a, b in (ln.split(" ", 1) for ln in _lines(base / "classes.txt"))}
+    return _halves(paths, keys), names
+
+
+def _loadmat(path: Path):
+    from scipy.io import loadmat
+    if not path.is_file():
+        raise FileNotFoundError(path)
+    return loadmat(str(path), squeeze_me=True, struct_as_record=False)
+
+
+def _read_cars(root: Path, cars_split: str = "label_id", **_):
+    base = root / "cars196"
+    mat = _loadmat(base / "cars_annos.mat")
+    ann = np.atleast_1d(mat["annotations"])
+    class_names = [str(c) for c in np.atleast_1d(mat["class_names"])]
+    paths = [base / str(a.relative_im_path) for a in ann]
+    keys = [int(a.__dict__["class"]) for a in ann]
+    _reject_dot_underscore([str(p) for p in paths], base / "cars_annos.mat")
+    names = {i + 1: n for i, n in enumerate(class_names)}
+    if cars_split == "label_id":
+        train = _first_half(keys)
+    elif cars_split == "roth":  # Roth et al.: first half of the class folders sorted by name
+        by_name = sorted(set(keys), key=lambda k: names[k])
+        train = set(by_name[:(len(by_name) + 1) // 2])
+    else:
+        raise ValueError(f"cars_split must be 'label_id' (PUMA, PA) or 'roth', got {cars_split!r}")
+    return _halves(paths, keys, train), names
+
+
+def _read_sop(root: Path, **_):
+    base = root / "Stanford_Online_Products"
+    out, names = {}, {}
+    for split, fname in (("train", "Ebay_train.txt"), ("test", "Ebay_test.txt")):
+        rows = [ln.split() for ln in _lines(base / fname)[1:]]
+        out[split] = ([base / r[3] for r in rows], [int(r[1]) for r in rows])
+        names.update({int(r[1]): r[3].split("/")[0].replace("_final", "") for r in rows})
+    return out, names
+
+
+def _read_inshop(root: Path, **_):
+    base = root / "Inshop_Clothes"
+    rows = [ln.split() for ln in _lines(base / "Eval" / "list_eval_partition.txt")[2:]]
+    out = {s: ([], []) for s in ("train", "query", "gallery")}
+    for img, item, status in rows:
+        if status not in out:
+            raise ValueError(f"{base / 'Eval/list_eval_partition.txt'}: unknown evaluation_status {status!r}")
+        out[status][0].append(base / "Img" / img)
+        out[status][1].append(item)
+    return out, {k: k for s in out.values() for k in s[1]}
+
+
+def _read_nabirds(root: Path, **_):
+    base = root / "nabirds"
+    ids = dict(ln.split(" ", 1) for ln in _lines(base / "images.txt"))
+    labels = dict(ln.split() for ln in _lines(base / "image_class_labels.txt"))
+    order = sorted(ids)
+    keys = [int(labels[i]) for i in order]
+    names = {}
+    if (base / "classes.txt").is_file():
+        names = {int(a): b for a, b in (ln.split(" ", 1) for ln in _lines(base / "classes.txt"))}
+    return _halves([base / "images" / ids[i] for i in order], keys), names
+
+
+def _read_dogs(root: Path, **_):
+    base = root / "dogs"
+    mat = _loadmat(base / "file_list.mat")
+    files = [str(f) for f in np.atleast_1d(mat["file_list"])]
+    keys = [int(v) for v in np.atleast_1d(mat["labels"])]
+    names = {k: f.split("/")[0].split("-", 1)[-1] for f, k in zip(files, keys)}
+    return _halves([base / "Images" / f for f in files], keys), names
+
+
+def _read_flowers(root: Path, **_):
+    base = root / "flowers"
+    keys = [int(v) for v in np.atleast_1d(_loadmat(base / "imagelabels.mat")["labels"])]
+    paths = [base / "jpg" / f"image_{i + 1:05d}.jpg" for i in range(len(keys))]
+    return _halves(paths, keys), {}
+
+
+def _read_aircraft(root: Path, **_):
+    data = root / "fgvc-aircraft-2013b" / "data"
+    merged = data / "images_variant_trainvaltest.txt"
+    if merged.is_file():
+        lines = _lines(merged)
+    else:  # PUMA merges the two official files (its auto-merge uses relative paths; absolute here)
+        parts = [data / "images_variant_trainval.txt", data / "images_variant_test.txt"]
+        if not all(p.is_file() for p in parts):
+            raise FileNotFoundError(merged)
+        lines = _lines(parts[0]) + _lines(parts[1])
+    rows = [ln.split(" ", 1) for ln in lines]
+    variants = sorted({v for _, v in rows})
+    index = {v: i + 1 for i, v in enumerate(variants)}
+    keys = [index[v] for _, v in rows]
+    paths = [data / "images" / f"{i}.jpg" for i, _ in rows]
+    return _halves(paths, keys), {index[v]: v for v in variants}
+
+
+def _read_inat(root: Path, **_):
+    base = root / "inaturalist"
+    out = {}
+    for split in ("train", "test"):
+        rel = _lines(base / f"Inaturalist_{split}_set1.txt")
+        out[split] = ([base / r for r in rel], [int(Path(r).parts[-2]) for r in rel])
+    return out, {}
+
+
+_READERS = {"cub": _read_cub, "cars": _read_cars, "sop": _read_sop, "inshop": _read_inshop,
+            "nabirds": _read_nabirds, "dogs": _read_dogs, "flowers": _read_flowers, "aircraft": _read_aircraft,
+            "inat": _read_inat}
+
+
+def read_annotations(name: str, root: str | Path, cars_split: str = "label_id"):
+    """``({split: (paths, class_keys)}, {class_key: name})`` from the dataset's own annotation files."""
+    if name not in DATASETS:
+        raise ValueError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")
+    root = Path(root).expanduser()
+    try:
+        return _READERS[name](root, cars_split=cars_split)
+    except FileNotFoundError as err:
+        spec = DATASETS[name]
+        raise FileNotFoundError(f"{spec.title} ({name}) not found under {root}: missing {err.args[0] if err.args else err}."
+                                f" Expected layout: {spec.layout}. Obtain it from: {spec.url}") from None
+
+
+def _expected_counts(name: str, root: Path, expected):
+    if expected is None:
+        return None, None
+    if isinstance(expected, dict):
+        return expected, None
+    manifest = root / MINI_MANIFEST
+    if manifest.is_file():
+        info = json.loads(manifest.read_text())["datasets"].get(name)
+        if info is not None:
+            return {s: tuple(v) for s, v in info["counts"].items()}, info["total_images"]
+    spec = DATASETS[name]
+    return spec.counts, spec.total_images
+
+
+def check_counts(name: str, split: str, found_images: int, found_classes: int, expected: dict | None,
+                 total_expected: int | None = None, total_found: int | None = None) -> None:
+    if expected is None:
+        return
+    problems = []
+    if split in expected:
+        exp_img, exp_cls = expected[split]
+        if exp_img is not None and exp_img != found_images:
+            problems.append(f"{found_images} images (expected {exp_img})")
+        if exp_cls is not None and exp_cls != found_classes:
+            problems.append(f"{found_classes} classes (expected {exp_cls})")
+    if total_expected is not None and total_found is not None and total_expected != total_found:
+        problems.append(f"{total_found} images in all splits (expected {total_expected})")
+    if problems:
+        raise DatasetCountError(
+            f"{name}/{split}: found {', '.join(problems)}. Likely causes: a different archive or version (e.g. "
+            "CUB-200 instead of CUB-200-2011), an incomplete extraction, stray '._*' files, or a modified annotation "
+            "file. Pass expected=None to load a deliberate subset.")
+
+
+def load_dataset(name: str, root: str | Path, split: str, transform: Callable | None = None, *,
+                 expected="auto", cars_split: str = "label_id", cache: bool = False,
+                 check_files: bool = True) -> ImageListDataset:
+    """One split of a dataset, labels 0..C-1 in the sorted order of the split's class keys.
+
+    Args:
+        name: one of :data:`DATASETS` (``cub``, ``cars``, ``sop``, ``inshop``, ``nabirds``, ``dogs``, ``flowers``,
+            ``aircraft``, ``inat``).
+        root: the data root holding the dataset folder (e.g. ``ROOT/CUB_200_2011``).
+        split: ``train`` / ``test`` (In-shop: ``train`` / ``query`` / ``gallery``; ``test`` = query + gallery).
+        expected: ``"auto"`` (documented counts, or the UML-Mini manifest), ``None`` (no check) or
+            ``{split: (images or None, classes)}``.
+        cars_split: ``"label_id"`` (PUMA/PA) or ``"roth"`` (sorted folder names).
+        cache: decode all images once and keep them in memory.
+        check_files: raise when an annotated image file does not exist (lists the first few).
+    """
+    root = Path(root).expanduser()
+    spec = DATASETS.get(name)
+    if spec is None:
+        raise ValueError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")
+    allowed = spec.splits + (("test",) if name == "inshop" else ())
+    if split not in allowed:
+        raise ValueError(f"{name}: split must be one of {allowed}, got {split!r}")
+    parts, names = read_annotations(name, root, cars_split)
+    exp, total = _expected_counts(name, root, expected)
+    total_found = sum(len(p) for p, _ in parts.values())
+    if name == "inshop" and split == "test":
+        paths = parts["query"][0] + parts["gallery"][0]
+        keys = parts["query"][1] + parts["gallery"][1]
+        for s in ("query", "gallery"):
+            check_counts(name, s, len(parts[s][0]), len(set(parts[s][1])), exp)
+    else:
+        paths, keys = parts[split]
+        check_counts(name, split, len(paths), len(set(keys)), exp, total, total_found)
+    if check_files:
+        missing = [p for p in paths if not p.is_file()]
+        if missing:
+            raise FileNotFoundError(f"{name}/{split}: {len(missing)} of {len(paths)} annotated images are missing, e.g. "
+                                    f"{', '.join(str(m) for m in missing[:3])}. Expected layout: {spec.layout}")
+    if name == "inshop":  # query and gallery share one label space (implementation_notes.md §6)
+        split_keys = sorted(set(parts["query"][1]) | set(parts["gallery"][1])) if split != "train" else sorted(set(keys))
+    else:
+        split_keys = sorted(set(keys))
+    index = {k: i for i, k in enumerate(split_keys)}
+    labels = [index[k] for k in keys]
+    class_names = [str(names.get(k, k)) for k in split_keys]
+    ds = ImageListDataset(paths, labels, class_names, name, split, transform, cache=cache)
+    if name == "inshop" and split == "test":
+        ds.is_query = np.array([True] * len(parts["query"][0]) + [False] * len(parts["gallery"][0]))
+    return ds

@@ -1,0 +1,497 @@
+"""UML-Mini: eight procedurally generated datasets in the real datasets' on-disk formats (the quick profile).
+
+Written by hand because no library generates DML benchmarks with controlled class-defining vs nuisance
+attributes. The design follows the two UML-Mini feasibility studies (``shared/reference/uml_mini_study*.md``):
+
+* 32 x 32 RGB, one object on a two-tone gradient background, Gaussian pixel noise (sigma 0.03);
+* **discrete, upright, high-contrast** attributes (round 1's continuous rotated shapes taught nothing): 8 shapes,
+  3 aspects, 2 scales, +-2 px jitter, 5 luminance textures (55 % contrast) x 2 periods, an HSV body colour and an
+  optional secondary disc (position N/E/S/W or centre) with its own colour;
+* each source decides which attributes **define the class** and which are **nuisance** (re-drawn per image), and
+  the definitions conflict across sources: colour defines the bird-like and flower-like classes but is a nuisance
+  for the car-, aircraft-, product- and clothes-like sources, where shape/texture/aspect/disc position define them;
+  CUB-like and NABirds-like share one generator family; every source has its own background style;
+* study round 2 sizes: SOP-like and In-shop-like have 200 training classes x 8 images and dominate (53 % of the
+  training images, 71 % of the training classes), Flowers-like is small and easy; class-disjoint splits that
+  follow the real loaders' rule (first half of the sorted class ids trains; SOP/In-shop by their split files).
+
+:func:`pretraining_set` draws the separate multi-attribute pretraining set (round 2's decisive fix: one softmax per
+generator attribute) whose joint (colour, texture, shape) classes carry English names such as "red checkered star".
+"""
+from __future__ import annotations
+
+import colorsys
+import hashlib
+import json
+import shutil
+import time
+from dataclasses import dataclass
+from itertools import product
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from umlkit.data.datasets import MINI_MANIFEST
+
+__all__ = ["SHAPES", "TEXTURES", "HUE_NAMES", "SOURCES", "MiniSource", "make_mini", "pretraining_set", "render",
+           "mini_table", "ensure_mini", "PRETRAIN_HEADS"]
+
+SIZE = 32
+SHAPES = ("disc", "square", "triangle", "cross", "ring", "diamond", "star", "crescent")
+TEXTURES = ("plain", "horizontally striped", "vertically striped", "checkered", "diagonally striped")
+HUE_NAMES = ("red", "orange", "lime", "green", "cyan", "blue", "violet", "pink")
+ASPECTS = (0.75, 1.0, 1.33)
+SCALES = (7.0, 10.0)
+PERIODS = (4, 6)
+DISC_POS = ("none", "N", "E", "S", "W", "C")
+_YY, _XX = np.mgrid[0:SIZE, 0:SIZE].astype(np.float32) + 0.5
+
+
+def _hsv(h, s, v) -> np.ndarray:
+    return np.array(colorsys.hsv_to_rgb(h % 1.0, float(np.clip(s, 0, 1)), float(np.clip(v, 0, 1))), np.float32)
+
+
+def _shape_mask(shape: str, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    rho = np.sqrt(u * u + v * v)
+    if shape == "disc":
+        return rho <= 1.0
+    if shape == "square":
+        return np.maximum(np.abs(u), np.abs(v)) <= 0.85
+    if shape == "triangle":
+        return (v <= 0.8) & (np.abs(u) <= (v + 1.0) / 1.8 * 1.0)
+    if shape == "cross":
+        return ((np.abs(u) <= 0.33) & (np.abs(v) <= 1.0)) | ((np.abs(v) <= 0.33) & (np.abs(u) <= 1.0))
+    if shape == "ring":
+        return (rho <= 1.0) & (rho >= 0.55)
+    if shape == "diamond":
+        return np.abs(u) + np.abs(v) <= 1.0
+    if shape == "star":
+        theta = np.arctan2(v, u)
+        return rho <= 0.6 + 0.4 * np.cos(5 * (theta + np.pi / 2))
+    if shape == "crescent":
+        return (rho <= 1.0) & ((u - 0.45) ** 2 + v ** 2 > 0.75 ** 2)
+    raise ValueError(f"unknown shape {shape!r}")
+
+
+def _texture(texture: str, period: int, ox: float, oy: float) -> np.ndarray:
+    x, y = _XX - ox, _YY - oy
+    if texture == "plain":
+        return np.zeros_like(x)
+    hs = np.sign(np.sin(2 * np.pi * (y + 0.25) / period))
+    vs = np.sign(np.sin(2 * np.pi * (x + 0.25) / period))
+    if texture == "horizontally striped":
+        return hs
+    if texture == "vertically striped":
+        return vs
+    if texture == "checkered":
+        return hs * vs
+    if texture == "diagonally striped":
+        return np.sign(np.sin(2 * np.pi * (x + y + 0.25) / (period * 1.41)))
+    raise ValueError(f"unknown texture {texture!r}")
+
+
+def render(a: dict, rng: np.random.Generator) -> np.ndarray:
+    """One 32 x 32 uint8 RGB image from a full attribute dict (see :data:`SOURCES` for who sets what)."""
+    top, bottom = _hsv(*a["bg_top"]), _hsv(*a["bg_bottom"])
+    t = (_YY / SIZE)[..., None]
+    img = top * (1 - t) + bottom * t
+    cx, cy = SIZE / 2 + a["jx"], SIZE / 2 + a["jy"]
+    r, asp = a["scale"], a["aspect"]
+    u = (_XX - cx) / (r * np.sqrt(asp))
+    v = (_YY - cy) * np.sqrt(asp) / r
+    mask = _shape_mask(a["shape"], u, v)
+    body = _hsv(a["hue"], a["sat"], a["val"])
+    tex = _texture(a["texture"], a["period"], cx, cy)[..., None]
+    obj = np.clip(body * (1 + 0.275 * tex), 0, 1)
+    img = np.where(mask[..., None], obj, img)
+    pos = a.get("disc_pos", "none")
+    if pos != "none":
+        off = {"N": (0, -0.85), "E": (0.85, 0), "S": (0, 0.85), "W": (-0.85, 0), "C": (0, 0)}[pos]
+        dx, dy = cx + off[0] * r, cy + off[1] * r
+        dm = (_XX - dx) ** 2 + (_YY - dy) ** 2 <= (0.42 * r) ** 2
+        img = np.where(dm[..., None], _hsv(a["disc_hue"], a["disc_sat"], a["disc_val"]), img)
+    img = img + rng.normal(0, 0.03, img.shape).astype(np.float32)
+    return (np.clip(img, 0, 1) * 255 + 0.5).astype(np.uint8)
+
+
+# ------------------------------------------------------------------------------------------------ sources
+def _continuous_classes(rng, n, dims, min_dist, lows, highs, wrap):
+    """n points in a box (hue dimensions wrap around) at pairwise distance >= min_dist (rejection sampling)."""
+    pts = []
+    for _ in range(20000):
+        p = np.array([rng.uniform(lo, hi) for lo, hi in zip(lows, highs)])
+        ok = True
+        for q in pts:
+            d = np.abs(p - q)
+            d = np.where(wrap, np.minimum(d, 1 - d), d)
+            if np.sqrt((d ** 2).sum()) < min_dist:
+                ok = False
+                break
+        if ok:
+            pts.append(p)
+            if len(pts) == n:
+                return pts
+    raise RuntimeError(f"could not place {n} classes at distance {min_dist}")
+
+
+def _common_nuisance(rng) -> dict:
+    return dict(jx=int(rng.integers(-2, 3)), jy=int(rng.integers(-2, 3)), period=int(rng.choice(PERIODS)),
+                texture=TEXTURES[rng.integers(5)], shape=SHAPES[rng.integers(8)], aspect=float(rng.choice(ASPECTS)),
+                scale=float(rng.choice(SCALES)), disc_pos="none", disc_hue=0.0, disc_sat=0.0, disc_val=0.5)
+
+
+def _bg(rng, hue, hue_jit, sat, val_lo, val_hi) -> dict:
+    h = hue + rng.uniform(-hue_jit, hue_jit)
+    return dict(bg_top=(h, sat, rng.uniform(val_lo, val_hi)), bg_bottom=(h + 0.03, sat, rng.uniform(val_lo, val_hi)))
+
+
+@dataclass(frozen=True)
+class MiniSource:
+    name: str
+    mimics: str
+    class_defining: str
+    nuisance: str
+    train: tuple[int, int]  # classes x images
+    test: tuple[int, int]
+
+
+SOURCES = {s.name: s for s in [
+    MiniSource("cub", "CUB-200-2011 (bird family)", "body hue + head hue", "shape (disc/diamond/crescent), texture, "
+               "head side, aspect, scale", (25, 16), (25, 24)),
+    MiniSource("cars", "Cars196", "shape x texture x aspect", "colour (any hue), period, scale", (33, 15), (32, 25)),
+    MiniSource("sop", "Stanford Online Products (dominant)", "shape x texture x aspect x grey-disc position",
+               "colour (any hue), period, scale", (200, 8), (150, 8)),
+    MiniSource("inshop", "In-shop (dominant; query/gallery)", "texture x period x shape x aspect x disc position",
+               "colour (any hue), scale", (200, 8), (150, 8)),
+    MiniSource("nabirds", "NABirds (same bird family as cub)", "body hue + head hue", "as cub", (40, 20), (40, 20)),
+    MiniSource("dogs", "Stanford Dogs", "texture x period x shape", "colour (brown palette), aspect, scale",
+               (28, 20), (27, 20)),
+    MiniSource("flowers", "Flowers-102 (small, easy)", "petal hue + saturation", "shape (star/ring/disc), texture",
+               (20, 15), (20, 19)),
+    MiniSource("aircraft", "FGVC-Aircraft", "shape x aspect x scale x nose disc", "colour (low saturation), texture",
+               (25, 12), (25, 18)),
+]}
+
+_BG = {"cub": (0.28, 0.05, 0.35, 0.45, 0.75), "nabirds": (0.58, 0.03, 0.3, 0.7, 0.9),
+       "flowers": (0.33, 0.03, 0.55, 0.2, 0.35), "cars": (0.0, 0.0, 0.04, 0.35, 0.55),
+       "aircraft": (0.57, 0.02, 0.3, 0.85, 0.97), "dogs": (0.1, 0.02, 0.15, 0.7, 0.9),
+       "sop": (0.0, 0.0, 0.0, 0.9, 1.0), "inshop": (0.95, 0.02, 0.08, 0.78, 0.9)}
+
+
+def _class_attrs(name: str, n: int, rng) -> list[dict]:
+    if name in ("cub", "nabirds"):
+        pts = _continuous_classes(rng, n, 2, 0.09, (0, 0), (1, 1), np.array([True, True]))
+        return [dict(hue=p[0], disc_hue=p[1]) for p in pts]
+    if name == "flowers":
+        pts = _continuous_classes(rng, n, 2, 0.1, (0, 0.35), (1, 1.0), np.array([True, False]))
+        return [dict(hue=p[0], sat=p[1]) for p in pts]
+    if name == "cars":
+        combos = list(product(SHAPES, TEXTURES, ASPECTS))
+        keys = ("shape", "texture", "aspect")
+    elif name == "aircraft":
+        combos = list(product(SHAPES, ASPECTS, SCALES, ("none", "N")))
+        keys = ("shape", "aspect", "scale", "disc_pos")
+    elif name == "dogs":
+        combos = list(product(TEXTURES[1:], PERIODS, SHAPES))
+        keys = ("texture", "period", "shape")
+    elif name == "sop":
+        combos = list(product(SHAPES, TEXTURES, ASPECTS, DISC_POS[:5]))
+        keys = ("shape", "texture", "aspect", "disc_pos")
+    elif name == "inshop":
+        combos = list(product(TEXTURES[1:], PERIODS, SHAPES, ASPECTS, DISC_POS[:5]))
+        keys = ("texture", "period", "shape", "aspect", "disc_pos")
+    else:
+        raise ValueError(name)
+    pick = rng.permutation(len(combos))[:n]
+    return [dict(zip(keys, combos[i])) for i in pick]
+
+
+def _image_attrs(name: str, cls: dict, rng) -> dict:
+    a = _common_nuisance(rng)
+    a.update(_bg(rng, *_BG[name]))
+    if name in ("cub", "nabirds"):
+        a.update(shape=("disc", "diamond", "crescent")[rng.integers(3)], hue=cls["hue"] + rng.uniform(-.015, .015),
+                 sat=rng.uniform(0.7, 0.9), val=rng.uniform(0.75, 0.95), disc_pos=("N", "E", "W")[rng.integers(3)],
+                 disc_hue=cls["disc_hue"] + rng.uniform(-.015, .015), disc_sat=0.85, disc_val=0.9)
+    elif name == "flowers":
+        a.update(shape=("star", "ring", "disc")[rng.integers(3)], hue=cls["hue"] + rng.uniform(-.015, .015),
+                 sat=cls["sat"] + rng.uniform(-.03, .03), val=rng.uniform(0.8, 0.95), disc_pos="C",
+                 disc_hue=rng.uniform(0.12, 0.17), disc_sat=0.9, disc_val=0.95, scale=10.0)
+    else:
+        a.update(cls)
+        if name == "aircraft":
+            a.update(hue=rng.uniform(0, 1), sat=rng.uniform(0, 0.2), val=rng.uniform(0.45, 0.8), disc_hue=0.0,
+                     disc_sat=0.0, disc_val=0.15)
+        elif name == "dogs":
+            a.update(hue=rng.uniform(0.05, 0.12), sat=rng.uniform(0.4, 0.8), val=rng.uniform(0.35, 0.85))
+        else:  # cars, sop, inshop: colour is a strong nuisance
+            a.update(hue=rng.uniform(0, 1), sat=rng.uniform(0.5, 1.0), val=rng.uniform(0.55, 0.95))
+            if a["disc_pos"] != "none":
+                a.update(disc_hue=0.0, disc_sat=0.0, disc_val=0.5 if name == "sop" else 0.2)
+    return a
+
+
+def _generate_source(name: str, rng) -> dict:
+    """{"train"/"test": (images uint8 (N, 32, 32, 3), class index per image)} plus the class attribute dicts."""
+    src = SOURCES[name]
+    classes = _class_attrs(name, src.train[0] + src.test[0], rng)
+    out = {}
+    offset = 0
+    for split, (n_cls, n_img) in (("train", src.train), ("test", src.test)):
+        imgs, labels = [], []
+        for c in range(offset, offset + n_cls):
+            for _ in range(n_img):
+                imgs.append(render(_image_attrs(name, classes[c], rng), rng))
+                labels.append(c)
+        out[split] = (np.stack(imgs), np.asarray(labels))
+        offset += n_cls
+    return out
+
+
+# ----------------------------------------------------------------------------------- writers (real formats)
+def _save(img: np.ndarray, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(img).save(path, format="JPEG", quality=95, subsampling=0)
+
+
+def _write_cub(root, data, n_cls):
+    base = root / "CUB_200_2011"
+    lines_img, lines_lab, lines_cls = [], [], []
+    i = 0
+    for c in range(n_cls):
+        lines_cls.append(f"{c + 1} {c + 1:03d}.Mini_bird_{c + 1:03d}")
+    for split in ("train", "test"):
+        for img, c in zip(*data[split]):
+            i += 1
+            rel = f"{c + 1:03d}.Mini_bird_{c + 1:03d}/Mini_bird_{c + 1:03d}_{i:05d}.jpg"
+            _save(img, base / "images" / rel)
+            lines_img.append(f"{i} {rel}")
+            lines_lab.append(f"{i} {c + 1}")
+    (base / "images.txt").write_text("\n".join(lines_img) + "\n")
+    (base / "image_class_labels.txt").write_text("\n".join(lines_lab) + "\n")
+    (base / "classes.txt").write_text("\n".join(lines_cls) + "\n")
+
+
+def _write_cars(root, data, n_cls):
+    from scipy.io import savemat
+    base = root / "cars196"
+    dtype = [("relative_im_path", "O"), ("bbox_x1", "O"), ("bbox_y1", "O"), ("bbox_x2", "O"), ("bbox_y2", "O"),
+             ("class", "O"), ("test", "O")]
+    rows = []
+    i = 0
+    for split in ("train", "test"):
+        for img, c in zip(*data[split]):
+            i += 1
+            rel = f"car_ims/{i:06d}.jpg"
+            _save(img, base / rel)
+            rows.append((rel, 1, 1, SIZE, SIZE, int(c) + 1, int(i % 2)))
+    ann = np.array(rows, dtype=dtype)
+    names = np.array([f"Mini Car {c + 1:03d}" for c in range(n_cls)], dtype=object)
+    savemat(str(base / "cars_annos.mat"), {"annotations": ann[None, :], "class_names": names[None, :]})
+
+
+def _write_sop(root, data, n_cls):
+    base = root / "Stanford_Online_Products"
+    i = 0
+    for split, fname in (("train", "Ebay_train.txt"), ("test", "Ebay_test.txt")):
+        lines = ["image_id class_id super_class_id path"]
+        for img, c in zip(*data[split]):
+            i += 1
+            sup = int(c) % 4 + 1
+            rel = f"mini{sup}_final/{int(c) + 1}_{i}.JPG"
+            _save(img, base / rel)
+            lines.append(f"{i} {int(c) + 1} {sup} {rel}")
+        (base / fname).write_text("\n".join(lines) + "\n")
+
+
+def _write_inshop(root, data, n_cls):
+    base = root / "Inshop_Clothes"
+    rows = []
+    for split in ("train", "test"):
+        seen: dict[int, int] = {}
+        for img, c in zip(*data[split]):
+            k = seen.get(int(c), 0)
+            seen[int(c)] = k + 1
+            item = f"id_{int(c) + 1:08d}"
+            rel = f"img/MEN/Mini/{item}/{k + 1:02d}_{k % 4 + 1}_front.jpg"
+            _save(img, base / "Img" / rel)
+            status = "train" if split == "train" else ("query" if k % 2 == 0 else "gallery")
+            rows.append(f"{rel} {item} {status}")
+    (base / "Eval").mkdir(parents=True, exist_ok=True)
+    (base / "Eval" / "list_eval_partition.txt").write_text(
+        f"{len(rows)}\nimage_name item_id evaluation_status\n" + "\n".join(rows) + "\n")
+
+
+def _write_nabirds(root, data, n_cls):
+    base = root / "nabirds"
+    img_lines, lab_lines = [], []
+    leaf_ids = [100 + 3 * c for c in range(n_cls)]  # sparse, sorted leaf ids as in the real hierarchy
+    i = 0
+    for split in ("train", "test"):
+        for img, c in zip(*data[split]):
+            i += 1
+            uid = hashlib.md5(f"nabirds-{i}".encode()).hexdigest()
+            rel = f"{leaf_ids[c]:04d}/{uid}.jpg"
+            _save(img, base / "images" / rel)
+            img_lines.append(f"{uid} {rel}")
+            lab_lines.append(f"{uid} {leaf_ids[c]}")
+    (base / "images.txt").write_text("\n".join(img_lines) + "\n")
+    (base / "image_class_labels.txt").write_text("\n".join(lab_lines) + "\n")
+    (base / "classes.txt").write_text("\n".join(f"{leaf_ids[c]} Mini bird {c + 1}" for c in range(n_cls)) + "\n")
+
+
+def _write_dogs(root, data, n_cls):
+    from scipy.io import savemat
+    base = root / "dogs"
+    files, labels = [], []
+    i = 0
+    for split in ("train", "test"):
+        for img, c in zip(*data[split]):
+            i += 1
+            wnid = f"n{2085620 + int(c):08d}"
+            rel = f"{wnid}-Mini_dog_{int(c) + 1}/{wnid}_{i}.jpg"
+            _save(img, base / "Images" / rel)
+            files.append(rel)
+            labels.append(int(c) + 1)
+    savemat(str(base / "file_list.mat"), {"file_list": np.array(files, dtype=object)[:, None],
+                                          "labels": np.array(labels, dtype=np.float64)[:, None]})
+
+
+def _write_flowers(root, data, n_cls):
+    from scipy.io import savemat
+    base = root / "flowers"
+    labels = []
+    i = 0
+    for split in ("train", "test"):
+        for img, c in zip(*data[split]):
+            i += 1
+            _save(img, base / "jpg" / f"image_{i:05d}.jpg")
+            labels.append(int(c) + 1)
+    n = len(labels)
+    savemat(str(base / "imagelabels.mat"), {"labels": np.array(labels, dtype=np.float64)[None, :]})
+    ids = np.arange(1, n + 1, dtype=np.float64)
+    savemat(str(base / "setid.mat"), {"trnid": ids[0::3][None, :], "valid": ids[1::3][None, :],
+                                      "tstid": ids[2::3][None, :]})
+
+
+def _write_aircraft(root, data, n_cls):
+    base = root / "fgvc-aircraft-2013b" / "data"
+    names = [f"Mini-{c + 1:03d}" for c in range(n_cls)]  # sorted order == class order
+    trainval, test = [], []
+    i = 0
+    for split in ("train", "test"):
+        for img, c in zip(*data[split]):
+            i += 1
+            iid = f"{1000000 + i:07d}"
+            _save(img, base / "images" / f"{iid}.jpg")
+            (trainval if i % 2 else test).append(f"{iid} {names[c]}")
+    (base / "images_variant_trainval.txt").write_text("\n".join(trainval) + "\n")
+    (base / "images_variant_test.txt").write_text("\n".join(test) + "\n")
+    (base / "images_variant_trainvaltest.txt").write_text("\n".join(trainval + test) + "\n")
+    (base / "variants.txt").write_text("\n".join(names) + "\n")
+
+
+_WRITERS = {"cub": _write_cub, "cars": _write_cars, "sop": _write_sop, "inshop": _write_inshop,
+            "nabirds": _write_nabirds, "dogs": _write_dogs, "flowers": _write_flowers, "aircraft": _write_aircraft}
+_FOLDERS = {"cub": "CUB_200_2011", "cars": "cars196", "sop": "Stanford_Online_Products", "inshop": "Inshop_Clothes",
+            "nabirds": "nabirds", "dogs": "dogs", "flowers": "flowers", "aircraft": "fgvc-aircraft-2013b"}
+GENERATOR_VERSION = 1
+
+
+def _counts(name: str) -> tuple[dict, int]:
+    src = SOURCES[name]
+    tr, te = src.train[0] * src.train[1], src.test[0] * src.test[1]
+    if name == "inshop":
+        half = src.test[0] * ((src.test[1] + 1) // 2)
+        return {"train": [tr, src.train[0]], "query": [half, src.test[0]], "gallery": [te - half, src.test[0]]}, tr + te
+    return {"train": [tr, src.train[0]], "test": [te, src.test[0]]}, tr + te
+
+
+def make_mini(root, seed: int = 0, overwrite: bool = False, sources=None, progress: bool = False) -> Path:
+    """Write UML-Mini under ``root`` (one folder per source, each in its real dataset's layout) + ``UML_MINI.json``.
+
+    Deterministic: the same seed writes the same bytes. Existing trees are kept unless ``overwrite``.
+    """
+    root = Path(root).expanduser()
+    names = list(sources or SOURCES)
+    manifest_path = root / MINI_MANIFEST
+    if manifest_path.is_file() and not overwrite:
+        info = json.loads(manifest_path.read_text())
+        if info.get("seed") == seed and info.get("version") == GENERATOR_VERSION and set(names) <= set(info["datasets"]):
+            return root
+    root.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    info = {"version": GENERATOR_VERSION, "seed": seed, "size": SIZE, "datasets": {}}
+    iterator = names
+    if progress:
+        from tqdm.auto import tqdm
+        iterator = tqdm(names, desc="UML-Mini", unit="source")
+    for k, name in enumerate(iterator):
+        rng = np.random.default_rng([seed, k, 7])
+        data = _generate_source(name, rng)
+        folder = root / _FOLDERS[name]
+        if folder.exists():
+            shutil.rmtree(folder)
+        n_cls = SOURCES[name].train[0] + SOURCES[name].test[0]
+        _WRITERS[name](root, data, n_cls)
+        counts, total = _counts(name)
+        info["datasets"][name] = {"counts": counts, "total_images": total, "mimics": SOURCES[name].mimics}
+    info["seconds"] = round(time.perf_counter() - t0, 2)
+    tmp = manifest_path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(info, indent=1))
+    tmp.replace(manifest_path)
+    return root
+
+
+def ensure_mini(root=None, seed: int = 0) -> Path:
+    """The UML-Mini root (``<data_root>/uml_mini`` by default), generated on first use."""
+    from umlkit._paths import data_root
+    root = Path(root) if root is not None else data_root() / "uml_mini"
+    return make_mini(root, seed=seed, progress=True)
+
+
+def mini_table() -> "pd.DataFrame":  # noqa: F821
+    """What each UML-Mini source mimics, its class-defining and nuisance attributes, and its sizes."""
+    import pandas as pd
+    rows = []
+    for s in SOURCES.values():
+        counts, _ = _counts(s.name)
+        rows.append({"source": s.name, "mimics": s.mimics, "class-defining": s.class_defining, "nuisance": s.nuisance,
+                     "train classes": s.train[0], "train images": counts["train"][0], "test classes": s.test[0],
+                     "test images": sum(v[0] for k, v in counts.items() if k != "train")})
+    return pd.DataFrame(rows).set_index("source")
+
+
+# ------------------------------------------------------------------------------------------ pretraining set
+PRETRAIN_HEADS = {"shape": 8, "texture": 5, "period": 2, "aspect": 3, "disc_pos": 5, "hue": 8, "disc_hue": 8,
+                  "scale": 2}
+
+
+def pretraining_set(n: int = 19200, seed: int = 1234) -> tuple[np.ndarray, dict[str, np.ndarray], list[str]]:
+    """Multi-attribute pretraining images: ``(images (n, 32, 32, 3) uint8, {head: targets}, class_names)``.
+
+    Every generator attribute is drawn uniformly and has its own target (:data:`PRETRAIN_HEADS`). The named
+    classes are the 320 joint (colour, texture, shape) combinations, "red checkered star" etc.; their target is
+    ``targets["class"]`` = (hue * 5 + texture) * 8 + shape.
+    """
+    rng = np.random.default_rng(seed)
+    imgs = np.empty((n, SIZE, SIZE, 3), np.uint8)
+    t = {k: np.empty(n, np.int64) for k in (*PRETRAIN_HEADS, "class")}
+    for i in range(n):
+        hb, dhb = int(rng.integers(8)), int(rng.integers(8))
+        a = dict(shape=SHAPES[rng.integers(8)], texture=TEXTURES[rng.integers(5)], period=int(rng.choice(PERIODS)),
+                 aspect=float(rng.choice(ASPECTS)), disc_pos=DISC_POS[rng.integers(5)], scale=float(rng.choice(SCALES)),
+                 hue=(hb + rng.uniform(-0.5, 0.5)) / 8, sat=rng.uniform(0.5, 1.0), val=rng.uniform(0.6, 0.95),
+                 disc_hue=(dhb + rng.uniform(-0.5, 0.5)) / 8, disc_sat=0.85, disc_val=0.9,
+                 jx=int(rng.integers(-2, 3)), jy=int(rng.integers(-2, 3)))
+        a.update(_bg(rng, rng.uniform(0, 1), 0.0, rng.uniform(0, 0.4), 0.3, 0.9))
+        imgs[i] = render(a, rng)
+        vals = dict(shape=SHAPES.index(a["shape"]), texture=TEXTURES.index(a["texture"]),
+                    period=PERIODS.index(a["period"]), aspect=ASPECTS.index(a["aspect"]),
+                    disc_pos=DISC_POS.index(a["disc_pos"]), hue=hb, disc_hue=dhb, scale=SCALES.index(a["scale"]))
+        for k, v in vals.items():
+            t[k][i] = v
+        t["class"][i] = (hb * 5 + vals["texture"]) * 8 + vals["shape"]
+    names = [f"{h} {tx} {s}".replace("plain ", "plain ") for h in HUE_NAMES for tx in TEXTURES for s in SHAPES]
+    return imgs, t, names
