@@ -53,6 +53,48 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_data_check(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from umlkit.data.check import CorruptImagesError, check_datasets
+
+    root = args.root or data_root()
+    try:
+        table = check_datasets(root, args.datasets.split(",") if args.datasets else None, verify=args.verify_images,
+                               on_error=args.on_error)
+    except CorruptImagesError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    with pd.option_context("display.max_colwidth", 120, "display.width", 200):
+        print(f"data root: {root}")
+        print(table.drop(columns=["detail"]).to_string())
+        for name, row in table.iterrows():
+            if row["detail"]:
+                print(f"\n[{name}] {row['status']}: {row['detail']}")
+    return 0 if (table["status"] == "found").all() else 1
+
+
+def _cmd_data_make_mini(args: argparse.Namespace) -> int:
+    import time
+
+    from umlkit.data import make_mini, mini_table
+
+    root = args.root or (data_root() / "uml_mini")
+    t0 = time.perf_counter()
+    make_mini(root, seed=args.seed, overwrite=args.overwrite, progress=True)
+    print(mini_table().drop(columns=["class-defining", "nuisance"]).to_string())
+    print(f"UML-Mini (seed {args.seed}) at {root} ({time.perf_counter() - t0:.1f} s)")
+    return 0
+
+
+def _cmd_data_pretrain_mini(args: argparse.Namespace) -> int:
+    from umlkit.models.pretrain import pretrain_tiny_vit
+
+    report = pretrain_tiny_vit(args.out, epochs=args.epochs, seed=args.seed)
+    print(json.dumps(report, indent=1))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="umlkit",
@@ -67,6 +109,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help="npz with arrays 'embeddings', 'labels' [, 'gallery', 'gallery_labels']")
     p.add_argument("--metrics", default=None, help="comma-separated, e.g. R@1,MAP@R (default: all)")
     p.set_defaults(func=_cmd_evaluate)
+
+    data = sub.add_parser("data", help="datasets: check a data root, generate UML-Mini, pretrain the tiny ViT")
+    dsub = data.add_subparsers(dest="data_command", metavar="DATA_COMMAND", required=True)
+    p = dsub.add_parser("check", help="table of every dataset under ROOT: found / missing / count mismatch")
+    p.add_argument("--root", default=None, help="data root (default: UMLKIT_DATA or <repo>/data)")
+    p.add_argument("--datasets", default=None, help="comma-separated subset, e.g. cub,cars")
+    p.add_argument("--verify-images", action="store_true", help="decode every image and report unreadable ones")
+    p.add_argument("--on-error", choices=("report", "fail"), default="report",
+                   help="with --verify-images: report unreadable images (default) or stop at once")
+    p.set_defaults(func=_cmd_data_check)
+    p = dsub.add_parser("make-mini", help="generate UML-Mini (8 datasets in their real on-disk formats)")
+    p.add_argument("--root", default=None, help="output folder (default: <data root>/uml_mini)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--overwrite", action="store_true", help="regenerate even if a tree with this seed exists")
+    p.set_defaults(func=_cmd_data_make_mini)
+    p = dsub.add_parser("pretrain-mini", help="pretrain the tiny ViT on the synthetic pretraining set (~4 min CPU)")
+    p.add_argument("--out", default=None, help="folder for the weights (default: the shipped location)")
+    p.add_argument("--epochs", type=int, default=12)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=_cmd_data_pretrain_mini)
     return parser
 
 

@@ -255,6 +255,15 @@ def _save(img: np.ndarray, path: Path) -> None:
     Image.fromarray(img).save(path, format="JPEG", quality=95, subsampling=0)
 
 
+def _savemat(path: Path, arrays: dict) -> None:
+    """scipy's savemat with a fixed header text (it stamps the creation time, which breaks same-seed-same-bytes)."""
+    from scipy.io import savemat
+    savemat(str(path), arrays)
+    raw = bytearray(path.read_bytes())
+    raw[:116] = b"MATLAB 5.0 MAT-file, written by umlkit UML-Mini".ljust(116, b" ")
+    path.write_bytes(bytes(raw))
+
+
 def _write_cub(root, data, n_cls):
     base = root / "CUB_200_2011"
     lines_img, lines_lab, lines_cls = [], [], []
@@ -274,7 +283,6 @@ def _write_cub(root, data, n_cls):
 
 
 def _write_cars(root, data, n_cls):
-    from scipy.io import savemat
     base = root / "cars196"
     dtype = [("relative_im_path", "O"), ("bbox_x1", "O"), ("bbox_y1", "O"), ("bbox_x2", "O"), ("bbox_y2", "O"),
              ("class", "O"), ("test", "O")]
@@ -288,7 +296,7 @@ def _write_cars(root, data, n_cls):
             rows.append((rel, 1, 1, SIZE, SIZE, int(c) + 1, int(i % 2)))
     ann = np.array(rows, dtype=dtype)
     names = np.array([f"Mini Car {c + 1:03d}" for c in range(n_cls)], dtype=object)
-    savemat(str(base / "cars_annos.mat"), {"annotations": ann[None, :], "class_names": names[None, :]})
+    _savemat(base / "cars_annos.mat", {"annotations": ann[None, :], "class_names": names[None, :]})
 
 
 def _write_sop(root, data, n_cls):
@@ -342,7 +350,6 @@ def _write_nabirds(root, data, n_cls):
 
 
 def _write_dogs(root, data, n_cls):
-    from scipy.io import savemat
     base = root / "dogs"
     files, labels = [], []
     i = 0
@@ -354,12 +361,11 @@ def _write_dogs(root, data, n_cls):
             _save(img, base / "Images" / rel)
             files.append(rel)
             labels.append(int(c) + 1)
-    savemat(str(base / "file_list.mat"), {"file_list": np.array(files, dtype=object)[:, None],
+    _savemat(base / "file_list.mat", {"file_list": np.array(files, dtype=object)[:, None],
                                           "labels": np.array(labels, dtype=np.float64)[:, None]})
 
 
 def _write_flowers(root, data, n_cls):
-    from scipy.io import savemat
     base = root / "flowers"
     labels = []
     i = 0
@@ -369,9 +375,9 @@ def _write_flowers(root, data, n_cls):
             _save(img, base / "jpg" / f"image_{i:05d}.jpg")
             labels.append(int(c) + 1)
     n = len(labels)
-    savemat(str(base / "imagelabels.mat"), {"labels": np.array(labels, dtype=np.float64)[None, :]})
+    _savemat(base / "imagelabels.mat", {"labels": np.array(labels, dtype=np.float64)[None, :]})
     ids = np.arange(1, n + 1, dtype=np.float64)
-    savemat(str(base / "setid.mat"), {"trnid": ids[0::3][None, :], "valid": ids[1::3][None, :],
+    _savemat(base / "setid.mat", {"trnid": ids[0::3][None, :], "valid": ids[1::3][None, :],
                                       "tstid": ids[2::3][None, :]})
 
 

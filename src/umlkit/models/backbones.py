@@ -13,7 +13,7 @@ Short names map to the exact timm tags the papers use:
 | ``mae_b16`` | ``vit_base_patch16_224.mae`` | VPTSP Table 8 |
 | ``clip_l14`` | ``vit_large_patch14_clip_224.openai`` | language guidance (CLIP-L image tower) |
 | ``resnet18/50/101`` | ``resnet{18,50,101}.tv_in1k`` | ooDML, language guidance (frozen-BN option) |
-| ``vit_tiny_uml`` | ``vit_tiny_uml_patch4_32`` (registered here) | quick profile |
+| ``vit_tiny_uml`` | ``vit_tiny_uml_patch8_32`` (registered here) | quick profile |
 
 Any other timm model name is accepted as is. Weights: ``pretrained=True`` downloads from timm's hub;
 ``weights=PATH`` loads a local file (``.safetensors``, or ``.pth``/``.bin``/``.npz`` through timm's own checkpoint
@@ -26,7 +26,7 @@ from pathlib import Path
 import timm
 import torch
 from timm.layers import freeze_batch_norm_2d
-from timm.models import register_model
+from timm.models import generate_default_cfgs, register_model
 from timm.models.vision_transformer import VisionTransformer, _create_vision_transformer
 
 __all__ = ["BACKBONES", "create_backbone", "resolve_backbone_name", "data_config"]
@@ -43,17 +43,37 @@ BACKBONES = {
     "resnet18": "resnet18.tv_in1k",
     "resnet50": "resnet50.tv_in1k",
     "resnet101": "resnet101.tv_in1k",
-    "vit_tiny_uml": "vit_tiny_uml_patch4_32",
+    "vit_tiny_uml": "vit_tiny_uml_patch8_32",
 }
+
+WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
+TINY_WEIGHTS = WEIGHTS_DIR / "vit_tiny_uml_patch8_32.safetensors"
+_TINY_CFG = dict(mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), input_size=(3, 32, 32), crop_pct=1.0, num_classes=0,
+                 interpolation="bilinear", license="MIT")
+# timm's registry picks this up: ``pretrained=True`` loads the shipped UML-Mini weights, no network needed.
+default_cfgs = generate_default_cfgs({
+    "vit_tiny_uml_patch8_32.uml_mini": dict(file=str(TINY_WEIGHTS), **_TINY_CFG),
+    "vit_tiny_uml_patch4_32.untrained": dict(_TINY_CFG),
+})
 
 
 @register_model
 def vit_tiny_uml_patch4_32(pretrained: bool = False, **kwargs) -> VisionTransformer:
     """Tiny ViT of the quick profile: 32 px input, 4 px patches (64 tokens), width 128, depth 6, 4 heads."""
     model_args = dict(img_size=32, patch_size=4, embed_dim=128, depth=6, num_heads=4, mlp_ratio=4.0)
-    kwargs.setdefault("pretrained_cfg_overlay", dict(mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), input_size=(3, 32, 32),
-                                                      crop_pct=1.0, num_classes=0))
     return _create_vision_transformer("vit_tiny_uml_patch4_32", pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def vit_tiny_uml_patch8_32(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """Quick-profile ViT: 32 px input, 8 px patches (16 tokens), width 96, depth 6, 3 heads (UML-Mini study:
+    3.5x faster than patch 4 at equal width). ``pretrained=True`` loads the shipped UML-Mini pretraining
+    (``umlkit data pretrain-mini`` regenerates it)."""
+    model_args = dict(img_size=32, patch_size=8, embed_dim=96, depth=6, num_heads=3, mlp_ratio=4.0)
+    if pretrained and not TINY_WEIGHTS.is_file():
+        raise FileNotFoundError(f"the UML-Mini pretrained weights {TINY_WEIGHTS} are missing; run "
+                                "`umlkit data pretrain-mini` to regenerate them")
+    return _create_vision_transformer("vit_tiny_uml_patch8_32", pretrained=pretrained, **dict(model_args, **kwargs))
 
 
 def resolve_backbone_name(name: str) -> str:

@@ -1,0 +1,68 @@
+"""``umlkit data check``: which datasets are present under a root, with counts, and how to get the missing ones."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from PIL import Image
+
+from umlkit.data.datasets import DATASETS, DatasetCountError, ImageListDataset, load_dataset
+
+__all__ = ["check_datasets", "verify_images", "CorruptImagesError"]
+
+
+class CorruptImagesError(OSError):
+    """Some images of a dataset cannot be decoded (the message lists them)."""
+
+
+def verify_images(dataset: ImageListDataset, on_error: str = "report") -> list[tuple[Path, str]]:
+    """Decode every image of ``dataset``; return ``[(path, error)]`` for the unreadable ones.
+
+    ``on_error="fail"`` raises :class:`CorruptImagesError` listing them; ``"skip"`` also removes them from the
+    dataset (and reports them); ``"report"`` only reports. Nothing is ever dropped silently.
+    """
+    if on_error not in ("report", "skip", "fail"):
+        raise ValueError(f"on_error must be 'report', 'skip' or 'fail', got {on_error!r}")
+    bad = []
+    for p in dataset.paths:
+        try:
+            with Image.open(p) as im:
+                im.convert("RGB").load()
+        except Exception as err:  # PIL raises many types for truncated/corrupt files
+            bad.append((p, f"{type(err).__name__}: {err}"))
+    if bad and on_error == "fail":
+        listing = "\n".join(f"  {p}: {e}" for p, e in bad[:20])
+        raise CorruptImagesError(f"{dataset.name}/{dataset.split}: {len(bad)} unreadable image(s):\n{listing}")
+    if bad and on_error == "skip":
+        keep = [i for i, p in enumerate(dataset.paths) if p not in {b for b, _ in bad}]
+        dataset.paths = [dataset.paths[i] for i in keep]
+        dataset.labels = dataset.labels[keep]
+    return bad
+
+
+def check_datasets(root: str | Path, names=None, verify: bool = False, on_error: str = "report") -> pd.DataFrame:
+    """One row per dataset: status (found / missing / count mismatch / files missing / unreadable images),
+    images and classes per split, and for problems where to obtain the data and the layout expected."""
+    root = Path(root).expanduser()
+    rows = []
+    for name in names or DATASETS:
+        spec = DATASETS[name]
+        row = {"dataset": name, "title": spec.title, "status": "found", "images": "", "classes": "", "detail": ""}
+        try:
+            parts = {s: load_dataset(name, root, s) for s in spec.splits}
+            row["images"] = " / ".join(f"{s} {len(d)}" for s, d in parts.items())
+            row["classes"] = " / ".join(f"{s} {d.num_classes}" for s, d in parts.items())
+            if verify:
+                bad = [b for d in parts.values() for b in verify_images(d, on_error)]
+                if bad:
+                    row["status"] = "unreadable images"
+                    row["detail"] = "; ".join(f"{p}: {e}" for p, e in bad[:5]) + (" ..." if len(bad) > 5 else "")
+        except FileNotFoundError as err:
+            missing_folder = not (root / spec.folder).exists()
+            row["status"] = "missing" if missing_folder else "files missing"
+            row["detail"] = (f"get it from {spec.url}; expected layout {spec.layout}" if missing_folder else str(err))
+        except DatasetCountError as err:
+            row["status"] = "count mismatch"
+            row["detail"] = str(err)
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("dataset")
