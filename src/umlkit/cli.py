@@ -95,6 +95,60 @@ def _cmd_data_pretrain_mini(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_train(args: argparse.Namespace) -> int:
+    from umlkit.train import fit, load_config
+
+    cfg = load_config(args.config, profile=args.profile, overrides=args.set)
+    result = fit(cfg, run_dir=args.run_dir, resume=args.resume)
+    print(f"run folder: {result.run_dir}")
+    if result.last is not None:
+        print(result.summary(cfg["train"]["metrics"][0]).round(2).to_string())
+    return 0
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from umlkit.data import build_transforms, load_unified
+    from umlkit.models import create_model
+    from umlkit.train import evaluate_model, load_checkpoint
+
+    ckpt = Path(args.checkpoint)
+    cfg_file = ckpt.parent / "config.json"
+    if not cfg_file.is_file():
+        print(f"error: {cfg_file} not found; umlkit eval needs the run folder's config.json beside the checkpoint",
+              file=sys.stderr)
+        return 2
+    cfg = json.loads(cfg_file.read_text())["config"]
+    state = load_checkpoint(ckpt)
+    m = cfg["model"]
+    options = dict(m["options"])
+    from umlkit.losses import aux_heads_for
+    aux = aux_heads_for(cfg["loss"]["name"], m["embed_dim"], **cfg["loss"]["options"])
+    if aux:
+        options.update(aux_heads=aux, eval_concat_aux=cfg["loss"]["name"] == "diva")
+    if m["method"] == "vptsp":
+        options["num_classes"] = state["model"]["proxy_bias"].shape[0]
+    model = create_model(m["backbone"], m["method"], embed_dim=m["embed_dim"], **options)
+    model.load_state_dict(state["model"])
+    names = args.datasets.split(",") if args.datasets else cfg["data"]["datasets"]
+    test = load_unified(args.data, "test", names, transform=build_transforms(cfg["data"]["transform"],
+                                                                              model.data_config, train=False),
+                        expected=None if args.no_count_check else "auto")
+    metrics = args.metrics.split(",") if args.metrics else cfg["train"]["metrics"]
+    table = evaluate_model(model, test, metrics, device=args.device, progress=True)
+    print(table.round(2).to_string())
+    return 0
+
+
+def _cmd_reproduce(args: argparse.Namespace) -> int:
+    from umlkit.reproduce import reproduce
+
+    table = reproduce(profile=args.profile, chapters=args.chapters.split(",") if args.chapters else None)
+    print(table.to_string())
+    return 0 if (table["status"] == "ok").all() else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="umlkit",
@@ -109,6 +163,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help="npz with arrays 'embeddings', 'labels' [, 'gallery', 'gallery_labels']")
     p.add_argument("--metrics", default=None, help="comma-separated, e.g. R@1,MAP@R (default: all)")
     p.set_defaults(func=_cmd_evaluate)
+
+    p = sub.add_parser("train", help="train one configuration (YAML) and evaluate it")
+    p.add_argument("config", help="configs/<paper>/<experiment>.yaml")
+    p.add_argument("--profile", choices=("quick", "full"), default=None)
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config entry, e.g. --set optimizer.lr=1e-4 (repeatable)")
+    p.add_argument("--run-dir", default=None, help="output folder (default results/<profile>/runs/<name>-<hash>)")
+    p.add_argument("--resume", action="store_true", help="continue from the run folder's latest.pt")
+    p.set_defaults(func=_cmd_train)
+    p = sub.add_parser("eval", help="evaluate a checkpoint (its run folder's config.json rebuilds the model)")
+    p.add_argument("checkpoint", help="path to latest.pt / best.pt")
+    p.add_argument("--data", required=True, help="data root holding the datasets")
+    p.add_argument("--datasets", default=None, help="comma-separated (default: the run's datasets)")
+    p.add_argument("--metrics", default=None, help="comma-separated, e.g. R@1,MAP@R")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--no-count-check", action="store_true", help="accept subsets (no dataset count check)")
+    p.set_defaults(func=_cmd_eval)
+    p = sub.add_parser("reproduce", help="execute the book's chapters with papermill and summarise")
+    p.add_argument("--profile", choices=("quick", "full"), default="quick")
+    p.add_argument("--chapters", default=None, help="comma-separated chapter names (default: all in _toc.yml)")
+    p.set_defaults(func=_cmd_reproduce)
 
     data = sub.add_parser("data", help="datasets: check a data root, generate UML-Mini, pretrain the tiny ViT")
     dsub = data.add_subparsers(dest="data_command", metavar="DATA_COMMAND", required=True)

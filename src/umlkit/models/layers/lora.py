@@ -30,6 +30,8 @@ class LoRAQKV(nn.Module):
         self.b_q = nn.Parameter(torch.zeros(dim, rank))
         self.a_v = nn.Parameter(torch.empty(rank, dim))
         self.b_v = nn.Parameter(torch.zeros(dim, rank))
+        for p in (self.a_q, self.b_q, self.a_v, self.b_v):
+            p._umlkit_new = True  # the training engine's "new module" parameter group
         nn.init.kaiming_uniform_(self.a_q, a=math.sqrt(5))
         nn.init.kaiming_uniform_(self.a_v, a=math.sqrt(5))
 

@@ -1,0 +1,55 @@
+"""``umlkit reproduce``: execute the book's chapters with papermill and summarise what happened.
+
+Each chapter runs with its ``parameters`` cell set to the chosen profile, writes its executed copy to
+``results/<profile>/notebooks/<chapter>.ipynb``, and a failing chapter is recorded and skipped (the run goes on).
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from umlkit._paths import repo_root, results_root
+
+__all__ = ["book_chapters", "reproduce"]
+
+
+def book_chapters(root: Path | None = None) -> list[str]:
+    """Chapter names (notebook stems) in ``_toc.yml`` order, root first."""
+    root = root or repo_root()
+    if root is None:
+        raise FileNotFoundError("umlkit reproduce needs a checkout of the book (no _toc.yml found)")
+    toc = yaml.safe_load((root / "_toc.yml").read_text())
+    files = [toc["root"]] + [c["file"] for c in toc.get("chapters", [])]
+    return [Path(f).name for f in files]
+
+
+def reproduce(profile: str = "quick", chapters=None, root: Path | None = None, kernel: str = "python3",
+              progress: bool = True) -> pd.DataFrame:
+    """Execute ``chapters`` (default: all) and return a table: chapter, status, minutes, output / error."""
+    import papermill as pm
+
+    root = root or repo_root()
+    known = book_chapters(root)
+    chapters = list(chapters or known)
+    unknown = [c for c in chapters if c not in known]
+    if unknown:
+        raise ValueError(f"unknown chapter(s) {unknown}; the book has {known}")
+    out_dir = results_root(profile) / "notebooks"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for name in chapters:
+        src = root / "book" / f"{name}.ipynb"
+        dst = out_dir / f"{name}.ipynb"
+        t0 = time.perf_counter()
+        try:
+            pm.execute_notebook(str(src), str(dst), parameters={"profile": profile}, cwd=str(src.parent),
+                                kernel_name=kernel, progress_bar=progress)
+            status, detail = "ok", str(dst)
+        except Exception as err:  # keep going: the summary says what failed
+            status, detail = "failed", f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+        rows.append({"chapter": name, "status": status, "minutes": round((time.perf_counter() - t0) / 60, 2),
+                     "output": detail})
+    return pd.DataFrame(rows).set_index("chapter")

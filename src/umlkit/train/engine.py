@@ -1,0 +1,438 @@
+"""``fit(config)``: a config in, a trained and evaluated model out (every chapter trains through this).
+
+What it follows from the papers' code (implementation_notes.md): per-group learning-rate multipliers (PUMA
+``utils.get_params_groups``: backbone x1, new modules x10, head x10, loss proxies their own), Proxy-Anchor's
+warm-up epochs that train only the head and the proxies, step / multistep / cosine schedules stepped per epoch,
+gradient clipping by value (PUMA: [-1, 1]) or norm (Hyp-ViT: 3), autocast in bf16/fp16, and evaluation every N
+epochs with :func:`umlkit.metrics.unified_evaluation`. Both reporting rules are kept side by side: the **last
+epoch** and the **best epoch on the test set** (what PUMA, VPTSP, Proxy-Anchor and Roth report - selection on
+test, which the book flags), plus a validation split of training classes (``data.val_fraction``) for honest
+tuning.
+
+Reliability: checkpoints after every epoch (``latest.pt``, rotated to ``previous.pt``; ``best.pt``), written
+atomically and holding model / optimizer / scheduler / loss / sampler / RNG state, so ``resume=True`` continues
+bit-exactly on CPU; a non-finite loss stops with :class:`TrainingDivergedError` naming epoch and step while the
+last good checkpoint stays intact. Distributed: under ``torchrun`` the model and loss run in DDP, each rank takes
+its slice of every global batch, embeddings are all-gathered (with gradient) before the loss, and rank 0
+evaluates and writes.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+
+from umlkit._paths import data_root, results_root
+from umlkit.data import build_sampler, build_transforms, few_shot_indices, load_dataset
+from umlkit.data.datasets import ImageListDataset
+from umlkit.data.mini import ensure_mini
+from umlkit.data.unified import UnifiedDataset
+from umlkit.losses import DiVALoss, S2SDLoss, UniformPriorLoss, aux_heads_for, create_loss
+from umlkit.models import create_model
+from umlkit.models.vptsp import VPTSPModel
+from umlkit.train.checkpoint import (CheckpointError, load_checkpoint, rng_state, save_checkpoint,
+                                     set_rng_state)
+from umlkit.train.config import config_hash, resolve_config
+from umlkit.train.evaluate import extract_embeddings
+from umlkit.metrics import unified_evaluation
+
+__all__ = ["FitResult", "TrainingDivergedError", "fit", "build_data", "build_optimizer", "param_groups",
+           "run_dir_for", "read_log"]
+
+
+class TrainingDivergedError(RuntimeError):
+    """The loss became NaN or infinite."""
+
+
+@dataclass
+class FitResult:
+    run_dir: Path
+    config: dict
+    history: list[dict]
+    last: pd.DataFrame | None
+    best: pd.DataFrame | None
+    best_epoch: int | None
+    model: nn.Module = field(repr=False)
+    loss: nn.Module = field(repr=False)
+    seconds: float = 0.0
+
+    def summary(self, metric: str = "R@1") -> pd.DataFrame:
+        """Last-epoch and best-on-test columns side by side for ``metric``."""
+        if self.last is None:
+            return pd.DataFrame()
+        out = pd.DataFrame({"last epoch": self.last[metric]})
+        if self.best is not None:
+            out[f"best on test (epoch {self.best_epoch})"] = self.best[metric]
+        return out
+
+
+# ------------------------------------------------------------------------------------------------- data
+def _subset(ds: ImageListDataset, idx, relabel: bool = True) -> ImageListDataset:
+    idx = np.asarray(idx)
+    labels = ds.labels[idx]
+    names = ds.class_names
+    if relabel:
+        keep = np.unique(labels)
+        remap = {int(c): i for i, c in enumerate(keep)}
+        labels = np.array([remap[int(c)] for c in labels])
+        names = [ds.class_names[c] for c in keep]
+    out = ImageListDataset([ds.paths[i] for i in idx], labels, names, ds.name, ds.split, ds.transform)
+    if ds._cache is not None:
+        out._cache = [ds._cache[i] for i in idx]
+    return out
+
+
+def build_data(cfg: dict, data_config: dict):
+    """(train UnifiedDataset, test UnifiedDataset, validation UnifiedDataset or None) for a resolved config."""
+    d = cfg["data"]
+    root = d["root"]
+    if root is None:
+        if cfg["profile"] == "quick":
+            root = ensure_mini()
+        else:
+            raise ValueError("profile 'full' needs data.root (the folder holding CUB_200_2011/, cars196/, ...); "
+                             "run `umlkit data check --root ROOT` to see what is there")
+    root = Path(root)
+    train_tf = build_transforms(d["transform"], data_config, train=True)
+    eval_tf = build_transforms(d["transform"], data_config, train=False)
+    train_parts, val_parts, test_parts = [], [], []
+    for name in d["datasets"]:
+        tr = load_dataset(name, root, "train", expected=d["expected"], cache=d["cache"])
+        if d["val_fraction"]:
+            n_val = max(1, int(round(tr.num_classes * d["val_fraction"])))
+            is_val = tr.labels >= tr.num_classes - n_val  # the last classes: class-disjoint from training
+            val_parts.append(_subset(tr, np.flatnonzero(is_val)))
+            tr = _subset(tr, np.flatnonzero(~is_val))
+        if d["few_shot"]:
+            tr = _subset(tr, few_shot_indices(tr.labels, int(d["few_shot"]), seed=cfg["seed"]), relabel=False)
+        train_parts.append(tr)
+        test_parts.append(load_dataset(name, root, "test", expected=d["expected"], cache=d["cache"]))
+    train = UnifiedDataset(train_parts, transform=train_tf)
+    test = UnifiedDataset(test_parts, transform=eval_tf)
+    val = UnifiedDataset(val_parts, transform=eval_tf) if val_parts else None
+    return train, test, val
+
+
+# -------------------------------------------------------------------------------------------- optimizer
+def param_groups(model: nn.Module, loss: nn.Module) -> dict[str, list[nn.Parameter]]:
+    """Trainable parameters by role: ``backbone`` (pretrained timm weights, incl. BitFit biases), ``new``
+    (adapters, prompts, LoRA, VPTSP proxy branch), ``head`` (embedding + auxiliary heads), ``loss`` (proxies,
+    discriminators)."""
+    body = getattr(model.backbone, "vit", model.backbone)
+    backbone_ids = {id(p) for n, p in body.named_parameters() if not getattr(p, "_umlkit_new", False)}
+    head_ids = {id(p) for p in model.head.parameters()} | {id(p) for p in getattr(model, "aux_heads", nn.Module()).parameters()}
+    groups = {"backbone": [], "new": [], "head": [], "loss": []}
+    for p in model.parameters():
+        if p.requires_grad:
+            groups["backbone" if id(p) in backbone_ids else "head" if id(p) in head_ids else "new"].append(p)
+    groups["loss"] = [p for p in loss.parameters() if p.requires_grad]
+    return groups
+
+
+def build_optimizer(cfg: dict, groups: dict[str, list[nn.Parameter]]) -> torch.optim.Optimizer:
+    o = cfg["optimizer"]
+    mult = o["lr_mult"]
+    pg = [{"params": ps, "lr": o["lr"] * float(mult.get(name, 1.0)), "name": name}
+          for name, ps in groups.items() if ps]
+    if not pg:
+        raise ValueError("the model and loss have no trainable parameters")
+    if o["name"] == "adamw":
+        return torch.optim.AdamW(pg, lr=o["lr"], weight_decay=o["weight_decay"])
+    if o["name"] == "adam":
+        return torch.optim.Adam(pg, lr=o["lr"], weight_decay=o["weight_decay"])
+    if o["name"] == "sgd":
+        return torch.optim.SGD(pg, lr=o["lr"], weight_decay=o["weight_decay"], momentum=o["momentum"])
+    raise ValueError(f"optimizer.name must be adamw, adam or sgd, got {o['name']!r}")
+
+
+def _scheduler(cfg: dict, opt):
+    s, epochs = cfg["schedule"], cfg["train"]["epochs"]
+    if s["name"] == "none":
+        return torch.optim.lr_scheduler.LambdaLR(opt, lambda e: 1.0)
+    if s["name"] == "step":
+        return torch.optim.lr_scheduler.StepLR(opt, s["step_size"], s["gamma"])
+    if s["name"] == "multistep":
+        return torch.optim.lr_scheduler.MultiStepLR(opt, s["milestones"], s["gamma"])
+    if s["name"] == "cosine":
+        return torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs, eta_min=s["eta_min"])
+    raise ValueError(f"schedule.name must be none, step, multistep or cosine, got {s['name']!r}")
+
+
+# ------------------------------------------------------------------------------------------------ steps
+class _TrainStep(nn.Module):
+    """model.forward_train + (all-gather) + loss in one module, so DDP synchronises model and loss parameters."""
+
+    def __init__(self, model: nn.Module, loss: nn.Module, extra_weight: float, world_size: int):
+        super().__init__()
+        self.model, self.loss = model, loss
+        self.extra_weight, self.world_size = extra_weight, world_size
+
+    def _gather(self, t: torch.Tensor) -> torch.Tensor:
+        if self.world_size == 1:
+            return t
+        import torch.distributed.nn.functional as dnn
+        return torch.cat(dnn.all_gather(t))
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if isinstance(self.model, VPTSPModel):
+            emb, proxies = self.model.forward_train(x, y)
+            value = self.loss(self._gather(emb), self._gather(y), proxies)
+        else:
+            out = self.model.forward_train(x, y)
+            emb, labels = self._gather(out["embeddings"]), self._gather(y)
+            if isinstance(self.loss, (S2SDLoss, DiVALoss, UniformPriorLoss)):
+                kw = {"aux": {k: self._gather(v) for k, v in out["aux"].items()},
+                      "features": self._gather(out["features"])}
+                if isinstance(self.loss, DiVALoss) and self.loss.alpha["selfsup"]:
+                    view = _second_view(x)
+                    kw["views"] = self._gather(self.model.forward_train(view, y)["aux"]["selfsup"])
+                value = self.loss(emb, labels, **kw)
+            else:
+                value = self.loss(emb, labels)
+        extra = self.model.extra_loss() if hasattr(self.model, "extra_loss") else 0.0
+        return value + self.extra_weight * extra
+
+
+def _second_view(x: torch.Tensor) -> torch.Tensor:
+    """DiVA's second view of a batch: a random translation of up to 1/16 of the side (tensor-level)."""
+    shift = max(1, x.shape[-1] // 16)
+    dx, dy = (int(v) for v in torch.randint(-shift, shift + 1, (2,)))
+    return torch.roll(x, shifts=(dy, dx), dims=(-2, -1))
+
+
+def _device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def run_dir_for(cfg: dict) -> Path:
+    return results_root(cfg["profile"]) / "runs" / f"{cfg['name']}-{config_hash(_hashable(cfg))}"
+
+
+def _hashable(cfg: dict) -> dict:
+    c = json.loads(json.dumps(cfg, default=str))
+    c["train"].pop("progress", None)
+    return c
+
+
+def read_log(run_dir: str | Path) -> pd.DataFrame:
+    """The per-epoch JSONL log of a run as a DataFrame (loss, learning rates, metrics, seconds)."""
+    path = Path(run_dir) / "log.jsonl"
+    rows = [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
+    return pd.json_normalize(rows)
+
+
+def _evaluate(model, dataset, cfg, device, autocast_dtype):
+    emb, labels = extract_embeddings(model, dataset, cfg["train"]["eval_batch_size"], device,
+                                     cfg["data"]["num_workers"], False, autocast_dtype)
+    return unified_evaluation(emb, labels, dataset.sources, is_query=dataset.is_query,
+                              is_gallery=dataset.is_gallery, metrics=cfg["train"]["metrics"],
+                              source_names=dataset.source_names)
+
+
+def _frame_to_json(df: pd.DataFrame) -> dict:
+    return {src: {m: round(float(v), 4) for m, v in row.items()} for src, row in df.iterrows()}
+
+
+def _frame_from_json(d: dict) -> pd.DataFrame:
+    df = pd.DataFrame.from_dict(d, orient="index")
+    df.index.name = "source"
+    return df
+
+
+# -------------------------------------------------------------------------------------------------- fit
+def fit(config: dict | None = None, *, run_dir: str | Path | None = None, resume: bool | str | Path = False,
+        overrides=None, _fail_at_step: int | None = None) -> FitResult:
+    """Train and evaluate one configuration (see :mod:`umlkit.train.config` for the keys).
+
+    Args:
+        config: a (partial) config dict; missing keys come from :data:`umlkit.train.config.DEFAULTS`.
+        run_dir: where checkpoints, ``log.jsonl``, ``config.json`` and ``metrics.json`` go (default
+            ``results/<profile>/runs/<name>-<hash>``).
+        resume: ``True`` continues from ``run_dir/latest.pt`` when it exists; a path resumes from that file.
+        overrides: dotted ``key=value`` strings applied on top of ``config``.
+    """
+    cfg = resolve_config(config, overrides=overrides)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    device = _device(cfg["device"])
+    if world > 1:
+        import torch.distributed as dist
+        if not dist.is_initialized():
+            dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        if device.type == "cuda":
+            device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+            torch.cuda.set_device(device)
+    run_dir = Path(run_dir) if run_dir is not None else run_dir_for(cfg)
+    is_main = rank == 0
+    seed = int(cfg["seed"])
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    import random
+    random.seed(seed)
+
+    # model and loss (the loss needs the class count, the model needs its auxiliary heads)
+    m, L = cfg["model"], cfg["loss"]
+    options = dict(m["options"])
+    aux = aux_heads_for(L["name"], m["embed_dim"], **L["options"])
+    if aux:
+        options["aux_heads"] = aux
+        options.setdefault("eval_concat_aux", L["name"] == "diva")
+    probe = create_model(m["backbone"], "zero_shot", pretrained=False)
+    train_set, test_set, val_set = build_data(cfg, probe.data_config)
+    del probe
+    if m["method"] == "vptsp":
+        options.setdefault("num_classes", train_set.num_classes)
+    torch.manual_seed(seed)
+    model = create_model(m["backbone"], m["method"], embed_dim=m["embed_dim"], pretrained=m["pretrained"],
+                         weights=m["weights"], **options).to(device)
+    loss = create_loss(L["name"], num_classes=train_set.num_classes, embedding_size=model.embed_dim,
+                       **L["options"]).to(device)
+    groups = param_groups(model, loss)
+    opt = build_optimizer(cfg, groups)
+    sched = _scheduler(cfg, opt)
+    d = cfg["data"]
+    sampler = build_sampler(d["sampler"], train_set.labels, d["batch_size"], d["samples_per_class"],
+                            train_set.sources, seed, rank, world)
+    loader = torch.utils.data.DataLoader(train_set, batch_sampler=sampler, num_workers=d["num_workers"])
+    step_module = _TrainStep(model, loss, float(L["extra_weight"]), world)
+    runner = step_module
+    if world > 1:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        runner = DDP(step_module, device_ids=[device.index] if device.type == "cuda" else None,
+                     find_unused_parameters=True)
+    precision = cfg["precision"]
+    amp_dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    if amp_dtype is torch.float16 and device.type != "cuda":
+        raise ValueError("precision fp16 needs a GPU; use bf16 on the CPU")
+    scaler = torch.amp.GradScaler("cuda") if amp_dtype is torch.float16 else None
+
+    history, best, best_epoch, start_epoch = [], None, None, 0
+    ckpt_path = run_dir / "latest.pt"
+    if resume:
+        path = Path(resume) if not isinstance(resume, bool) else ckpt_path
+        if path.exists() or not isinstance(resume, bool):
+            state = load_checkpoint(path, map_location=device)
+            model.load_state_dict(state["model"])
+            loss.load_state_dict(state["loss"])
+            opt.load_state_dict(state["optimizer"])
+            sched.load_state_dict(state["scheduler"])
+            sampler.load_state_dict(state["sampler"])
+            set_rng_state(state["rng"])
+            history, start_epoch = list(state["history"]), int(state["epoch"])
+            best_epoch = state.get("best_epoch")
+            best = _frame_from_json(state["best"]) if state.get("best") else None
+            if scaler is not None and "scaler" in state:
+                scaler.load_state_dict(state["scaler"])
+    if is_main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "config.json").write_text(json.dumps({"config": cfg, "config_hash": config_hash(_hashable(cfg))},
+                                                        indent=1, default=str))
+        with open(run_dir / "log.jsonl", "w") as fh:  # rewritten from the checkpoint's history on resume
+            fh.writelines(json.dumps(h) + "\n" for h in history)
+
+    t_cfg = cfg["train"]
+    epochs, warm = int(t_cfg["epochs"]), int(t_cfg["warmup_epochs"])
+    clip = cfg["clip"]
+    frozen_in_warmup = [p for g in ("backbone", "new") for p in groups[g]]
+    bar = None
+    if t_cfg["progress"] and is_main:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=epochs * len(sampler), initial=start_epoch * len(sampler), desc=cfg["name"], unit="step")
+    t0 = time.perf_counter()
+    last = None
+    for epoch in range(start_epoch, epochs):
+        model.train()
+        sampler.set_epoch(epoch)
+        te = time.perf_counter()
+        total, n_steps = 0.0, 0
+        for step, (x, y) in enumerate(loader):
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+            with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+                value = runner(x, y)
+            if _fail_at_step is not None and epoch * len(sampler) + step == _fail_at_step:
+                value = value * float("nan")  # test hook: inject a NaN
+            if not torch.isfinite(value.detach()).all():
+                if bar is not None:
+                    bar.close()
+                good = f"; the last good checkpoint is {ckpt_path}" if ckpt_path.exists() else ""
+                raise TrainingDivergedError(f"loss became {float(value)} at epoch {epoch + 1}, step {step + 1} "
+                                            f"(run {cfg['name']}){good}. Lower the learning rate, enable "
+                                            "gradient clipping (clip.mode) or use fp32.")
+            opt.zero_grad(set_to_none=True)
+            if scaler is not None:
+                scaler.scale(value).backward()
+                scaler.unscale_(opt)
+            else:
+                value.backward()
+            if epoch < warm:  # Proxy-Anchor warm-up: only the head and the loss proxies move
+                for p in frozen_in_warmup:
+                    p.grad = None
+            params = [p for g in opt.param_groups for p in g["params"] if p.grad is not None]
+            if clip["mode"] == "value":
+                torch.nn.utils.clip_grad_value_(params, clip["max"])
+            elif clip["mode"] == "norm":
+                torch.nn.utils.clip_grad_norm_(params, clip["max"])
+            elif clip["mode"] is not None:
+                raise ValueError(f"clip.mode must be 'value', 'norm' or null, got {clip['mode']!r}")
+            if scaler is not None:
+                scaler.step(opt)
+                scaler.update()
+            else:
+                opt.step()
+            total += float(value.detach())
+            n_steps += 1
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(epoch=epoch + 1, loss=f"{float(value.detach()):.3f}")
+        lrs = {g["name"]: g["lr"] for g in opt.param_groups}
+        sched.step()
+        row = {"epoch": epoch + 1, "loss": total / max(n_steps, 1), "lr": lrs,
+               "seconds": round(time.perf_counter() - te, 2)}
+        evaluate_now = (epoch + 1) % int(t_cfg["eval_every"]) == 0 or epoch + 1 == epochs
+        if evaluate_now and is_main:
+            last = _evaluate(model, test_set, cfg, device, amp_dtype)
+            row["test"] = _frame_to_json(last)
+            if val_set is not None:
+                row["val"] = _frame_to_json(_evaluate(model, val_set, cfg, device, amp_dtype))
+            key = (t_cfg["select_on"], t_cfg["metrics"][0])
+            score = float(last.loc[key])
+            if best is None or score > float(best.loc[key]):
+                best, best_epoch = last, epoch + 1
+        history.append(row)
+        if is_main:
+            with open(run_dir / "log.jsonl", "a") as fh:
+                fh.write(json.dumps(row) + "\n")
+            state = {"model": model.state_dict(), "loss": loss.state_dict(), "optimizer": opt.state_dict(),
+                     "scheduler": sched.state_dict(), "sampler": sampler.state_dict(), "rng": rng_state(),
+                     "epoch": epoch + 1, "history": history, "best_epoch": best_epoch,
+                     "best": _frame_to_json(best) if best is not None else None,
+                     "config_hash": config_hash(_hashable(cfg))}
+            if scaler is not None:
+                state["scaler"] = scaler.state_dict()
+            save_checkpoint(state, ckpt_path)
+            if best_epoch == epoch + 1:
+                save_checkpoint({"model": model.state_dict(), "epoch": epoch + 1,
+                                 "config_hash": state["config_hash"]}, run_dir / "best.pt", keep_previous=False)
+    if bar is not None:
+        bar.close()
+    if last is None and history and "test" in history[-1]:
+        last = _frame_from_json(history[-1]["test"])
+    result = FitResult(run_dir, cfg, history, last, best, best_epoch, model, loss, time.perf_counter() - t0)
+    if is_main and last is not None:
+        (run_dir / "metrics.json").write_text(json.dumps(
+            {"last_epoch": _frame_to_json(last), "best_on_test": _frame_to_json(best), "best_epoch": best_epoch,
+             "selection_note": "best_on_test selects the epoch on the test set, as the papers do"}, indent=1))
+    if world > 1:
+        import torch.distributed as dist
+        dist.barrier()
+    return result

@@ -1,0 +1,137 @@
+"""Training engine on a tiny model and two small UML-Mini sources: determinism, resume after kill -9, NaN stop,
+truncated checkpoints, parameter groups and warm-up, configs."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from umlkit.train import (CheckpointError, TrainingDivergedError, apply_overrides, fit, load_checkpoint,
+                          load_config, param_groups, read_log, resolve_config)
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+@pytest.fixture(scope="module")
+def small_root(tmp_path_factory):
+    from umlkit.data import make_mini
+    return make_mini(tmp_path_factory.mktemp("mini_small"), seed=0, sources=["flowers", "aircraft"])
+
+
+def tiny_cfg(root, **train):
+    return {"name": "tiny", "data": {"root": str(root), "datasets": ["flowers", "aircraft"], "batch_size": 32},
+            "model": {"method": "puma", "pretrained": False, "embed_dim": 16,
+                      "options": {"adapter_dim": 4, "pool_size": 3, "prompt_length": 1}},
+            "loss": {"name": "cosface"}, "optimizer": {"lr": 1e-3},
+            "train": {"epochs": 3, "progress": False, **train}}
+
+
+def test_same_seed_twice_identical_metrics(small_root, tmp_path):
+    a = fit(tiny_cfg(small_root, epochs=2), run_dir=tmp_path / "a")
+    b = fit(tiny_cfg(small_root, epochs=2), run_dir=tmp_path / "b")
+    assert [h["loss"] for h in a.history] == [h["loss"] for h in b.history]
+    assert a.last.equals(b.last)
+    assert set(a.summary().columns) == {"last epoch", f"best on test (epoch {a.best_epoch})"}
+    log = read_log(tmp_path / "a")
+    assert list(log["epoch"]) == [1, 2] and "test.Unified.R@1" in log.columns and "lr.head" in log.columns
+    c = fit(tiny_cfg(small_root, epochs=2), run_dir=tmp_path / "c", overrides=["seed=1"])
+    assert [h["loss"] for h in c.history] != [h["loss"] for h in a.history]
+
+
+_CHILD = """
+import sys, json
+from umlkit.train import fit
+cfg = json.loads(sys.argv[1])
+fit(cfg, run_dir=sys.argv[2], resume=True)
+"""
+
+
+def test_kill_9_then_resume_equals_uninterrupted(small_root, tmp_path):
+    cfg = tiny_cfg(small_root, epochs=3)
+    full = fit(cfg, run_dir=tmp_path / "full")
+    run = tmp_path / "killed"
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2] / "src"))
+    proc = subprocess.Popen([sys.executable, "-c", _CHILD, json.dumps(cfg), str(run)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and not (run / "latest.pt").exists():
+        time.sleep(0.05)
+    time.sleep(0.3)  # somewhere inside epoch 2
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert (run / "latest.pt").exists(), "the child never wrote a checkpoint"
+    done = load_checkpoint(run / "latest.pt")["epoch"]
+    assert done < 3, "the child finished before it was killed; the test did not test resumption"
+    resumed = fit(cfg, run_dir=run, resume=True)
+    assert [h["loss"] for h in resumed.history] == [h["loss"] for h in full.history]
+    assert resumed.last.equals(full.last)
+    assert len(read_log(run)) == 3
+
+
+def test_nan_stops_cleanly_with_last_good_checkpoint(small_root, tmp_path):
+    cfg = tiny_cfg(small_root, epochs=3)
+    steps = 600 // 32  # flowers + aircraft training images / batch
+    with pytest.raises(TrainingDivergedError, match=r"epoch 2, step 3.*last good checkpoint"):
+        fit(cfg, run_dir=tmp_path, _fail_at_step=steps + 2)
+    state = load_checkpoint(tmp_path / "latest.pt")
+    assert state["epoch"] == 1
+    resumed = fit(cfg, run_dir=tmp_path, resume=True)  # the intact checkpoint is usable
+    assert resumed.history[-1]["epoch"] == 3
+
+
+def test_truncated_checkpoint_clear_error_previous_usable(small_root, tmp_path):
+    cfg = tiny_cfg(small_root, epochs=2)
+    fit(cfg, run_dir=tmp_path)
+    latest = tmp_path / "latest.pt"
+    latest.write_bytes(latest.read_bytes()[:1000])
+    with pytest.raises(CheckpointError, match="truncated or corrupt.*previous.pt"):
+        fit(cfg, run_dir=tmp_path, resume=True)
+    assert load_checkpoint(tmp_path / "previous.pt")["epoch"] == 1
+    res = fit(cfg, run_dir=tmp_path, resume=tmp_path / "previous.pt")
+    assert res.history[-1]["epoch"] == 2
+
+
+def test_param_groups_lr_multipliers_and_warmup(small_root, tmp_path):
+    from umlkit.losses import create_loss
+    from umlkit.models import create_model
+    for method, expect in (("puma", {"new", "head", "loss"}), ("full", {"backbone", "head", "loss"}),
+                           ("lora", {"new", "head", "loss"}), ("bitfit", {"backbone", "head", "loss"})):
+        m = create_model("vit_tiny_uml", method, embed_dim=8)
+        groups = param_groups(m, create_loss("cosface", num_classes=5, embedding_size=8))
+        assert {k for k, v in groups.items() if v} == expect, method
+        n = sum(p.numel() for v in groups.values() for p in v)
+        assert n == sum(p.numel() for p in m.parameters() if p.requires_grad) + 5 * 8
+    cfg = tiny_cfg(small_root, epochs=1, warmup_epochs=1)
+    cfg["model"] = {"method": "full", "pretrained": False, "embed_dim": 16}
+    cfg["optimizer"] = {"lr": 1e-3, "lr_mult": {"backbone": 1.0, "head": 10.0, "loss": 100.0}}
+    torch.manual_seed(0)
+    before = create_model("vit_tiny_uml", "full", embed_dim=16).state_dict()
+    res = fit(cfg, run_dir=tmp_path)
+    after = res.model.state_dict()
+    key = next(k for k in before if k.endswith("blocks.0.attn.qkv.weight"))
+    assert torch.equal(before[key], after[key])
+    assert not torch.equal(before["head.weight"], after["head.weight"])
+    assert res.history[0]["lr"] == {"backbone": 1e-3, "head": 1e-2, "loss": 1e-1}
+
+
+def test_config_files_profiles_and_overrides(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("name: x\noptimizer:\n  lr: 0.01\nprofiles:\n  full:\n    train:\n      epochs: 100\n")
+    quick = load_config(path)
+    full = load_config(path, profile="full", overrides=["optimizer.lr=3e-5", "data.datasets=[cub,cars]"])
+    assert quick["train"]["epochs"] == 10 and full["train"]["epochs"] == 100
+    assert full["optimizer"]["lr"] == 3e-5 and full["data"]["datasets"] == ["cub", "cars"]
+    assert quick["optimizer"]["weight_decay"] == 1e-4  # defaults fill the rest
+    with pytest.raises(KeyError, match="unknown key 'lrr'"):
+        apply_overrides(quick, ["optimizer.lrr=1"])
+    with pytest.raises(KeyError, match="unknown config section"):
+        resolve_config({"optimiser": {}})
+    with pytest.raises(ValueError, match="profile"):
+        resolve_config({}, profile="slow")
+    with pytest.raises(ValueError, match="data.root"):
+        fit({"profile": "full", "train": {"progress": False}})
