@@ -8,6 +8,7 @@ the fully resolved config.
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 
 import yaml
@@ -26,6 +27,7 @@ DEFAULTS: dict = {
         "root": None,            # quick: <data root>/uml_mini (generated on first use); full: the real data root
         "datasets": ["cub", "cars", "sop", "inshop", "nabirds", "dogs", "flowers", "aircraft"],
         "transform": "mini",     # umlkit.data.TRANSFORMS
+        "augment": True,         # False: train on the eval transform (no random crops/flips)
         "sampler": "random",     # umlkit.data.SAMPLERS
         "samples_per_class": 4,
         "batch_size": 128,
@@ -47,6 +49,20 @@ DEFAULTS: dict = {
 }
 
 
+_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)$")
+
+
+def _coerce(value):
+    """YAML 1.1 reads ``1e-4`` as a string; numbers in scientific notation become floats."""
+    if isinstance(value, str) and _NUMBER.match(value.strip()):
+        return float(value)
+    if isinstance(value, dict):
+        return {k: _coerce(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_coerce(v) for v in value]
+    return value
+
+
 def merge(base: dict, update: dict) -> dict:
     out = copy.deepcopy(base)
     for k, v in (update or {}).items():
@@ -66,7 +82,7 @@ def apply_overrides(config: dict, overrides) -> dict:
         if "=" not in item:
             raise ValueError(f"override {item!r} must look like key.sub=value")
         key, raw = item.split("=", 1)
-        value = yaml.safe_load(raw)
+        value = _coerce(yaml.safe_load(raw))
         node = out
         parts = key.strip().split(".")
         for p in parts[:-1]:
@@ -101,7 +117,7 @@ def load_config(path: str | Path, profile: str | None = None, overrides=None) ->
     if not path.is_file():
         raise FileNotFoundError(f"config file {path} does not exist")
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
+        raw = _coerce(yaml.safe_load(path.read_text()) or {})
     except yaml.YAMLError as err:
         raise ValueError(f"{path} is not valid YAML: {err}") from err
     if not isinstance(raw, dict):

@@ -101,7 +101,7 @@ def build_data(cfg: dict, data_config: dict):
             raise ValueError("profile 'full' needs data.root (the folder holding CUB_200_2011/, cars196/, ...); "
                              "run `umlkit data check --root ROOT` to see what is there")
     root = Path(root)
-    train_tf = build_transforms(d["transform"], data_config, train=True)
+    train_tf = build_transforms(d["transform"], data_config, train=bool(d["augment"]))
     eval_tf = build_transforms(d["transform"], data_config, train=False)
     train_parts, val_parts, test_parts = [], [], []
     for name in d["datasets"]:
@@ -304,6 +304,7 @@ def fit(config: dict | None = None, *, run_dir: str | Path | None = None, resume
     sampler = build_sampler(d["sampler"], train_set.labels, d["batch_size"], d["samples_per_class"],
                             train_set.sources, seed, rank, world)
     loader = torch.utils.data.DataLoader(train_set, batch_sampler=sampler, num_workers=d["num_workers"])
+    torch.manual_seed(seed + 1000 * rank)  # each rank augments its slice with its own random stream
     step_module = _TrainStep(model, loss, float(L["extra_weight"]), world)
     runner = step_module
     if world > 1:

@@ -1,0 +1,64 @@
+"""CLI train/eval on a tiny YAML config, and the same training under torchrun with 2 CPU processes (gloo)."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from umlkit.cli import main
+from umlkit.reproduce import book_chapters, reproduce
+from umlkit.train import fit, read_log
+
+from tests.train.test_engine import small_root, tiny_cfg  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def _yaml(path, root):
+    path.write_text(f"""name: cli
+data: {{root: {root}, datasets: [flowers, aircraft], batch_size: 32}}
+model: {{method: linear, pretrained: false, embed_dim: 8}}
+loss: {{name: cosface}}
+train: {{epochs: 1, progress: false}}
+""")
+    return path
+
+
+def test_cli_train_then_eval(small_root, tmp_path, capsys):
+    cfg = _yaml(tmp_path / "c.yaml", small_root)
+    assert main(["train", str(cfg), "--set", "optimizer.lr=1e-3", "--run-dir", str(tmp_path / "run")]) == 0
+    out = capsys.readouterr().out
+    assert "Unified" in out and "last epoch" in out
+    saved = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert saved["config"]["optimizer"]["lr"] == 1e-3 and len(saved["config_hash"]) == 12
+    assert main(["eval", str(tmp_path / "run" / "latest.pt"), "--data", str(small_root)]) == 0
+    assert "Harmonic" in capsys.readouterr().out
+
+
+def test_reproduce_knows_the_book_chapters():
+    chapters = book_chapters()
+    assert chapters[0] == "intro" and "evaluation" in chapters
+    with pytest.raises(ValueError, match="unknown chapter"):
+        reproduce(chapters=["no_such_chapter"])
+
+
+def test_torchrun_two_processes_match_one(small_root, tmp_path):
+    cfg = tiny_cfg(small_root, epochs=1)
+    cfg["model"] = {"method": "linear", "pretrained": False, "embed_dim": 8}
+    cfg["data"]["augment"] = False  # no per-rank random streams: the two runs must see identical batches
+    single = fit(cfg, run_dir=tmp_path / "one")
+    script = tmp_path / "ddp.py"
+    script.write_text("import json, sys\nfrom umlkit.train import fit\n"
+                      "fit(json.loads(sys.argv[1]), run_dir=sys.argv[2])\n")
+    env = dict(os.environ, PYTHONPATH=str(SRC), OMP_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+                           "--master_port", "29517", str(script), json.dumps(cfg), str(tmp_path / "two")],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    two = read_log(tmp_path / "two")
+    # the same global batches, the loss on all-gathered embeddings, gradients averaged: the same training
+    assert two["loss"].iloc[0] == pytest.approx(single.history[0]["loss"], rel=1e-4)
+    assert two["test.Unified.R@1"].iloc[0] == pytest.approx(single.history[0]["test"]["Unified"]["R@1"], abs=1.0)
