@@ -45,7 +45,7 @@ def reproduce(profile: str = "quick", chapters=None, root: Path | None = None, k
         dst = out_dir / f"{name}.ipynb"
         t0 = time.perf_counter()
         try:
-            pm.execute_notebook(str(src), str(dst), parameters={"profile": profile}, cwd=str(src.parent),
+            pm.execute_notebook(str(src), str(dst), parameters={"PROFILE": profile}, cwd=str(src.parent),
                                 kernel_name=kernel, progress_bar=progress)
             status, detail = "ok", str(dst)
         except Exception as err:  # keep going: the summary says what failed
