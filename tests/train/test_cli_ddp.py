@@ -38,6 +38,26 @@ def test_cli_train_then_eval(small_root, tmp_path, capsys):
     assert "Harmonic" in capsys.readouterr().out
 
 
+def test_plot_history_draws_loss_and_metrics(small_root, tmp_path):
+    import matplotlib
+    matplotlib.use("Agg")
+    from umlkit.train import plot_history
+    cfg = tiny_cfg(small_root, epochs=2)
+    cfg["model"] = {"method": "linear", "pretrained": False, "embed_dim": 8}
+    cfg["data"]["val_fraction"] = 0.2
+    res = fit(cfg, run_dir=tmp_path)
+    ax = plot_history(res)
+    labels = [line.get_label() for a in ax.figure.axes for line in a.get_lines()]
+    assert labels == ["training loss", "test Unified R@1", "test Harmonic R@1", "validation Unified R@1"]
+    assert "Unified" in res.history[-1]["val"]
+
+
+def test_reproduce_runs_a_chapter_and_reports_failures(tmp_path, monkeypatch):
+    monkeypatch.setenv("UMLKIT_RESULTS", str(tmp_path))
+    table = reproduce(chapters=["intro"], progress=False)
+    assert table.loc["intro", "status"] == "ok" and (tmp_path / "quick" / "notebooks" / "intro.ipynb").is_file()
+
+
 def test_reproduce_knows_the_book_chapters():
     chapters = book_chapters()
     assert chapters[0] == "intro" and "evaluation" in chapters

@@ -44,7 +44,7 @@ from umlkit.train.config import config_hash, resolve_config
 from umlkit.train.evaluate import extract_embeddings
 from umlkit.metrics import unified_evaluation
 
-__all__ = ["FitResult", "TrainingDivergedError", "fit", "build_data", "build_optimizer", "param_groups",
+__all__ = ["FitResult", "TrainingDivergedError", "fit", "build_data", "build_optimizer", "param_groups", "plot_history",
            "run_dir_for", "read_log"]
 
 
@@ -437,3 +437,27 @@ def fit(config: dict | None = None, *, run_dir: str | Path | None = None, resume
         import torch.distributed as dist
         dist.barrier()
     return result
+
+
+def plot_history(run, metric: str = "R@1", sources=("Unified", "Harmonic"), ax=None):
+    """Learning curves of a run (a run folder, a :class:`FitResult` or a ``read_log`` frame): training loss on
+    the left axis, test ``metric`` of ``sources`` (and validation Unified, when present) on the right."""
+    import matplotlib.pyplot as plt
+    log = run if isinstance(run, pd.DataFrame) else read_log(run.run_dir if isinstance(run, FitResult) else run)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(log["epoch"], log["loss"], color="black", marker="o", label="training loss")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("training loss")
+    right = ax.twinx()
+    for s in sources:
+        col = f"test.{s}.{metric}"
+        if col in log:
+            right.plot(log["epoch"], log[col], marker=".", label=f"test {s} {metric}")
+    if f"val.Unified.{metric}" in log:
+        right.plot(log["epoch"], log[f"val.Unified.{metric}"], ls="--", label=f"validation Unified {metric}")
+    right.set_ylabel(f"{metric} (%)")
+    lines = ax.get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0]
+    labels = ax.get_legend_handles_labels()[1] + right.get_legend_handles_labels()[1]
+    ax.legend(lines, labels, fontsize=8, loc="center right")
+    return ax
