@@ -142,6 +142,11 @@ def test_cub(tmp_path):
     assert tr.labels.tolist() == [0, 0, 1, 1] and te.labels.tolist() == [0, 0, 1, 1]
     assert te.class_names == ["003.Bird_3", "004.Bird_4"]
     assert np.asarray(te[0][0])[0, 0, 0] == 3  # the first test image belongs to class 3
+    sub = te.subset([1, 2])
+    assert sub.labels.tolist() == [0, 1] and sub.class_names == ["003.Bird_3", "004.Bird_4"]
+    one = te.subset([2, 3])
+    assert one.labels.tolist() == [0, 0] and one.class_names == ["004.Bird_4"]
+    assert te.subset([2, 3], relabel=False).labels.tolist() == [1, 1]
 
 
 def test_cub_count_mismatch_names_dataset_split_and_numbers(tmp_path):

@@ -46,7 +46,7 @@ def test_mini_is_small_and_imbalanced_like_puma(mini_root):
     assert per_source[train.source_names.index("flowers")] == per_source.min()
 
 
-def test_train_and_test_classes_are_disjoint_combinations(mini_root):
+def test_discrete_sources_draw_each_class_combination_once():
     # the discrete sources draw each class's attribute combination once: same rendering rule, new combos at test
     from umlkit.data.mini import _class_attrs
     rng = np.random.default_rng(0)

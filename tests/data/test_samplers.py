@@ -56,7 +56,7 @@ def test_random_and_source_balanced():
     flat = [i for b in r for i in b]
     assert len(flat) == len(set(flat)) == 7 * (len(LABELS) // 7)
     sources = np.array([0] * 40 + [1] * 8)
-    s = build_sampler("source_balanced", None or np.zeros(48), batch_size=8, sources=sources, seed=0)
+    s = build_sampler("source_balanced", np.zeros(48), batch_size=8, sources=sources, seed=0)
     for b in s:
         assert Counter(sources[b].tolist()) == {0: 4, 1: 4}
     with pytest.raises(ValueError, match="sources"):

@@ -129,6 +129,9 @@ def test_config_files_profiles_and_overrides(tmp_path):
     assert quick["optimizer"]["weight_decay"] == 1e-4  # defaults fill the rest
     with pytest.raises(KeyError, match="unknown key 'lrr'"):
         apply_overrides(quick, ["optimizer.lrr=1"])
+    with pytest.raises(KeyError, match="unknown key 'optimiser' in the config"):
+        apply_overrides(quick, ["optimiser.lr=1"])
+    assert apply_overrides(quick, ["model.options.adapter_dim=8"])["model"]["options"] == {"adapter_dim": 8}
     with pytest.raises(KeyError, match="unknown config section"):
         resolve_config({"optimiser": {}})
     with pytest.raises(ValueError, match="profile"):

@@ -34,7 +34,8 @@ def verify_images(dataset: ImageListDataset, on_error: str = "report") -> list[t
         listing = "\n".join(f"  {p}: {e}" for p, e in bad[:20])
         raise CorruptImagesError(f"{dataset.name}/{dataset.split}: {len(bad)} unreadable image(s):\n{listing}")
     if bad and on_error == "skip":
-        keep = [i for i, p in enumerate(dataset.paths) if p not in {b for b, _ in bad}]
+        unreadable = {p for p, _ in bad}
+        keep = [i for i, p in enumerate(dataset.paths) if p not in unreadable]
         dataset.paths = [dataset.paths[i] for i in keep]
         dataset.labels = dataset.labels[keep]
     return bad

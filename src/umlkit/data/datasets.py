@@ -127,9 +127,25 @@ class ImageListDataset(torch.utils.data.Dataset):
     def __len__(self) -> int:
         return len(self.paths)
 
+    def image(self, i: int) -> Image.Image:
+        """Item ``i`` as an RGB PIL image, before any transform."""
+        return self._cache[i] if self._cache is not None else self._read(self.paths[i])
+
     def __getitem__(self, i: int):
-        img = self._cache[i] if self._cache is not None else self._read(self.paths[i])
+        img = self.image(i)
         return (self.transform(img) if self.transform is not None else img), int(self.labels[i])
+
+    def subset(self, indices, relabel: bool = True) -> "ImageListDataset":
+        """The items at ``indices`` (cache shared); ``relabel`` renumbers the kept classes 0..k-1."""
+        idx = np.asarray(indices)
+        labels, names = self.labels[idx], self.class_names
+        if relabel:
+            keep, labels = np.unique(labels, return_inverse=True)
+            names = [self.class_names[c] for c in keep]
+        out = ImageListDataset([self.paths[i] for i in idx], labels, names, self.name, self.split, self.transform)
+        if self._cache is not None:
+            out._cache = [self._cache[i] for i in idx]
+        return out
 
     def __repr__(self) -> str:
         return f"ImageListDataset({self.name}/{self.split}: {len(self)} images, {self.num_classes} classes)"

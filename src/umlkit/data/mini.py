@@ -12,7 +12,7 @@ attributes. The design follows the two UML-Mini feasibility studies (``shared/re
   for the car-, aircraft-, product- and clothes-like sources, where shape/texture/aspect/disc position define them;
   CUB-like and NABirds-like share one generator family; every source has its own background style;
 * study round 2 sizes: SOP-like and In-shop-like have 200 training classes x 8 images and dominate (53 % of the
-  training images, 71 % of the training classes), Flowers-like is small and easy; class-disjoint splits that
+  training images, 70 % of the training classes), Flowers-like is small and easy; class-disjoint splits that
   follow the real loaders' rule (first half of the sorted class ids trains; SOP/In-shop by their split files).
 
 :func:`pretraining_set` draws the separate multi-attribute pretraining set (round 2's decisive fix: one softmax per
@@ -264,19 +264,25 @@ def _savemat(path: Path, arrays: dict) -> None:
     path.write_bytes(bytes(raw))
 
 
-def _write_cub(root, data, n_cls):
-    base = root / "CUB_200_2011"
-    lines_img, lines_lab, lines_cls = [], [], []
+def _numbered(data):
+    """(running 1-based image number, split, image, class) over the train then the test images."""
     i = 0
-    for c in range(n_cls):
-        lines_cls.append(f"{c + 1} {c + 1:03d}.Mini_bird_{c + 1:03d}")
     for split in ("train", "test"):
         for img, c in zip(*data[split]):
             i += 1
-            rel = f"{c + 1:03d}.Mini_bird_{c + 1:03d}/Mini_bird_{c + 1:03d}_{i:05d}.jpg"
-            _save(img, base / "images" / rel)
-            lines_img.append(f"{i} {rel}")
-            lines_lab.append(f"{i} {c + 1}")
+            yield i, split, img, int(c)
+
+
+def _write_cub(root, data, n_cls):
+    base = root / "CUB_200_2011"
+    lines_img, lines_lab, lines_cls = [], [], []
+    for c in range(n_cls):
+        lines_cls.append(f"{c + 1} {c + 1:03d}.Mini_bird_{c + 1:03d}")
+    for i, _, img, c in _numbered(data):
+        rel = f"{c + 1:03d}.Mini_bird_{c + 1:03d}/Mini_bird_{c + 1:03d}_{i:05d}.jpg"
+        _save(img, base / "images" / rel)
+        lines_img.append(f"{i} {rel}")
+        lines_lab.append(f"{i} {c + 1}")
     (base / "images.txt").write_text("\n".join(lines_img) + "\n")
     (base / "image_class_labels.txt").write_text("\n".join(lines_lab) + "\n")
     (base / "classes.txt").write_text("\n".join(lines_cls) + "\n")
@@ -287,13 +293,10 @@ def _write_cars(root, data, n_cls):
     dtype = [("relative_im_path", "O"), ("bbox_x1", "O"), ("bbox_y1", "O"), ("bbox_x2", "O"), ("bbox_y2", "O"),
              ("class", "O"), ("test", "O")]
     rows = []
-    i = 0
-    for split in ("train", "test"):
-        for img, c in zip(*data[split]):
-            i += 1
-            rel = f"car_ims/{i:06d}.jpg"
-            _save(img, base / rel)
-            rows.append((rel, 1, 1, SIZE, SIZE, int(c) + 1, int(i % 2)))
+    for i, _, img, c in _numbered(data):
+        rel = f"car_ims/{i:06d}.jpg"
+        _save(img, base / rel)
+        rows.append((rel, 1, 1, SIZE, SIZE, int(c) + 1, int(i % 2)))
     ann = np.array(rows, dtype=dtype)
     names = np.array([f"Mini Car {c + 1:03d}" for c in range(n_cls)], dtype=object)
     _savemat(base / "cars_annos.mat", {"annotations": ann[None, :], "class_names": names[None, :]})
@@ -335,15 +338,12 @@ def _write_nabirds(root, data, n_cls):
     base = root / "nabirds"
     img_lines, lab_lines = [], []
     leaf_ids = [100 + 3 * c for c in range(n_cls)]  # sparse, sorted leaf ids as in the real hierarchy
-    i = 0
-    for split in ("train", "test"):
-        for img, c in zip(*data[split]):
-            i += 1
-            uid = hashlib.md5(f"nabirds-{i}".encode()).hexdigest()
-            rel = f"{leaf_ids[c]:04d}/{uid}.jpg"
-            _save(img, base / "images" / rel)
-            img_lines.append(f"{uid} {rel}")
-            lab_lines.append(f"{uid} {leaf_ids[c]}")
+    for i, _, img, c in _numbered(data):
+        uid = hashlib.md5(f"nabirds-{i}".encode()).hexdigest()
+        rel = f"{leaf_ids[c]:04d}/{uid}.jpg"
+        _save(img, base / "images" / rel)
+        img_lines.append(f"{uid} {rel}")
+        lab_lines.append(f"{uid} {leaf_ids[c]}")
     (base / "images.txt").write_text("\n".join(img_lines) + "\n")
     (base / "image_class_labels.txt").write_text("\n".join(lab_lines) + "\n")
     (base / "classes.txt").write_text("\n".join(f"{leaf_ids[c]} Mini bird {c + 1}" for c in range(n_cls)) + "\n")
@@ -352,46 +352,37 @@ def _write_nabirds(root, data, n_cls):
 def _write_dogs(root, data, n_cls):
     base = root / "dogs"
     files, labels = [], []
-    i = 0
-    for split in ("train", "test"):
-        for img, c in zip(*data[split]):
-            i += 1
-            wnid = f"n{2085620 + int(c):08d}"
-            rel = f"{wnid}-Mini_dog_{int(c) + 1}/{wnid}_{i}.jpg"
-            _save(img, base / "Images" / rel)
-            files.append(rel)
-            labels.append(int(c) + 1)
+    for i, _, img, c in _numbered(data):
+        wnid = f"n{2085620 + int(c):08d}"
+        rel = f"{wnid}-Mini_dog_{int(c) + 1}/{wnid}_{i}.jpg"
+        _save(img, base / "Images" / rel)
+        files.append(rel)
+        labels.append(int(c) + 1)
     _savemat(base / "file_list.mat", {"file_list": np.array(files, dtype=object)[:, None],
-                                          "labels": np.array(labels, dtype=np.float64)[:, None]})
+                                      "labels": np.array(labels, dtype=np.float64)[:, None]})
 
 
 def _write_flowers(root, data, n_cls):
     base = root / "flowers"
     labels = []
-    i = 0
-    for split in ("train", "test"):
-        for img, c in zip(*data[split]):
-            i += 1
-            _save(img, base / "jpg" / f"image_{i:05d}.jpg")
-            labels.append(int(c) + 1)
+    for i, _, img, c in _numbered(data):
+        _save(img, base / "jpg" / f"image_{i:05d}.jpg")
+        labels.append(int(c) + 1)
     n = len(labels)
     _savemat(base / "imagelabels.mat", {"labels": np.array(labels, dtype=np.float64)[None, :]})
     ids = np.arange(1, n + 1, dtype=np.float64)
     _savemat(base / "setid.mat", {"trnid": ids[0::3][None, :], "valid": ids[1::3][None, :],
-                                      "tstid": ids[2::3][None, :]})
+                                  "tstid": ids[2::3][None, :]})
 
 
 def _write_aircraft(root, data, n_cls):
     base = root / "fgvc-aircraft-2013b" / "data"
     names = [f"Mini-{c + 1:03d}" for c in range(n_cls)]  # sorted order == class order
     trainval, test = [], []
-    i = 0
-    for split in ("train", "test"):
-        for img, c in zip(*data[split]):
-            i += 1
-            iid = f"{1000000 + i:07d}"
-            _save(img, base / "images" / f"{iid}.jpg")
-            (trainval if i % 2 else test).append(f"{iid} {names[c]}")
+    for i, _, img, c in _numbered(data):
+        iid = f"{1000000 + i:07d}"
+        _save(img, base / "images" / f"{iid}.jpg")
+        (trainval if i % 2 else test).append(f"{iid} {names[c]}")
     (base / "images_variant_trainval.txt").write_text("\n".join(trainval) + "\n")
     (base / "images_variant_test.txt").write_text("\n".join(test) + "\n")
     (base / "images_variant_trainvaltest.txt").write_text("\n".join(trainval + test) + "\n")
@@ -499,5 +490,9 @@ def pretraining_set(n: int = 19200, seed: int = 1234) -> tuple[np.ndarray, dict[
         for k, v in vals.items():
             t[k][i] = v
         t["class"][i] = (hb * 5 + vals["texture"]) * 8 + vals["shape"]
-    names = [f"{h} {tx} {s}".replace("plain ", "plain ") for h in HUE_NAMES for tx in TEXTURES for s in SHAPES]
-    return imgs, t, names
+    return imgs, t, pretraining_class_names()
+
+
+def pretraining_class_names() -> list[str]:
+    """The 320 named pretraining classes in target order: (hue * 5 + texture) * 8 + shape."""
+    return [f"{h} {tx} {s}" for h in HUE_NAMES for tx in TEXTURES for s in SHAPES]

@@ -27,6 +27,14 @@ __all__ = ["SAMPLERS", "BaseBatchSampler", "RandomBatchSampler", "MPerClassSampl
            "ClassRandomSampler", "SourceBalancedSampler", "build_sampler", "few_shot_indices"]
 
 
+def group_by_class(labels) -> tuple[np.ndarray, list[np.ndarray]]:
+    """(sorted classes, item indices of each class in dataset order) in O(n log n)."""
+    labels = np.asarray(labels)
+    order = np.argsort(labels, kind="stable")
+    classes, starts = np.unique(labels[order], return_index=True)
+    return classes, np.split(order, starts[1:])
+
+
 class BaseBatchSampler:
     def __init__(self, n: int, batch_size: int, seed: int = 0, rank: int = 0, world_size: int = 1):
         if batch_size <= 0 or batch_size % world_size:
@@ -75,8 +83,7 @@ class _ClassSampler(BaseBatchSampler):
         if m <= 0 or batch_size % m:
             raise ValueError(f"batch_size ({batch_size}) must be a multiple of the samples per class m ({m})")
         self.m = m
-        self.classes, inverse = np.unique(labels, return_inverse=True)
-        self.members = [np.flatnonzero(inverse == c) for c in range(len(self.classes))]
+        self.classes, self.members = group_by_class(labels)
         if len(self.classes) < batch_size // m:
             raise ValueError(f"a batch needs {batch_size // m} classes but the data has only {len(self.classes)}")
 
@@ -116,11 +123,10 @@ class SourceBalancedSampler(BaseBatchSampler):
     def __init__(self, sources: Sequence[int], batch_size: int, seed: int = 0, rank: int = 0, world_size: int = 1):
         sources = np.asarray(sources)
         super().__init__(len(sources), batch_size, seed, rank, world_size)
-        self.source_ids = np.unique(sources)
+        self.source_ids, self.members = group_by_class(sources)
         if batch_size % len(self.source_ids):
             raise ValueError(f"batch_size ({batch_size}) must be a multiple of the number of sources "
                              f"({len(self.source_ids)})")
-        self.members = [np.flatnonzero(sources == s) for s in self.source_ids]
 
     def global_batches(self):
         rng = self._rng()
@@ -159,10 +165,5 @@ def few_shot_indices(labels: Sequence[int], shots: int, seed: int = 0) -> np.nda
     Deterministic in ``(seed, shots)``; classes in sorted order."""
     if shots <= 0:
         raise ValueError(f"shots must be positive, got {shots}")
-    labels = np.asarray(labels)
     rng = np.random.default_rng([seed, shots])
-    out = []
-    for c in np.unique(labels):
-        idx = np.flatnonzero(labels == c)
-        out.append(rng.choice(idx, shots, replace=len(idx) < shots))
-    return np.concatenate(out)
+    return np.concatenate([rng.choice(idx, shots, replace=len(idx) < shots) for idx in group_by_class(labels)[1]])

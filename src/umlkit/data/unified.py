@@ -44,7 +44,7 @@ class UnifiedDataset(torch.utils.data.Dataset):
     def __getitem__(self, k: int):
         i, j = self._index[k]
         d = self.datasets[i]
-        img = d._cache[j] if d._cache is not None else d._read(d.paths[j])
+        img = d.image(j)
         tf = self.transform if self.transform is not None else d.transform
         return (tf(img) if tf is not None else img), int(self.labels[k])
 

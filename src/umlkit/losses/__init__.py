@@ -55,7 +55,7 @@ LOSSES: dict[str, tuple[str, str, dict]] = {
                       "Sinha et al. 2020 adversarial uniformity on the sphere; weight 0.1 and MLP 512 are umlkit's [open]",
                       dict(base="margin", weight=0.1, hidden=512)),
     "s2sd": ("umlkit S2SDLoss (base: PML)",
-             "Roth et al. 2021: target dims 512/1024/1536/2048, T 1, w 50, feature distillation 50",
+             "Roth et al. 2021: target dims 512/1024/1536/2048, T 1, w 50, feature distillation 50 (recalled) [open]",
              dict(base="margin", target_dims=(512, 1024, 1536, 2048), temperature=1.0, weight=50.0,
                   feature_weight=50.0)),
     "diva": ("umlkit DiVALoss (base: PML)",

@@ -19,8 +19,8 @@ The heads they need are declared by :func:`aux_heads_for` and built by ``create_
   Linear-ReLU-Linear on the backbone feature) are trained with their own copy of the base loss, and the main
   embedding distils their batch similarity structure: sum_j w * KL(softmax(S_j / T) || softmax(S / T)) row-wise
   (batch mean), with the target similarities S_j detached. Optional feature distillation uses the normalised
-  backbone feature as one more target (``feature_weight``). Defaults T=1, w=50, feature weight 50 follow the S2SD
-  paper's recommended setting; the language-guidance paper sets the dimension weight to 0 with ELG/PLG.
+  backbone feature as one more target (``feature_weight``). Defaults T=1, w=50, feature weight 50 are the S2SD
+  paper's recommended setting as recalled by umlkit, not checked against its code **[open]**; the language-guidance paper sets the dimension weight to 0 with ELG/PLG.
 * **DiVA** (Milbich et al., ECCV 2020): four 128-d heads. The main (discriminative) head takes the base loss
   (margin); ``shared`` learns cross-class characteristics with triplets whose positive is the anchor's nearest
   neighbour *from another class*; ``intra`` learns intra-class variation with triplets drawn inside one class

@@ -29,7 +29,7 @@ from timm.layers import freeze_batch_norm_2d
 from timm.models import generate_default_cfgs, register_model
 from timm.models.vision_transformer import VisionTransformer, _create_vision_transformer
 
-__all__ = ["BACKBONES", "create_backbone", "resolve_backbone_name", "data_config"]
+__all__ = ["BACKBONES", "backbone_data_config", "create_backbone", "resolve_backbone_name", "data_config"]
 
 BACKBONES = {
     "vit_s16_in21k_ft_in1k": "vit_small_patch16_224.augreg_in21k_ft_in1k",
@@ -109,6 +109,15 @@ def create_backbone(name: str, pretrained: bool = False, weights: str | Path | N
     if freeze_bn:
         model = freeze_batch_norm_2d(model)
     return model
+
+
+def backbone_data_config(name: str) -> dict:
+    """The same as :func:`data_config` for a backbone name, read from timm's registry without building it."""
+    timm_name = resolve_backbone_name(name)
+    cfg = timm.models.get_pretrained_cfg(timm_name)
+    if cfg is None:
+        return data_config(create_backbone(name))
+    return timm.data.resolve_data_config(pretrained_cfg=cfg.to_dict())
 
 
 def data_config(model: torch.nn.Module) -> dict:

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from umlkit.data.mini import HUE_NAMES, PRETRAIN_HEADS, SHAPES, TEXTURES, pretraining_set
+from umlkit.data.mini import PRETRAIN_HEADS, pretraining_class_names, pretraining_set
 from umlkit.models.backbones import TINY_WEIGHTS, create_backbone
 
 __all__ = ["pretrain_tiny_vit", "sha256", "class_logits", "load_heads", "TINY_HEADS"]
@@ -64,7 +64,8 @@ def class_logits(head_logits: dict[str, torch.Tensor]) -> torch.Tensor:
 
 
 def class_names() -> list[str]:
-    return [f"{h} {t} {s}" for h in HUE_NAMES for t in TEXTURES for s in SHAPES]
+    """Names of the 320 classes of :func:`class_logits` (UML-Mini's named pretraining classes)."""
+    return pretraining_class_names()
 
 
 def load_heads(path: str | Path = TINY_HEADS) -> nn.ModuleDict:

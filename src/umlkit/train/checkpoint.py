@@ -30,7 +30,16 @@ def save_checkpoint(state: dict, path: str | Path, keep_previous: bool = True) -
     with open(tmp, "rb") as fh:
         os.fsync(fh.fileno())
     if keep_previous and path.exists():
-        shutil.copy2(path, path.with_name("previous.pt") if path.name == "latest.pt" else path.with_suffix(".prev.pt"))
+        # hard-link the current file under a temporary name, then rename it: no copy of the bytes, and at every
+        # moment both the old latest and (once renamed) previous exist
+        prev = path.with_name("previous.pt") if path.name == "latest.pt" else path.with_suffix(".prev.pt")
+        link = prev.with_name(f".{prev.name}.tmp")
+        link.unlink(missing_ok=True)
+        try:
+            os.link(path, link)
+        except OSError:  # file systems without hard links
+            shutil.copy2(path, link)
+        os.replace(link, prev)
     os.replace(tmp, path)
     return path
 

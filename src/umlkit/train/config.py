@@ -66,13 +66,14 @@ def _coerce(value):
 def merge(base: dict, update: dict) -> dict:
     out = copy.deepcopy(base)
     for k, v in (update or {}).items():
-        if isinstance(v, dict) and isinstance(out.get(k), dict) and k not in ("options", "lr_mult"):
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
             out[k] = merge(out[k], v)
-        elif isinstance(v, dict) and isinstance(out.get(k), dict):
-            out[k] = {**out[k], **v}
         else:
             out[k] = copy.deepcopy(v)
     return out
+
+
+_FREE_FORM = ("model.options.", "loss.options.", "optimizer.lr_mult.")
 
 
 def apply_overrides(config: dict, overrides) -> dict:
@@ -83,15 +84,18 @@ def apply_overrides(config: dict, overrides) -> dict:
             raise ValueError(f"override {item!r} must look like key.sub=value")
         key, raw = item.split("=", 1)
         value = _coerce(yaml.safe_load(raw))
+        key = key.strip()
+        free_form = key.startswith(_FREE_FORM)  # method / loss options and lr multipliers take any key
         node = out
-        parts = key.strip().split(".")
-        for p in parts[:-1]:
-            if not isinstance(node.get(p), dict):
-                node[p] = {}
-            node = node[p]
-        if parts[-1] not in node and node is not out.get("model", {}).get("options") and \
-                not key.startswith(("model.options", "loss.options", "optimizer.lr_mult")):
-            raise KeyError(f"override {key!r}: unknown key {parts[-1]!r} (known: {', '.join(sorted(node))})")
+        parts = key.split(".")
+        for depth, p in enumerate(parts):
+            if not free_form and p not in node:
+                where = ".".join(parts[:depth]) or "the config"
+                raise KeyError(f"override {key!r}: unknown key {p!r} in {where} (known: {', '.join(sorted(node))})")
+            if depth < len(parts) - 1:
+                node = node.setdefault(p, {})
+                if not isinstance(node, dict):
+                    raise KeyError(f"override {key!r}: {'.'.join(parts[:depth + 1])} is not a section")
         node[parts[-1]] = value
     return out
 

@@ -19,7 +19,6 @@ evaluates and writes.
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -30,21 +29,19 @@ import pandas as pd
 import torch
 from torch import nn
 
-from umlkit._paths import data_root, results_root
+from umlkit._paths import results_root
 from umlkit.data import build_sampler, build_transforms, few_shot_indices, load_dataset
-from umlkit.data.datasets import ImageListDataset
 from umlkit.data.mini import ensure_mini
 from umlkit.data.unified import UnifiedDataset
 from umlkit.losses import DiVALoss, S2SDLoss, UniformPriorLoss, aux_heads_for, create_loss
 from umlkit.models import create_model
+from umlkit.models.backbones import backbone_data_config
 from umlkit.models.vptsp import VPTSPModel
-from umlkit.train.checkpoint import (CheckpointError, load_checkpoint, rng_state, save_checkpoint,
-                                     set_rng_state)
+from umlkit.train.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from umlkit.train.config import config_hash, resolve_config
-from umlkit.train.evaluate import extract_embeddings
-from umlkit.metrics import unified_evaluation
+from umlkit.train.evaluate import evaluate_model
 
-__all__ = ["FitResult", "TrainingDivergedError", "fit", "build_data", "build_optimizer", "param_groups", "plot_history",
+__all__ = ["FitResult", "TrainingDivergedError", "fit", "build_data", "build_model", "build_optimizer", "param_groups", "plot_history",
            "run_dir_for", "read_log"]
 
 
@@ -75,21 +72,6 @@ class FitResult:
 
 
 # ------------------------------------------------------------------------------------------------- data
-def _subset(ds: ImageListDataset, idx, relabel: bool = True) -> ImageListDataset:
-    idx = np.asarray(idx)
-    labels = ds.labels[idx]
-    names = ds.class_names
-    if relabel:
-        keep = np.unique(labels)
-        remap = {int(c): i for i, c in enumerate(keep)}
-        labels = np.array([remap[int(c)] for c in labels])
-        names = [ds.class_names[c] for c in keep]
-    out = ImageListDataset([ds.paths[i] for i in idx], labels, names, ds.name, ds.split, ds.transform)
-    if ds._cache is not None:
-        out._cache = [ds._cache[i] for i in idx]
-    return out
-
-
 def build_data(cfg: dict, data_config: dict):
     """(train UnifiedDataset, test UnifiedDataset, validation UnifiedDataset or None) for a resolved config."""
     d = cfg["data"]
@@ -109,10 +91,10 @@ def build_data(cfg: dict, data_config: dict):
         if d["val_fraction"]:
             n_val = max(1, int(round(tr.num_classes * d["val_fraction"])))
             is_val = tr.labels >= tr.num_classes - n_val  # the last classes: class-disjoint from training
-            val_parts.append(_subset(tr, np.flatnonzero(is_val)))
-            tr = _subset(tr, np.flatnonzero(~is_val))
+            val_parts.append(tr.subset(np.flatnonzero(is_val)))
+            tr = tr.subset(np.flatnonzero(~is_val))
         if d["few_shot"]:
-            tr = _subset(tr, few_shot_indices(tr.labels, int(d["few_shot"]), seed=cfg["seed"]), relabel=False)
+            tr = tr.subset(few_shot_indices(tr.labels, int(d["few_shot"]), seed=cfg["seed"]), relabel=False)
         train_parts.append(tr)
         test_parts.append(load_dataset(name, root, "test", expected=d["expected"], cache=d["cache"]))
     train = UnifiedDataset(train_parts, transform=train_tf)
@@ -164,6 +146,23 @@ def _scheduler(cfg: dict, opt):
     if s["name"] == "cosine":
         return torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs, eta_min=s["eta_min"])
     raise ValueError(f"schedule.name must be none, step, multistep or cosine, got {s['name']!r}")
+
+
+def build_model(cfg: dict, num_classes: int | None = None, load_weights: bool = False) -> nn.Module:
+    """The model a resolved config describes, with the auxiliary heads its loss needs (S2SD, DiVA) and, for
+    VPTSP, one class prompt per training class. ``load_weights`` loads the config's pretrained weights (``fit``);
+    ``umlkit eval`` leaves them out because the checkpoint replaces every weight."""
+    m, L = cfg["model"], cfg["loss"]
+    options = dict(m["options"])
+    aux = aux_heads_for(L["name"], m["embed_dim"], **L["options"])
+    if aux:
+        options["aux_heads"] = aux
+        options.setdefault("eval_concat_aux", L["name"] == "diva")
+    if m["method"] == "vptsp":
+        options.setdefault("num_classes", num_classes)
+    return create_model(m["backbone"], m["method"], embed_dim=m["embed_dim"],
+                        pretrained=bool(m["pretrained"]) and load_weights,
+                        weights=m["weights"] if load_weights else None, **options)
 
 
 # ------------------------------------------------------------------------------------------------ steps
@@ -232,11 +231,8 @@ def read_log(run_dir: str | Path) -> pd.DataFrame:
 
 
 def _evaluate(model, dataset, cfg, device, autocast_dtype):
-    emb, labels = extract_embeddings(model, dataset, cfg["train"]["eval_batch_size"], device,
-                                     cfg["data"]["num_workers"], False, autocast_dtype)
-    return unified_evaluation(emb, labels, dataset.sources, is_query=dataset.is_query,
-                              is_gallery=dataset.is_gallery, metrics=cfg["train"]["metrics"],
-                              source_names=dataset.source_names)
+    return evaluate_model(model, dataset, cfg["train"]["metrics"], cfg["train"]["eval_batch_size"], device,
+                          autocast_dtype=autocast_dtype, num_workers=cfg["data"]["num_workers"])
 
 
 def _frame_to_json(df: pd.DataFrame) -> dict:
@@ -282,19 +278,9 @@ def fit(config: dict | None = None, *, run_dir: str | Path | None = None, resume
 
     # model and loss (the loss needs the class count, the model needs its auxiliary heads)
     m, L = cfg["model"], cfg["loss"]
-    options = dict(m["options"])
-    aux = aux_heads_for(L["name"], m["embed_dim"], **L["options"])
-    if aux:
-        options["aux_heads"] = aux
-        options.setdefault("eval_concat_aux", L["name"] == "diva")
-    probe = create_model(m["backbone"], "zero_shot", pretrained=False)
-    train_set, test_set, val_set = build_data(cfg, probe.data_config)
-    del probe
-    if m["method"] == "vptsp":
-        options.setdefault("num_classes", train_set.num_classes)
+    train_set, test_set, val_set = build_data(cfg, backbone_data_config(m["backbone"]))
     torch.manual_seed(seed)
-    model = create_model(m["backbone"], m["method"], embed_dim=m["embed_dim"], pretrained=m["pretrained"],
-                         weights=m["weights"], **options).to(device)
+    model = build_model(cfg, train_set.num_classes, load_weights=True).to(device)
     loss = create_loss(L["name"], num_classes=train_set.num_classes, embedding_size=model.embed_dim,
                        **L["options"]).to(device)
     groups = param_groups(model, loss)
