@@ -137,7 +137,16 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 def _cmd_reproduce(args: argparse.Namespace) -> int:
     from umlkit.reproduce import reproduce
 
-    table = reproduce(profile=args.profile, chapters=args.chapters.split(",") if args.chapters else None)
+    import yaml
+    params = {}
+    for item in args.parameter:
+        if "=" not in item:
+            print(f"umlkit reproduce: -p expects NAME=VALUE (a YAML value), got {item!r}", file=sys.stderr)
+            return 2
+        name, value = item.split("=", 1)
+        params[name.strip()] = yaml.safe_load(value)
+    table = reproduce(profile=args.profile, chapters=args.chapters.split(",") if args.chapters else None,
+                      parameters=params)
     print(table.to_string())
     return 0 if (table["status"] == "ok").all() else 1
 
@@ -176,6 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("reproduce", help="execute the book's chapters with papermill and summarise")
     p.add_argument("--profile", choices=("quick", "full"), default="quick")
     p.add_argument("--chapters", default=None, help="comma-separated chapter names (default: all in _toc.yml)")
+    p.add_argument("-p", "--parameter", action="append", default=[], metavar="NAME=VALUE",
+                   help="set a parameters-cell variable in every chapter, e.g. -p RERUN=True -p 'SEEDS=[0,1]'")
     p.set_defaults(func=_cmd_reproduce)
 
     data = sub.add_parser("data", help="datasets: check a data root, generate UML-Mini, pretrain the tiny ViT")

@@ -27,8 +27,11 @@ def book_chapters(root: Path | None = None) -> list[str]:
 
 
 def reproduce(profile: str = "quick", chapters=None, root: Path | None = None, kernel: str = "python3",
-              progress: bool = True) -> pd.DataFrame:
-    """Execute ``chapters`` (default: all) and return a table: chapter, status, minutes, output / error."""
+              progress: bool = True, parameters: dict | None = None) -> pd.DataFrame:
+    """Execute ``chapters`` (default: all) and return a table: chapter, status, minutes, output / error.
+
+    ``parameters`` are passed to every chapter's ``parameters`` cell on top of ``PROFILE`` (papermill ignores
+    none: a name a chapter does not define is added after its parameters cell, harmlessly)."""
     import papermill as pm
 
     root = root or repo_root()
@@ -45,7 +48,7 @@ def reproduce(profile: str = "quick", chapters=None, root: Path | None = None, k
         dst = out_dir / f"{name}.ipynb"
         t0 = time.perf_counter()
         try:
-            pm.execute_notebook(str(src), str(dst), parameters={"PROFILE": profile}, cwd=str(src.parent),
+            pm.execute_notebook(str(src), str(dst), parameters={**(parameters or {}), "PROFILE": profile}, cwd=str(src.parent),
                                 kernel_name=kernel, progress_bar=progress)
             status, detail = "ok", str(dst)
         except Exception as err:  # keep going: the summary says what failed

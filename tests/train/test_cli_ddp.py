@@ -58,6 +58,23 @@ def test_reproduce_runs_a_chapter_and_reports_failures(tmp_path, monkeypatch):
     assert table.loc["intro", "status"] == "ok" and (tmp_path / "quick" / "notebooks" / "intro.ipynb").is_file()
 
 
+def test_cli_reproduce_passes_parameters(monkeypatch, capsys):
+    import pandas as pd
+
+    import umlkit.reproduce
+    seen = {}
+
+    def fake(profile, chapters, parameters):
+        seen.update(profile=profile, chapters=chapters, parameters=parameters)
+        return pd.DataFrame({"status": ["ok"]}, index=pd.Index(["puma"], name="chapter"))
+
+    monkeypatch.setattr(umlkit.reproduce, "reproduce", fake)
+    assert main(["reproduce", "--chapters", "puma", "-p", "RERUN=True", "-p", "SEEDS=[0, 1]"]) == 0
+    assert seen == {"profile": "quick", "chapters": ["puma"], "parameters": {"RERUN": True, "SEEDS": [0, 1]}}
+    assert main(["reproduce", "-p", "RERUN"]) == 2
+    assert "NAME=VALUE" in capsys.readouterr().err
+
+
 def test_reproduce_knows_the_book_chapters():
     chapters = book_chapters()
     assert chapters[0] == "intro" and "evaluation" in chapters
