@@ -290,7 +290,8 @@ def _prompt_weights(model, cfg) -> dict:
 
 def _record(kind, label, cfg, compute, profile, rerun, log):
     key = json.loads(json.dumps(cfg, default=str))
-    key["train"].pop("progress", None)
+    if "train" in key:  # a single run's config (a specialists' key maps sources to configs)
+        key["train"].pop("progress", None)
     return cached_record(kind, label, key, compute, profile, rerun=rerun, log=log)
 
 
@@ -319,7 +320,7 @@ def lr_sweep(profile: str = "quick", lrs: dict[str, Sequence[float]] | None = No
     """Learning-rate choice on a validation split: the last ``val_fraction`` of each source's *training* classes
     are held out, the rest trains. Returns validation (and, for reference, test) Unified/Harmonic R@1 per
     (method, lr). The test columns are shown, never used for the choice."""
-    lrs = lrs or {"full": (3e-4, 1e-3, 3e-3), "puma": (3e-4, 1e-3, 3e-3)}
+    lrs = lrs or {"full": (3e-4, 1e-3, 3e-3), "puma": (1e-3, 3e-3, 1e-2)}  # PUMA's new modules train at 10x
     rows = []
     jobs = [(m, lr) for m, values in lrs.items() for lr in values]
     for method, lr in _progress(jobs, "lr sweep", progress):
@@ -386,8 +387,7 @@ def table2(profile: str = "quick", sections: Sequence[str] = ("zero-shot", "a", 
 def _specialist_record(profile, method, loss, seed, rerun, log, overrides=()):
     cfgs = {s: run_config(profile, method=method, loss=loss, datasets=[s], seed=seed, overrides=overrides)
             for s in PUMA_ORDER}
-    key = {s: c for s, c in cfgs.items()}
-    return _record("specialists", f"{method}-{loss}-seed{seed}", key, lambda: train_specialists(cfgs), profile,
+    return _record("specialists", f"{method}-{loss}-seed{seed}", cfgs, lambda: train_specialists(cfgs), profile,
                    rerun, log)
 
 
