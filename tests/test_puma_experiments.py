@@ -29,6 +29,11 @@ def test_run_config_per_loss_and_method():
     assert p["model"]["options"] == {"adapter_dim": 16, "pool_size": 1, "prompt_length": 2}
     full = puma.run_config("full", method="puma")
     assert full["model"]["options"] == {} and full["model"]["backbone"] == "vit_s16_in21k_ft_in1k"
+    assert full["precision"] == "fp16" and full["optimizer"]["lr_mult"]["loss"] == 10000.0  # PUMA's proxy lr x1e4
+    from umlkit.models import BACKBONES
+    assert set(puma.BACKBONES_FULL.values()) <= set(BACKBONES)
+    paper_rows = set(puma.paper_table("puma", "Table 5")["setting"].str.split(";").str[0])
+    assert set(puma.BACKBONES_FULL) == paper_rows
 
 
 def test_run_config_shrinks_class_grouped_batches_for_small_sources():
@@ -159,7 +164,6 @@ def two_source_overrides(tmp_path, monkeypatch):
 
 
 def test_table2_trains_once_then_reads_records(two_source_overrides, monkeypatch):
-    torch.set_num_threads(2)
     kw = dict(sections=["b", "c"], losses=["CurricularFace"], peft=["Linear Embedding"], progress=False, log=None,
               overrides=two_source_overrides)
     first = puma.table2("quick", **kw)
@@ -185,8 +189,12 @@ def test_stored_quick_record_reproduces():
     if not paths:
         pytest.skip("no stored Linear Embedding record in results/quick/records/table2c")
     rec = load_record(paths[0])
-    torch.set_num_threads(2)
-    again = puma.train_run(rec["key"])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(int(rec["software"]["threads"]))  # the same float summation order as the record
+    try:
+        again = puma.train_run(rec["key"])
+    finally:
+        torch.set_num_threads(threads)
     for d, v in rec["result"]["test"].items():
         assert again["test"][d] == pytest.approx(v, abs=0.5), d
     assert again["trainable_model"] == rec["result"]["trainable_model"]

@@ -455,12 +455,15 @@ def table5(profile: str = "quick", seeds: Sequence[int] = (0,), backbones: Seque
             over = [f"model.backbone={BACKBONES_FULL[b]}"]
         method = {"Zero-Shot": "zero_shot", "CurricularFace": "full", "Ours": "puma"}[row]
         cfg = run_config(profile, method=method, seed=seed, overrides=[*over, *overrides])
+        shipped = profile == "quick" and b == next(iter(BACKBONES_QUICK))  # its runs are Table 2/3 records
         if method == "zero_shot":
-            rec = _record("table5", f"zero-shot-{b}-seed{seed}", cfg, lambda c=cfg: zero_shot_run(c), profile, rerun, log)
-        elif method == "puma" and b == names[0] and profile == "quick":  # the shipped backbone: Table 3's PUMA run
+            rec = _record("table5", f"zero-shot-{b}-seed{seed}", cfg, lambda c=cfg: zero_shot_run(c), profile, rerun,
+                          log)
+        elif shipped and method == "puma":
             rec = _prompt_record(profile, ABLATION_ROWS["prompt=Cond.;adapter=Stoc."], seed, rerun, log, overrides)
-        elif method == "full" and b == names[0] and profile == "quick":  # ... and Table 2 (b)'s CurricularFace run
-            rec = _record("table2b", f"CurricularFace-seed{seed}", cfg, lambda c=cfg: train_run(c), profile, rerun, log)
+        elif shipped:
+            rec = _record("table2b", f"CurricularFace-seed{seed}", cfg, lambda c=cfg: train_run(c), profile, rerun,
+                          log)
         else:
             rec = _record("table5", f"{method}-{b}-seed{seed}", cfg, lambda c=cfg: train_run(c), profile, rerun, log)
         rows += _rows("Table 5", "", row, b, seed, rec["result"]["test"])
