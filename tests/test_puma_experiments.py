@@ -85,6 +85,7 @@ def test_compare_mean_spread_and_paper_delta():
     assert cmp.loc["CUB", "delta"] == pytest.approx(72.0 - 78.3)
     assert cmp.loc["Harmonic", "paper"] == 79.5
     sbs = puma.side_by_side(puma.compare(m), by=["section", "method"])
+    assert sbs.index[0] == ("(b) / CurricularFace", "measured")
     block = sbs.xs("measured", level=1)
     assert block.iloc[0]["CUB"] == "72.0 ±2.0" and list(sbs.columns) == ["CUB", "Harmonic"]
 
@@ -121,6 +122,12 @@ def test_check_claims_verdicts():
     assert out.loc["Ours > LoRA", "verdict"] == "within noise"      # gap 0.25 <= spread 1
     assert out.loc["Ours > AdaptFormer", "verdict"] == "not reproduced"
     assert bool(out.loc["Ours > VPT", "holds in paper"]) is True    # paper: 84.1 vs 70.4 (Table 2 c)
+    one = puma.compare(pd.concat([
+        _measured({0: {"Harmonic": 50.0}}, section=puma.SECTIONS["c"], method="Ours"),
+        _measured({0: {"Harmonic": 49.0}}, section=puma.SECTIONS["c"], method="VPT")]))
+    single = puma.check_claims(one, claims[:1]).iloc[0]
+    assert single["verdict"] == "holds, 1 seed" and single["seeds"] == 1
+    assert puma.check_claims(one, [("r", claims[0][2], claims[0][1])]).iloc[0]["verdict"] == "not reproduced, 1 seed"
     with pytest.raises(KeyError, match="matches 0 rows"):
         puma.check_claims(cmp, [("x", puma._cell("c", "MLP-3 Embedding"), puma._cell("c", "VPT"))])
 
