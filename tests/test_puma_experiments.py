@@ -114,13 +114,16 @@ def test_check_claims_verdicts():
         _measured({0: {"Harmonic": 40.0}, 1: {"Harmonic": 41.0}}, section=puma.SECTIONS["c"], method="VPT"),
         _measured({0: {"Harmonic": 50.5}, 1: {"Harmonic": 51.0}}, section=puma.SECTIONS["c"], method="LoRA"),
         _measured({0: {"Harmonic": 60.0}, 1: {"Harmonic": 60.0}}, section=puma.SECTIONS["c"], method="AdaptFormer"),
+        _measured({0: {"Harmonic": 51.5}, 1: {"Harmonic": 51.5}}, section=puma.SECTIONS["c"], method="VPTSP-G"),
     ])
     cmp = puma.compare(m)
-    claims = [(f"Ours > {x}", puma._cell("c", "Ours"), puma._cell("c", x)) for x in ("VPT", "LoRA", "AdaptFormer")]
+    claims = [(f"Ours > {x}", puma._cell("c", "Ours"), puma._cell("c", x))
+              for x in ("VPT", "LoRA", "AdaptFormer", "VPTSP-G")]
     out = puma.check_claims(cmp, claims).set_index("claim")
     assert out.loc["Ours > VPT", "verdict"] == "supported"          # gap 10.5 > spread 1
     assert out.loc["Ours > LoRA", "verdict"] == "within noise"      # gap 0.25 <= spread 1
-    assert out.loc["Ours > AdaptFormer", "verdict"] == "not reproduced"
+    assert out.loc["Ours > AdaptFormer", "verdict"] == "not reproduced"   # gap -9 beyond the spread
+    assert out.loc["Ours > VPTSP-G", "verdict"] == "within noise"         # gap -0.5, spread 1
     assert bool(out.loc["Ours > VPT", "holds in paper"]) is True    # paper: 84.1 vs 70.4 (Table 2 c)
     one = puma.compare(pd.concat([
         _measured({0: {"Harmonic": 50.0}}, section=puma.SECTIONS["c"], method="Ours"),
