@@ -304,8 +304,10 @@ def _progress(items, desc, progress):
 
 
 def _rows(table, section, method, setting, seed, scores: dict, metric="R@1"):
+    """Long-format rows in the paper's column order (records store their keys sorted)."""
+    order = {d: i for i, d in enumerate(DATASET_COLUMNS)}
     return [{"table": table, "section": section, "method": method, "setting": setting, "seed": seed,
-             "dataset": d, "metric": metric, "value": v} for d, v in scores.items()]
+             "dataset": d, "metric": metric, "value": scores[d]} for d in sorted(scores, key=lambda d: order.get(d, 99))]
 
 
 def _params_row(table, section, method, setting, seed, n):
