@@ -686,7 +686,8 @@ def plot_cross_matrix(profile: str = "quick", loss: str = "curricularface", meth
     import matplotlib.pyplot as plt
     import seaborn as sns
     rec = _specialist_record(profile, method, loss, seed, False, None, overrides)
-    df = pd.DataFrame(rec["result"]["cross"]).T[list(PAPER_NAMES.values())]
+    order = [d for d in PAPER_NAMES.values() if d in rec["result"]["cross"]]
+    df = pd.DataFrame(rec["result"]["cross"]).T.loc[order, order]
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 5))
     sns.heatmap(df, annot=True, fmt=".0f", cmap="viridis", ax=ax, cbar_kws={"label": "R@1 (%)"})
