@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -152,6 +151,8 @@ def test_cached_record_computes_once_and_detects_edits(tmp_path, monkeypatch):
     assert len(calls) == 2
     cached_record("kind", "row 1", {"a": 2, "b": [1, 2]}, compute, "quick", log=None)  # another config
     assert len(calls) == 3
+    elsewhere = cached_record("other", "row 9", key, compute, "quick", log=None)  # same config, another table
+    assert len(calls) == 3 and elsewhere["cached"] and elsewhere["label"] == "row 1"
     summary = records_summary("quick")
     assert summary.loc["kind", "records"] == 2 and summary.loc["total", "records"] == 2
     path = record_path("kind", "row 1", key, "quick")

@@ -25,7 +25,7 @@ from __future__ import annotations
 import copy
 import json
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -156,8 +156,8 @@ def run_config(profile: str = "quick", *, method: str = "full", loss: str = "cur
     if datasets is not None:
         cfg["data"]["datasets"] = list(datasets)
         if cfg["data"]["sampler"] != "random":  # a class-grouped batch cannot hold more classes than exist
-            m = cfg["data"]["samples_per_class"]
-            cfg["data"]["batch_size"] = min(cfg["data"]["batch_size"], m * _fewest_train_classes(cfg))
+            per_class = cfg["data"]["samples_per_class"]
+            cfg["data"]["batch_size"] = min(cfg["data"]["batch_size"], per_class * _fewest_train_classes(cfg))
     if lr is not None:
         cfg["optimizer"]["lr"] = float(lr)
     cfg["seed"] = int(seed)
@@ -204,22 +204,26 @@ def _scores(frame: pd.DataFrame, metric: str = "R@1") -> dict:
 
 
 # ------------------------------------------------------------------------------------------------ runs
-def train_run(cfg: dict, extra: Callable | None = None) -> dict:
+def train_run(cfg: dict) -> dict:
     """Train one configuration with :func:`umlkit.train.fit` (checkpoints in a temporary folder) and return what a
     record keeps: last-epoch R@1 per source (paper names), validation R@1 when a split was held out, the loss per
-    epoch, trainable parameters (model, and model + loss) and the training time. ``extra(model, cfg)`` may add
-    fields (e.g. prompt weights)."""
-    from umlkit.train import fit
-    with tempfile.TemporaryDirectory() as tmp:
-        res = fit(_weights_for(cfg), run_dir=tmp)
+    epoch, trainable parameters (model, and model + loss), the training time and, for models with a prompt pool,
+    the mean prompt weights per source (Figure 3)."""
+    res = _fit(cfg)
     out = {"test": _scores(res.last), "loss": [round(h["loss"], 4) for h in res.history],
            "trainable_model": count_trainable(res.model), "trainable_total": count_trainable(res.model, res.loss),
            "train_seconds": round(res.seconds, 1)}
     if "val" in res.history[-1]:
         out["val"] = {PAPER_NAMES.get(k, k): round(v["R@1"], 3) for k, v in res.history[-1]["val"].items()}
-    if extra is not None:
-        out.update(extra(res.model, cfg))
+    out.update(_prompt_weights(res.model, cfg))
     return out
+
+
+def _fit(cfg: dict):
+    """:func:`umlkit.train.fit` with checkpoints in a temporary folder (a record keeps the numbers, not weights)."""
+    from umlkit.train import fit
+    with tempfile.TemporaryDirectory() as tmp:
+        return fit(_weights_for(cfg), run_dir=tmp)
 
 
 def ensemble_embeddings(embeddings: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -236,14 +240,12 @@ def train_specialists(cfgs: dict[str, dict]) -> dict:
     """PUMA Table 2 (a): one model per source (``cfgs``: source -> config training on that source only). Each
     model embeds the whole unified test set; returns own-source R@1 (paper names), the cross matrix (model x
     source R@1), the ensemble's scores (averaged L2-normalised embeddings) and the summed trainable counts."""
-    from umlkit.train import fit
     test = None
     own, cross, embs, n_model, seconds = {}, {}, [], 0, 0.0
     for src, cfg in cfgs.items():
         if test is None:
             test = _test_set(cfg)
-        with tempfile.TemporaryDirectory() as tmp:
-            res = fit(_weights_for(cfg), run_dir=tmp)
+        res = _fit(cfg)
         emb, labels = extract_embeddings(res.model, test, batch_size=512)
         frame = unified_evaluation(emb, labels, test.sources, is_query=test.is_query, is_gallery=test.is_gallery,
                                    source_names=test.source_names)
@@ -293,7 +295,6 @@ def _record(kind, label, cfg, compute, profile, rerun, log):
     if "train" in key:  # a single run's config (a specialists' key maps sources to configs)
         key["train"].pop("progress", None)
     return cached_record(kind, label, key, compute, profile, rerun=rerun, log=log)
-
 
 
 def _progress(items, desc, progress):
@@ -369,17 +370,11 @@ def table2(profile: str = "quick", sections: Sequence[str] = ("zero-shot", "a", 
         else:
             if sec == "b":
                 cfg = run_config(profile, method="full", loss=LOSSES[name], seed=seed, overrides=overrides)
-            elif name == "Ours":  # the same run as Table 3's full PUMA row (one record serves both)
-                cfg = None
-                rec = _prompt_record(profile, ABLATION_ROWS["prompt=Cond.;adapter=Stoc."], seed, rerun, log,
-                                     overrides)
-            else:
+            else:  # "Ours" has the configuration of Table 3's PUMA row, so both read one record
                 spec = PEFT_ROWS[name]
                 cfg = run_config(profile, method=spec["method"], loss=spec.get("loss", "curricularface"), seed=seed,
                                  overrides=overrides)
-            if cfg is not None:
-                rec = _record(f"table2{sec}", f"{name}-seed{seed}", cfg, lambda c=cfg: train_run(c), profile,
-                              rerun, log)
+            rec = _record(f"table2{sec}", f"{name}-seed{seed}", cfg, lambda c=cfg: train_run(c), profile, rerun, log)
             r = rec["result"]
             rows += _rows(T, SECTIONS[sec], name, "", seed, r["test"])
         rows.append(_params_row(T, SECTIONS[sec], name, "", seed, r["trainable_model"]))
@@ -393,15 +388,12 @@ def _specialist_record(profile, method, loss, seed, rerun, log, overrides=()):
                    rerun, log)
 
 
-def _prompt_record(profile, spec, seed, rerun, log, overrides=()):
+def _ablation_record(profile, setting, seed, rerun, log, overrides=()):
+    spec = ABLATION_ROWS[setting]
     cfg = run_config(profile, method=spec["method"], options=spec.get("options"), seed=seed, overrides=overrides)
-    return _record("table3", f"{spec['method']}-{cfg_label(spec)}-seed{seed}", cfg,
-                   lambda: train_run(cfg, extra=_prompt_weights), profile, rerun, log)
-
-
-def cfg_label(spec: dict) -> str:
-    opts = spec.get("options") or {}
-    return "_".join(f"{k}{v}" for k, v in sorted(opts.items())) or "default"
+    opts = "_".join(f"{k}{v}" for k, v in sorted((spec.get("options") or {}).items())) or "default"
+    return _record("table3", f"{spec['method']}-{opts}-seed{seed}", cfg, lambda: train_run(cfg), profile, rerun,
+                   log)
 
 
 def table3(profile: str = "quick", seeds: Sequence[int] = (0, 1, 2), rows: Sequence[str] | None = None,
@@ -411,7 +403,7 @@ def table3(profile: str = "quick", seeds: Sequence[int] = (0, 1, 2), rows: Seque
     out = []
     jobs = [(setting, s) for setting in (rows or ABLATION_ROWS) for s in seeds]
     for setting, seed in _progress(jobs, "Table 3 runs", progress):
-        rec = _prompt_record(profile, ABLATION_ROWS[setting], seed, rerun, log, overrides)
+        rec = _ablation_record(profile, setting, seed, rerun, log, overrides)
         out += _rows("Table 3", "", "", setting, seed, rec["result"]["test"])
         out.append(_params_row("Table 3", "", "", setting, seed, rec["result"]["trainable_model"]))
     return pd.DataFrame(out)
@@ -428,12 +420,8 @@ def table4(profile: str = "quick", seeds: Sequence[int] = (0,), rerun: bool = Fa
     for name, seed in _progress(jobs, "Table 4 runs", progress):
         method, loss = methods[name]
         spec = _specialist_record(profile, method, loss, seed, rerun, log, overrides)["result"]["own"]
-        if method == "puma":
-            uni = _prompt_record(profile, ABLATION_ROWS["prompt=Cond.;adapter=Stoc."], seed, rerun, log, overrides)
-        else:
-            cfg = run_config(profile, method="full", loss=loss, seed=seed, overrides=overrides)
-            label = {v: k for k, v in LOSSES.items()}[loss]
-            uni = _record("table2b", f"{label}-seed{seed}", cfg, lambda c=cfg: train_run(c), profile, rerun, log)
+        cfg = run_config(profile, method=method, loss=loss, seed=seed, overrides=overrides)  # Table 2 (b) / 3 runs
+        uni = _record("table4", f"{name}-univ-seed{seed}", cfg, lambda c=cfg: train_run(c), profile, rerun, log)
         univ = {d: uni["result"]["test"][d] for d in PAPER_NAMES.values()}
         for setting, scores in (("training=Spec.", spec), ("training=Univ.", univ)):
             rows += _rows("Table 4", "", name, setting, seed, {**scores, "Harmonic": harmonic_mean(list(scores.values()))})
@@ -457,17 +445,8 @@ def table5(profile: str = "quick", seeds: Sequence[int] = (0,), backbones: Seque
             over = [f"model.backbone={BACKBONES_FULL[b]}"]
         method = {"Zero-Shot": "zero_shot", "CurricularFace": "full", "Ours": "puma"}[row]
         cfg = run_config(profile, method=method, seed=seed, overrides=[*over, *overrides])
-        shipped = profile == "quick" and b == next(iter(BACKBONES_QUICK))  # its runs are Table 2/3 records
-        if method == "zero_shot":
-            rec = _record("table5", f"zero-shot-{b}-seed{seed}", cfg, lambda c=cfg: zero_shot_run(c), profile, rerun,
-                          log)
-        elif shipped and method == "puma":
-            rec = _prompt_record(profile, ABLATION_ROWS["prompt=Cond.;adapter=Stoc."], seed, rerun, log, overrides)
-        elif shipped:
-            rec = _record("table2b", f"CurricularFace-seed{seed}", cfg, lambda c=cfg: train_run(c), profile, rerun,
-                          log)
-        else:
-            rec = _record("table5", f"{method}-{b}-seed{seed}", cfg, lambda c=cfg: train_run(c), profile, rerun, log)
+        run = zero_shot_run if method == "zero_shot" else train_run  # the shipped backbone's runs are Table 2/3's
+        rec = _record("table5", f"{method}-{b}-seed{seed}", cfg, lambda c=cfg, f=run: f(c), profile, rerun, log)
         rows += _rows("Table 5", "", row, b, seed, rec["result"]["test"])
     return pd.DataFrame(rows)
 
@@ -475,7 +454,7 @@ def table5(profile: str = "quick", seeds: Sequence[int] = (0,), backbones: Seque
 def figure3_weights(profile: str = "quick", seed: int = 0, rerun: bool = False, log=print,
                     overrides: Sequence[str] = ()) -> pd.DataFrame:
     """Average prompt-pool weight per source (rows) and prompt (columns) of the PUMA run of Table 3."""
-    rec = _prompt_record(profile, ABLATION_ROWS["prompt=Cond.;adapter=Stoc."], seed, rerun, log, overrides)
+    rec = _ablation_record(profile, "prompt=Cond.;adapter=Stoc.", seed, rerun, log, overrides)
     w = rec["result"]["prompt_weights"]
     df = pd.DataFrame(w).T
     df.columns = [f"prompt {i}" for i in range(df.shape[1])]
@@ -497,7 +476,6 @@ def compare(measured: pd.DataFrame, paper: pd.DataFrame | None = None) -> pd.Dat
         paper = pd.concat([paper_table("puma", t) for t in tables])
     p = paper[_KEYS + ["value"]].rename(columns={"value": "paper"}).fillna({"section": "", "method": "", "setting": "",
                                                                             "dataset": ""})
-    p = p.copy()
     if out["setting"].eq("").all():  # Table 2 rows carry arch/dim settings in the paper; match on the rest
         p = p.drop(columns="setting").drop_duplicates(_KEYS[:3] + _KEYS[4:])
         out = out.merge(p, on=[k for k in _KEYS if k != "setting"], how="left")
@@ -715,7 +693,6 @@ def plot_seeds(measured: pd.DataFrame, by: str = "setting", datasets=("Unified",
 
 def plot_deltas(cmp: pd.DataFrame, ax=None):
     """Table 4: unified minus dataset-specific R@1 per source and method, measured beside paper."""
-    import matplotlib.pyplot as plt
     import seaborn as sns
     wide = cmp.pivot_table(index=["method", "dataset"], columns="setting", values=["measured", "paper"])
     d = pd.DataFrame({
@@ -733,7 +710,6 @@ def plot_deltas(cmp: pd.DataFrame, ax=None):
 
 def plot_backbones(measured: pd.DataFrame, datasets=("Unified", "Harmonic"), ax=None):
     """Table 5: Unified and Harmonic R@1 of each row (zero-shot, full FT, PUMA) per backbone."""
-    import matplotlib.pyplot as plt
     import seaborn as sns
     sub = measured[(measured["metric"] == "R@1") & measured["dataset"].isin(datasets)]
     sub = sub.assign(column=sub["dataset"])

@@ -60,15 +60,21 @@ def cached_record(kind: str, label: str, key: dict, compute: Callable[[], dict],
                   rerun: bool = False, log: Callable[[str], None] | None = print) -> dict:
     """The record of ``key``: read from disk when present (and ``rerun`` is False), else ``compute()`` it.
 
+    A record is found by its configuration hash, under any kind and label: one run serves every table that needs
+    the same configuration.
+
     ``compute`` returns the measured result (JSON-serialisable). The returned record has ``result``,
     ``seconds`` (of the computation that produced it), ``cached`` (True when read from disk) and provenance.
     """
     key = json.loads(json.dumps(key, default=str))
     path = record_path(kind, label, key, profile)
-    if path.is_file() and not rerun:
-        rec = load_record(path)
-        rec["cached"] = True
-        return rec
+    if not rerun:
+        # the same configuration may have been stored for another table (e.g. PUMA's run serves Tables 2, 3, 4, 5)
+        found = [path] if path.is_file() else sorted(path.parents[1].glob(f"*/*-{config_hash(key)}.json"))
+        if found:
+            rec = load_record(found[0])
+            rec["cached"] = True
+            return rec
     if log is not None:
         log(f"training {kind}/{label} (no stored record {path.name})")
     t0 = time.perf_counter()
