@@ -41,7 +41,8 @@ def run_one(method: str, precision: str, device: str, batch: int, steps: int, wa
     def step():
         with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=precision == "bf16"):
             if method == "vptsp":
-                emb, prox = model.forward_train(x, y)
+                out = model.forward_train(x, y)
+                emb, prox = out["embeddings"], out["proxies"]
             else:
                 emb, prox = model(x), proxies
             logits = 32 * emb.float() @ torch.nn.functional.normalize(prox.float(), dim=1).T

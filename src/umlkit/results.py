@@ -15,13 +15,22 @@ import pandas as pd
 
 from umlkit._paths import results_root
 
-__all__ = ["config_hash", "save_table", "load_table"]
+__all__ = ["config_hash", "file_sha256", "save_table", "load_table"]
 
 
 def config_hash(config: dict) -> str:
     """Stable 12-hex-digit hash of a JSON-serialisable configuration (key order does not matter)."""
     blob = json.dumps(config, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:12]
+
+
+def file_sha256(path, chunk: int = 1 << 20) -> str:
+    """sha256 hex digest of a file, read in chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(chunk), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def _atomic_write(path: Path, text: str) -> None:

@@ -130,7 +130,8 @@ def test_vptsp_proxy_branch():
     before = model.container.clone()
     model.train()
     with torch.no_grad():
-        emb, proxies = model.forward_train(x, labels)
+        out = model.forward_train(x, labels)
+        emb, proxies = out["embeddings"], out["proxies"]
     assert emb.shape == (4, 16) and proxies.shape == (6, 16)
     # rows of classes outside the batch only move by the re-normalisation (they were unit norm already)
     untouched = [0, 2, 3, 5]
@@ -153,7 +154,8 @@ def test_vptsp_proxy_branch():
 @pytest.mark.parametrize("source", ["sample", "encoder", "fixed_encoder"])
 def test_vptsp_proxy_sources(source):
     model = create_model(TINY, "vptsp", embed_dim=8, num_classes=3, proxy_source=source)
-    emb, proxies = model.forward_train(_images(4), torch.tensor([0, 0, 2, 2]))
+    out = model.forward_train(_images(4), torch.tensor([0, 0, 2, 2]))
+    emb, proxies = out["embeddings"], out["proxies"]
     (emb.sum() + proxies.sum()).backward()
     assert model.proxy_bias.grad is not None
 
@@ -161,7 +163,7 @@ def test_vptsp_proxy_sources(source):
 def test_vptsp_cpu_class_prompts():
     model = create_model(TINY, "vptsp", embed_dim=8, num_classes=5, class_prompts_device="cpu")
     assert model.sparse_parameters() and not any("class_prompts" in n for n, _ in model.named_parameters())
-    _, proxies = model.forward_train(_images(2), torch.tensor([3, 3]))
+    proxies = model.forward_train(_images(2), torch.tensor([3, 3]))["proxies"]
     proxies.sum().backward()
     grads = model.sparse_parameters()[0].grad
     assert grads is not None and grads[3].abs().sum() > 0 and grads[0].abs().sum() == 0

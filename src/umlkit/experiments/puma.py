@@ -1,75 +1,64 @@
 """PUMA (Kim et al., "Learning Unified Distance Metric Across Diverse Data Distributions with Parameter-Efficient
-Transfer Learning", WACV'25): the training runs behind Tables 2-5 and Figure 3, and their comparison with the paper.
+Transfer Learning", WACV'25): Tables 2-5 and Figure 3 as data for :mod:`umlkit.experiments.tables`.
 
-What each table needs (paper section / official code, see ``shared/reference/implementation_notes.md`` §1):
+What each table needs (paper section / official code):
 
-* Table 2 (a): one fully fine-tuned model per dataset (``unified_eval.py``). Each column is the dataset's own
-  model on its own test set; *Harmonic* is the harmonic mean of those 8 numbers; *Unified* is the ensemble of the
-  8 models, whose L2-normalised embeddings of every test image are averaged (cosine search, so re-normalising does
-  not change the ranking).
-* Table 2 (b): one model fully fine-tuned on the union, for each of 9 losses (pair losses use 4 images per class,
-  the official ``UniqueClassSampler``; proxy losses use random batches, ``--IPC 0``).
+* Table 2 (a): one fully fine-tuned model per dataset (``unified_eval.py``; runner ``specialists``). Each column is
+  the dataset's own model on its own test set; *Harmonic* is the harmonic mean of those 8 numbers; *Unified* is the
+  ensemble of the 8 models (the mean of their L2-normalised embeddings).
+* Table 2 (b): one model fully fine-tuned on the union, for each of 9 losses (pair losses see 4 images per class,
+  the official ``UniqueClassSampler``; proxy losses random batches, ``--IPC 0``).
 * Table 2 (c): parameter-efficient methods on the frozen backbone with CurricularFace (VPTSP-G with its own
   Proxy-Anchor on the generated semantic proxies).
 * Table 3: single vs conditional prompt x static vs stochastic adapter; Table 4: dataset-specific vs unified
   training (CurricularFace, Proxy-Anchor, PUMA); Table 5: backbones; Figure 3: the prompt pool's weights averaged
-  per source (the raw cosine weights of ``PromptPool.weights``).
+  per source (the raw cosine weights of ``PromptPool.weights``, stored by the ``train`` runner).
 
-The quick profile trains the tiny ViT on UML-Mini with the ``configs/puma`` quick settings. Model selection follows
-neither the paper (best epoch on test) nor a validation split: every number is the *last* epoch, and learning
-rates are chosen on a validation split of training classes (:func:`lr_sweep`). Each run is stored as a record
-(:mod:`umlkit.experiments.records`), so the chapters read stored results and retrain only what is missing.
+Settings come from ``configs/puma/{full_finetune,puma,methods}.yaml`` (:func:`run_config` only composes them). In
+the quick profile the tiny ViT on UML-Mini stands in for ViT-S/16 on the real data: its rows are keyed by the
+paper's ViT-S/16 cells, so that the long results join the paper; the chapters say which profile measured them.
+Every number is the *last* epoch; learning rates are chosen on a validation split of training classes
+(:func:`lr_sweep`), never on test.
 """
 from __future__ import annotations
 
 import copy
-import json
-import tempfile
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
-import torch
+import yaml
 
-from umlkit._paths import data_root, repo_root
-from umlkit.data import build_transforms, load_unified
+from umlkit._paths import repo_root
 from umlkit.data.mini import ensure_mini
 from umlkit.data.unified import PUMA_ORDER
-from umlkit.experiments.records import cached_record
-from umlkit.metrics import harmonic_mean, unified_evaluation
-from umlkit.models import count_trainable, create_model
+from umlkit.experiments.records import cached_record, load_record
+from umlkit.experiments.runners import SOURCE_NAMES, ensemble_embeddings
+from umlkit.experiments.tables import Claim, Row, Table, check_claims, compare, measure, side_by_side
+from umlkit.metrics import harmonic_mean
 from umlkit.paper import paper_table
 from umlkit.train.config import load_config, resolve_config
-from umlkit.train.evaluate import extract_embeddings
 
-__all__ = [
-    "LOSSES", "PEFT_ROWS", "ABLATION_ROWS", "BACKBONES_QUICK", "PAPER_NAMES", "SECTIONS", "DATASET_COLUMNS",
-    "run_config", "train_run", "train_specialists", "ensemble_embeddings", "zero_shot_run", "lr_sweep",
-    "table2", "table3", "table4", "table5", "figure3_weights",
-    "compare", "side_by_side", "paper_harmonic_check", "check_claims", "trainable_breakdown",
-    "TABLE2_CLAIMS", "TABLE3_CLAIMS", "TABLE4_CLAIMS", "table5_claims",
-    "plot_measured_vs_paper", "plot_cross_matrix", "plot_seeds", "plot_deltas", "plot_backbones", "plot_prompt_weights",
-]
+__all__ = ["PAPER", "SECTIONS", "LOSSES", "PEFT_ROWS", "ABLATION_ROWS", "BACKBONES_QUICK", "BACKBONES_FULL",
+           "DATASET_COLUMNS", "TABLE2", "TABLE3", "TABLE4", "TABLE5", "TABLES", "run_config", "config_for",
+           "lr_sweep", "figure3_weights", "cross_matrix", "trainable_breakdown", "paper_harmonic_check",
+           "table_claims", "compare", "side_by_side", "check_claims", "measure", "ensemble_embeddings"]
 
-PAPER_NAMES = {"cub": "CUB", "cars": "Cars", "sop": "SOP", "inshop": "InShop", "nabirds": "NABirds", "dogs": "Dogs",
-               "flowers": "Flowers", "aircraft": "Aircraft"}
-DATASET_COLUMNS = [*PAPER_NAMES.values(), "Unified", "Harmonic"]
-
+PAPER = "puma"
+DATASET_COLUMNS = [*SOURCE_NAMES.values(), "Unified", "Harmonic"]
 SECTIONS = {
     "zero-shot": "",
     "a": "(a) Dataset-specific metric learning (Full fine-tuning)",
     "b": "(b) Unified metric learning (Full fine-tuning)",
     "c": "(c) Unified metric learning (Parameter-efficient fine-tuning)",
 }
+VIT_S = "arch=ViT-S/16;dim=128"  # the paper's setting cell of every trained Table 2 row
 
 # paper row name -> umlkit loss name (Table 2 (a)/(b))
 LOSSES = {"Triplet": "triplet", "MS": "multisimilarity", "Margin": "margin", "Proxy-Anchor": "proxy_anchor",
           "CosFace": "cosface", "ArcFace": "arcface", "SoftTriple": "softtriple", "Hyp": "hyp",
           "CurricularFace": "curricularface"}
-_PAIR_LOSSES = {"triplet", "multisimilarity", "margin", "hyp"}
-# the loss options PUMA sets on the command line (the other losses keep umlkit's defaults, see loss_table())
-_LOSS_OPTIONS = {"curricularface": {"margin": 0.3, "scale": 32.0}}
 
 # Table 2 (c) rows: method and loss (CurricularFace unless given)
 PEFT_ROWS = {
@@ -82,7 +71,7 @@ PEFT_ROWS = {
     "Ours": {"method": "puma"},
 }
 
-# Table 3 rows, keyed by the paper's setting string
+# Table 3 rows, keyed by the paper's setting cell
 ABLATION_ROWS = {
     "prompt=Sing.;adapter=none": {"method": "prompt_pool", "options": {"pool_size": 1}},
     "prompt=Cond.;adapter=none": {"method": "prompt_pool"},
@@ -92,33 +81,24 @@ ABLATION_ROWS = {
     "prompt=Cond.;adapter=Stoc.": {"method": "puma"},
 }
 
-# The tiny ViT is 96 wide with 6 blocks, so the paper's module sizes (adapter 128, pool 20 x 8, LoRA 128) are scaled
-# down by about the width ratio 96/384 in the quick profile; the full profile uses the paper's sizes (the defaults).
-_QUICK_OPTIONS = {
-    "puma": {"adapter_dim": 16, "pool_size": 8, "prompt_length": 2},
-    "prompt_pool": {"pool_size": 8, "prompt_length": 2},
-    "adapter": {"adapter_dim": 16},
-    "stochastic_adapter": {"adapter_dim": 16},
-    "vpt": {"num_prompts": 2},
-    "lora": {"rank": 8},
-    "adaptformer": {"adapter_dim": 32},
-    "vptsp": {"num_prompts": 2, "prompt_depth": 6, "accumulator": "gru_relu"},
-}
-_FULL_OPTIONS = {"vptsp": {"accumulator": "gru_relu"}}
-
-# Table 5 in the quick profile: the same tiny ViT under different pretraining. ``weights`` is a recipe name that
-# :func:`_weights_for` turns into a file (never a machine-specific path inside a record's configuration).
+# Table 5. Quick: the same tiny ViT under different pretraining (``weights`` is a recipe name that the runners
+# turn into a file, never a machine's path). The shipped backbone stands in for the paper's ViT-S/16 (the backbone
+# of every other table); the other two have no paper cell.
+_VIT_S_PRE = "pretraining=IN-21K & IN-1K (Sup.)"
 BACKBONES_QUICK = {
-    "attribute heads, 12 epochs (shipped)": {"pretrained": True, "weights": None},
-    "attribute heads, 2 epochs": {"pretrained": False, "weights": "recipe:pretrain_epochs=2"},
-    "none (random init)": {"pretrained": False, "weights": None},
+    "attribute heads, 12 epochs (shipped)": {"pretrained": True, "weights": None,
+                                             "paper": ("arch=ViT-S/16;dim=384;" + _VIT_S_PRE,
+                                                       "arch=ViT-S/16;dim=128;" + _VIT_S_PRE)},
+    "attribute heads, 2 epochs": {"pretrained": False, "weights": "recipe:pretrain_epochs=2", "paper": None},
+    "none (random init)": {"pretrained": False, "weights": None, "paper": None},
 }
-BACKBONES_FULL = {  # paper row setting -> timm backbone (umlkit.models.BACKBONES)
-    "arch=ViT-S/16": "vit_s16_in21k_ft_in1k",
-    "arch=DeiT-S/16": "deit_s16",
-    "arch=DINO-S/16": "dino_s16",
-    "arch=CLIP-B/32": "clip_b32_laion2b",
+BACKBONES_FULL = {  # paper backbone -> (timm backbone in umlkit.models.BACKBONES, zero-shot dim, pretraining)
+    "arch=ViT-S/16": ("vit_s16_in21k_ft_in1k", 384, _VIT_S_PRE),
+    "arch=DeiT-S/16": ("deit_s16", 384, "pretraining=IN-1K (Sup.)"),
+    "arch=DINO-S/16": ("dino_s16", 384, "pretraining=IN-1K (Self-Sup.)"),
+    "arch=CLIP-B/32": ("clip_b32_laion2b", 512, "pretraining=LAION-2B (Language Sup.)"),
 }
+_T5_METHODS = {"Zero-Shot": "zero_shot", "CurricularFace": "full", "Ours": "puma"}
 
 
 # ------------------------------------------------------------------------------------------------ configs
@@ -130,29 +110,39 @@ def _config_dir() -> Path:
     return root / "configs" / "puma"
 
 
+@lru_cache(maxsize=1)
+def _blocks() -> dict:
+    return yaml.safe_load((_config_dir() / "methods.yaml").read_text())
+
+
 def run_config(profile: str = "quick", *, method: str = "full", loss: str = "curricularface",
                datasets: Sequence[str] | None = None, seed: int = 0, options: dict | None = None,
                lr: float | None = None, overrides: Iterable[str] = ()) -> dict:
-    """The fully resolved ``fit`` configuration of one PUMA run.
+    """The fully resolved ``fit`` configuration of one PUMA run, composed from ``configs/puma``.
 
-    ``method="full"`` starts from ``configs/puma/full_finetune.yaml``, every other method from ``puma.yaml``;
-    the profile's module sizes for ``method`` are applied, then ``options``, the loss, its sampler (4 images per
-    class for pair losses), the datasets (default: all 8) and the seed. Evaluation runs once, after the last epoch.
+    ``method="full"`` starts from ``full_finetune.yaml``, every other method from ``puma.yaml``; then
+    ``methods.yaml`` gives the method's options for the profile (the base file's own method keeps the base file's
+    options) and sampler, and the loss's options and sampler; ``options`` are merged over the method's; then the
+    datasets (default: all 8; class-grouped batches shrink to what the fewest classes can fill), the seed and
+    ``overrides``. Evaluation runs once, after the last epoch.
     """
-    base = load_config(_config_dir() / ("full_finetune.yaml" if method == "full" else "puma.yaml"), profile)
-    cfg = copy.deepcopy(base)
+    base_name = "full_finetune.yaml" if method == "full" else "puma.yaml"
+    cfg = copy.deepcopy(load_config(_config_dir() / base_name, profile))
+    blocks = _blocks()
     m = cfg["model"]
+    method_block = blocks["methods"].get(method, {})
+    if method != m["method"]:
+        m["options"] = dict(method_block.get(profile) or {})
     m["method"] = method
-    sized = (_QUICK_OPTIONS if profile == "quick" else _FULL_OPTIONS).get(method, {})
-    m["options"] = {**sized, **(options or {})}
-    cfg["loss"]["name"] = loss
-    cfg["loss"]["options"] = dict(_LOSS_OPTIONS.get(loss, {}))
-    if loss in _PAIR_LOSSES:
-        cfg["data"]["sampler"], cfg["data"]["samples_per_class"] = "m_per_class", 4
-    elif method == "vptsp":  # the semantic proxies are built from class-grouped batches (VPTSP's sampler)
-        cfg["data"]["sampler"], cfg["data"]["samples_per_class"] = "class_random", 4
-    else:
-        cfg["data"]["sampler"] = "random"
+    m["options"] = {**m["options"], **(options or {})}
+    loss_block = blocks["losses"].get(loss, {})
+    regulariser = [t for t in cfg["objective"][1:]]
+    cfg["objective"] = [{"name": loss, "weight": 1.0, "options": dict(loss_block.get("options") or {})},
+                        *regulariser]
+    sampler = loss_block.get("sampler") or method_block.get("sampler") or {"name": "random"}
+    cfg["data"]["sampler"] = sampler["name"]
+    if "samples_per_class" in sampler:
+        cfg["data"]["samples_per_class"] = sampler["samples_per_class"]
     if datasets is not None:
         cfg["data"]["datasets"] = list(datasets)
         if cfg["data"]["sampler"] != "random":  # a class-grouped batch cannot hold more classes than exist
@@ -174,149 +164,177 @@ def _fewest_train_classes(cfg: dict) -> int:
                for n in cfg["data"]["datasets"])
 
 
-def _weights_for(cfg: dict) -> dict:
-    """The config ``fit`` runs: a ``recipe:pretrain_epochs=N`` weights entry becomes a file, pretrained once and
-    kept under ``<data root>/tiny_vit_pretrain_<N>ep``."""
-    w = cfg["model"]["weights"]
-    if not (isinstance(w, str) and w.startswith("recipe:")):
-        return cfg
-    epochs = int(w.split("=", 1)[1])
-    out = data_root() / f"tiny_vit_pretrain_{epochs}ep"
-    path = out / "vit_tiny_uml_patch8_32.safetensors"
-    if not path.is_file():
-        from umlkit.models.pretrain import pretrain_tiny_vit
-        pretrain_tiny_vit(out, epochs=epochs, progress=False, log=lambda *_: None)
-    run = copy.deepcopy(cfg)
-    run["model"]["weights"] = str(path)
-    return run
+def config_for(row: Row, seed: int, profile: str, overrides: Sequence[str] = ()) -> dict:
+    """A row's record key: one configuration, or ``{source: configuration}`` for the ``specialists`` runner."""
+    s = dict(row.spec)
+    kw = dict(method=s.get("method", "full"), loss=s.get("loss", "curricularface"), seed=seed,
+              options=s.get("options"), lr=s.get("lr"), overrides=[*s.get("overrides", ()), *overrides])
+    if row.runner == "specialists":
+        return {src: run_config(profile, datasets=[src], **kw) for src in PUMA_ORDER}
+    return run_config(profile, **kw)
 
 
-def _test_set(cfg: dict):
-    """The unified test split of all 8 sources with the config's evaluation transform."""
-    from umlkit.models.backbones import backbone_data_config
-    root = cfg["data"]["root"] or ensure_mini()
-    tf = build_transforms(cfg["data"]["transform"], backbone_data_config(cfg["model"]["backbone"]), train=False)
-    return load_unified(root, "test", transform=tf, cache=cfg["data"]["cache"])
+# ------------------------------------------------------------------------------------------------ scores
+def _own_and_ensemble(result: dict, row: Row) -> dict:
+    """Table 2 (a): own-source R@1, the ensemble's Unified and the harmonic mean of the own-source values."""
+    own = result["own"]
+    return {**own, "Unified": result["ensemble"]["Unified"], "Harmonic": harmonic_mean(list(own.values()))}
 
 
-def _scores(frame: pd.DataFrame, metric: str = "R@1") -> dict:
-    return {PAPER_NAMES.get(k, k): round(float(v), 3) for k, v in frame[metric].items()}
+def _per_source_harmonic(result: dict, row: Row) -> dict:
+    """Table 4: per-source R@1 (own-source for specialists) and their harmonic mean; no Unified column."""
+    scores = result["own"] if "own" in result else {d: result["test"][d] for d in SOURCE_NAMES.values()}
+    return {**scores, "Harmonic": harmonic_mean(list(scores.values()))}
 
 
-# ------------------------------------------------------------------------------------------------ runs
-def train_run(cfg: dict) -> dict:
-    """Train one configuration with :func:`umlkit.train.fit` (checkpoints in a temporary folder) and return what a
-    record keeps: last-epoch R@1 per source (paper names), validation R@1 when a split was held out, the loss per
-    epoch, trainable parameters (model, and model + loss), the training time and, for models with a prompt pool,
-    the mean prompt weights per source (Figure 3)."""
-    res = _fit(cfg)
-    out = {"test": _scores(res.last), "loss": [round(h["loss"], 4) for h in res.history],
-           "trainable_model": count_trainable(res.model), "trainable_total": count_trainable(res.model, res.loss),
-           "train_seconds": round(res.seconds, 1)}
-    if "val" in res.history[-1]:
-        out["val"] = {PAPER_NAMES.get(k, k): round(v["R@1"], 3) for k, v in res.history[-1]["val"].items()}
-    out.update(_prompt_weights(res.model, cfg))
-    return out
+def _table2_scores(result: dict, row: Row) -> dict:
+    return _own_and_ensemble(result, row) if "own" in result else result["test"]
 
 
-def _fit(cfg: dict):
-    """:func:`umlkit.train.fit` with checkpoints in a temporary folder (a record keeps the numbers, not weights)."""
-    from umlkit.train import fit
-    with tempfile.TemporaryDirectory() as tmp:
-        return fit(_weights_for(cfg), run_dir=tmp)
+# ------------------------------------------------------------------------------------------------ claims
+def _c(section="", method="", dataset="Harmonic", setting=VIT_S) -> dict:
+    return {"section": SECTIONS.get(section, section), "method": method, "setting": setting, "dataset": dataset}
 
 
-def ensemble_embeddings(embeddings: Sequence[torch.Tensor]) -> torch.Tensor:
-    """``unified_eval.py``'s ensemble: the mean of each model's L2-normalised embeddings (not re-normalised)."""
-    if not embeddings:
-        raise ValueError("ensemble_embeddings needs at least one (n, d) embedding matrix")
-    shapes = {tuple(e.shape) for e in embeddings}
-    if len(shapes) != 1:
-        raise ValueError(f"all models must embed the same items to the same size, got shapes {sorted(shapes)}")
-    return torch.stack([torch.nn.functional.normalize(e.float(), dim=1) for e in embeddings]).mean(0)
+_ZS = {"section": "", "method": "Zero-Shot", "setting": "arch=ViT-S/16"}
+TABLE2_CLAIMS = [
+    Claim("fine-tuning beats zero-shot (unified full FT, CurricularFace, Unified)",
+          _c("b", "CurricularFace", "Unified"), {**_ZS, "dataset": "Unified"}),
+    Claim("dataset-specific models beat one unified model (CurricularFace, Harmonic)",
+          _c("a", "CurricularFace"), _c("b", "CurricularFace")),
+    Claim("one unified model beats the ensemble of specialists (CurricularFace, Unified)",
+          _c("b", "CurricularFace", "Unified"), _c("a", "CurricularFace", "Unified")),
+    Claim("PUMA beats unified full fine-tuning (Unified)", _c("c", "Ours", "Unified"), _c("b", "CurricularFace", "Unified")),
+    Claim("PUMA beats unified full fine-tuning (Harmonic)", _c("c", "Ours"), _c("b", "CurricularFace")),
+    *[Claim(f"PUMA beats {m} (Harmonic)", _c("c", "Ours"), _c("c", m))
+      for m in ("Linear Embedding", "MLP-3 Embedding", "VPT", "LoRA", "AdaptFormer", "VPTSP-G")],
+]
 
 
-def train_specialists(cfgs: dict[str, dict]) -> dict:
-    """PUMA Table 2 (a): one model per source (``cfgs``: source -> config training on that source only). Each
-    model embeds the whole unified test set; returns own-source R@1 (paper names), the cross matrix (model x
-    source R@1), the ensemble's scores (averaged L2-normalised embeddings) and the summed trainable counts."""
-    test = None
-    own, cross, embs, n_model, seconds = {}, {}, [], 0, 0.0
-    for src, cfg in cfgs.items():
-        if test is None:
-            test = _test_set(cfg)
-        res = _fit(cfg)
-        emb, labels = extract_embeddings(res.model, test, batch_size=512)
-        frame = unified_evaluation(emb, labels, test.sources, is_query=test.is_query, is_gallery=test.is_gallery,
-                                   source_names=test.source_names)
-        scores = _scores(frame)
-        own[PAPER_NAMES[src]] = scores[PAPER_NAMES[src]]
-        cross[PAPER_NAMES[src]] = scores
-        embs.append(emb)
-        n_model += count_trainable(res.model)
-        seconds += res.seconds
-    frame = unified_evaluation(ensemble_embeddings(embs), labels, test.sources, is_query=test.is_query,
-                               is_gallery=test.is_gallery, source_names=test.source_names)
-    return {"own": own, "cross": cross, "ensemble": _scores(frame), "trainable_model": n_model,
-            "train_seconds": round(seconds, 1)}
+def _t3(setting, dataset="Harmonic"):
+    return {"section": "", "method": "", "setting": setting, "dataset": dataset}
 
 
-def zero_shot_run(cfg: dict) -> dict:
-    """The frozen backbone's CLS feature (no head), evaluated as the paper's Zero-Shot row."""
-    from umlkit.train.evaluate import evaluate_model
-    run = _weights_for(cfg)
-    torch.manual_seed(int(cfg["seed"]))
-    m = run["model"]
-    model = create_model(m["backbone"], "zero_shot", pretrained=bool(m["pretrained"]), weights=m["weights"])
-    return {"test": _scores(evaluate_model(model, _test_set(cfg), batch_size=512)), "trainable_model": 0}
+TABLE3_CLAIMS = [
+    *[Claim(f"a conditional prompt beats a single prompt ({d})", _t3("prompt=Cond.;adapter=none", d),
+            _t3("prompt=Sing.;adapter=none", d)) for d in ("Harmonic", "Unified")],
+    *[Claim(f"a stochastic adapter beats a static one ({d})", _t3("prompt=none;adapter=Stoc.", d),
+            _t3("prompt=none;adapter=Stat.", d)) for d in ("Harmonic", "Unified")],
+    Claim("PUMA beats single prompt + static adapter", _t3("prompt=Cond.;adapter=Stoc."), _t3("prompt=Sing.;adapter=Stat.")),
+    Claim("PUMA beats the stochastic adapter alone", _t3("prompt=Cond.;adapter=Stoc."), _t3("prompt=none;adapter=Stoc.")),
+    Claim("PUMA beats the conditional prompt alone", _t3("prompt=Cond.;adapter=Stoc."), _t3("prompt=Cond.;adapter=none")),
+]
 
 
-def _prompt_weights(model, cfg) -> dict:
-    """Figure 3: the pool's weights for every test image, averaged per source ({source: [M weights]})."""
-    pool = getattr(model.backbone, "prompt_pool", None)
-    if pool is None:
-        return {}
-    test = _test_set(cfg)
-    loader = torch.utils.data.DataLoader(test, batch_size=512, shuffle=False)
-    weights = []
-    model.eval()
-    with torch.no_grad():
-        for x, _ in loader:
-            model(x)
-            weights.append(model.backbone.last_prompt_weights.float())
-    w = torch.cat(weights).numpy()
-    src = np.asarray(test.sources)
-    return {"prompt_weights": {PAPER_NAMES[test.source_names[s]]: w[src == s].mean(0).round(5).tolist()
-                               for s in np.unique(src)}}
+def _t4(method, training):
+    return {"section": "", "method": method, "setting": f"training={training}", "dataset": "Harmonic"}
 
 
-def _record(kind, label, cfg, compute, profile, rerun, log):
-    key = json.loads(json.dumps(cfg, default=str))
-    if "train" in key:  # a single run's config (a specialists' key maps sources to configs)
-        key["train"].pop("progress", None)
-    return cached_record(kind, label, key, compute, profile, rerun=rerun, log=log)
-
-
-def _progress(items, desc, progress):
-    if not progress:
-        return items
-    from tqdm.auto import tqdm
-    return tqdm(list(items), desc=desc, unit="run")
-
-
-def _rows(table, section, method, setting, seed, scores: dict, metric="R@1"):
-    """Long-format rows in the paper's column order (records store their keys sorted)."""
-    order = {d: i for i, d in enumerate(DATASET_COLUMNS)}
-    return [{"table": table, "section": section, "method": method, "setting": setting, "seed": seed,
-             "dataset": d, "metric": metric, "value": scores[d]} for d in sorted(scores, key=lambda d: order.get(d, 99))]
-
-
-def _params_row(table, section, method, setting, seed, n):
-    return {"table": table, "section": section, "method": method, "setting": setting, "seed": seed,
-            "dataset": "", "metric": "TrainableParams(M)", "value": n / 1e6}
+TABLE4_CLAIMS = [
+    *[Claim(f"{m}: dataset-specific training beats unified training (Harmonic)", _t4(m, "Spec."), _t4(m, "Univ."))
+      for m in ("CurricularFace", "PA")],
+    Claim("Ours: unified training beats dataset-specific training (Harmonic)", _t4("Ours", "Univ."), _t4("Ours", "Spec.")),
+    Claim("unified PUMA beats unified CurricularFace (Harmonic)", _t4("Ours", "Univ."), _t4("CurricularFace", "Univ.")),
+]
 
 
 # ------------------------------------------------------------------------------------------------ tables
+def _table2_rows() -> list[Row]:
+    rows = [Row(method="Zero-Shot", setting="arch=ViT-S/16", spec={"method": "zero_shot"}, runner="zero_shot",
+                group="zero-shot", label="zero-shot")]
+    rows += [Row(section=SECTIONS["a"], method=n, setting=VIT_S, spec={"method": "full", "loss": loss},
+                 runner="specialists", group="a", label=f"full-{loss}") for n, loss in LOSSES.items()]
+    rows += [Row(section=SECTIONS["b"], method=n, setting=VIT_S, spec={"method": "full", "loss": loss}, group="b")
+             for n, loss in LOSSES.items()]
+    rows += [Row(section=SECTIONS["c"], method=n, setting=VIT_S, spec=s, group="c") for n, s in PEFT_ROWS.items()]
+    return rows
+
+
+def _table3_rows() -> list[Row]:
+    out = []
+    for setting, spec in ABLATION_ROWS.items():
+        opts = "_".join(f"{k}{v}" for k, v in sorted((spec.get("options") or {}).items())) or "default"
+        out.append(Row(setting=setting, spec=spec, label=f"{spec['method']}-{opts}"))
+    return out
+
+
+def _table4_rows() -> list[Row]:
+    methods = {"CurricularFace": ("full", "curricularface"), "PA": ("full", "proxy_anchor"),
+               "Ours": ("puma", "curricularface")}
+    rows = []
+    for name, (method, loss) in methods.items():
+        spec = {"method": method, "loss": loss}
+        rows += [Row(method=name, setting="training=Spec.", spec=spec, runner="specialists", label=f"{method}-{loss}",
+                     name=f"{name} (dataset-specific)"),
+                 Row(method=name, setting="training=Univ.", spec=spec, label=f"{name}-univ", name=f"{name} (unified)")]
+    return rows
+
+
+def _table5_rows(profile: str) -> list[Row]:
+    rows = []
+    if profile == "quick":
+        for b, bb in BACKBONES_QUICK.items():
+            over = [f"model.pretrained={str(bb['pretrained']).lower()}"]
+            if bb["weights"]:
+                over.append(f"model.weights={bb['weights']}")
+            for name, method in _T5_METHODS.items():
+                if bb["paper"]:
+                    setting = bb["paper"][0] if method == "zero_shot" else bb["paper"][1]
+                else:
+                    setting = f"backbone=tiny ViT, {b}"
+                rows.append(Row(method=name, setting=setting, spec={"method": method, "overrides": over},
+                                runner="zero_shot" if method == "zero_shot" else "train", name=f"{name} / {b}",
+                                group=b, label=f"{method}-{b}"))
+    else:
+        for arch, (timm_name, zs_dim, pre) in BACKBONES_FULL.items():
+            for name, method in _T5_METHODS.items():
+                dim = zs_dim if method == "zero_shot" else 128
+                rows.append(Row(method=name, setting=f"{arch};dim={dim};{pre}",
+                                spec={"method": method, "overrides": [f"model.backbone={timm_name}"]},
+                                runner="zero_shot" if method == "zero_shot" else "train",
+                                name=f"{name} / {arch[5:]}", group=arch, label=f"{method}-{arch[5:]}"))
+    return rows
+
+
+def table5_claims(profile: str) -> list[Claim]:
+    """For every backbone of the profile: PUMA beats full fine-tuning, and fine-tuning beats zero-shot (Unified)."""
+    rows = _table5_rows(profile)
+    out = []
+    for b in dict.fromkeys(r.group for r in rows):
+        cell = {r.method: {"section": "", "method": r.method, "setting": r.setting, "dataset": "Unified"}
+                for r in rows if r.group == b}
+        out += [Claim(f"{b}: PUMA beats full fine-tuning (Unified)", cell["Ours"], cell["CurricularFace"]),
+                Claim(f"{b}: full fine-tuning beats zero-shot (Unified)", cell["CurricularFace"], cell["Zero-Shot"])]
+    return out
+
+
+_NO_VIT = ("full-profile only: the quick profile has one tiny ViT architecture (no DeiT-S, DINO-S or CLIP-B/32 "
+           "pretraining); it varies the tiny ViT's pretraining instead")
+TABLE2 = Table(PAPER, "Table 2", _table2_rows(), config_for, seeds=(0,), scores=_table2_scores,
+               claims=TABLE2_CLAIMS)
+TABLE3 = Table(PAPER, "Table 3", _table3_rows(), config_for, seeds=(0, 1, 2), claims=TABLE3_CLAIMS)
+TABLE4 = Table(PAPER, "Table 4", _table4_rows(), config_for, seeds=(0,), scores=_per_source_harmonic,
+               claims=TABLE4_CLAIMS, params=False)
+
+
+def TABLE5(profile: str = "quick") -> Table:  # noqa: N802 - the rows depend on the profile
+    return Table(PAPER, "Table 5", _table5_rows(profile), config_for, seeds=(0,), claims=table5_claims(profile),
+                 unmeasured={"quick": _NO_VIT}, params=False)
+
+
+def TABLES(profile: str = "quick") -> dict[str, Table]:  # noqa: N802
+    return {"Table 2": TABLE2, "Table 3": TABLE3, "Table 4": TABLE4, "Table 5": TABLE5(profile)}
+
+
+def table_claims(spec: Table, cmp: pd.DataFrame) -> pd.DataFrame:
+    """The table's declared claims whose two cells were measured, with verdicts."""
+    have = {tuple(r) for r in cmp[["section", "method", "setting", "dataset"]].to_numpy()}
+    usable = [c for c in spec.claims
+              if all((s["section"], s["method"], s["setting"], s["dataset"]) in have for s in (c.a, c.b))]
+    return check_claims(cmp, usable)
+
+
+# ------------------------------------------------------------------------------------------------ other runs
 def lr_sweep(profile: str = "quick", lrs: dict[str, Sequence[float]] | None = None, seed: int = 0,
              val_fraction: float = 0.2, rerun: bool = False, progress: bool = True, log=print,
              overrides: Sequence[str] = ()) -> pd.DataFrame:
@@ -324,13 +342,15 @@ def lr_sweep(profile: str = "quick", lrs: dict[str, Sequence[float]] | None = No
     are held out, the rest trains. Returns validation (and, for reference, test) Unified/Harmonic R@1 per
     (method, lr). The test columns are shown, never used for the choice."""
     lrs = lrs or {"full": (3e-4, 1e-3, 3e-3), "puma": (1e-3, 3e-3, 1e-2)}  # PUMA's new modules train at 10x
-    rows = []
     jobs = [(m, lr) for m, values in lrs.items() for lr in values]
-    for method, lr in _progress(jobs, "lr sweep", progress):
+    if progress:
+        from tqdm.auto import tqdm
+        jobs = tqdm(jobs, desc="lr sweep", unit="run")
+    rows = []
+    for method, lr in jobs:
         cfg = run_config(profile, method=method, seed=seed, lr=lr,
                          overrides=[f"data.val_fraction={val_fraction}", *overrides])
-        rec = _record("lr_sweep", f"{method}-lr{lr:g}-seed{seed}", cfg, lambda c=cfg: train_run(c), profile,
-                      rerun, log)
+        rec = cached_record(PAPER, "lr_sweep", f"{method}-lr{lr:g}-seed{seed}", cfg, "train", profile, rerun, log)
         r = rec["result"]
         rows.append({"method": method, "lr": lr, "val Unified": r["val"]["Unified"],
                      "val Harmonic": r["val"]["Harmonic"], "test Unified": r["test"]["Unified"],
@@ -341,281 +361,32 @@ def lr_sweep(profile: str = "quick", lrs: dict[str, Sequence[float]] | None = No
     return out
 
 
-def table2(profile: str = "quick", sections: Sequence[str] = ("zero-shot", "a", "b", "c"),
-           losses: Sequence[str] | None = None, peft: Sequence[str] | None = None, seeds: Sequence[int] = (0,),
-           peft_seeds: Sequence[int] | None = None, rerun: bool = False, progress: bool = True,
-           log=print, overrides: Sequence[str] = ()) -> pd.DataFrame:
-    """Measured PUMA Table 2 in the paper's long format (one row per cell and seed). ``losses``/``peft`` select
-    rows by the paper's names; ``peft_seeds`` (default ``seeds``) are the seeds of section (c)."""
-    losses = list(losses or LOSSES)
-    peft = list(peft or PEFT_ROWS)
-    rows, T = [], "Table 2"
-    if "zero-shot" in sections:
-        cfg = run_config(profile, method="zero_shot", overrides=overrides)
-        rec = _record("table2", "zero-shot", cfg, lambda: zero_shot_run(cfg), profile, rerun, log)
-        rows += _rows(T, "", "Zero-Shot", "", 0, rec["result"]["test"])
-    jobs = []
-    if "a" in sections:
-        jobs += [("a", name, s) for name in losses for s in seeds]
-    if "b" in sections:
-        jobs += [("b", name, s) for name in losses for s in seeds]
-    if "c" in sections:
-        jobs += [("c", name, s) for name in peft for s in (peft_seeds or seeds)]
-    for sec, name, seed in _progress(jobs, "Table 2 runs", progress):
-        if sec == "a":
-            rec = _specialist_record(profile, "full", LOSSES[name], seed, rerun, log, overrides)
-            r = rec["result"]
-            scores = {**r["own"], "Unified": r["ensemble"]["Unified"], "Harmonic": harmonic_mean(list(r["own"].values()))}
-            rows += _rows(T, SECTIONS["a"], name, "", seed, scores)
-        else:
-            if sec == "b":
-                cfg = run_config(profile, method="full", loss=LOSSES[name], seed=seed, overrides=overrides)
-            else:  # "Ours" has the configuration of Table 3's PUMA row, so both read one record
-                spec = PEFT_ROWS[name]
-                cfg = run_config(profile, method=spec["method"], loss=spec.get("loss", "curricularface"), seed=seed,
-                                 overrides=overrides)
-            rec = _record(f"table2{sec}", f"{name}-seed{seed}", cfg, lambda c=cfg: train_run(c), profile, rerun, log)
-            r = rec["result"]
-            rows += _rows(T, SECTIONS[sec], name, "", seed, r["test"])
-        rows.append(_params_row(T, SECTIONS[sec], name, "", seed, r["trainable_model"]))
-    return pd.DataFrame(rows)
-
-
-def _specialist_record(profile, method, loss, seed, rerun, log, overrides=()):
-    cfgs = {s: run_config(profile, method=method, loss=loss, datasets=[s], seed=seed, overrides=overrides)
-            for s in PUMA_ORDER}
-    return _record("specialists", f"{method}-{loss}-seed{seed}", cfgs, lambda: train_specialists(cfgs), profile,
-                   rerun, log)
-
-
-def _ablation_record(profile, setting, seed, rerun, log, overrides=()):
-    spec = ABLATION_ROWS[setting]
-    cfg = run_config(profile, method=spec["method"], options=spec.get("options"), seed=seed, overrides=overrides)
-    opts = "_".join(f"{k}{v}" for k, v in sorted((spec.get("options") or {}).items())) or "default"
-    return _record("table3", f"{spec['method']}-{opts}-seed{seed}", cfg, lambda: train_run(cfg), profile, rerun,
-                   log)
-
-
-def table3(profile: str = "quick", seeds: Sequence[int] = (0, 1, 2), rows: Sequence[str] | None = None,
-           rerun: bool = False, progress: bool = True, log=print, overrides: Sequence[str] = ()) -> pd.DataFrame:
-    """Measured PUMA Table 3 (prompt x adapter ablation), long format; the PUMA row also keeps its prompt weights
-    (Figure 3, see :func:`figure3_weights`)."""
-    out = []
-    jobs = [(setting, s) for setting in (rows or ABLATION_ROWS) for s in seeds]
-    for setting, seed in _progress(jobs, "Table 3 runs", progress):
-        rec = _ablation_record(profile, setting, seed, rerun, log, overrides)
-        out += _rows("Table 3", "", "", setting, seed, rec["result"]["test"])
-        out.append(_params_row("Table 3", "", "", setting, seed, rec["result"]["trainable_model"]))
-    return pd.DataFrame(out)
-
-
-def table4(profile: str = "quick", seeds: Sequence[int] = (0,), rerun: bool = False, progress: bool = True,
-           log=print, overrides: Sequence[str] = ()) -> pd.DataFrame:
-    """Measured PUMA Table 4: dataset-specific (own-source R@1 of 8 models) vs unified training, for
-    CurricularFace, Proxy-Anchor (paper: PA) and PUMA (Ours); Harmonic over the 8 sources. Long format with
-    ``setting`` = ``training=Spec.`` / ``training=Univ.``."""
-    rows = []
-    methods = {"CurricularFace": ("full", "curricularface"), "PA": ("full", "proxy_anchor"), "Ours": ("puma", "curricularface")}
-    jobs = [(name, s) for name in methods for s in seeds]
-    for name, seed in _progress(jobs, "Table 4 runs", progress):
-        method, loss = methods[name]
-        spec = _specialist_record(profile, method, loss, seed, rerun, log, overrides)["result"]["own"]
-        cfg = run_config(profile, method=method, loss=loss, seed=seed, overrides=overrides)  # Table 2 (b) / 3 runs
-        uni = _record("table4", f"{name}-univ-seed{seed}", cfg, lambda c=cfg: train_run(c), profile, rerun, log)
-        univ = {d: uni["result"]["test"][d] for d in PAPER_NAMES.values()}
-        for setting, scores in (("training=Spec.", spec), ("training=Univ.", univ)):
-            rows += _rows("Table 4", "", name, setting, seed, {**scores, "Harmonic": harmonic_mean(list(scores.values()))})
-    return pd.DataFrame(rows)
-
-
-def table5(profile: str = "quick", seeds: Sequence[int] = (0,), backbones: Sequence[str] | None = None,
-           rerun: bool = False, progress: bool = True, log=print, overrides: Sequence[str] = ()) -> pd.DataFrame:
-    """Measured PUMA Table 5: Zero-Shot, CurricularFace (unified full FT) and PUMA per backbone. Quick profile:
-    the tiny ViT with the pretraining recipes of :data:`BACKBONES_QUICK`; full: the paper's four backbones."""
-    rows = []
-    names = list(backbones or (BACKBONES_QUICK if profile == "quick" else BACKBONES_FULL))
-    jobs = [(b, row, s) for b in names for row in ("Zero-Shot", "CurricularFace", "Ours") for s in seeds]
-    for b, row, seed in _progress(jobs, "Table 5 runs", progress):
-        if profile == "quick":
-            bb = BACKBONES_QUICK[b]
-            over = [f"model.pretrained={str(bb['pretrained']).lower()}"]
-            if bb["weights"]:
-                over.append(f"model.weights={bb['weights']}")
-        else:
-            over = [f"model.backbone={BACKBONES_FULL[b]}"]
-        method = {"Zero-Shot": "zero_shot", "CurricularFace": "full", "Ours": "puma"}[row]
-        cfg = run_config(profile, method=method, seed=seed, overrides=[*over, *overrides])
-        run = zero_shot_run if method == "zero_shot" else train_run  # the shipped backbone's runs are Table 2/3's
-        rec = _record("table5", f"{method}-{b}-seed{seed}", cfg, lambda c=cfg, f=run: f(c), profile, rerun, log)
-        rows += _rows("Table 5", "", row, b, seed, rec["result"]["test"])
-    return pd.DataFrame(rows)
+def _row(spec: Table, **match) -> Row:
+    found = [r for r in spec.rows if all(getattr(r, k) == v for k, v in match.items())]
+    if len(found) != 1:
+        raise KeyError(f"{spec.table}: {match} matches {len(found)} rows")
+    return found[0]
 
 
 def figure3_weights(profile: str = "quick", seed: int = 0, rerun: bool = False, log=print,
                     overrides: Sequence[str] = ()) -> pd.DataFrame:
     """Average prompt-pool weight per source (rows) and prompt (columns) of the PUMA run of Table 3."""
-    rec = _ablation_record(profile, "prompt=Cond.;adapter=Stoc.", seed, rerun, log, overrides)
-    w = rec["result"]["prompt_weights"]
-    df = pd.DataFrame(w).T
+    row = _row(TABLE3, setting="prompt=Cond.;adapter=Stoc.")
+    rec = cached_record(PAPER, TABLE3.slug, f"{row.label}-seed{seed}", config_for(row, seed, profile, overrides),
+                        row.runner, profile, rerun, log)
+    df = pd.DataFrame(rec["result"]["prompt_weights"]).T
     df.columns = [f"prompt {i}" for i in range(df.shape[1])]
-    return df.loc[[d for d in PAPER_NAMES.values() if d in df.index]]
+    return df.loc[[d for d in SOURCE_NAMES.values() if d in df.index]]
 
 
-# ------------------------------------------------------------------------------------------------ comparison
-_KEYS = ["table", "section", "method", "setting", "dataset", "metric"]
-
-
-def compare(measured: pd.DataFrame, paper: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Mean, spread and seed count of each measured cell beside the paper's value and the difference.
-
-    ``spread`` is half the min-max range over seeds (0 for one seed)."""
-    g = measured.groupby(_KEYS, sort=False)["value"]
-    out = pd.DataFrame({"measured": g.mean(), "spread": (g.max() - g.min()) / 2, "seeds": g.count()}).reset_index()
-    if paper is None:
-        tables = measured["table"].unique().tolist()
-        paper = pd.concat([paper_table("puma", t) for t in tables])
-    p = paper[_KEYS + ["value"]].rename(columns={"value": "paper"}).fillna({"section": "", "method": "", "setting": "",
-                                                                            "dataset": ""})
-    if out["setting"].eq("").all():  # Table 2 rows carry arch/dim settings in the paper; match on the rest
-        p = p.drop(columns="setting").drop_duplicates(_KEYS[:3] + _KEYS[4:])
-        out = out.merge(p, on=[k for k in _KEYS if k != "setting"], how="left")
-    else:
-        out = out.merge(p, on=_KEYS, how="left")
-    out["delta"] = out["measured"] - out["paper"]
-    return out
-
-
-def _short(label: str) -> str:
-    """'(b) Unified metric learning (Full fine-tuning)' -> '(b)'; other labels unchanged."""
-    return label.split(" ", 1)[0] if label.startswith("(") and label[1:3].endswith(")") else label
-
-
-def side_by_side(cmp: pd.DataFrame, metric: str = "R@1", by: str = "method", digits: int = 1) -> pd.DataFrame:
-    """One block of three lines per row (measured, paper, measured - paper) and one column per dataset."""
-    sub = cmp[cmp["metric"] == metric]
-    blocks = []
-    for key, grp in sub.groupby(by if isinstance(by, list) else [by], sort=False):
-        g = grp.set_index("dataset")
-        cols = [c for c in DATASET_COLUMNS if c in g.index]
-        key = key if isinstance(key, tuple) else (key,)
-        name = " / ".join(_short(str(k)) for k in key if k)
-        meas = g.loc[cols, "measured"].round(digits).astype(str)
-        if g["seeds"].max() > 1:
-            meas = meas + " ±" + g.loc[cols, "spread"].round(digits).astype(str)
-        blocks.append(pd.DataFrame([meas.values, g.loc[cols, "paper"].values, g.loc[cols, "delta"].round(digits).values],
-                                   columns=cols, index=pd.MultiIndex.from_tuples(
-                                       [(name, "measured"), (name, "paper"), (name, "Δ")])))
-    return pd.concat(blocks) if blocks else pd.DataFrame()
-
-
-def paper_harmonic_check(table: str = "Table 2") -> pd.DataFrame:
-    """The paper's printed Harmonic beside the harmonic mean of the row's 8 printed R@1 values."""
-    p = paper_table("puma", table)
-    p = p[p["metric"] == "R@1"].fillna({"section": "", "method": "", "setting": ""})
-    rows = []
-    for (sec, method, setting), g in p.groupby(["section", "method", "setting"], sort=False):
-        vals = g.set_index("dataset")["value"]
-        if "Harmonic" not in vals or not all(d in vals for d in PAPER_NAMES.values()):
-            continue
-        computed = harmonic_mean([vals[d] for d in PAPER_NAMES.values()])
-        rows.append({"section": sec, "method": method or setting, "printed Harmonic": vals["Harmonic"],
-                     "harmonic mean of the row": round(computed, 1),
-                     "difference": round(vals["Harmonic"] - computed, 1)})
-    out = pd.DataFrame(rows)
-    out["consistent (|diff| <= 0.1)"] = out["difference"].abs() <= 0.1
-    return out
-
-
-def check_claims(cmp: pd.DataFrame, claims: Sequence[tuple[str, dict, dict]], metric: str = "R@1") -> pd.DataFrame:
-    """Evaluate "A > B" claims on the paper's numbers and on the measured ones.
-
-    Each claim is ``(text, a, b)`` where ``a``/``b`` select one cell by column values (e.g.
-    ``{"method": "Ours", "dataset": "Harmonic"}``). The verdict is *supported* when the measured gap is positive and
-    larger than the seed spread of both cells, *within noise* when its size is not larger than that spread, and *not
-    reproduced* when it is negative beyond the spread.
-    When either cell has a single seed the spread is unknown and the verdict says so (``holds, 1 seed``)."""
-    sub = cmp[cmp["metric"] == metric]
-
-    def cell(sel):
-        mask = np.ones(len(sub), dtype=bool)
-        for k, v in sel.items():
-            mask &= (sub[k] == v).to_numpy()
-        if mask.sum() != 1:
-            raise KeyError(f"claim cell {sel} matches {int(mask.sum())} rows, expected exactly 1")
-        return sub[mask].iloc[0]
-
-    rows = []
-    for text, a, b in claims:
-        ca, cb = cell(a), cell(b)
-        gap = ca["measured"] - cb["measured"]
-        noise = max(ca["spread"], cb["spread"])
-        if min(ca["seeds"], cb["seeds"]) < 2:
-            verdict = "holds, 1 seed" if gap > 0 else "not reproduced, 1 seed"
-        else:
-            verdict = "supported" if gap > noise else ("within noise" if gap >= -noise else "not reproduced")
-        rows.append({"claim": text, "paper A": ca["paper"], "paper B": cb["paper"],
-                     "holds in paper": bool(ca["paper"] > cb["paper"]) if pd.notna(ca["paper"]) and pd.notna(cb["paper"]) else None,
-                     "measured A": round(ca["measured"], 1), "measured B": round(cb["measured"], 1),
-                     "gap": round(gap, 1), "seeds": int(min(ca["seeds"], cb["seeds"])), "seed spread": round(noise, 1),
-                     "verdict": verdict})
-    return pd.DataFrame(rows)
-
-
-def _cell(section="", method="", dataset="Harmonic", setting=None):
-    sel = {"section": SECTIONS.get(section, section), "method": method, "dataset": dataset}
-    if setting is not None:
-        sel["setting"] = setting
-    return sel
-
-
-# The papers' claims as "A > B" comparisons of two cells (evaluated by check_claims on paper and measured numbers)
-TABLE2_CLAIMS = [
-    ("fine-tuning beats zero-shot (unified full FT, CurricularFace, Unified)",
-     _cell("b", "CurricularFace", "Unified"), _cell("zero-shot", "Zero-Shot", "Unified")),
-    ("dataset-specific models beat one unified model (CurricularFace, Harmonic)",
-     _cell("a", "CurricularFace"), _cell("b", "CurricularFace")),
-    ("one unified model beats the ensemble of specialists (CurricularFace, Unified)",
-     _cell("b", "CurricularFace", "Unified"), _cell("a", "CurricularFace", "Unified")),
-    ("PUMA beats unified full fine-tuning (Unified)", _cell("c", "Ours", "Unified"),
-     _cell("b", "CurricularFace", "Unified")),
-    ("PUMA beats unified full fine-tuning (Harmonic)", _cell("c", "Ours"), _cell("b", "CurricularFace")),
-    *[(f"PUMA beats {m} (Harmonic)", _cell("c", "Ours"), _cell("c", m))
-      for m in ("Linear Embedding", "MLP-3 Embedding", "VPT", "LoRA", "AdaptFormer", "VPTSP-G")],
-]
-def _t3(setting, dataset="Harmonic"):
-    return dict(section="", method="", dataset=dataset, setting=setting)
-
-
-TABLE3_CLAIMS = [
-    *[(f"a conditional prompt beats a single prompt ({d})", _t3("prompt=Cond.;adapter=none", d),
-       _t3("prompt=Sing.;adapter=none", d)) for d in ("Harmonic", "Unified")],
-    *[(f"a stochastic adapter beats a static one ({d})", _t3("prompt=none;adapter=Stoc.", d),
-       _t3("prompt=none;adapter=Stat.", d)) for d in ("Harmonic", "Unified")],
-    ("PUMA beats single prompt + static adapter", _t3("prompt=Cond.;adapter=Stoc."), _t3("prompt=Sing.;adapter=Stat.")),
-    ("PUMA beats the stochastic adapter alone", _t3("prompt=Cond.;adapter=Stoc."), _t3("prompt=none;adapter=Stoc.")),
-    ("PUMA beats the conditional prompt alone", _t3("prompt=Cond.;adapter=Stoc."), _t3("prompt=Cond.;adapter=none")),
-]
-TABLE4_CLAIMS = [
-    *[(f"{m}: dataset-specific training beats unified training (Harmonic)",
-       dict(section="", method=m, dataset="Harmonic", setting="training=Spec."),
-       dict(section="", method=m, dataset="Harmonic", setting="training=Univ.")) for m in ("CurricularFace", "PA")],
-    ("Ours: unified training beats dataset-specific training (Harmonic)",
-     dict(section="", method="Ours", dataset="Harmonic", setting="training=Univ."),
-     dict(section="", method="Ours", dataset="Harmonic", setting="training=Spec.")),
-    ("unified PUMA beats unified CurricularFace (Harmonic)",
-     dict(section="", method="Ours", dataset="Harmonic", setting="training=Univ."),
-     dict(section="", method="CurricularFace", dataset="Harmonic", setting="training=Univ.")),
-]
-
-
-def table5_claims(backbones: Sequence[str]) -> list:
-    """Table 5's claims for each backbone: PUMA beats full fine-tuning, and fine-tuning beats zero-shot."""
-    out = []
-    for b in backbones:
-        cell = lambda m, b=b: dict(section="", method=m, dataset="Unified", setting=b)  # noqa: E731
-        out += [(f"{b}: PUMA beats full fine-tuning (Unified)", cell("Ours"), cell("CurricularFace")),
-                (f"{b}: full fine-tuning beats zero-shot (Unified)", cell("CurricularFace"), cell("Zero-Shot"))]
-    return out
+def cross_matrix(profile: str = "quick", loss: str = "CurricularFace", seed: int = 0,
+                 overrides: Sequence[str] = ()) -> pd.DataFrame:
+    """Table 2 (a)'s eight specialists, each evaluated on every source (R@1): trained-on x evaluated-on."""
+    row = _row(TABLE2, section=SECTIONS["a"], method=loss)
+    rec = cached_record(PAPER, TABLE2.slug, f"{row.label}-seed{seed}", config_for(row, seed, profile, overrides),
+                        row.runner, profile, log=None)
+    order = [d for d in SOURCE_NAMES.values() if d in rec["result"]["cross"]]
+    return pd.DataFrame(rec["result"]["cross"]).T.loc[order, order]
 
 
 def trainable_breakdown(profile: str = "quick", method: str = "puma", options: dict | None = None,
@@ -636,97 +407,144 @@ def trainable_breakdown(profile: str = "quick", method: str = "puma", options: d
     return out
 
 
-# ------------------------------------------------------------------------------------------------ figures
-def plot_measured_vs_paper(cmp: pd.DataFrame, dataset: str = "Harmonic", hue: str = "section", ax=None):
-    """Measured vs paper R@1 of one column for every row (a rank check: do the paper's orderings carry over?)."""
-    import matplotlib.pyplot as plt
-    import seaborn as sns
+def paper_harmonic_check(table: str = "Table 2") -> pd.DataFrame:
+    """The paper's printed Harmonic beside the harmonic mean of the row's 8 printed R@1 values."""
+    p = paper_table(PAPER, table)
+    p = p[p["metric"] == "R@1"].fillna({"section": "", "method": "", "setting": ""})
+    rows = []
+    for (sec, method, setting), g in p.groupby(["section", "method", "setting"], sort=False):
+        vals = g.set_index("dataset")["value"]
+        if "Harmonic" not in vals or not all(d in vals for d in SOURCE_NAMES.values()):
+            continue
+        computed = harmonic_mean([vals[d] for d in SOURCE_NAMES.values()])
+        rows.append({"section": sec, "method": method or setting, "printed Harmonic": vals["Harmonic"],
+                     "harmonic mean of the row": round(computed, 1),
+                     "difference": round(vals["Harmonic"] - computed, 1)})
+    out = pd.DataFrame(rows)
+    out["consistent (|diff| <= 0.1)"] = out["difference"].abs() <= 0.1
+    return out
+
+
+def stored_record(path: str | Path) -> dict:
+    """A record file (for the chapters' record listings)."""
+    return load_record(path)
+
+
+# ------------------------------------------------------------------------------------------------ chapter facts
+def table2_rows(sections: Sequence[str] = ("zero-shot", "a", "b", "c"), losses: Sequence[str] | None = None,
+                peft: Sequence[str] | None = None) -> list[Row]:
+    """The rows a Table 2 chapter run selects: ``losses`` names rows of (a)/(b), ``peft`` rows of (c)."""
+    return [r for r in TABLE2.rows if r.group in sections
+            and (r.group not in ("a", "b") or losses is None or r.method in losses)
+            and (r.group != "c" or peft is None or r.method in peft)]
+
+
+def table2_facts(cmp: pd.DataFrame, claims: pd.DataFrame) -> dict[str, str]:
+    """Every number the Table 2 discussion states (glued into the text)."""
     from scipy.stats import spearmanr
-    sub = cmp[(cmp["dataset"] == dataset) & (cmp["metric"] == "R@1")].dropna(subset=["paper"])
-    if ax is None:
-        _, ax = plt.subplots(figsize=(6, 4.5))
-    sub = sub.assign(**{hue: sub[hue].replace("", "zero-shot").str.slice(0, 40)})
-    sns.scatterplot(data=sub, x="paper", y="measured", hue=hue, ax=ax, s=60)
-    for _, r in sub.iterrows():
-        ax.annotate(r["method"] or r["setting"], (r["paper"], r["measured"]), fontsize=7, xytext=(3, 3),
-                    textcoords="offset points")
-    rho = spearmanr(sub["paper"], sub["measured"]).statistic if len(sub) > 2 else float("nan")
-    ax.set_title(f"{dataset} R@1: measured vs paper (Spearman ρ = {rho:.2f}, {len(sub)} rows)")
-    ax.set_xlabel("paper (%)")
-    ax.set_ylabel("measured (%)")
-    ax.legend(fontsize=7)
-    return ax
+
+    from umlkit.experiments.prose import cell, fmt, verdict
+
+    def v(row, ds, sec=None, field="measured"):
+        return cell(cmp, row, ds, section=sec, field=field)
+
+    f: dict[str, str] = {}
+    f["zs_uni"], f["zs_har"] = fmt(v("Zero-Shot", "Unified")), fmt(v("Zero-Shot", "Harmonic"))
+    for key, row, sec in (("cf_b", "CurricularFace", "(b)"), ("cf_a", "CurricularFace", "(a)")):
+        f[f"{key}_uni"], f[f"{key}_har"] = fmt(v(row, "Unified", sec)), fmt(v(row, "Harmonic", sec))
+    f["cf_a_har_paper"] = fmt(v("CurricularFace", "Harmonic", "(a)", "paper"))
+    f["cf_b_har_paper"] = fmt(v("CurricularFace", "Harmonic", "(b)", "paper"))
+    wins = [n for n in LOSSES if v(n, "Unified", "(b)") > v(n, "Unified", "(a)")]
+    f["n_unified_wins"], f["n_losses"] = str(len(wins)), str(len(LOSSES))
+    f["unified_loses"] = ", ".join(n for n in LOSSES if n not in wins) or "none"
+    for n in PEFT_ROWS:
+        k = n.split()[0].lower().replace("-", "")
+        f[f"c_{k}_uni"] = fmt(v(n, "Unified", "(c)"))
+        f[f"c_{k}_har"] = fmt(v(n, "Harmonic", "(c)"), spread=v(n, "Harmonic", "(c)", "spread"))
+    c = cmp[cmp["section"].str.startswith("(c)") & cmp["dataset"].isin(["Unified", "Harmonic"])
+            & (cmp["metric"] == "R@1")]
+    widest = c.loc[c["spread"].idxmax()]
+    f["c_max_spread"], f["c_max_spread_row"] = fmt(widest["spread"]), f"{widest['row']} ({widest['dataset']})"
+    f["c_seeds"] = str(int(c["seeds"].min()))
+    b = cmp[cmp["section"].str.startswith("(b)") & (cmp["metric"] == "R@1")].set_index(["row", "dataset"])["measured"]
+    har = b.xs("Harmonic", level="dataset").sort_values()
+    f["b_low"] = ", ".join(f"{n} {fmt(x)}" for n, x in har.iloc[:2].items())
+    f["b_low_sop"] = ", ".join(f"{n} {fmt(b[(n, 'SOP')])}" for n in har.index[:2])
+    f["b_low_cub"] = ", ".join(f"{n} {fmt(b[(n, 'CUB')])}" for n in har.index[:2])
+    f["b_high"] = f"{har.index[-1]} {fmt(har.iloc[-1])}"
+    p = cmp[(cmp["dataset"] == "Harmonic") & (cmp["metric"] == "R@1")].dropna(subset=["paper"])
+    f["rho"], f["rho_rows"] = f"{spearmanr(p['paper'], p['measured']).statistic:.2f}", str(len(p))
+    chk = paper_harmonic_check("Table 2")
+    bad = chk[~chk["consistent (|diff| <= 0.1)"]]
+    f["paper_bad_n"] = str(len(bad))
+    f["paper_bad_range"] = f"{-bad['difference'].max():.1f} to {-bad['difference'].min():.1f}"
+    for key, text in (("v_ft_zs", TABLE2_CLAIMS[0].text), ("v_uni_ens", TABLE2_CLAIMS[2].text),
+                      ("v_puma_ft_uni", TABLE2_CLAIMS[3].text), ("v_puma_ft_har", TABLE2_CLAIMS[4].text),
+                      ("v_spec_uni", TABLE2_CLAIMS[1].text)):
+        f[key] = verdict(claims, text)
+    for m in ("Linear Embedding", "MLP-3 Embedding", "VPT", "LoRA", "AdaptFormer", "VPTSP-G"):
+        f["v_puma_" + m.split()[0].lower().replace("-", "")] = verdict(claims, f"PUMA beats {m} (Harmonic)")
+    return f
 
 
-def plot_cross_matrix(profile: str = "quick", loss: str = "curricularface", method: str = "full", seed: int = 0,
-                      ax=None, overrides: Sequence[str] = ()):
-    """Table 2 (a)'s eight specialists, each evaluated on every source (R@1): the diagonal is the table."""
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-    rec = _specialist_record(profile, method, loss, seed, False, None, overrides)
-    order = [d for d in PAPER_NAMES.values() if d in rec["result"]["cross"]]
-    df = pd.DataFrame(rec["result"]["cross"]).T.loc[order, order]
-    if ax is None:
-        _, ax = plt.subplots(figsize=(7, 5))
-    sns.heatmap(df, annot=True, fmt=".0f", cmap="viridis", ax=ax, cbar_kws={"label": "R@1 (%)"})
-    ax.set_xlabel("evaluated on")
-    ax.set_ylabel("trained on")
-    ax.set_title(f"dataset-specific models ({loss}), R@1 on every source")
-    return ax
+def ablation_facts(cmp3=None, claims3=None, cmp4=None, claims4=None, cmp5=None, claims5=None,
+                   weights=None) -> dict[str, str]:
+    """The numbers the discussions of Tables 3, 4, 5 and Figure 3 state (glued into the text), for the tables
+    given (each discussion follows its own table, so each glues its own facts)."""
+    f: dict[str, str] = {}
+    if cmp3 is not None:
+        f.update(_table3_facts(cmp3, claims3))
+    if cmp4 is not None:
+        f.update(_table4_facts(cmp4, claims4))
+    if cmp5 is not None:
+        f.update(_table5_facts(cmp5, claims5))
+    if weights is not None:
+        corr = weights.T.corr()
+        for a, b in (("CUB", "Cars"), ("CUB", "Flowers"), ("SOP", "InShop"), ("CUB", "NABirds"), ("CUB", "InShop")):
+            f[f"f3_{a.lower()}_{b.lower()}"] = f"{corr.loc[a, b]:.2f}"
+    return f
 
 
-def plot_seeds(measured: pd.DataFrame, by: str = "setting", datasets=("Unified", "Harmonic"), ax=None):
-    """Every seed as a dot and the mean as a bar, per row, for the chosen columns."""
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-    sub = measured[(measured["metric"] == "R@1") & measured["dataset"].isin(datasets)]
-    if ax is None:
-        _, ax = plt.subplots(figsize=(8, 4))
-    sns.barplot(data=sub, x=by, y="value", hue="dataset", ax=ax, errorbar=None, alpha=0.6)
-    sns.stripplot(data=sub, x=by, y="value", hue="dataset", dodge=True, ax=ax, palette="dark:black", size=4,
-                  legend=False)
-    ax.set_ylabel("R@1 (%)")
-    ax.set_xlabel("")
-    ax.tick_params(axis="x", rotation=20, labelsize=8)
-    return ax
+def _table3_facts(cmp3, claims3) -> dict[str, str]:
+    from umlkit.experiments.prose import cell, fmt, verdict
+    f: dict[str, str] = {}
+    t3 = {"sing": "prompt=Sing.;adapter=none", "cond": "prompt=Cond.;adapter=none", "stat": "prompt=none;adapter=Stat.",
+          "stoc": "prompt=none;adapter=Stoc.", "singstat": "prompt=Sing.;adapter=Stat.", "puma": "prompt=Cond.;adapter=Stoc."}
+    for k, s in t3.items():
+        for ds in ("Unified", "Harmonic"):
+            f[f"t3_{k}_{ds[:3].lower()}"] = fmt(cell(cmp3, s, ds), spread=cell(cmp3, s, ds, field="spread"))
+        f[f"t3_{k}_params"] = f"{cell(cmp3, s, '', 'TrainableParams(M)') * 1e3:.1f}k"
+    for src in ("SOP", "InShop"):
+        f[f"t3_stat_{src}"], f[f"t3_stoc_{src}"] = fmt(cell(cmp3, t3["stat"], src)), fmt(cell(cmp3, t3["stoc"], src))
+    f["t3_seeds"] = str(int(cmp3["seeds"].min()))
+    for i, c in enumerate(claims3["claim"]):
+        f[f"v3_{i}"] = verdict(claims3, c)
+    return f
 
 
-def plot_deltas(cmp: pd.DataFrame, ax=None):
-    """Table 4: unified minus dataset-specific R@1 per source and method, measured beside paper."""
-    import seaborn as sns
-    wide = cmp.pivot_table(index=["method", "dataset"], columns="setting", values=["measured", "paper"])
-    d = pd.DataFrame({
-        "measured": wide[("measured", "training=Univ.")] - wide[("measured", "training=Spec.")],
-        "paper": wide[("paper", "training=Univ.")] - wide[("paper", "training=Spec.")],
-    }).reset_index().melt(id_vars=["method", "dataset"], var_name="source of numbers", value_name="Univ. - Spec.")
-    d["dataset"] = pd.Categorical(d["dataset"], DATASET_COLUMNS)
-    g = sns.catplot(data=d, x="dataset", y="Univ. - Spec.", hue="source of numbers", col="method", kind="bar",
-                    height=3.2, aspect=1.3)
-    for a in g.axes.flat:
-        a.axhline(0, color="black", lw=0.8)
-        a.tick_params(axis="x", rotation=45, labelsize=8)
-    return g
+def _table4_facts(cmp4, claims4) -> dict[str, str]:
+    from umlkit.experiments.prose import cell, fmt, verdict
+    f: dict[str, str] = {}
+    for name in ("CurricularFace", "PA", "Ours"):
+        k = name.lower()
+        spec, uni = cell(cmp4, f"{name} (dataset-specific)", "Harmonic"), cell(cmp4, f"{name} (unified)", "Harmonic")
+        f[f"t4_{k}_spec"], f[f"t4_{k}_uni"], f[f"t4_{k}_gap"] = fmt(spec), fmt(uni), f"{uni - spec:+.1f}"
+        f[f"t4_{k}_paper_spec"] = fmt(cell(cmp4, f"{name} (dataset-specific)", "Harmonic", field="paper"))
+        f[f"t4_{k}_paper_uni"] = fmt(cell(cmp4, f"{name} (unified)", "Harmonic", field="paper"))
+    for i, c in enumerate(claims4["claim"]):
+        f[f"v4_{i}"] = verdict(claims4, c)
+    return f
 
 
-def plot_backbones(measured: pd.DataFrame, datasets=("Unified", "Harmonic"), ax=None):
-    """Table 5: Unified and Harmonic R@1 of each row (zero-shot, full FT, PUMA) per backbone."""
-    import seaborn as sns
-    sub = measured[(measured["metric"] == "R@1") & measured["dataset"].isin(datasets)]
-    sub = sub.assign(column=sub["dataset"])
-    g = sns.catplot(data=sub, x="setting", y="value", hue="method", col="column", kind="bar", errorbar=None,
-                    height=3.4, aspect=1.5)
-    g.set_axis_labels("backbone pretraining", "R@1 (%)")
-    for a in g.axes.flat:
-        a.tick_params(axis="x", rotation=15, labelsize=8)
-    return g
-
-
-def plot_prompt_weights(weights: pd.DataFrame, ax=None):
-    """Figure 3: average weight of each pool prompt per source."""
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-    if ax is None:
-        _, ax = plt.subplots(figsize=(7, 4))
-    sns.heatmap(weights, annot=True, fmt=".2f", cmap="mako", ax=ax, cbar_kws={"label": "mean cosine weight"})
-    ax.set_title("average prompt weights per source (PUMA, quick profile)")
-    return ax
+def _table5_facts(cmp5, claims5) -> dict[str, str]:
+    from umlkit.experiments.prose import cell, fmt, verdict
+    f: dict[str, str] = {}
+    for b in BACKBONES_QUICK:
+        k = b.split(",")[0][:4] + ("12" if "12" in b else "2" if "2 ep" in b else "0")
+        for name in _T5_METHODS:
+            row = f"{name} / {b}"
+            if (cmp5["row"] == row).any():
+                f[f"t5_{k}_{name[:4].lower()}"] = f"{fmt(cell(cmp5, row, 'Unified'))} / {fmt(cell(cmp5, row, 'Harmonic'))}"
+    for i, c in enumerate(claims5["claim"]):
+        f[f"v5_{i}"] = verdict(claims5, c)
+    return f

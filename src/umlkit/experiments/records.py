@@ -1,15 +1,23 @@
-"""Run records: the measured outcome of one training run (or group of runs), stored under its configuration hash.
+"""Run records: the measured outcome of one run (or one group of runs), stored under its configuration hash.
 
-A table row in the book is the mean over a few *run records*. Each record is a small JSON file
-``results/<profile>/records/<kind>/<label>-<hash>.json`` holding the fully resolved configuration, its hash, what
-was measured (per-source R@1, the loss curve, trainable parameters, wall time) and the software it ran on. A
-chapter asks for a row; if a record with the same configuration hash exists it is read, otherwise the run is
-trained now and its record written (atomically). ``rerun=True`` trains again and overwrites.
+A record is a JSON file ``results/<profile>/records/<paper>/<table>/<label>-<hash>.json`` holding
 
-Why: the PUMA tables need ~100 quick-profile training runs (about an hour on 2 CPU cores), while the book must
-build in minutes. The records of the quick profile are committed with the repository; ``tests/test_records.py``
-retrains one of them from its stored configuration and checks that the same numbers come out, so a stored record
-can always be traced to, and reproduced from, its configuration. Nothing is typed in by hand.
+* ``key``: the fully resolved configuration (or ``{name: configuration}`` for a group such as eight specialists)
+  and ``key_hash``, its 12-digit hash: the record's identity;
+* ``runner``: the name of the function that produced it (:mod:`umlkit.experiments.runners`), so the record can be
+  recomputed from itself;
+* ``fingerprint``: data, weights and code (:mod:`umlkit.experiments.fingerprint`). When the current fingerprint of
+  the key differs, the record is *stale*: it is still read (a chapter shows it and says so beside the table), and
+  ``umlkit reproduce --stale`` retrains exactly those records;
+* ``result``: what was measured; ``seconds``, ``created``, ``software``.
+
+A chapter asks for a row; a record with the same configuration hash is read (under any paper or table: one run
+serves every table that needs the same configuration), otherwise the runner is called and the record written
+atomically. ``rerun=True`` computes again and replaces the record - only files of this layout, which umlkit wrote.
+
+Why: the tables of the four papers need hundreds of quick-profile runs (hours on 2 CPU cores), while a chapter
+must execute in a minute. The quick profile's records are committed with the repository; a test fails when one of
+them is stale, and another retrains one from its stored key and checks that the same numbers come back.
 """
 from __future__ import annotations
 
@@ -23,9 +31,11 @@ from pathlib import Path
 import torch
 
 from umlkit._paths import results_root
+from umlkit.experiments.fingerprint import fingerprint, stale_parts
 from umlkit.results import _atomic_write, config_hash
 
-__all__ = ["record_path", "load_record", "cached_record", "list_records", "records_summary", "RecordError"]
+__all__ = ["record_path", "load_record", "cached_record", "find_record", "list_records", "records_summary",
+           "stale_records", "recompute", "RecordError", "normalise_key"]
 
 
 class RecordError(RuntimeError):
@@ -36,81 +46,114 @@ def _slug(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.+-]+", "_", label).strip("_") or "run"
 
 
-def record_path(kind: str, label: str, key: dict, profile: str) -> Path:
-    """Where the record of ``key`` (a JSON-serialisable configuration) lives."""
-    return results_root(profile) / "records" / _slug(kind) / f"{_slug(label)}-{config_hash(key)}.json"
+def normalise_key(key: dict) -> dict:
+    """The JSON form of a key, without settings that cannot change a number (``train.progress``)."""
+    key = json.loads(json.dumps(key, default=str))
+    for cfg in ([key] if "train" in key else [v for v in key.values() if isinstance(v, dict) and "train" in v]):
+        cfg["train"].pop("progress", None)
+    return key
+
+
+def _records_root(profile: str) -> Path:
+    return results_root(profile) / "records"
+
+
+def record_path(paper: str, table: str, label: str, key: dict, profile: str) -> Path:
+    """Where the record of ``key`` lives when ``paper``/``table`` produce it."""
+    return _records_root(profile) / _slug(paper) / _slug(table) / f"{_slug(label)}-{config_hash(normalise_key(key))}.json"
 
 
 def load_record(path: str | Path) -> dict:
+    """Read and check a record; adds ``path``, ``stale`` (the fingerprint parts that changed) and ``cached``."""
     path = Path(path)
     try:
         rec = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as err:
         raise RecordError(f"run record {path} cannot be read ({err}); delete it or pass rerun=True") from err
-    for field in ("key", "key_hash", "result"):
+    for field in ("key", "key_hash", "result", "runner"):
         if field not in rec:
             raise RecordError(f"run record {path} has no {field!r} field; delete it or pass rerun=True")
     if config_hash(rec["key"]) != rec["key_hash"]:
         raise RecordError(f"run record {path}: its stored configuration hashes to {config_hash(rec['key'])}, "
                           f"not to the recorded {rec['key_hash']}; the file was edited. Delete it or rerun.")
+    rec["path"] = str(path)
+    rec["stale"] = stale_parts(rec.get("fingerprint"), fingerprint(rec["key"]))
+    rec["cached"] = True
     return rec
 
 
-def cached_record(kind: str, label: str, key: dict, compute: Callable[[], dict], profile: str,
-                  rerun: bool = False, log: Callable[[str], None] | None = print) -> dict:
-    """The record of ``key``: read from disk when present (and ``rerun`` is False), else ``compute()`` it.
+def find_record(key: dict, profile: str) -> Path | None:
+    """The stored record of ``key`` under any paper and table, or None."""
+    found = sorted(_records_root(profile).glob(f"*/*/*-{config_hash(normalise_key(key))}.json"))
+    return found[0] if found else None
 
-    A record is found by its configuration hash, under any kind and label: one run serves every table that needs
-    the same configuration.
 
-    ``compute`` returns the measured result (JSON-serialisable). The returned record has ``result``,
-    ``seconds`` (of the computation that produced it), ``cached`` (True when read from disk) and provenance.
+def cached_record(paper: str, table: str, label: str, key: dict, runner: str | Callable[[dict], dict],
+                  profile: str, rerun: bool = False, log: Callable[[str], None] | None = print) -> dict:
+    """The record of ``key``: read from disk when present (and ``rerun`` is False), else computed now.
+
+    ``runner`` is a registered runner name (:data:`umlkit.experiments.runners.RUNNERS`); a callable is accepted for
+    experiments outside the registry, but its records cannot be recomputed by ``umlkit reproduce --stale``.
     """
-    key = json.loads(json.dumps(key, default=str))
-    path = record_path(kind, label, key, profile)
-    if not rerun:
-        # the same configuration may have been stored for another table (e.g. PUMA's run serves Tables 2, 3, 4, 5)
-        found = [path] if path.is_file() else sorted(path.parents[1].glob(f"*/*-{config_hash(key)}.json"))
-        if found:
-            rec = load_record(found[0])
-            rec["cached"] = True
-            return rec
+    from umlkit.experiments import runners
+    key = normalise_key(key)
+    existing = find_record(key, profile)
+    if existing is not None and not rerun:
+        return load_record(existing)
+    path = existing or record_path(paper, table, label, key, profile)
+    name = runner if isinstance(runner, str) else f"callable:{getattr(runner, '__qualname__', 'unknown')}"
     if log is not None:
-        log(f"training {kind}/{label} (no stored record {path.name})")
+        log(f"training {paper}/{table}/{label} ({'rerun' if existing else 'no stored record'})")
     t0 = time.perf_counter()
-    result = compute()
+    result = runners.run(runner, key) if isinstance(runner, str) else runner(key)
     rec = {
-        "kind": kind, "label": label, "profile": profile, "key": key, "key_hash": config_hash(key),
+        "paper": paper, "table": table, "label": label, "profile": profile, "runner": name,
+        "key": key, "key_hash": config_hash(key), "fingerprint": fingerprint(key),
         "result": result, "seconds": round(time.perf_counter() - t0, 1),
         "created": time.strftime("%Y-%m-%d %H:%M:%S"),
         "software": {"torch": torch.__version__, "python": platform.python_version(),
                      "threads": torch.get_num_threads(), "machine": platform.machine()},
     }
     _atomic_write(path, json.dumps(rec, indent=1, sort_keys=True))
-    rec["cached"] = False
+    rec.update(path=str(path), stale=[], cached=False)
     return rec
 
 
-def list_records(profile: str, kind: str | None = None) -> list[Path]:
-    base = results_root(profile) / "records"
-    pattern = f"{_slug(kind)}/*.json" if kind else "*/*.json"
-    return sorted(base.glob(pattern))
+def list_records(profile: str, paper: str | None = None, table: str | None = None) -> list[Path]:
+    pattern = f"{_slug(paper) if paper else '*'}/{_slug(table) if table else '*'}/*.json"
+    return sorted(_records_root(profile).glob(pattern))
 
 
-def records_summary(profile: str, kinds: list[str] | None = None):
-    """Stored records per kind: how many, their total training time and when the newest was written."""
+def stale_records(profile: str, paper: str | None = None) -> list[dict]:
+    """Every stored record whose fingerprint differs from the current one (with ``stale`` naming the parts)."""
+    return [rec for rec in map(load_record, list_records(profile, paper)) if rec["stale"]]
+
+
+def recompute(rec: dict, log: Callable[[str], None] | None = print) -> dict:
+    """Run a stored record's runner on its stored key again and replace the record (same path)."""
+    if rec["runner"].startswith("callable:"):
+        raise RecordError(f"record {rec['path']} was produced by {rec['runner']}, which is not a registered runner; "
+                          "re-run the chapter that produced it with RERUN=True")
+    profile = rec["profile"]
+    return cached_record(rec["paper"], rec["table"], rec["label"], rec["key"], rec["runner"], profile, rerun=True,
+                         log=log)
+
+
+def records_summary(profile: str, paper: str | None = None):
+    """Stored records per paper and table: how many, how many stale, their total training time, the newest."""
     import pandas as pd
     rows = []
-    for path in list_records(profile):
-        kind = path.parent.name
-        if kinds is not None and kind not in kinds:
-            continue
+    for path in list_records(profile, paper):
         rec = load_record(path)
-        rows.append({"kind": kind, "seconds": rec.get("seconds", float("nan")), "created": rec.get("created", "")})
+        rows.append({"paper": path.parent.parent.name, "table": path.parent.name, "seconds": rec.get("seconds", 0.0),
+                     "stale": bool(rec["stale"]), "created": rec.get("created", "")})
     if not rows:
-        return pd.DataFrame(columns=["records", "minutes", "newest"])
+        return pd.DataFrame(columns=["records", "stale", "minutes", "newest"])
     df = pd.DataFrame(rows)
-    out = df.groupby("kind").agg(records=("seconds", "size"), minutes=("seconds", "sum"), newest=("created", "max"))
+    out = df.groupby(["paper", "table"]).agg(records=("seconds", "size"), stale=("stale", "sum"),
+                                             minutes=("seconds", "sum"), newest=("created", "max"))
     out["minutes"] = (out["minutes"] / 60).round(1)
-    out.loc["total"] = [out["records"].sum(), out["minutes"].sum().round(1), out["newest"].max()]
+    out.loc[("total", ""), :] = [out["records"].sum(), out["stale"].sum(), out["minutes"].sum().round(1),
+                                 out["newest"].max()]
+    out[["records", "stale"]] = out[["records", "stale"]].astype(int)
     return out

@@ -1,5 +1,10 @@
 """umlkit.losses: every loss of the four papers with pytorch-metric-learning's call convention.
 
+Each loss declares the inputs the training engine must pass (``inputs``: ``embeddings``, ``labels``, ``aux``,
+``features``, ``views``, ``proxies``, ``model``; :func:`loss_inputs`), so the engine calls every term of a
+configuration's objective without knowing its class. ``model_regularizer`` is the term that returns the model's
+own penalty (``model.extra_loss()``, e.g. PUMA's prompt orthogonality).
+
 ``create_loss(name, num_classes=None, embedding_size=None, **overrides)`` returns a module called as
 ``loss(embeddings, labels, indices_tuple=None, ref_emb=None, ref_labels=None)`` (``ExternalProxyAnchorLoss``
 takes the proxies as third argument). :func:`loss_table` lists every loss, its source and its defaults.
@@ -7,6 +12,7 @@ takes the proxies as third argument). :func:`loss_table` lists every loss, its s
 from __future__ import annotations
 
 import pandas as pd
+from torch import nn
 from pytorch_metric_learning import losses as pml_losses
 from pytorch_metric_learning import miners as pml_miners
 
@@ -18,7 +24,7 @@ from umlkit.losses.pml_backed import PMLLoss
 from umlkit.losses.proxy_anchor_external import ExternalProxyAnchorLoss
 from umlkit.losses.rho_distance import RhoDistanceMiner
 
-__all__ = ["LOSSES", "DiVALoss", "S2SDLoss", "UniformPriorLoss", "aux_heads_for", "similarity_distillation",
+__all__ = ["LOSSES", "TERMS", "ModelRegularizer", "loss_inputs", "DEFAULT_INPUTS", "DiVALoss", "S2SDLoss", "UniformPriorLoss", "aux_heads_for", "similarity_distillation",
            "CurricularFaceLoss", "ExternalProxyAnchorLoss", "HypLoss", "LanguageGuidanceLoss", "LG_MODES",
            "PMLLoss", "RhoDistanceMiner", "create_loss", "loss_table", "poincare_distance_matrix", "to_poincare"]
 
@@ -64,6 +70,23 @@ LOSSES: dict[str, tuple[str, str, dict]] = {
 }
 
 _WRAPPERS = ("uniform_prior", "s2sd", "diva")
+# objective terms that are not losses over embeddings (create_loss builds them too; not in LOSSES)
+TERMS = {"model_regularizer": ("umlkit ModelRegularizer", "the model's own penalty, model.extra_loss() (PUMA: "
+                               "prompt-pool orthogonality; 0 for models without one)", {})}
+DEFAULT_INPUTS = ("embeddings", "labels")
+
+
+class ModelRegularizer(nn.Module):
+    """An objective term with the model's own penalty: ``model.extra_loss()``, or 0.0 when it has none."""
+    inputs = ("model",)
+
+    def forward(self, model: nn.Module):
+        return model.extra_loss() if hasattr(model, "extra_loss") else 0.0
+
+
+def loss_inputs(loss: nn.Module) -> tuple[str, ...]:
+    """What ``loss`` must be called with: ``embeddings`` and ``labels`` positionally, the rest as keywords."""
+    return tuple(getattr(loss, "inputs", DEFAULT_INPUTS))
 
 
 def create_loss(name: str, num_classes: int | None = None, embedding_size: int | None = None, **overrides):
@@ -75,9 +98,13 @@ def create_loss(name: str, num_classes: int | None = None, embedding_size: int |
         >>> float(loss(torch.randn(4, 8), torch.tensor([0, 1, 2, 3]))) > 0
         True
     """
-    if name not in LOSSES:
-        raise ValueError(f"unknown loss {name!r}; choose one of {', '.join(LOSSES)}")
-    cfg = dict(LOSSES[name][2], **overrides)
+    if name not in LOSSES and name not in TERMS:
+        raise ValueError(f"unknown loss {name!r}; choose one of {', '.join([*LOSSES, *TERMS])}")
+    cfg = dict({**LOSSES, **TERMS}[name][2], **overrides)
+    if name == "model_regularizer":
+        if cfg:
+            raise TypeError(f"model_regularizer takes no options, got {sorted(cfg)}")
+        return ModelRegularizer()
     if name in _WRAPPERS:
         base_name = cfg.pop("base")
         base_kwargs = cfg.pop("base_kwargs", {})
@@ -145,5 +172,5 @@ def create_loss(name: str, num_classes: int | None = None, embedding_size: int |
 def loss_table() -> pd.DataFrame:
     """Every loss: implementation (PML or umlkit), source of the defaults, and the defaults."""
     rows = [{"loss": k, "implementation": impl, "source": src, "defaults": ", ".join(f"{a}={b}" for a, b in d.items())}
-            for k, (impl, src, d) in LOSSES.items()]
+            for k, (impl, src, d) in {**LOSSES, **TERMS}.items()]
     return pd.DataFrame(rows).set_index("loss")

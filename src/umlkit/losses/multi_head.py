@@ -83,6 +83,8 @@ def aux_heads_for(loss_name: str, embedding_size: int = 128, **cfg) -> dict[str,
 
 
 class UniformPriorLoss(nn.Module):
+    inputs = ("embeddings", "labels", "aux", "features")  # passed by the training engine (as keywords after embeddings, labels)
+
     def __init__(self, base: nn.Module, embedding_size: int, weight: float = 0.1, hidden: int = 512):
         super().__init__()
         self.base, self.weight, self.embedding_size = base, weight, embedding_size
@@ -108,6 +110,8 @@ class UniformPriorLoss(nn.Module):
 
 class S2SDLoss(nn.Module):
     DEFAULT_DIMS = (512, 1024, 1536, 2048)
+
+    inputs = ("embeddings", "labels", "aux", "features")  # passed by the training engine (as keywords after embeddings, labels)
 
     def __init__(self, base_factory: Callable[[int], nn.Module], embedding_size: int,
                  target_dims=DEFAULT_DIMS, temperature: float = 1.0, weight: float = 50.0,
@@ -149,6 +153,12 @@ def _nearest(dist: torch.Tensor, allowed: torch.Tensor, largest: bool = False) -
 
 class DiVALoss(nn.Module):
     HEADS = ("shared", "intra", "selfsup")
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """Passed by the training engine; the second view only when the self-supervised head trains."""
+        base = ("embeddings", "labels", "aux", "features")
+        return (*base, "views") if self.alpha["selfsup"] else base
 
     def __init__(self, base: nn.Module, embedding_size: int = 128, alpha_shared: float = 0.3,
                  alpha_intra: float = 0.3, alpha_selfsup: float = 0.3, decorrelation: float = 1500.0,

@@ -28,6 +28,8 @@ def _log1p_sum_exp(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 class ExternalProxyAnchorLoss(nn.Module):
+    inputs = ("embeddings", "labels", "proxies")  # the proxies come from the model (VPTSP), not the loss
+
     def __init__(self, alpha: float = 32.0, delta: float = 0.1, normalisation: str = "vptsp"):
         super().__init__()
         if normalisation not in ("vptsp", "original"):

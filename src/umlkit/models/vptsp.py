@@ -110,8 +110,8 @@ class VPTSPModel(EmbeddingModel):
         feat = self.backbone.forward_features(x, layer_prompts=prompts, use_task_prompts=False)
         return nn.functional.normalize(self.proxy_head(feat), dim=-1)
 
-    def forward_train(self, x: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(embeddings (B, E), proxies for all classes (n_classes, E)).
+    def forward_train(self, x: torch.Tensor, labels: torch.Tensor) -> dict:
+        """``{"embeddings": (B, E), "proxies": proxies for all classes (n_classes, E)}``.
 
         The batch must hold k samples of each of its classes, grouped by class (VPTSP's class-random sampler);
         groups are found by consecutive equal labels as the official code does.
@@ -132,4 +132,4 @@ class VPTSPModel(EmbeddingModel):
         container = nn.functional.normalize(container, dim=1)
         self.container.copy_(container.detach())
         proxies = self.alpha * self.proxy_bias + (1 - self.alpha) * container
-        return emb, proxies
+        return {"embeddings": emb, "proxies": proxies}

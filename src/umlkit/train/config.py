@@ -1,5 +1,13 @@
 """Training configurations: defaults, YAML files under ``configs/<paper>/<experiment>.yaml``, ``--set`` overrides.
 
+The objective is a list of weighted terms, ``objective: [{name, weight, options}, ...]``: each ``name`` is a loss
+of :func:`umlkit.losses.create_loss` (or ``model_regularizer``, the model's own penalty such as PUMA's prompt
+orthogonality), and the training loss is the weighted sum. A legacy ``loss: {name, options, extra_weight}``
+section is read as ``[{name, 1.0, options}, {model_regularizer, extra_weight}]``, and the overrides
+``loss.name=``, ``loss.options.K=`` and ``loss.extra_weight=`` address those two terms; list items are addressed by
+index (``objective.1.weight=10``). ``data.splits`` gives a source's classes explicitly (see
+:func:`umlkit.train.engine.build_data`); the default ``{}`` keeps PUMA's first-half split.
+
 A config file may hold ``profiles: {quick: {...}, full: {...}}``; the selected profile's block is merged over the
 file's top level, which is merged over :data:`DEFAULTS`. Overrides use dotted keys with YAML values
 (``optimizer.lr=1e-4``, ``data.datasets=[cub,cars]``). The config hash (stored with every result) is computed on
@@ -15,7 +23,7 @@ import yaml
 
 from umlkit.results import config_hash
 
-__all__ = ["DEFAULTS", "load_config", "apply_overrides", "merge", "resolve_config", "config_hash"]
+__all__ = ["DEFAULTS", "load_config", "apply_overrides", "merge", "resolve_config", "config_hash", "legacy_objective"]
 
 DEFAULTS: dict = {
     "name": "run",
@@ -36,10 +44,12 @@ DEFAULTS: dict = {
         "few_shot": None,        # k images per training class (PUMA few-shot subsets)
         "val_fraction": 0.0,     # hold out this fraction of each source's *training classes* for validation
         "expected": "auto",      # dataset count check (None: off)
+        "splits": {},            # {source: {train: [class names], test: [...], val: [...]}}; {} = first half trains
     },
     "model": {"backbone": "vit_tiny_uml", "method": "puma", "embed_dim": 128, "pretrained": True, "weights": None,
               "options": {}},
-    "loss": {"name": "curricularface", "options": {}, "extra_weight": 1.0},
+    "objective": [{"name": "curricularface", "weight": 1.0, "options": {}},
+                  {"name": "model_regularizer", "weight": 1.0, "options": {}}],
     "optimizer": {"name": "adamw", "lr": 1e-4, "weight_decay": 1e-4, "momentum": 0.9,
                   "lr_mult": {"backbone": 1.0, "new": 10.0, "head": 10.0, "loss": 10.0}},
     "schedule": {"name": "none", "step_size": 20, "gamma": 0.5, "milestones": [], "eta_min": 0.0},
@@ -73,11 +83,32 @@ def merge(base: dict, update: dict) -> dict:
     return out
 
 
-_FREE_FORM = ("model.options.", "loss.options.", "optimizer.lr_mult.")
+_FREE_FORM = ("model.options.", "optimizer.lr_mult.", "data.splits.")
+
+
+def legacy_objective(loss: dict) -> list[dict]:
+    """``loss: {name, options, extra_weight}`` (configurations before the objective list) as objective terms."""
+    loss = {"name": "curricularface", "options": {}, "extra_weight": 1.0, **(loss or {})}
+    return [{"name": loss["name"], "weight": 1.0, "options": dict(loss["options"] or {})},
+            {"name": "model_regularizer", "weight": float(loss["extra_weight"]), "options": {}}]
+
+
+def _legacy_key(key: str, objective: list) -> str:
+    """Map ``loss.name`` / ``loss.options.K`` / ``loss.extra_weight`` onto the objective's terms."""
+    if key == "loss.extra_weight":
+        idx = next((i for i, t in enumerate(objective) if t.get("name") == "model_regularizer"), None)
+        if idx is None:
+            raise KeyError("override 'loss.extra_weight': the objective has no model_regularizer term")
+        return f"objective.{idx}.weight"
+    if key == "loss.name" or key.startswith("loss.options."):
+        return "objective.0." + key[len("loss."):]
+    raise KeyError(f"override {key!r}: the loss section became the objective list; use loss.name, "
+                   "loss.options.KEY, loss.extra_weight or objective.N.KEY")
 
 
 def apply_overrides(config: dict, overrides) -> dict:
-    """``["optimizer.lr=1e-4", "data.datasets=[cub,cars]"]`` -> updated copy (values parsed as YAML)."""
+    """``["optimizer.lr=1e-4", "data.datasets=[cub,cars]", "objective.1.weight=10"]`` -> updated copy (values
+    parsed as YAML)."""
     out = copy.deepcopy(config)
     for item in overrides or []:
         if "=" not in item:
@@ -85,18 +116,33 @@ def apply_overrides(config: dict, overrides) -> dict:
         key, raw = item.split("=", 1)
         value = _coerce(yaml.safe_load(raw))
         key = key.strip()
-        free_form = key.startswith(_FREE_FORM)  # method / loss options and lr multipliers take any key
-        node = out
+        if key.startswith("loss."):
+            key = _legacy_key(key, out.get("objective", []))
         parts = key.split(".")
-        for depth, p in enumerate(parts):
-            if not free_form and p not in node:
-                where = ".".join(parts[:depth]) or "the config"
-                raise KeyError(f"override {key!r}: unknown key {p!r} in {where} (known: {', '.join(sorted(node))})")
-            if depth < len(parts) - 1:
+        free_form = key.startswith(_FREE_FORM) or (len(parts) > 3 and parts[0] == "objective" and parts[2] == "options")
+        node = out
+        for depth, p in enumerate(parts[:-1]):
+            if isinstance(node, list):
+                if not p.isdigit() or int(p) >= len(node):
+                    raise KeyError(f"override {key!r}: {'.'.join(parts[:depth])} has {len(node)} items, no item {p!r}")
+                node = node[int(p)]
+            else:
+                if not free_form and p not in node:
+                    where = ".".join(parts[:depth]) or "the config"
+                    raise KeyError(f"override {key!r}: unknown key {p!r} in {where} (known: {', '.join(sorted(node))})")
                 node = node.setdefault(p, {})
-                if not isinstance(node, dict):
-                    raise KeyError(f"override {key!r}: {'.'.join(parts[:depth + 1])} is not a section")
-        node[parts[-1]] = value
+            if not isinstance(node, (dict, list)):
+                raise KeyError(f"override {key!r}: {'.'.join(parts[:depth + 1])} is not a section")
+        last = parts[-1]
+        if isinstance(node, list):
+            if not last.isdigit() or int(last) >= len(node):
+                raise KeyError(f"override {key!r}: the list has {len(node)} items, no item {last!r}")
+            node[int(last)] = value
+            continue
+        if not free_form and last not in node and not (len(parts) == 3 and parts[0] == "objective"):
+            where = ".".join(parts[:-1]) or "the config"
+            raise KeyError(f"override {key!r}: unknown key {last!r} in {where} (known: {', '.join(sorted(node))})")
+        node[last] = value
     return out
 
 
@@ -104,6 +150,11 @@ def resolve_config(config: dict | None = None, profile: str | None = None, overr
     """DEFAULTS <- config (with its ``profiles[profile]`` block) <- overrides; validates the top-level keys."""
     config = copy.deepcopy(config or {})
     profiles = config.pop("profiles", {}) or {}
+    for block in (config, *profiles.values()):
+        if "loss" in block:
+            if "objective" in block:
+                raise KeyError("a configuration gives both 'loss' and 'objective'; keep the objective list only")
+            block["objective"] = legacy_objective(block.pop("loss"))
     profile = profile or config.get("profile", DEFAULTS["profile"])
     if profile not in ("quick", "full"):
         raise ValueError(f"profile must be 'quick' or 'full', got {profile!r}")
@@ -113,7 +164,24 @@ def resolve_config(config: dict | None = None, profile: str | None = None, overr
     out = merge(DEFAULTS, config)
     out = merge(out, profiles.get(profile, {}))
     out["profile"] = profile
-    return apply_overrides(out, overrides)
+    out = apply_overrides(out, overrides)
+    _check_objective(out["objective"])
+    return out
+
+
+def _check_objective(objective) -> None:
+    if not isinstance(objective, list) or not objective:
+        raise ValueError(f"objective must be a non-empty list of {{name, weight, options}} terms, got {objective!r}")
+    for i, term in enumerate(objective):
+        if not isinstance(term, dict) or "name" not in term:
+            raise ValueError(f"objective.{i} must be a mapping with at least a name, got {term!r}")
+        unknown = set(term) - {"name", "weight", "options"}
+        if unknown:
+            raise KeyError(f"objective.{i} ({term['name']}): unknown key(s) {sorted(unknown)}; "
+                           "known: name, weight, options")
+        term.setdefault("weight", 1.0)
+        term.setdefault("options", {})
+        term["weight"] = float(term["weight"])
 
 
 def load_config(path: str | Path, profile: str | None = None, overrides=None) -> dict:

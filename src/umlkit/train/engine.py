@@ -9,6 +9,12 @@ epoch** and the **best epoch on the test set** (what PUMA, VPTSP, Proxy-Anchor a
 test, which the book flags), plus a validation split of training classes (``data.val_fraction``) for honest
 tuning.
 
+The objective is a list of weighted terms (``objective`` in the config); each loss declares the inputs it needs
+(:func:`umlkit.losses.loss_inputs`) and :class:`_TrainStep` passes exactly those, so the engine names no loss or
+model class. Class-level side information (a language-embedding file referenced by path and sha256) is resolved
+when a term is built (:mod:`umlkit.train.side_info`). Evaluation does not consume the global random stream, so
+evaluating every epoch trains the same model as evaluating once at the end.
+
 Reliability: checkpoints after every epoch (``latest.pt``, rotated to ``previous.pt``; ``best.pt``), written
 atomically and holding model / optimizer / scheduler / loss / sampler / RNG state, so ``resume=True`` continues
 bit-exactly on CPU; a non-finite loss stops with :class:`TrainingDivergedError` naming epoch and step while the
@@ -31,12 +37,12 @@ from torch import nn
 
 from umlkit._paths import results_root
 from umlkit.data import build_sampler, build_transforms, few_shot_indices, load_dataset
+from umlkit.data.datasets import ImageListDataset
 from umlkit.data.mini import ensure_mini
 from umlkit.data.unified import UnifiedDataset
-from umlkit.losses import DiVALoss, S2SDLoss, UniformPriorLoss, aux_heads_for, create_loss
+from umlkit.losses import aux_heads_for, create_loss, loss_inputs
 from umlkit.models import create_model
 from umlkit.models.backbones import backbone_data_config
-from umlkit.models.vptsp import VPTSPModel
 from umlkit.train.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from umlkit.train.config import config_hash, resolve_config
 from umlkit.train.evaluate import evaluate_model
@@ -87,6 +93,15 @@ def build_data(cfg: dict, data_config: dict):
     eval_tf = build_transforms(d["transform"], data_config, train=False)
     train_parts, val_parts, test_parts = [], [], []
     for name in d["datasets"]:
+        if name in (d["splits"] or {}):
+            tr, te, va = _explicit_split(name, root, d["splits"][name], d)
+            if va is not None:
+                val_parts.append(va)
+            if d["few_shot"]:
+                tr = tr.subset(few_shot_indices(tr.labels, int(d["few_shot"]), seed=cfg["seed"]), relabel=False)
+            train_parts.append(tr)
+            test_parts.append(te)
+            continue
         tr = load_dataset(name, root, "train", expected=d["expected"], cache=d["cache"])
         if d["val_fraction"]:
             n_val = max(1, int(round(tr.num_classes * d["val_fraction"])))
@@ -101,6 +116,50 @@ def build_data(cfg: dict, data_config: dict):
     test = UnifiedDataset(test_parts, transform=eval_tf)
     val = UnifiedDataset(val_parts, transform=eval_tf) if val_parts else None
     return train, test, val
+
+
+def _explicit_split(name: str, root: Path, spec: dict, d: dict):
+    """A source split by the class names a configuration lists (``{train, test, val}`` or ``{file, sha256}``)."""
+    from umlkit.train.side_info import read_split_file
+    if "file" in spec:
+        spec = read_split_file(spec)
+    unknown_keys = set(spec) - {"train", "test", "val"}
+    if unknown_keys or "train" not in spec or "test" not in spec:
+        raise ValueError(f"data.splits.{name} must give 'train' and 'test' (and optionally 'val') class lists, "
+                         f"got keys {sorted(spec)}")
+    splits = DATASETS_WITH_TEST_SPLIT.get(name, ("train", "test"))
+    parts = [load_dataset(name, root, s, expected=None, cache=d["cache"]) for s in splits]
+    paths = [p for part in parts for p in part.paths]
+    names = [part.class_names[int(c)] for part in parts for c in part.labels]
+    cache = [im for part in parts for im in (part._cache or [])] if d["cache"] else None
+    known = sorted(set(names))
+    chosen = {k: list(spec.get(k) or []) for k in ("train", "test", "val")}
+    for k, wanted in chosen.items():
+        missing = [c for c in wanted if c not in set(known)]
+        if missing:
+            raise ValueError(f"data.splits.{name}.{k}: {len(missing)} class name(s) not in {name} under {root}, "
+                             f"e.g. {missing[:3]}; known names look like {known[:3]}")
+    seen: dict[str, str] = {}
+    for k, wanted in chosen.items():
+        for c in wanted:
+            if c in seen:
+                raise ValueError(f"data.splits.{name}: class {c!r} is in both {seen[c]} and {k}")
+            seen[c] = k
+    out = []
+    for k in ("train", "test", "val"):
+        if not chosen[k]:
+            out.append(None)
+            continue
+        order = {c: i for i, c in enumerate(sorted(chosen[k]))}
+        idx = [i for i, c in enumerate(names) if c in order]
+        ds = ImageListDataset([paths[i] for i in idx], [order[names[i]] for i in idx], sorted(chosen[k]), name, k)
+        if cache:
+            ds._cache = [cache[i] for i in idx]
+        out.append(ds)
+    return out[0], out[1], out[2]
+
+
+DATASETS_WITH_TEST_SPLIT = {"inshop": ("train", "query", "gallery")}
 
 
 # -------------------------------------------------------------------------------------------- optimizer
@@ -152,12 +211,17 @@ def build_model(cfg: dict, num_classes: int | None = None, load_weights: bool = 
     """The model a resolved config describes, with the auxiliary heads its loss needs (S2SD, DiVA) and, for
     VPTSP, one class prompt per training class. ``load_weights`` loads the config's pretrained weights (``fit``);
     ``umlkit eval`` leaves them out because the checkpoint replaces every weight."""
-    m, L = cfg["model"], cfg["loss"]
+    m = cfg["model"]
     options = dict(m["options"])
-    aux = aux_heads_for(L["name"], m["embed_dim"], **L["options"])
+    aux = {}
+    for term in cfg["objective"]:
+        if term["name"] == "model_regularizer":
+            continue
+        opts = {k: v for k, v in term["options"].items() if k != "language_embeddings"}
+        aux.update(aux_heads_for(term["name"], m["embed_dim"], **opts) or {})
     if aux:
         options["aux_heads"] = aux
-        options.setdefault("eval_concat_aux", L["name"] == "diva")
+        options.setdefault("eval_concat_aux", any(t["name"] == "diva" for t in cfg["objective"]))
     if m["method"] == "vptsp":
         options.setdefault("num_classes", num_classes)
     return create_model(m["backbone"], m["method"], embed_dim=m["embed_dim"],
@@ -165,14 +229,30 @@ def build_model(cfg: dict, num_classes: int | None = None, load_weights: bool = 
                         weights=m["weights"] if load_weights else None, **options)
 
 
+def build_objective(cfg: dict, train_set, embed_dim: int) -> nn.ModuleList:
+    """One module per objective term (in order); a ``language_embeddings`` reference ``{file, sha256}`` becomes
+    the matrix of the training classes' rows (matched by class name)."""
+    from umlkit.train.side_info import load_class_embeddings
+    terms = []
+    for i, term in enumerate(cfg["objective"]):
+        opts = dict(term["options"])
+        ref = opts.get("language_embeddings")
+        if isinstance(ref, dict):
+            opts["language_embeddings"] = load_class_embeddings(ref, train_set.class_names,
+                                                                where=f"objective.{i}.options.language_embeddings")
+        terms.append(create_loss(term["name"], num_classes=train_set.num_classes, embedding_size=embed_dim, **opts))
+    return nn.ModuleList(terms)
+
+
 # ------------------------------------------------------------------------------------------------ steps
 class _TrainStep(nn.Module):
-    """model.forward_train + (all-gather) + loss in one module, so DDP synchronises model and loss parameters."""
+    """model.forward_train + (all-gather) + the weighted objective terms in one module, so DDP synchronises model
+    and loss parameters. Each term receives exactly the inputs it declares (``loss_inputs``)."""
 
-    def __init__(self, model: nn.Module, loss: nn.Module, extra_weight: float, world_size: int):
+    def __init__(self, model: nn.Module, terms: nn.ModuleList, weights: list[float], world_size: int):
         super().__init__()
-        self.model, self.loss = model, loss
-        self.extra_weight, self.world_size = extra_weight, world_size
+        self.model, self.terms = model, terms
+        self.weights, self.world_size = weights, world_size
 
     def _gather(self, t: torch.Tensor) -> torch.Tensor:
         if self.world_size == 1:
@@ -181,23 +261,39 @@ class _TrainStep(nn.Module):
         return torch.cat(dnn.all_gather(t))
 
     def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        if isinstance(self.model, VPTSPModel):
-            emb, proxies = self.model.forward_train(x, y)
-            value = self.loss(self._gather(emb), self._gather(y), proxies)
-        else:
-            out = self.model.forward_train(x, y)
-            emb, labels = self._gather(out["embeddings"]), self._gather(y)
-            if isinstance(self.loss, (S2SDLoss, DiVALoss, UniformPriorLoss)):
-                kw = {"aux": {k: self._gather(v) for k, v in out["aux"].items()},
-                      "features": self._gather(out["features"])}
-                if isinstance(self.loss, DiVALoss) and self.loss.alpha["selfsup"]:
-                    view = _second_view(x)
-                    kw["views"] = self._gather(self.model.forward_train(view, y)["aux"]["selfsup"])
-                value = self.loss(emb, labels, **kw)
-            else:
-                value = self.loss(emb, labels)
-        extra = self.model.extra_loss() if hasattr(self.model, "extra_loss") else 0.0
-        return value + self.extra_weight * extra
+        out = self.model.forward_train(x, y)
+        cache: dict = {}
+
+        def provide(name: str):
+            if name not in cache:
+                if name == "embeddings":
+                    cache[name] = self._gather(out["embeddings"])
+                elif name == "labels":
+                    cache[name] = self._gather(y)
+                elif name == "aux":
+                    cache[name] = {k: self._gather(v) for k, v in out["aux"].items()}
+                elif name == "features":
+                    cache[name] = self._gather(out["features"])
+                elif name == "proxies":  # the model's class proxies are the same on every rank
+                    cache[name] = out["proxies"]
+                elif name == "views":    # a second view of the batch through the self-supervised head
+                    cache[name] = self._gather(self.model.forward_train(_second_view(x), y)["aux"]["selfsup"])
+                elif name == "model":
+                    cache[name] = self.model
+                else:
+                    raise KeyError(f"a loss asks for input {name!r}; the engine provides embeddings, labels, aux, "
+                                   "features, proxies, views and model")
+            return cache[name]
+
+        total = None
+        for weight, term in zip(self.weights, self.terms):
+            names = loss_inputs(term)
+            args = [provide(n) for n in names if n in ("embeddings", "labels")]
+            kwargs = {n: provide(n) for n in names if n not in ("embeddings", "labels", "model")}
+            value = term(provide("model")) if names == ("model",) else term(*args, **kwargs)
+            value = weight * value
+            total = value if total is None else total + value
+        return total
 
 
 def _second_view(x: torch.Tensor) -> torch.Tensor:
@@ -231,8 +327,10 @@ def read_log(run_dir: str | Path) -> pd.DataFrame:
 
 
 def _evaluate(model, dataset, cfg, device, autocast_dtype):
-    return evaluate_model(model, dataset, cfg["train"]["metrics"], cfg["train"]["eval_batch_size"], device,
-                          autocast_dtype=autocast_dtype, num_workers=cfg["data"]["num_workers"])
+    devices = [device] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):  # evaluation must not move the training's random stream
+        return evaluate_model(model, dataset, cfg["train"]["metrics"], cfg["train"]["eval_batch_size"], device,
+                              autocast_dtype=autocast_dtype, num_workers=cfg["data"]["num_workers"])
 
 
 def _frame_to_json(df: pd.DataFrame) -> dict:
@@ -277,12 +375,11 @@ def fit(config: dict | None = None, *, run_dir: str | Path | None = None, resume
     random.seed(seed)
 
     # model and loss (the loss needs the class count, the model needs its auxiliary heads)
-    m, L = cfg["model"], cfg["loss"]
+    m = cfg["model"]
     train_set, test_set, val_set = build_data(cfg, backbone_data_config(m["backbone"]))
     torch.manual_seed(seed)
     model = build_model(cfg, train_set.num_classes, load_weights=True).to(device)
-    loss = create_loss(L["name"], num_classes=train_set.num_classes, embedding_size=model.embed_dim,
-                       **L["options"]).to(device)
+    loss = build_objective(cfg, train_set, model.embed_dim).to(device)
     groups = param_groups(model, loss)
     opt = build_optimizer(cfg, groups)
     sched = _scheduler(cfg, opt)
@@ -291,7 +388,7 @@ def fit(config: dict | None = None, *, run_dir: str | Path | None = None, resume
                             train_set.sources, seed, rank, world)
     loader = torch.utils.data.DataLoader(train_set, batch_sampler=sampler, num_workers=d["num_workers"])
     torch.manual_seed(seed + 1000 * rank)  # each rank augments its slice with its own random stream
-    step_module = _TrainStep(model, loss, float(L["extra_weight"]), world)
+    step_module = _TrainStep(model, loss, [float(t["weight"]) for t in cfg["objective"]], world)
     runner = step_module
     if world > 1:
         from torch.nn.parallel import DistributedDataParallel as DDP

@@ -1,0 +1,157 @@
+"""What, besides its configuration, decides a run's numbers: the data, the backbone weights and the training code.
+
+A run record (:mod:`umlkit.experiments.records`) is keyed by its resolved configuration, but two runs with the same
+configuration can still differ when UML-Mini's generator, the shipped weights or the engine change. Each record
+therefore stores a *fingerprint*:
+
+* ``data``: for UML-Mini, the generator version and seed (``umlkit.data.mini.GENERATOR_VERSION``; a test pins the
+  bytes of version 1 so that a change of the images without a version bump fails); for a real dataset root, a hash
+  of the annotation files of the datasets the configuration uses (images are not read: hashing ~200k JPEGs would
+  take longer than the evaluation it protects).
+* ``weights``: the sha256 of the weights file (the shipped tiny ViT, or ``model.weights=PATH``), ``hub:<timm name>``
+  for hub weights, ``random-init`` without pretraining, and the recipe string for weights that a recipe of the
+  library produces (their identity is the recipe + the code + the data, all of which are fingerprinted).
+* ``code``: a hash of the library code that training and evaluation run through (``umlkit.data``, ``models``,
+  ``losses``, ``metrics``, ``train`` and the experiment runners), computed on the token stream with comments,
+  blank lines and docstrings removed, so that documentation edits do not invalidate records while any change of a
+  statement does. The UML-Mini generator is covered by the data fingerprint instead.
+
+A record whose stored fingerprint differs from the current one is *stale* (:func:`stale_parts`). Written by hand:
+no library fingerprints "the code a run depends on"; the hash is over this package's own files.
+"""
+from __future__ import annotations
+
+import ast
+import functools
+import hashlib
+import io
+import json
+import tokenize
+from pathlib import Path
+
+from umlkit.results import file_sha256
+
+__all__ = ["code_hash", "data_fingerprint", "weights_fingerprint", "fingerprint", "stale_parts", "CODE_PARTS",
+           "file_sha256"]
+
+_PKG = Path(__file__).resolve().parents[1]  # src/umlkit
+# the code a training run and its evaluation go through (relative to src/umlkit)
+CODE_PARTS = ("data", "models", "losses", "metrics", "train", "experiments/runners.py")
+_NOT_CODE = {"data/mini.py", "data/check.py"}  # generator: versioned in the data fingerprint; check: diagnostics only
+
+
+def _docstring_lines(source: str) -> set[int]:
+    """Line numbers of module/class/function docstrings."""
+    lines: set[int] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+                lines.update(range(first.lineno, first.end_lineno + 1))
+    return lines
+
+
+def normalised_tokens(source: str) -> str:
+    """The source's tokens without comments, blank lines and docstrings, one per line (layout-independent)."""
+    skip = _docstring_lines(source)
+    drop = {tokenize.COMMENT, tokenize.NL, tokenize.ENCODING, tokenize.ENDMARKER}
+    out = []
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type in drop or (tok.type == tokenize.STRING and tok.start[0] in skip):
+            continue
+        if tok.type == tokenize.NEWLINE and out and out[-1] == "\n":
+            continue  # the NEWLINE that ended a dropped docstring
+        out.append("\n" if tok.type == tokenize.NEWLINE else tok.string)
+    return " ".join(out)
+
+
+def _code_files(pkg: Path = _PKG) -> list[Path]:
+    files = []
+    for part in CODE_PARTS:
+        p = pkg / part
+        files += [p] if p.suffix == ".py" else sorted(p.rglob("*.py"))
+    return [f for f in files if f.relative_to(pkg).as_posix() not in _NOT_CODE]
+
+
+@functools.lru_cache(maxsize=1)
+def code_hash() -> str:
+    """12-hex-digit hash of the normalised training-path code (see the module docstring)."""
+    h = hashlib.sha256()
+    for f in _code_files():
+        h.update(f.relative_to(_PKG).as_posix().encode())
+        h.update(normalised_tokens(f.read_text()).encode())
+    return h.hexdigest()[:12]
+
+
+def _annotation_hash(root: Path, datasets) -> str:
+    """Hash of each dataset folder's annotation files (.txt/.mat/.csv/.json up to two levels deep)."""
+    from umlkit.data.datasets import DATASETS
+    h = hashlib.sha256()
+    for name in sorted(datasets):
+        folder = root / DATASETS[name].folder
+        files = [p for pattern in ("*", "*/*") for p in folder.glob(pattern)
+                 if p.is_file() and p.suffix in (".txt", ".mat", ".csv", ".json")]
+        for f in sorted(files):
+            h.update(f.relative_to(root).as_posix().encode())
+            h.update(file_sha256(f).encode())
+    return h.hexdigest()[:12]
+
+
+def data_fingerprint(cfg: dict) -> str:
+    """``uml_mini:v<version>:seed<seed>`` for UML-Mini, else ``root:<hash of the annotation files>``."""
+    from umlkit.data.mini import GENERATOR_VERSION, MINI_MANIFEST
+    root = cfg["data"]["root"]
+    if root is None:
+        if cfg["profile"] != "quick":
+            return "unset"
+        return f"uml_mini:v{GENERATOR_VERSION}:seed0"
+    root = Path(root)
+    manifest = root / MINI_MANIFEST
+    if manifest.is_file():
+        info = json.loads(manifest.read_text())
+        return f"uml_mini:v{info.get('version')}:seed{info.get('seed')}"
+    if not root.is_dir():
+        return f"missing:{root}"
+    return "root:" + _annotation_hash(root, cfg["data"]["datasets"])
+
+
+def weights_fingerprint(cfg: dict) -> str:
+    from umlkit.models.backbones import WEIGHTS_DIR, resolve_backbone_name
+    m = cfg["model"]
+    w = m.get("weights")
+    if isinstance(w, str) and w.startswith("recipe:"):
+        return w
+    if w:
+        path = Path(w).expanduser()
+        return f"sha256:{file_sha256(path)}" if path.is_file() else f"missing:{path}"
+    if not m.get("pretrained"):
+        return "random-init"
+    name = resolve_backbone_name(m["backbone"])
+    shipped = WEIGHTS_DIR / f"{name}.safetensors"
+    if shipped.is_file():
+        return f"sha256:{file_sha256(shipped)}"
+    return f"hub:{name}"
+
+
+def _configs(key: dict) -> list[dict]:
+    """The run configurations inside a record key: the key itself, or the values of a ``{source: config}`` map."""
+    if "model" in key and "data" in key:
+        return [key]
+    return [v for v in key.values() if isinstance(v, dict) and "model" in v]
+
+
+def fingerprint(key: dict) -> dict:
+    """``{"data", "weights", "code"}`` of a record key (for a group of runs: of each distinct value, joined)."""
+    cfgs = _configs(key)
+    if not cfgs:
+        raise ValueError("a record key must be a resolved configuration or a mapping of names to configurations")
+    data = sorted({data_fingerprint(c) for c in cfgs})
+    weights = sorted({weights_fingerprint(c) for c in cfgs})
+    return {"data": "+".join(data), "weights": "+".join(weights), "code": code_hash()}
+
+
+def stale_parts(stored: dict | None, current: dict) -> list[str]:
+    """Which fingerprint parts differ (all three when the record has no fingerprint)."""
+    if not stored:
+        return sorted(current)
+    return [k for k in sorted(current) if stored.get(k) != current[k]]

@@ -1,0 +1,48 @@
+"""Numbers for a chapter's prose, taken from the compared tables and glued into the text (myst-nb ``glue``), so a
+retrain or the full profile never leaves a stale sentence behind. A chapter collects its facts with :func:`cell`,
+:func:`gap` and :func:`verdict` into a ``{name: text}`` dict and calls :func:`glue_facts`; the markdown refers to
+them as ``{glue:text}`name```. Sentences whose truth depends on a result use a verdict fact, or carry a test in
+``tests/experiments`` that fails when the records disagree."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pandas as pd
+
+__all__ = ["cell", "fmt", "gap", "verdict", "glue_facts"]
+
+
+def cell(cmp: pd.DataFrame, row: str, dataset: str, metric: str = "R@1", field: str = "measured",
+         section: str | None = None) -> float:
+    """One value of a compared table, selected by the reader's row label (and section when labels repeat)."""
+    m = (cmp["row"] == row) & (cmp["dataset"] == dataset) & (cmp["metric"] == metric)
+    if section is not None:
+        m &= cmp["section"].str.startswith(section)
+    if m.sum() != 1:
+        raise KeyError(f"{row!r} / {dataset!r} / {metric!r}{f' in {section!r}' if section else ''} matches "
+                       f"{int(m.sum())} cells, expected 1")
+    return float(cmp.loc[m, field].iloc[0])
+
+
+def fmt(value: float, digits: int = 1, spread: float | None = None) -> str:
+    text = f"{value:.{digits}f}"
+    return text if spread is None or spread == 0 else f"{text} ± {spread:.{digits}f}"
+
+
+def gap(a: float, b: float, digits: int = 1) -> str:
+    return f"{a - b:+.{digits}f}"
+
+
+def verdict(claims: pd.DataFrame, text: str) -> str:
+    """The verdict of the claim whose text is ``text`` (from :func:`umlkit.experiments.tables.check_claims`)."""
+    hit = claims[claims["claim"] == text]
+    if len(hit) != 1:
+        raise KeyError(f"no single claim {text!r}; claims: {claims['claim'].tolist()}")
+    return str(hit["verdict"].iloc[0])
+
+
+def glue_facts(facts: Mapping[str, str | float]) -> None:
+    """Glue every fact for the page (nothing is displayed in the cell that calls this)."""
+    from myst_nb import glue
+    for name, value in facts.items():
+        glue(name, value, display=False)

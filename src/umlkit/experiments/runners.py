@@ -1,0 +1,182 @@
+"""Runners: what turns a record's key (a resolved configuration, or a group of them) into a measured result.
+
+A table row names its runner; the record stores that name, so a stale record can be recomputed from the record
+alone (``umlkit reproduce --stale``). Every paper shares these:
+
+* ``train``: :func:`umlkit.train.fit` with checkpoints in a temporary folder; the result holds the metrics at every
+  evaluation epoch (``curves``: test, and validation when ``data.val_fraction`` or an explicit validation split holds
+  classes out), the last-epoch test and validation scores, the training loss per epoch, trainable parameters and,
+  for models with a prompt pool, the mean pool weights per source (PUMA Figure 3).
+* ``zero_shot``: the frozen backbone's feature (no head), evaluated once.
+* ``specialists``: one model per source (``{source: config}``); each embeds the whole unified test set; the result
+  holds own-source scores, the model x source cross matrix and the scores of the ensemble that averages the
+  L2-normalised embeddings of all models (PUMA ``unified_eval.py``).
+
+A paper module adds a runner with :func:`register_runner` when it needs one the others do not.
+Scores are stored under the papers' dataset names (``CUB``, ``InShop``, ...; :data:`SOURCE_NAMES`).
+"""
+from __future__ import annotations
+
+import copy
+import tempfile
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import torch
+
+from umlkit._paths import data_root
+from umlkit.data import build_transforms, load_unified
+from umlkit.data.mini import ensure_mini
+from umlkit.metrics import unified_evaluation
+from umlkit.models import count_trainable, create_model
+from umlkit.train.evaluate import extract_embeddings
+
+__all__ = ["RUNNERS", "register_runner", "run", "SOURCE_NAMES", "train_run", "zero_shot_run", "specialists_run",
+           "ensemble_embeddings", "weights_for", "test_set"]
+
+# umlkit source name -> the name the papers' tables use
+SOURCE_NAMES = {"cub": "CUB", "cars": "Cars", "sop": "SOP", "inshop": "InShop", "nabirds": "NABirds", "dogs": "Dogs",
+                "flowers": "Flowers", "aircraft": "Aircraft"}
+
+RUNNERS: dict[str, Callable[[dict], dict]] = {}
+
+
+def register_runner(name: str):
+    """Decorator: make ``fn(key) -> result`` available to tables and records under ``name``."""
+    def deco(fn):
+        if name in RUNNERS and RUNNERS[name] is not fn:
+            raise ValueError(f"runner {name!r} is already registered ({RUNNERS[name].__module__})")
+        RUNNERS[name] = fn
+        return fn
+    return deco
+
+
+def run(name: str, key: dict) -> dict:
+    if name not in RUNNERS:
+        raise KeyError(f"unknown runner {name!r}; registered: {sorted(RUNNERS)}")
+    return RUNNERS[name](key)
+
+
+def _scores(frame, metric: str = "R@1") -> dict:
+    return {SOURCE_NAMES.get(k, k): round(float(v), 3) for k, v in frame[metric].items()}
+
+
+def _epoch_scores(history_row: dict, split: str, metric: str = "R@1") -> dict | None:
+    block = history_row.get(split)
+    return None if block is None else {SOURCE_NAMES.get(k, k): round(v[metric], 3) for k, v in block.items()}
+
+
+def weights_for(cfg: dict) -> dict:
+    """The configuration ``fit`` runs: a ``recipe:pretrain_epochs=N`` weights entry becomes a file, pretrained once
+    and kept under ``<data root>/tiny_vit_pretrain_<N>ep`` (a record's key never holds a machine's path)."""
+    w = cfg["model"]["weights"]
+    if not (isinstance(w, str) and w.startswith("recipe:")):
+        return cfg
+    epochs = int(w.split("=", 1)[1])
+    out = data_root() / f"tiny_vit_pretrain_{epochs}ep"
+    path = out / "vit_tiny_uml_patch8_32.safetensors"
+    if not path.is_file():
+        from umlkit.models.pretrain import pretrain_tiny_vit
+        pretrain_tiny_vit(out, epochs=epochs, progress=False, log=lambda *_: None)
+    resolved = copy.deepcopy(cfg)
+    resolved["model"]["weights"] = str(path)
+    return resolved
+
+
+def test_set(cfg: dict):
+    """The unified test split of every source with the configuration's evaluation transform."""
+    from umlkit.models.backbones import backbone_data_config
+    root = cfg["data"]["root"] or ensure_mini()
+    tf = build_transforms(cfg["data"]["transform"], backbone_data_config(cfg["model"]["backbone"]), train=False)
+    return load_unified(root, "test", transform=tf, cache=cfg["data"]["cache"])
+
+
+def _fit(cfg: dict):
+    from umlkit.train import fit
+    with tempfile.TemporaryDirectory() as tmp:
+        return fit(weights_for(cfg), run_dir=tmp)
+
+
+@register_runner("train")
+def train_run(cfg: dict) -> dict:
+    res = _fit(cfg)
+    out = {"test": _scores(res.last), "loss": [round(h["loss"], 4) for h in res.history],
+           "trainable_model": count_trainable(res.model), "trainable_total": count_trainable(res.model, res.loss),
+           "train_seconds": round(res.seconds, 1)}
+    curves = []
+    for h in res.history:
+        point = {"epoch": h["epoch"], "loss": round(h["loss"], 4)}
+        for split in ("test", "val"):
+            s = _epoch_scores(h, split)
+            if s is not None:
+                point[split] = s
+        if len(point) > 2:
+            curves.append(point)
+    out["curves"] = curves
+    if "val" in res.history[-1]:
+        out["val"] = _epoch_scores(res.history[-1], "val")
+    out.update(_prompt_weights(res.model, cfg))
+    return out
+
+
+@register_runner("zero_shot")
+def zero_shot_run(cfg: dict) -> dict:
+    from umlkit.train.evaluate import evaluate_model
+    resolved = weights_for(cfg)
+    torch.manual_seed(int(cfg["seed"]))
+    m = resolved["model"]
+    model = create_model(m["backbone"], "zero_shot", pretrained=bool(m["pretrained"]), weights=m["weights"])
+    return {"test": _scores(evaluate_model(model, test_set(cfg), batch_size=512)), "trainable_model": 0}
+
+
+def ensemble_embeddings(embeddings: Sequence[torch.Tensor]) -> torch.Tensor:
+    """``unified_eval.py``'s ensemble: the mean of each model's L2-normalised embeddings (not re-normalised)."""
+    if not embeddings:
+        raise ValueError("ensemble_embeddings needs at least one (n, d) embedding matrix")
+    shapes = {tuple(e.shape) for e in embeddings}
+    if len(shapes) != 1:
+        raise ValueError(f"all models must embed the same items to the same size, got shapes {sorted(shapes)}")
+    return torch.stack([torch.nn.functional.normalize(e.float(), dim=1) for e in embeddings]).mean(0)
+
+
+@register_runner("specialists")
+def specialists_run(cfgs: dict[str, dict]) -> dict:
+    test = None
+    own, cross, embs, n_model, seconds = {}, {}, [], 0, 0.0
+    for src, cfg in cfgs.items():
+        if test is None:
+            test = test_set(cfg)
+        res = _fit(cfg)
+        emb, labels = extract_embeddings(res.model, test, batch_size=512)
+        frame = unified_evaluation(emb, labels, test.sources, is_query=test.is_query, is_gallery=test.is_gallery,
+                                   source_names=test.source_names)
+        scores = _scores(frame)
+        name = SOURCE_NAMES.get(src, src)
+        own[name] = scores[name]
+        cross[name] = scores
+        embs.append(emb)
+        n_model += count_trainable(res.model)
+        seconds += res.seconds
+    frame = unified_evaluation(ensemble_embeddings(embs), labels, test.sources, is_query=test.is_query,
+                               is_gallery=test.is_gallery, source_names=test.source_names)
+    return {"own": own, "cross": cross, "ensemble": _scores(frame), "trainable_model": n_model,
+            "train_seconds": round(seconds, 1)}
+
+
+def _prompt_weights(model, cfg) -> dict:
+    """The pool's weights for every test image, averaged per source ({source: [M weights]}); empty without a pool."""
+    pool = getattr(model.backbone, "prompt_pool", None)
+    if pool is None:
+        return {}
+    test = test_set(cfg)
+    loader = torch.utils.data.DataLoader(test, batch_size=512, shuffle=False)
+    weights = []
+    model.eval()
+    with torch.no_grad():
+        for x, _ in loader:
+            model(x)
+            weights.append(model.backbone.last_prompt_weights.float())
+    w = torch.cat(weights).numpy()
+    src = np.asarray(test.sources)
+    return {"prompt_weights": {SOURCE_NAMES[test.source_names[s]]: w[src == s].mean(0).round(5).tolist()
+                               for s in np.unique(src)}}

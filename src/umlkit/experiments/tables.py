@@ -1,0 +1,269 @@
+"""Tables as data: a paper table declares its rows, seeds, runners, claims and columns; this module does the rest.
+
+Every paper module (``umlkit.experiments.puma``, ...) describes each of its tables as a :class:`Table`:
+
+* ``rows``: one :class:`Row` per row of the paper, keyed by the paper's own ``section``/``method``/``setting``
+  cells (spelled as in ``data/paper_tables/<paper>.csv``, so every measured cell joins its paper cell), with the
+  arguments the paper's configuration builder needs (``spec``) and the runner that measures it
+  (:mod:`umlkit.experiments.runners`). A row that has no counterpart in the paper (a quick-profile-only variant)
+  gets a ``setting`` the paper does not use, and its cells get no paper value.
+* ``config``: the paper's builder, ``config(row, seed, profile, overrides) -> record key`` (configurations come
+  from ``configs/<paper>/*.yaml``: the YAML files are the single source of settings).
+* ``claims``: the paper's "A beats B" statements as :class:`Claim` (two cells each).
+* ``unmeasured``: per profile, the reason a paper cell that no row measures cannot be measured
+  (``"full-profile only: ..."``); it fills the ``status`` column of the saved results.
+
+Shared functions then run or read the records (:func:`measure`), compare with the paper (:func:`compare`), write
+``results/<profile>/<paper>_<table>.csv`` in the long format every paper uses (:func:`save_results`), show the
+table in the paper's layout (:func:`side_by_side`) and give each claim a verdict (:func:`check_claims`).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from umlkit.experiments.records import cached_record
+from umlkit.paper import paper_table
+from umlkit.results import _atomic_write
+
+__all__ = ["Row", "Claim", "Table", "KEYS", "RESULT_COLUMNS", "measure", "compare", "results_frame", "save_results",
+           "side_by_side", "check_claims", "stale_note", "params_rows", "score_rows"]
+
+KEYS = ["table", "section", "method", "setting", "dataset", "metric"]
+RESULT_COLUMNS = [*KEYS, "measured", "spread", "seeds", "paper", "delta", "status"]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of a paper table. ``name`` is what a reader sees (default: method or setting); ``spec`` holds the
+    arguments of the paper's configuration builder; ``group`` lets a chapter select rows (e.g. Table 2's (a))."""
+    method: str = ""
+    setting: str = ""
+    section: str = ""
+    spec: Mapping = field(default_factory=dict)
+    runner: str = "train"
+    group: str = ""
+    name: str = ""
+    label: str = ""
+
+    @property
+    def title(self) -> str:
+        return self.name or self.method or self.setting
+
+    def cell(self, dataset: str, metric: str = "R@1") -> dict:
+        return {"section": self.section, "method": self.method, "setting": self.setting, "dataset": dataset,
+                "metric": metric}
+
+
+@dataclass(frozen=True)
+class Claim:
+    """"A beats B": two cells (column values of the compared frame) and the metric."""
+    text: str
+    a: Mapping
+    b: Mapping
+    metric: str = "R@1"
+
+
+@dataclass
+class Table:
+    paper: str
+    table: str                      # the paper's table name, e.g. "Table 2"
+    rows: list[Row]
+    config: Callable[..., dict]     # (row, seed, profile, overrides) -> record key
+    seeds: Sequence[int] = (0,)
+    scores: Callable[[dict, Row], dict] | None = None  # record result -> {dataset: value}; default result["test"]
+    claims: list[Claim] = field(default_factory=list)
+    unmeasured: Mapping[str, str] = field(default_factory=dict)  # profile -> reason for unmeasured paper cells
+    metric: str = "R@1"
+    params: bool = True             # also report the trainable parameters (TrainableParams(M))
+
+    @property
+    def slug(self) -> str:
+        return self.table.lower().replace(" ", "")
+
+    def select(self, groups: Sequence[str] | None = None, names: Sequence[str] | None = None) -> list[Row]:
+        """Rows of the chosen groups whose title, method or setting is in ``names`` (None: all)."""
+        return [r for r in self.rows if (groups is None or r.group in groups)
+                and (names is None or {r.title, r.method, r.setting} & set(names))]
+
+
+def score_rows(table: str, row: Row, seed: int, scores: Mapping[str, float], metric: str, columns: Sequence[str]):
+    order = {d: i for i, d in enumerate(columns)}
+    return [{"table": table, "section": row.section, "method": row.method, "setting": row.setting, "row": row.title,
+             "seed": seed, "dataset": d, "metric": metric, "value": float(scores[d])}
+            for d in sorted(scores, key=lambda d: order.get(d, len(order)))]
+
+
+def params_rows(table: str, row: Row, seed: int, n: int):
+    return [{"table": table, "section": row.section, "method": row.method, "setting": row.setting, "row": row.title,
+             "seed": seed, "dataset": "", "metric": "TrainableParams(M)", "value": n / 1e6}]
+
+
+def _columns(spec: Table) -> list[str]:
+    p = paper_table(spec.paper, spec.table)
+    return [d for d in dict.fromkeys(p["dataset"].dropna()) if d]
+
+
+def measure(spec: Table, profile: str = "quick", rows: Sequence[Row] | None = None,
+            seeds: Sequence[int] | Mapping[str, Sequence[int]] | None = None, rerun: bool = False,
+            progress: bool = True, log=print, overrides: Sequence[str] = ()) -> pd.DataFrame:
+    """Measured cells of ``spec`` in long format (one line per cell and seed), from records or new runs.
+
+    ``seeds``: one list for every row, or ``{group: seeds}`` (rows of other groups use the table's seeds).
+    Columns: table, section, method, setting, row (the reader's label), seed, dataset, metric, value, record
+    (its path) and stale (the fingerprint parts that changed, "" when current)."""
+    rows = list(spec.rows if rows is None else rows)
+    cols = _columns(spec)
+    jobs = []
+    for r in rows:
+        s = seeds.get(r.group, spec.seeds) if isinstance(seeds, Mapping) else (seeds or spec.seeds)
+        jobs += [(r, int(x)) for x in s]
+    it = jobs
+    if progress:
+        from tqdm.auto import tqdm
+        it = tqdm(jobs, desc=f"{spec.paper} {spec.table}", unit="run")
+    out = []
+    for row, seed in it:
+        key = spec.config(row, seed, profile, overrides)
+        label = f"{row.label or row.title}-seed{seed}"
+        rec = cached_record(spec.paper, spec.slug, label, key, row.runner, profile, rerun=rerun, log=log)
+        result = rec["result"]
+        scores = spec.scores(result, row) if spec.scores else result["test"]
+        lines = score_rows(spec.table, row, seed, scores, spec.metric, cols)
+        if spec.params and "trainable_model" in result:
+            lines += params_rows(spec.table, row, seed, result["trainable_model"])
+        for ln in lines:
+            ln.update(record=rec["path"], stale=",".join(rec["stale"]))
+        out += lines
+    return pd.DataFrame(out)
+
+
+def compare(measured: pd.DataFrame, paper: str | pd.DataFrame) -> pd.DataFrame:
+    """Mean, spread (half the min-max range over seeds; 0 for one seed) and seed count of every measured cell,
+    beside the paper's value (matched on all six keys) and the difference; ``row`` and ``stale`` carried over."""
+    keys = [*KEYS, "row"]
+    g = measured.groupby(keys, sort=False)
+    out = pd.DataFrame({"measured": g["value"].mean(), "spread": (g["value"].max() - g["value"].min()) / 2,
+                        "seeds": g["value"].count()})
+    if "stale" in measured:
+        out["stale"] = g["stale"].agg(lambda s: ",".join(sorted({p for v in s for p in v.split(",") if p})))
+    out = out.reset_index()
+    if isinstance(paper, str):
+        paper = pd.concat([paper_table(paper, t) for t in measured["table"].unique()])
+    p = paper[KEYS + ["value"]].rename(columns={"value": "paper"}).fillna({k: "" for k in KEYS})
+    out = out.merge(p, on=KEYS, how="left")
+    out["delta"] = out["measured"] - out["paper"]
+    return out
+
+
+def results_frame(spec: Table, cmp: pd.DataFrame, profile: str, rows: Sequence[Row] | None = None) -> pd.DataFrame:
+    """The saved long format: every measured cell, and every paper cell of the table that no measured cell joins,
+    with ``status`` saying why (the table's reason for this profile, or "not run" for a row the chapter skipped)."""
+    p = paper_table(spec.paper, spec.table).fillna({k: "" for k in KEYS})
+    measured = cmp.assign(status="")
+    have = set(map(tuple, measured[KEYS].astype(str).to_numpy()))
+    declared = {(r.section, r.method, r.setting) for r in spec.rows}
+    chosen = {(r.section, r.method, r.setting) for r in (rows if rows is not None else spec.rows)}
+    missing = []
+    for _, c in p.iterrows():
+        if tuple(str(c[k]) for k in KEYS) in have:
+            continue
+        rk = (c["section"], c["method"], c["setting"])
+        if rk in declared and rk not in chosen:
+            status = "not run: row not selected in this execution"
+        elif rk in declared:
+            status = "not measured: this profile reports no value for this cell"
+        else:
+            status = spec.unmeasured.get(profile, "not measured in this profile")
+        missing.append({**{k: c[k] for k in KEYS}, "measured": np.nan, "spread": np.nan, "seeds": 0,
+                        "paper": c["value"], "delta": np.nan, "status": status})
+    out = pd.concat([measured, pd.DataFrame(missing)], ignore_index=True) if missing else measured
+    extra = [c for c in ("row", "stale") if c in out]
+    return out[RESULT_COLUMNS + extra]
+
+
+def save_results(spec: Table, cmp: pd.DataFrame, profile: str, rows: Sequence[Row] | None = None):
+    """Write ``results/<profile>/<paper>_<table>.csv`` (long format, see :data:`RESULT_COLUMNS`); returns the path."""
+    from umlkit._paths import results_root
+    frame = results_frame(spec, cmp, profile, rows)
+    path = results_root(profile) / f"{spec.paper}_{spec.slug}.csv"
+    _atomic_write(path, frame.to_csv(index=False))
+    return path
+
+
+def _short(label: str) -> str:
+    """'(b) Unified metric learning (Full fine-tuning)' -> '(b)'; other labels unchanged."""
+    return label.split(" ", 1)[0] if label.startswith("(") and label[1:3].endswith(")") else label
+
+
+def side_by_side(cmp: pd.DataFrame, metric: str = "R@1", digits: int = 1, columns: Sequence[str] | None = None,
+                 paper: bool = True) -> pd.DataFrame:
+    """The table in the paper's layout: one line per row (in the order measured), one column per dataset, each
+    cell "measured ±spread (paper)" (the spread only with several seeds; a stale record is marked with †)."""
+    sub = cmp[cmp["metric"] == metric]
+    cols = list(columns or dict.fromkeys(sub["dataset"]))
+    lines = {}
+    for _, r in sub.iterrows():
+        idx = (_short(r["section"]), r["row"]) if r["section"] else ("", r["row"])
+        text = f"{r['measured']:.{digits}f}"
+        if r["seeds"] > 1:
+            text += f" ±{r['spread']:.{digits}f}"
+        if paper:
+            text += f" ({r['paper']:.{digits}f})" if pd.notna(r["paper"]) else " (–)"
+        if r.get("stale"):
+            text += " †"
+        lines.setdefault(idx, {})[r["dataset"]] = text
+    out = pd.DataFrame.from_dict(lines, orient="index")
+    out = out[[c for c in cols if c in out.columns]].fillna("")
+    out.index = pd.MultiIndex.from_tuples(out.index, names=["", "row"]) if any(i[0] for i in out.index) else \
+        pd.Index([i[1] for i in out.index], name="row")
+    return out
+
+
+def stale_note(cmp: pd.DataFrame) -> str:
+    """A sentence for the chapter: which records behind the table are stale, or that none is."""
+    stale = cmp[cmp.get("stale", pd.Series("", index=cmp.index)).astype(str) != ""] if "stale" in cmp else cmp.iloc[:0]
+    if stale.empty:
+        return "Every record behind this table is current (data, weights and code fingerprints match)."
+    parts = sorted({p for v in stale["stale"] for p in v.split(",") if p})
+    rows = sorted(set(stale["row"]))
+    return (f"† {len(rows)} row(s) come from stale records ({', '.join(parts)} changed since they were trained): "
+            f"{', '.join(rows)}. Run `umlkit reproduce --stale` to retrain them.")
+
+
+def check_claims(cmp: pd.DataFrame, claims: Sequence[Claim]) -> pd.DataFrame:
+    """Each claim on the paper's numbers and on the measured ones.
+
+    The verdict is *supported* when the measured gap is positive and larger than the seed spread (half the
+    min-max range) of both cells, *within noise* when its size is not larger than that spread, and *not
+    reproduced* when it is negative beyond the spread. With a single seed in either cell the spread is unknown and
+    the verdict says so (``holds, 1 seed`` / ``not reproduced, 1 seed``)."""
+    rows = []
+    for c in claims:
+        sub = cmp[cmp["metric"] == c.metric]
+
+        def cell(sel, sub=sub):
+            mask = np.ones(len(sub), dtype=bool)
+            for k, v in sel.items():
+                mask &= (sub[k] == v).to_numpy()
+            if mask.sum() != 1:
+                raise KeyError(f"claim cell {dict(sel)} matches {int(mask.sum())} rows, expected exactly 1")
+            return sub[mask].iloc[0]
+
+        ca, cb = cell(c.a), cell(c.b)
+        gap = ca["measured"] - cb["measured"]
+        noise = max(ca["spread"], cb["spread"])
+        if min(ca["seeds"], cb["seeds"]) < 2:
+            verdict = "holds, 1 seed" if gap > 0 else "not reproduced, 1 seed"
+        else:
+            verdict = "supported" if gap > noise else ("within noise" if gap >= -noise else "not reproduced")
+        both = pd.notna(ca["paper"]) and pd.notna(cb["paper"])
+        rows.append({"claim": c.text, "paper A": ca["paper"], "paper B": cb["paper"],
+                     "holds in paper": bool(ca["paper"] > cb["paper"]) if both else None,
+                     "measured A": round(ca["measured"], 1), "measured B": round(cb["measured"], 1),
+                     "gap": round(gap, 1), "seeds": int(min(ca["seeds"], cb["seeds"])), "seed spread": round(noise, 1),
+                     "verdict": verdict})
+    return pd.DataFrame(rows)

@@ -1,0 +1,84 @@
+"""umlkit.experiments.fingerprint: normalised code hash, data and weights fingerprints, staleness."""
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from umlkit.experiments import fingerprint as fp
+from umlkit.experiments.puma import run_config
+
+SRC = '''"""Module doc."""
+# a comment
+import math
+
+
+def f(x):
+    """Function doc."""
+    return math.sqrt(x)  # trailing comment
+'''
+
+
+def test_normalised_tokens_ignore_docs_comments_and_layout_but_not_code():
+    base = fp.normalised_tokens(SRC)
+    reworded = SRC.replace("Module doc.", "Another text,\nover two lines.").replace("# a comment", "# other")
+    assert fp.normalised_tokens(reworded) == base
+    assert fp.normalised_tokens(SRC.replace("\n\n\ndef", "\n\n\n\n\ndef")) == base      # blank lines
+    assert fp.normalised_tokens(SRC.replace("sqrt(x)", "sqrt(x + 0)")) != base          # a statement changed
+    assert fp.normalised_tokens(SRC.replace("return math.sqrt(x)", "return 'doc'")) != base  # a string that is code
+
+
+def test_code_hash_covers_the_training_path_only():
+    files = {f.relative_to(fp._PKG).as_posix() for f in fp._code_files()}
+    assert {"train/engine.py", "losses/__init__.py", "models/_factory.py", "metrics/retrieval.py",
+            "experiments/runners.py", "data/datasets.py"} <= files
+    assert not files & {"data/mini.py", "experiments/tables.py", "cli.py", "experiments/puma.py"}
+    assert len(fp.code_hash()) == 12 and fp.code_hash() == fp.code_hash()
+
+
+def test_weights_fingerprints(tmp_path):
+    cfg = run_config("quick", method="puma")
+    shipped = fp.weights_fingerprint(cfg)
+    sums = dict(line.split()[::-1] for line in (fp._PKG / "models" / "weights" / "SHA256SUMS").read_text().splitlines())
+    assert shipped == "sha256:" + sums["vit_tiny_uml_patch8_32.safetensors"]
+    cfg["model"]["pretrained"] = False
+    assert fp.weights_fingerprint(cfg) == "random-init"
+    cfg["model"]["weights"] = "recipe:pretrain_epochs=2"
+    assert fp.weights_fingerprint(cfg) == "recipe:pretrain_epochs=2"
+    f = tmp_path / "w.safetensors"
+    f.write_bytes(b"abc")
+    cfg["model"]["weights"] = str(f)
+    assert fp.weights_fingerprint(cfg) == "sha256:" + hashlib.sha256(b"abc").hexdigest()
+    cfg["model"]["weights"] = str(tmp_path / "gone.safetensors")
+    assert fp.weights_fingerprint(cfg).startswith("missing:")
+
+
+def test_data_fingerprints(tmp_path, mini_root):
+    cfg = run_config("quick", method="puma")
+    from umlkit.data.mini import GENERATOR_VERSION
+    assert fp.data_fingerprint(cfg) == f"uml_mini:v{GENERATOR_VERSION}:seed0"
+    cfg["data"]["root"] = str(mini_root)
+    assert fp.data_fingerprint(cfg) == f"uml_mini:v{GENERATOR_VERSION}:seed0"   # read from the tree's manifest
+    # a real dataset root: the annotation files decide, so an edited file changes the fingerprint
+    root = tmp_path / "real"
+    (root / "CUB_200_2011").mkdir(parents=True)
+    ann = root / "CUB_200_2011" / "images.txt"
+    ann.write_text("1 001.A/a.jpg\n")
+    cfg.update(profile="full")
+    cfg["data"].update(root=str(root), datasets=["cub"])
+    first = fp.data_fingerprint(cfg)
+    assert first.startswith("root:")
+    ann.write_text("1 001.A/b.jpg\n")
+    assert fp.data_fingerprint(cfg) != first
+
+
+def test_fingerprint_of_groups_and_stale_parts():
+    cfg = run_config("quick", method="full")
+    group = {"cub": cfg, "cars": run_config("quick", method="full", datasets=["cars"])}
+    assert fp.fingerprint(group) == fp.fingerprint(cfg)
+    with pytest.raises(ValueError, match="resolved configuration"):
+        fp.fingerprint({"a": 1})
+    now = fp.fingerprint(cfg)
+    assert fp.stale_parts(now, now) == []
+    assert fp.stale_parts({**now, "code": "000000000000"}, now) == ["code"]
+    assert fp.stale_parts(None, now) == ["code", "data", "weights"]

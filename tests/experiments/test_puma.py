@@ -1,0 +1,150 @@
+"""umlkit.experiments.puma: configurations composed from configs/puma, rows keyed by the paper's cells, the
+specialists' ensemble, the paper's Harmonic check, one end-to-end table on two UML-Mini sources, and the tables
+computed from the migrated records against the tables saved before the migration."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from umlkit.experiments import puma
+from umlkit.experiments import tables as tb
+from umlkit.metrics import harmonic_mean
+
+BEFORE = Path(__file__).parent / "data" / "puma_v1_tables"
+
+
+def test_run_config_per_loss_and_method():
+    cf = puma.run_config("quick", method="full")
+    assert cf["model"]["method"] == "full" and cf["objective"][0] == {
+        "name": "curricularface", "weight": 1.0, "options": {"margin": 0.3, "scale": 32.0}}
+    assert [t["name"] for t in cf["objective"]] == ["curricularface", "model_regularizer"]
+    assert cf["data"]["sampler"] == "random" and cf["train"]["eval_every"] == cf["train"]["epochs"]
+    ms = puma.run_config("quick", method="full", loss="multisimilarity")
+    assert (ms["data"]["sampler"], ms["data"]["samples_per_class"]) == ("m_per_class", 4)
+    assert ms["objective"][0]["options"] == {}
+    vp = puma.run_config("quick", method="vptsp", loss="proxy_anchor_external")
+    assert vp["data"]["sampler"] == "class_random"
+    assert vp["model"]["options"] == {"num_prompts": 2, "prompt_depth": 6, "accumulator": "gru_relu"}
+    p = puma.run_config("quick", method="puma", options={"pool_size": 1})
+    assert p["model"]["options"] == {"adapter_dim": 16, "pool_size": 1, "prompt_length": 2}
+    assert puma.run_config("quick", method="linear")["model"]["options"] == {}
+    full = puma.run_config("full", method="puma")
+    assert full["model"]["options"] == {"adapter_dim": 128, "pool_size": 20, "prompt_length": 8}
+    assert full["model"]["backbone"] == "vit_s16_in21k_ft_in1k"
+    assert full["precision"] == "fp16" and full["optimizer"]["lr_mult"]["loss"] == 10000.0  # PUMA's proxy lr x1e4
+    from umlkit.models import BACKBONES
+    assert {b[0] for b in puma.BACKBONES_FULL.values()} <= set(BACKBONES)
+
+
+def test_run_config_shrinks_class_grouped_batches_for_small_sources():
+    # UML-Mini's CUB-like source has 25 training classes: 4 per class cannot fill a batch of 128
+    cfg = puma.run_config("quick", method="full", loss="triplet", datasets=["cub"])
+    assert cfg["data"]["batch_size"] == 100
+    assert puma.run_config("quick", method="full", loss="triplet", datasets=["sop"])["data"]["batch_size"] == 128
+    assert puma.run_config("quick", method="full", datasets=["cub"])["data"]["batch_size"] == 128  # random batches
+
+
+def test_every_declared_row_joins_a_paper_row():
+    for spec in [*puma.TABLES("quick").values(), puma.TABLE5("full")]:
+        paper = puma.paper_table("puma", spec.table).fillna({"section": "", "method": "", "setting": ""})
+        keys = set(map(tuple, paper[["section", "method", "setting"]].to_numpy()))
+        for r in spec.rows:
+            if r.setting.startswith("backbone=tiny ViT"):
+                continue  # quick-only Table 5 backbones: no paper row by design
+            assert (r.section, r.method, r.setting) in keys, (spec.table, r)
+        for c in spec.claims:
+            for cell in (c.a, c.b):
+                assert any(r.cell(cell["dataset"]) == {**cell, "metric": "R@1"} for r in spec.rows), c.text
+
+
+def test_ablation_rows_map_to_distinct_models():
+    counts = {s: puma.trainable_breakdown("quick", spec["method"], spec.get("options")).loc["total", "trainable parameters"]
+              for s, spec in puma.ABLATION_ROWS.items()}
+    assert counts["prompt=Sing.;adapter=none"] < counts["prompt=Cond.;adapter=none"]
+    assert counts["prompt=none;adapter=Stat."] == counts["prompt=none;adapter=Stoc."]
+
+
+def test_ensemble_is_the_mean_of_normalised_embeddings():
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(6, 4, generator=g) * 3, torch.randn(6, 4, generator=g)
+    ens = puma.ensemble_embeddings([a, b])
+    na, nb = a / a.norm(dim=1, keepdim=True), b / b.norm(dim=1, keepdim=True)
+    for i in range(6):  # brute force, row by row
+        assert torch.allclose(ens[i], (na[i] + nb[i]) / 2, atol=1e-6)
+    with pytest.raises(ValueError, match="same size"):
+        puma.ensemble_embeddings([a, b[:5]])
+    with pytest.raises(ValueError, match="at least one"):
+        puma.ensemble_embeddings([])
+
+
+def test_paper_harmonic_check_flags_the_known_inconsistencies():
+    chk = puma.paper_harmonic_check("Table 2").set_index(["section", "method"])
+    bad = chk[~chk["consistent (|diff| <= 0.1)"]]
+    assert set(bad.index.get_level_values("section")) == {puma.SECTIONS["b"]} and len(bad) == 8
+    tri = chk.loc[(puma.SECTIONS["b"], "Triplet")]
+    assert tri["printed Harmonic"] == 57.7 and tri["harmonic mean of the row"] == 62.5
+
+
+@pytest.mark.slow
+def test_table2_trains_once_then_reads_records(tmp_path, monkeypatch):
+    monkeypatch.setenv("UMLKIT_RESULTS", str(tmp_path))
+    over = ["train.epochs=1", "data.datasets=[cub,flowers]", "data.batch_size=64"]
+    rows = puma.TABLE2.select(groups=["b", "c"], names=["CurricularFace", "Linear Embedding"])
+    first = puma.measure(puma.TABLE2, "quick", rows=rows, progress=False, log=None, overrides=over)
+    cells = first[first["metric"] == "R@1"].set_index(["method", "dataset"])["value"]
+    assert set(cells.index.get_level_values("dataset")) == {"CUB", "Flowers", "Unified", "Harmonic"}
+    assert cells[("CurricularFace", "Harmonic")] == pytest.approx(
+        harmonic_mean([cells[("CurricularFace", "CUB")], cells[("CurricularFace", "Flowers")]]), abs=1e-3)
+    params = first[first["metric"] == "TrainableParams(M)"].set_index("method")["value"]
+    assert params["Linear Embedding"] * 1e6 == pytest.approx(96 * 128 + 128)   # the linear head alone
+    assert params["CurricularFace"] * 1e6 > 690_000                            # the whole tiny ViT + head
+    import umlkit.train
+    monkeypatch.setattr(umlkit.train, "fit", lambda *a, **k: (_ for _ in ()).throw(AssertionError("retrained")))
+    again = puma.measure(puma.TABLE2, "quick", rows=rows, progress=False, log=None, overrides=over)
+    pd.testing.assert_frame_equal(first, again)
+    path = tb.save_results(puma.TABLE2, tb.compare(first, "puma"), "quick", rows)
+    saved = pd.read_csv(path)
+    assert path.name == "puma_table2.csv" and (saved["status"].fillna("") != "").sum() > 0
+
+
+def _new_label(table: str, old: pd.Series) -> tuple:
+    if table == "Table 5":
+        return (old["method"], f"{old['method']} / {old['setting']}")
+    if table == "Table 4":
+        kind = "dataset-specific" if old["setting"] == "training=Spec." else "unified"
+        return ("", f"{old['method']} ({kind})")
+    return (old["section"] if isinstance(old["section"], str) else "", old["method"] if isinstance(old["method"], str)
+            else old["setting"])
+
+
+@pytest.mark.parametrize("name,spec", [("table2", puma.TABLE2), ("table3", puma.TABLE3), ("table4", puma.TABLE4),
+                                       ("table5", puma.TABLE5("quick"))])
+def test_migrated_records_give_the_tables_saved_before_the_migration(name, spec):
+    """The version-1 tables (saved by the chapters before the records moved) come back unchanged: every measured
+    cell, seed count and spread, now with the paper's keys."""
+    before = pd.read_csv(BEFORE / f"puma_{name}.csv", keep_default_na=False, na_values=[""])
+    seeds = {"table2": {"c": (0, 1, 2)}, "table3": (0, 1, 2)}.get(name)
+    now = tb.compare(puma.measure(spec, "quick", seeds=seeds, progress=False, log=None), "puma")
+    assert (now["stale"] == "").all()
+    now_idx = {(r["section"] if spec.table != "Table 5" else r["method"], r["row"], r["dataset"], r["metric"]): r
+               for _, r in now.iterrows()}
+    # new since the migration: the zero-shot row reports its trainable parameters (0), which the paper prints too
+    extra = [k for k in now_idx if k[3] == "TrainableParams(M)" and k[1] == "Zero-Shot"]
+    assert len(now_idx) == len(before) + len(extra) and len(extra) <= 1
+    for _, old in before.iterrows():
+        sec, label = _new_label(spec.table, old)
+        new = now_idx[(sec, label, old["dataset"] if isinstance(old["dataset"], str) else "", old["metric"])]
+        assert new["measured"] == pytest.approx(old["measured"], abs=1e-9)
+        assert new["spread"] == pytest.approx(old["spread"], abs=1e-9) and new["seeds"] == old["seeds"]
+        if pd.notna(old["paper"]):
+            assert new["paper"] == old["paper"]
+
+
+def test_figure3_and_cross_matrix_from_the_migrated_records():
+    before = pd.read_csv(BEFORE / "puma_figure3.csv", index_col=0)
+    pd.testing.assert_frame_equal(puma.figure3_weights("quick", log=None), before, check_exact=True)
+    cross = puma.cross_matrix("quick")
+    assert list(cross.index) == list(cross.columns) == list(puma.SOURCE_NAMES.values())

@@ -1,0 +1,123 @@
+"""umlkit.experiments.records: computed once, found by hash under any table, edits detected, staleness and
+recomputation, and the committed quick-profile records (none stale; one retrained to the same numbers)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from umlkit.experiments import fingerprint as fp
+from umlkit.experiments import records as rc
+from umlkit.experiments import runners
+from umlkit.experiments.puma import run_config
+
+
+@pytest.fixture()
+def counting_runner(monkeypatch, tmp_path):
+    monkeypatch.setenv("UMLKIT_RESULTS", str(tmp_path))
+    calls = []
+
+    def runner(key):
+        calls.append(key["seed"])
+        return {"test": {"CUB": 50.0 + key["seed"]}}
+
+    monkeypatch.setitem(runners.RUNNERS, "counting", runner)
+    return calls
+
+
+def test_cached_record_computes_once_and_is_found_under_any_table(counting_runner, tmp_path):
+    key = run_config("quick", method="linear")
+    first = rc.cached_record("puma", "table2", "row 1", key, "counting", "quick", log=None)
+    second = rc.cached_record("puma", "table2", "row 1", key, "counting", "quick", log=None)
+    assert counting_runner == [0] and not first["cached"] and second["cached"] and second["stale"] == []
+    elsewhere = rc.cached_record("vptsp", "table1", "other label", key, "counting", "quick", log=None)
+    assert counting_runner == [0] and elsewhere["label"] == "row 1"        # one run serves every table
+    path = rc.record_path("puma", "table2", "row 1", key, "quick")
+    assert path.parent == tmp_path / "quick" / "records" / "puma" / "table2" and path.name.startswith("row_1-")
+    stored = json.loads(path.read_text())
+    assert stored["runner"] == "counting" and stored["fingerprint"] == fp.fingerprint(key)
+    rc.cached_record("puma", "table2", "row 1", key, "counting", "quick", rerun=True, log=None)
+    assert counting_runner == [0, 0] and len(rc.list_records("quick")) == 1   # replaced, not duplicated
+    summary = rc.records_summary("quick")
+    assert summary.loc[("puma", "table2"), "records"] == 1 and summary.loc[("total", ""), "stale"] == 0
+
+
+def test_edited_or_unreadable_records_raise(counting_runner):
+    key = run_config("quick", method="linear")
+    rec = rc.cached_record("puma", "t", "r", key, "counting", "quick", log=None)
+    path = Path(rec["path"])
+    data = json.loads(path.read_text())
+    data["key"]["seed"] = 7
+    path.write_text(json.dumps(data))
+    with pytest.raises(rc.RecordError, match="edited"):
+        rc.load_record(path)
+    path.write_text("{not json")
+    with pytest.raises(rc.RecordError, match="cannot be read"):
+        rc.cached_record("puma", "t", "r", key, "counting", "quick", log=None)
+
+
+def test_stale_records_are_listed_and_recomputed(counting_runner, monkeypatch):
+    keys = [run_config("quick", method="linear", seed=s) for s in (0, 1)]
+    for k in keys:
+        rc.cached_record("puma", "t", f"s{k['seed']}", k, "counting", "quick", log=None)
+    assert rc.stale_records("quick") == []
+    # the training code changes: both records are stale, and say which part changed
+    monkeypatch.setattr(fp, "code_hash", lambda: "ffffffffffff")
+    stale = rc.stale_records("quick")
+    assert [r["stale"] for r in stale] == [["code"], ["code"]]
+    again = rc.recompute(stale[0], log=None)
+    assert again["stale"] == [] and again["path"] == stale[0]["path"] and len(counting_runner) == 3
+    assert [r["key"]["seed"] for r in rc.stale_records("quick")] == [stale[1]["key"]["seed"]]
+
+
+def test_callable_runners_cannot_be_recomputed(counting_runner):
+    rec = rc.cached_record("puma", "t", "r", run_config("quick", method="linear"), lambda k: {"x": 1}, "quick",
+                           log=None)
+    assert rec["runner"].startswith("callable:")
+    with pytest.raises(rc.RecordError, match="not a registered runner"):
+        rc.recompute(rc.load_record(rec["path"]))
+
+
+def test_normalise_key_drops_progress_only():
+    cfg = run_config("quick", method="linear")
+    cfg["train"]["progress"] = True
+    key = rc.normalise_key(cfg)
+    assert "progress" not in key["train"] and key["train"]["epochs"] == cfg["train"]["epochs"]
+    group = rc.normalise_key({"cub": cfg})
+    assert "progress" not in group["cub"]["train"]
+
+
+def _committed():
+    from umlkit._paths import repo_root
+    return sorted((repo_root() / "results" / "quick" / "records").glob("*/*/*.json"))
+
+
+def test_committed_quick_records_are_current():
+    """Every committed quick-profile record was produced by the current data generator, weights and code. When
+    this fails after a change, run `umlkit reproduce --stale` and commit the new records."""
+    paths = _committed()
+    assert paths, "no committed quick-profile records found"
+    stale = {p.relative_to(p.parents[3]).as_posix(): rec["stale"] for p in paths
+             if (rec := rc.load_record(p))["stale"]}
+    assert not stale, f"{len(stale)} stale record(s), e.g. {list(stale.items())[:3]}"
+
+
+@pytest.mark.slow
+def test_a_stored_quick_record_reproduces():
+    """A committed record retrained from its stored key gives the same numbers (identical on the machine that
+    wrote it; a tolerance covers other CPUs' float summation order)."""
+    paths = [p for p in _committed() if p.name.startswith("Linear_Embedding-seed0-")]
+    if not paths:
+        pytest.skip("no stored Linear Embedding record")
+    rec = rc.load_record(paths[0])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(int(rec["software"]["threads"]))
+    try:
+        again = runners.run(rec["runner"], rec["key"])
+    finally:
+        torch.set_num_threads(threads)
+    for d, v in rec["result"]["test"].items():
+        assert again["test"][d] == pytest.approx(v, abs=0.5), d
+    assert again["trainable_model"] == rec["result"]["trainable_model"]

@@ -1,0 +1,103 @@
+"""umlkit.experiments.tables: the exact join with the paper, the saved long format with status, the paper-layout
+view and the claims' verdicts, on hand-made frames."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from umlkit.experiments import puma
+from umlkit.experiments import tables as tb
+
+B = puma.SECTIONS["b"]
+C = puma.SECTIONS["c"]
+
+
+def _measured(values: dict, table="Table 2", section=B, method="CurricularFace", setting=puma.VIT_S, row=None):
+    rows = []
+    for seed, per in values.items():
+        rows += [{"table": table, "section": section, "method": method, "setting": setting,
+                  "row": row or method or setting, "seed": seed, "dataset": d, "metric": "R@1", "value": v,
+                  "stale": ""} for d, v in per.items()]
+    return pd.DataFrame(rows)
+
+
+def test_compare_mean_spread_and_exact_paper_join():
+    m = _measured({0: {"CUB": 70.0, "Harmonic": 50.0}, 1: {"CUB": 74.0, "Harmonic": 52.0}})
+    cmp = tb.compare(m, "puma").set_index("dataset")
+    assert (cmp.loc["CUB", "measured"], cmp.loc["CUB", "spread"], cmp.loc["CUB", "seeds"]) == (72.0, 2.0, 2)
+    assert cmp.loc["CUB", "paper"] == 78.3                       # Table 2 (b) CurricularFace CUB as printed
+    assert cmp.loc["CUB", "delta"] == pytest.approx(72.0 - 78.3)
+    assert cmp.loc["Harmonic", "paper"] == 79.5
+    # a setting the paper does not use joins nothing (no silent fallback to another row)
+    other = tb.compare(_measured({0: {"CUB": 1.0}}, setting="backbone=tiny ViT"), "puma")
+    assert other["paper"].isna().all()
+    t3 = tb.compare(_measured({0: {"Harmonic": 40.0}}, table="Table 3", section="", method="",
+                              setting="prompt=none;adapter=Stat."), "puma")
+    assert t3["paper"].tolist() == [80.8]
+
+
+def test_results_frame_lists_every_paper_cell_with_a_status():
+    spec = puma.TABLE5("quick")
+    shipped = [r for r in spec.rows if r.group.startswith("attribute heads, 12")]
+    lines = []
+    for r in shipped:
+        lines += tb.score_rows("Table 5", r, 0, {d: 10.0 for d in puma.DATASET_COLUMNS}, "R@1", puma.DATASET_COLUMNS)
+    cmp = tb.compare(pd.DataFrame(lines).assign(stale=""), "puma")
+    assert cmp["paper"].notna().all() and len(cmp) == 3 * 10    # the shipped tiny ViT joins the ViT-S/16 cells
+    out = tb.results_frame(spec, cmp, "quick", rows=shipped)
+    assert list(out.columns[:len(tb.RESULT_COLUMNS)]) == tb.RESULT_COLUMNS
+    paper = puma.paper_table("puma", "Table 5")
+    assert len(out) == len(paper)                               # every paper cell appears once
+    other = out[out["setting"].str.startswith(("arch=DeiT", "arch=DINO", "arch=CLIP"))]
+    assert len(other) == 90 and other["status"].str.startswith("full-profile only:").all()
+    assert other["measured"].isna().all() and (out.loc[out["status"] == "", "measured"] == 10.0).all()
+
+
+def test_full_profile_rows_join_every_paper_cell_of_tables_2_to_5():
+    """Simulated full-profile measurements (every row, every column): each paper cell is joined exactly once."""
+    for spec in puma.TABLES("full").values():
+        cols = tb._columns(spec)
+        lines = []
+        for r in spec.rows:
+            lines += tb.score_rows(spec.table, r, 0, {d: 1.0 for d in cols}, "R@1", cols)
+            lines += tb.params_rows(spec.table, r, 0, 1000)
+        cmp = tb.compare(pd.DataFrame(lines).assign(stale=""), "puma")
+        paper = puma.paper_table("puma", spec.table)
+        joined = cmp.dropna(subset=["paper"])
+        assert len(joined) == len(paper), spec.table
+        out = tb.results_frame(spec, cmp, "full")
+        assert (out["status"] == "").all(), spec.table
+
+
+def test_side_by_side_is_the_papers_layout():
+    m = pd.concat([_measured({0: {"CUB": 70.0, "Harmonic": 50.0}, 1: {"CUB": 74.0, "Harmonic": 52.0}}),
+                   _measured({0: {"CUB": 60.0, "Harmonic": 40.0}}, section=C, method="Ours")])
+    m.loc[m["method"] == "Ours", "stale"] = "code"
+    sbs = tb.side_by_side(tb.compare(m, "puma"))
+    assert list(sbs.columns) == ["CUB", "Harmonic"]
+    assert sbs.loc[("(b)", "CurricularFace"), "CUB"] == "72.0 ±2.0 (78.3)"
+    assert sbs.loc[("(c)", "Ours"), "CUB"] == "60.0 (83.9) †"
+    note = tb.stale_note(tb.compare(m, "puma"))
+    assert "Ours" in note and "code" in note and "umlkit reproduce --stale" in note
+
+
+def test_check_claims_verdicts():
+    rows = {"Ours": (50.0, 52.0), "VPT": (40.0, 41.0), "LoRA": (50.5, 51.0), "AdaptFormer": (60.0, 60.0),
+            "VPTSP-G": (51.5, 51.5)}
+    m = pd.concat([_measured({0: {"Harmonic": a}, 1: {"Harmonic": b}}, section=C, method=k) for k, (a, b) in rows.items()])
+    cmp = tb.compare(m, "puma")
+    claims = [tb.Claim(f"Ours > {x}", puma._c("c", "Ours"), puma._c("c", x)) for x in list(rows)[1:]]
+    out = tb.check_claims(cmp, claims).set_index("claim")
+    assert out.loc["Ours > VPT", "verdict"] == "supported"               # gap 10.5 > spread 1
+    assert out.loc["Ours > LoRA", "verdict"] == "within noise"           # gap 0.25 <= spread 1
+    assert out.loc["Ours > AdaptFormer", "verdict"] == "not reproduced"  # gap -9 beyond the spread
+    assert out.loc["Ours > VPTSP-G", "verdict"] == "within noise"        # gap -0.5, spread 1
+    assert bool(out.loc["Ours > VPT", "holds in paper"]) is True         # paper: 84.1 vs 70.4
+    one = tb.compare(pd.concat([_measured({0: {"Harmonic": 50.0}}, section=C, method="Ours"),
+                                _measured({0: {"Harmonic": 49.0}}, section=C, method="VPT")]), "puma")
+    single = tb.check_claims(one, claims[:1]).iloc[0]
+    assert single["verdict"] == "holds, 1 seed" and single["seeds"] == 1
+    reverse = tb.Claim("r", claims[0].b, claims[0].a)
+    assert tb.check_claims(one, [reverse]).iloc[0]["verdict"] == "not reproduced, 1 seed"
+    with pytest.raises(KeyError, match="matches 0 rows"):
+        tb.check_claims(cmp, [tb.Claim("x", puma._c("c", "MLP-3 Embedding"), puma._c("c", "VPT"))])
