@@ -134,8 +134,33 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_stale(args: argparse.Namespace) -> int:
+    """Retrain exactly the stored records whose data, weights or code fingerprint changed."""
+    from tqdm.auto import tqdm
+
+    from umlkit.experiments.records import recompute, stale_records
+    stale = stale_records(args.profile, args.paper)
+    if not stale:
+        print(f"no stale records in the {args.profile} profile" + (f" of {args.paper}" if args.paper else ""))
+        return 0
+    for rec in stale:
+        print(f"stale ({', '.join(rec['stale'])} changed): {rec['path']}")
+    if args.dry_run:
+        print(f"{len(stale)} stale record(s); run without --dry-run to retrain them")
+        return 0
+    for rec in tqdm(stale, desc="retraining stale records", unit="record"):
+        recompute(rec, log=None)
+    print(f"retrained {len(stale)} record(s)")
+    return 0
+
+
 def _cmd_reproduce(args: argparse.Namespace) -> int:
     from umlkit.reproduce import reproduce
+
+    if args.stale:
+        code = _cmd_stale(args)
+        if code or not args.chapters:
+            return code
 
     import yaml
     params = {}
@@ -187,6 +212,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chapters", default=None, help="comma-separated chapter names (default: all in _toc.yml)")
     p.add_argument("-p", "--parameter", action="append", default=[], metavar="NAME=VALUE",
                    help="set a parameters-cell variable in every chapter, e.g. -p RERUN=True -p 'SEEDS=[0,1]'")
+    p.add_argument("--stale", action="store_true",
+                   help="retrain the stored run records whose data, weights or code fingerprint changed (then run "
+                        "--chapters, if given)")
+    p.add_argument("--paper", default=None, help="with --stale: only this paper's records (puma, oodml, ...)")
+    p.add_argument("--dry-run", action="store_true", help="with --stale: list the stale records, train nothing")
     p.set_defaults(func=_cmd_reproduce)
 
     data = sub.add_parser("data", help="datasets: check a data root, generate UML-Mini, pretrain the tiny ViT")

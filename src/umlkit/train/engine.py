@@ -238,7 +238,7 @@ def build_objective(cfg: dict, train_set, embed_dim: int) -> nn.ModuleList:
         opts = dict(term["options"])
         ref = opts.get("language_embeddings")
         if isinstance(ref, dict):
-            opts["language_embeddings"] = load_class_embeddings(ref, train_set.class_names,
+            opts["language_embeddings"] = load_class_embeddings(ref, train_set.class_names(),
                                                                 where=f"objective.{i}.options.language_embeddings")
         terms.append(create_loss(term["name"], num_classes=train_set.num_classes, embedding_size=embed_dim, **opts))
     return nn.ModuleList(terms)
