@@ -82,6 +82,14 @@ def test_reproduce_knows_the_book_chapters():
         reproduce(chapters=["no_such_chapter"])
 
 
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
 def test_torchrun_two_processes_match_one(small_root, tmp_path):
     cfg = tiny_cfg(small_root, epochs=1)
     cfg["model"] = {"method": "linear", "pretrained": False, "embed_dim": 8}
@@ -92,7 +100,7 @@ def test_torchrun_two_processes_match_one(small_root, tmp_path):
                       "fit(json.loads(sys.argv[1]), run_dir=sys.argv[2])\n")
     env = dict(os.environ, PYTHONPATH=str(SRC), OMP_NUM_THREADS="1")
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-                           "--master_port", "29517", str(script), json.dumps(cfg), str(tmp_path / "two")],
+                           "--master_port", str(_free_port()), str(script), json.dumps(cfg), str(tmp_path / "two")],
                           env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     two = read_log(tmp_path / "two")

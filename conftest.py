@@ -1,0 +1,21 @@
+"""Test-session set-up shared by tests/ and the book's notebooks (nbval): nothing is written into the checkout.
+
+Data (UML-Mini is generated on first use) goes to a temporary folder, and results go to a temporary copy of the
+committed run records, so chapters executed by nbval read the stored records and write their tables elsewhere.
+The variables are set at import, before any kernel starts, so the notebooks' kernels inherit them. A variable the
+caller already set is kept.
+"""
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+_ROOT = Path(__file__).resolve().parent
+_TMP = Path(tempfile.mkdtemp(prefix="umlkit-tests-"))
+if not os.environ.get("UMLKIT_DATA"):
+    os.environ["UMLKIT_DATA"] = str(_TMP / "data")
+if not os.environ.get("UMLKIT_RESULTS"):
+    records = _ROOT / "results" / "quick" / "records"
+    if records.is_dir():
+        shutil.copytree(records, _TMP / "results" / "quick" / "records")
+    os.environ["UMLKIT_RESULTS"] = str(_TMP / "results")
