@@ -72,6 +72,22 @@ def test_stale_records_are_listed_and_recomputed(counting_runner, monkeypatch):
     assert [r["key"]["seed"] for r in rc.stale_records("quick")] == [stale[1]["key"]["seed"]]
 
 
+def test_restamp_updates_only_the_named_parts_and_keeps_history(counting_runner, monkeypatch):
+    key = run_config("quick", method="linear")
+    rec = rc.cached_record("puma", "t", "r", key, "counting", "quick", log=None)
+    old = json.loads(Path(rec["path"]).read_text())["fingerprint"]
+    monkeypatch.setattr(fp, "code_hash", lambda: "ffffffffffff")
+    with pytest.raises(ValueError, match="reason"):
+        rc.restamp("quick", reason=" ")
+    assert rc.restamp("quick", reason="data-only probe", parts=("data",)) == []   # stale in code: left alone
+    assert rc.restamp("quick", reason="old and new code gave identical results") == [Path(rec["path"])]
+    stored = json.loads(Path(rec["path"]).read_text())
+    assert stored["fingerprint"] == {**old, "code": "ffffffffffff"} and rc.stale_records("quick") == []
+    assert stored["restamped"][0]["from"] == old and "identical" in stored["restamped"][0]["reason"]
+    assert counting_runner == [0]                                                # nothing was retrained
+    assert rc.restamp("quick", reason="again") == []                             # current records are not touched
+
+
 def test_callable_runners_cannot_be_recomputed(counting_runner):
     rec = rc.cached_record("puma", "t", "r", run_config("quick", method="linear"), lambda k: {"x": 1}, "quick",
                            log=None)

@@ -103,12 +103,15 @@ class ImageListDataset(torch.utils.data.Dataset):
     """
 
     def __init__(self, paths: Sequence[Path], labels: Sequence[int], class_names: Sequence[str], name: str,
-                 split: str, transform: Callable | None = None, cache: bool = False):
+                 split: str, transform: Callable | None = None, cache: bool = False,
+                 class_keys: Sequence | None = None):
         if len(paths) != len(labels):
             raise ValueError(f"{name}/{split}: {len(paths)} paths but {len(labels)} labels")
         self.paths = [Path(p) for p in paths]
         self.labels = np.asarray(labels, dtype=np.int64)
         self.class_names = list(class_names)
+        # the annotation's class id of each label (what data.splits lists); None when built from bare lists
+        self.class_keys = list(class_keys) if class_keys is not None else None
         self.name, self.split, self.transform = name, split, transform
         self._cache = [self._read(p) for p in self.paths] if cache else None
 
@@ -138,11 +141,13 @@ class ImageListDataset(torch.utils.data.Dataset):
     def subset(self, indices, relabel: bool = True) -> "ImageListDataset":
         """The items at ``indices`` (cache shared); ``relabel`` renumbers the kept classes 0..k-1."""
         idx = np.asarray(indices)
-        labels, names = self.labels[idx], self.class_names
+        labels, names, keys = self.labels[idx], self.class_names, self.class_keys
         if relabel:
             keep, labels = np.unique(labels, return_inverse=True)
             names = [self.class_names[c] for c in keep]
-        out = ImageListDataset([self.paths[i] for i in idx], labels, names, self.name, self.split, self.transform)
+            keys = [self.class_keys[c] for c in keep] if self.class_keys is not None else None
+        out = ImageListDataset([self.paths[i] for i in idx], labels, names, self.name, self.split, self.transform,
+                               class_keys=keys)
         if self._cache is not None:
             out._cache = [self._cache[i] for i in idx]
         return out
@@ -352,7 +357,7 @@ def check_counts(name: str, split: str, found_images: int, found_classes: int, e
 
 def load_dataset(name: str, root: str | Path, split: str, transform: Callable | None = None, *,
                  expected="auto", cars_split: str = "label_id", cache: bool = False,
-                 check_files: bool = True) -> ImageListDataset:
+                 check_files: bool = True, classes: Sequence | None = None) -> ImageListDataset:
     """One split of a dataset, labels 0..C-1 in the sorted order of the split's class keys.
 
     Args:
@@ -365,11 +370,21 @@ def load_dataset(name: str, root: str | Path, split: str, transform: Callable | 
         cars_split: ``"label_id"`` (PUMA/PA) or ``"roth"`` (sorted folder names).
         cache: decode all images once and keep them in memory.
         check_files: raise when an annotated image file does not exist (lists the first few).
+        classes: an explicit class split (``data.splits``): the class keys to take, from every annotated split of
+            the dataset, instead of the standard split; ``split`` (``train``, ``test`` or ``val``) then only names
+            the result, and the count check is off. Keys are the **annotation's class ids** (``class_keys`` of a
+            loaded split; ``read_annotations``): CUB/Cars/NABirds/Dogs/Flowers/SOP/iNat integer class ids,
+            Aircraft the 1-based position of the variant in sorted order, as ints or their decimal strings.
+            Class names are not used because they are not unique in every dataset (SOP names super-categories).
+            Unknown keys raise ``ValueError`` naming the dataset and the first few of them. Not available for
+            In-shop, whose test protocol divides each class into query and gallery images.
     """
     root = Path(root).expanduser()
     spec = DATASETS.get(name)
     if spec is None:
         raise ValueError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")
+    if classes is not None:
+        return _load_classes(name, root, split, classes, transform, cars_split, cache, check_files)
     allowed = spec.splits + (("test",) if name == "inshop" else ())
     if split not in allowed:
         raise ValueError(f"{name}: split must be one of {allowed}, got {split!r}")
@@ -396,7 +411,50 @@ def load_dataset(name: str, root: str | Path, split: str, transform: Callable | 
     index = {k: i for i, k in enumerate(split_keys)}
     labels = [index[k] for k in keys]
     class_names = [str(names.get(k, k)) for k in split_keys]
-    ds = ImageListDataset(paths, labels, class_names, name, split, transform, cache=cache)
+    ds = ImageListDataset(paths, labels, class_names, name, split, transform, cache=cache, class_keys=split_keys)
     if name == "inshop" and split == "test":
         ds.is_query = np.array([True] * len(parts["query"][0]) + [False] * len(parts["gallery"][0]))
     return ds
+
+
+def _load_classes(name: str, root: Path, split: str, classes: Sequence, transform, cars_split: str, cache: bool,
+                  check_files: bool) -> ImageListDataset:
+    """The images of the listed classes (annotation class ids) from every split, in annotation order."""
+    if name == "inshop":
+        raise ValueError("inshop: explicit class splits are not supported (its test protocol divides each class "
+                         "into query and gallery images); leave inshop out of data.splits")
+    if split not in ("train", "test", "val"):
+        raise ValueError(f"{name}: with classes=, split must be 'train', 'test' or 'val' (a name for the result), "
+                         f"got {split!r}")
+    if isinstance(classes, (str, bytes, dict)) or not hasattr(classes, "__iter__"):
+        raise ValueError(f"{name}/{split}: classes must be a list of class keys, got {classes!r}")
+    classes = list(classes)
+    parts, names = read_annotations(name, root, cars_split)
+    spec = DATASETS[name]
+    known = {str(k): k for s in spec.splits for k in parts[s][1]}
+    wanted = [str(c) for c in classes]
+    unknown = [c for c in classes if str(c) not in known]
+    if unknown:
+        sample = sorted(known.values())[:3]
+        raise ValueError(f"{name}/{split}: {len(unknown)} class key(s) not in the {name} annotations under {root}: "
+                         f"{unknown[:5]}{' ...' if len(unknown) > 5 else ''}; keys are the annotation's class ids "
+                         f"(e.g. {sample})")
+    repeated = sorted({c for c in wanted if wanted.count(c) > 1})
+    if repeated:
+        raise ValueError(f"{name}/{split}: class key(s) listed twice: {repeated[:5]}")
+    chosen = {known[c] for c in wanted}
+    paths, keys = [], []
+    for s in spec.splits:
+        for p, k in zip(*parts[s]):
+            if k in chosen:
+                paths.append(p)
+                keys.append(k)
+    if check_files:
+        missing = [p for p in paths if not p.is_file()]
+        if missing:
+            raise FileNotFoundError(f"{name}/{split}: {len(missing)} of {len(paths)} annotated images are missing, "
+                                    f"e.g. {', '.join(str(m) for m in missing[:3])}. Expected layout: {spec.layout}")
+    split_keys = sorted(chosen)
+    index = {k: i for i, k in enumerate(split_keys)}
+    return ImageListDataset(paths, [index[k] for k in keys], [str(names.get(k, k)) for k in split_keys], name, split,
+                            transform, cache=cache, class_keys=split_keys)

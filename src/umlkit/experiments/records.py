@@ -35,7 +35,7 @@ from umlkit.experiments.fingerprint import fingerprint, stale_parts
 from umlkit.results import _atomic_write, config_hash
 
 __all__ = ["record_path", "load_record", "cached_record", "find_record", "list_records", "records_summary",
-           "stale_records", "recompute", "RecordError", "normalise_key"]
+           "stale_records", "recompute", "restamp", "RecordError", "normalise_key"]
 
 
 class RecordError(RuntimeError):
@@ -137,6 +137,33 @@ def recompute(rec: dict, log: Callable[[str], None] | None = print) -> dict:
     profile = rec["profile"]
     return cached_record(rec["paper"], rec["table"], rec["label"], rec["key"], rec["runner"], profile, rerun=True,
                          log=log)
+
+
+def restamp(profile: str, reason: str, paper: str | None = None, parts: tuple[str, ...] = ("code",)) -> list[Path]:
+    """Give stale records the current fingerprint ``parts`` after a change shown not to move their numbers.
+
+    For a refactoring of the training path (the code hash changes, the numbers do not): run the old and the new
+    code on the same configurations first and check the results are identical, then restamp with a ``reason``
+    that says what was compared. Each restamped record keeps the history (``restamped``: old and new fingerprint,
+    reason, date). Records stale in any other part are left alone. Returns the paths changed.
+    """
+    if not reason.strip():
+        raise ValueError("restamp needs a reason: what was compared to show the numbers did not change")
+    changed = []
+    for path in list_records(profile, paper):
+        rec = load_record(path)
+        if not rec["stale"] or not set(rec["stale"]) <= set(parts):
+            continue
+        stored = json.loads(path.read_text())
+        current = fingerprint(stored["key"])
+        new = dict(stored.get("fingerprint") or {})
+        new.update({p: current[p] for p in parts})
+        stored.setdefault("restamped", []).append({"from": stored.get("fingerprint"), "to": new, "reason": reason,
+                                                   "date": time.strftime("%Y-%m-%d %H:%M:%S")})
+        stored["fingerprint"] = new
+        _atomic_write(path, json.dumps(stored, indent=1, sort_keys=True))
+        changed.append(path)
+    return changed
 
 
 def records_summary(profile: str, paper: str | None = None):

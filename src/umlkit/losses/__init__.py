@@ -1,13 +1,17 @@
 """umlkit.losses: every loss of the four papers with pytorch-metric-learning's call convention.
 
-Each loss declares the inputs the training engine must pass (``inputs``: ``embeddings``, ``labels``, ``aux``,
-``features``, ``views``, ``proxies``, ``model``; :func:`loss_inputs`), so the engine calls every term of a
+Losses are registered by name (:func:`register_loss`, like timm's ``register_model``) with their implementation,
+the source of their defaults and the defaults; :func:`create_loss` builds one by name and :func:`loss_table`
+lists them all. Each loss declares the inputs the training engine must pass (``inputs``: ``embeddings``,
+``labels``, ``aux``, ``features``, ``views``, ``proxies``, ``model``; :func:`loss_inputs`), and its registry entry
+the auxiliary heads the model must build for it (:func:`aux_heads_for`), so the engine calls every term of a
 configuration's objective without knowing its class. ``model_regularizer`` is the term that returns the model's
 own penalty (``model.extra_loss()``, e.g. PUMA's prompt orthogonality).
 
 ``create_loss(name, num_classes=None, embedding_size=None, **overrides)`` returns a module called as
 ``loss(embeddings, labels, indices_tuple=None, ref_emb=None, ref_labels=None)`` (``ExternalProxyAnchorLoss``
-takes the proxies as third argument). :func:`loss_table` lists every loss, its source and its defaults.
+takes the proxies as third argument). The builders below only configure PML's losses or umlkit's own modules;
+nothing here is a reimplementation of a library loss.
 """
 from __future__ import annotations
 
@@ -16,64 +20,159 @@ from torch import nn
 from pytorch_metric_learning import losses as pml_losses
 from pytorch_metric_learning import miners as pml_miners
 
+from umlkit.losses._registry import (INPUTS, LOSSES, TERMS, aux_heads_for, loss_entry, loss_inputs, model_requirements,
+                                     register_loss)
 from umlkit.losses.curricular_face import CurricularFaceLoss
 from umlkit.losses.hyperbolic import HypLoss, poincare_distance_matrix, to_poincare
 from umlkit.losses.language_guidance import LG_MODES, LanguageGuidanceLoss
-from umlkit.losses.multi_head import DiVALoss, S2SDLoss, UniformPriorLoss, aux_heads_for, similarity_distillation
+from umlkit.losses.multi_head import DiVALoss, S2SDLoss, UniformPriorLoss, similarity_distillation
 from umlkit.losses.pml_backed import PMLLoss
 from umlkit.losses.proxy_anchor_external import ExternalProxyAnchorLoss
 from umlkit.losses.rho_distance import RhoDistanceMiner
 
-__all__ = ["LOSSES", "TERMS", "ModelRegularizer", "loss_inputs", "DEFAULT_INPUTS", "DiVALoss", "S2SDLoss", "UniformPriorLoss", "aux_heads_for", "similarity_distillation",
-           "CurricularFaceLoss", "ExternalProxyAnchorLoss", "HypLoss", "LanguageGuidanceLoss", "LG_MODES",
-           "PMLLoss", "RhoDistanceMiner", "create_loss", "loss_table", "poincare_distance_matrix", "to_poincare"]
+__all__ = ["INPUTS", "LOSSES", "TERMS", "ModelRegularizer", "aux_heads_for", "create_loss", "loss_entry",
+           "loss_inputs", "loss_table", "model_requirements", "register_loss",
+           "CurricularFaceLoss", "DiVALoss", "ExternalProxyAnchorLoss", "HypLoss", "LanguageGuidanceLoss", "LG_MODES",
+           "PMLLoss", "RhoDistanceMiner", "S2SDLoss", "UniformPriorLoss", "poincare_distance_matrix",
+           "similarity_distillation", "to_poincare"]
 
-# name -> (implementation, source of the defaults, defaults)
-LOSSES: dict[str, tuple[str, str, dict]] = {
-    "triplet": ("PML TripletMarginLoss + TripletMarginMiner(semihard)",
-                "Schroff et al. 2015 (FaceNet) margin 0.2; semi-hard mining as Roth et al. 2020",
-                dict(margin=0.2)),
-    "margin": ("PML MarginLoss(learn_beta) + DistanceWeightedMiner",
-               "Wu et al. 2017: margin 0.2, beta 1.2 learnable per class, distance-weighted sampling (cutoff 0.5, "
-               "non-zero-loss cutoff 1.4); ooDML's 'Margin (D)'", dict(margin=0.2, beta=1.2)),
-    "r_margin": ("PML MarginLoss(learn_beta) + umlkit RhoDistanceMiner",
-                 "Roth et al. 2020 rho-regularisation (rho 0.2) on Margin (D); ooDML's 'R-Margin'",
-                 dict(margin=0.2, beta=1.2, rho=0.2)),
-    "multisimilarity": ("PML MultiSimilarityLoss + MultiSimilarityMiner",
-                        "Wang et al. 2019: alpha 2, beta 50, base 0.5, miner epsilon 0.1 (ooDML, PUMA)",
-                        dict(alpha=2.0, beta=50.0, base=0.5, epsilon=0.1)),
-    "proxy_anchor": ("PML ProxyAnchorLoss", "Kim et al. 2020: alpha 32, delta 0.1", dict(alpha=32.0, margin=0.1)),
-    "softtriple": ("PML SoftTripleLoss", "Qian et al. 2019: 10 centres/class, lambda 20, gamma 0.1, margin 0.01",
-                   dict(centers_per_class=10, la=20.0, gamma=0.1, margin=0.01)),
-    "cosface": ("PML CosFaceLoss", "Wang et al. 2018: margin 0.35, scale 64", dict(margin=0.35, scale=64.0)),
-    "arcface": ("PML ArcFaceLoss", "Deng et al. 2019: margin 0.5 rad (28.6 deg), scale 64",
-                dict(margin=28.6, scale=64.0)),
-    "curricularface": ("umlkit CurricularFaceLoss", "Huang et al. 2020; PUMA: m 0.3, s 32, per-class t (EMA 0.99)",
-                       dict(margin=0.3, scale=32.0, t_mode="per_class")),
-    "hyp": ("umlkit HypLoss", "Ermolov et al. 2022 (Hyp-ViT): c 0.1, clip radius 2.3, tau 0.2",
-            dict(c=0.1, clip_r=2.3, tau=0.2)),
-    "proxy_anchor_external": ("umlkit ExternalProxyAnchorLoss",
-                              "VPTSP: alpha 32, delta 0.1, both terms averaged over all classes",
-                              dict(alpha=32.0, delta=0.1, normalisation="vptsp")),
-    "language_guidance": ("umlkit LanguageGuidanceLoss", "Roth et al. 2022 (ELG/PLG): shift 1, T 1, KL(P_img||P_lang)",
-                          dict(mode="kl_rowwise", shift=1.0, temperature=1.0, direction="backward")),
-    "uniform_prior": ("umlkit UniformPriorLoss (base: PML)",
-                      "Sinha et al. 2020 adversarial uniformity on the sphere; weight 0.1 and MLP 512 are umlkit's [open]",
-                      dict(base="margin", weight=0.1, hidden=512)),
-    "s2sd": ("umlkit S2SDLoss (base: PML)",
-             "Roth et al. 2021: target dims 512/1024/1536/2048, T 1, w 50, feature distillation 50 (recalled) [open]",
-             dict(base="margin", target_dims=(512, 1024, 1536, 2048), temperature=1.0, weight=50.0,
-                  feature_weight=50.0)),
-    "diva": ("umlkit DiVALoss (base: PML)",
-             "Milbich et al. 2020: 4 x 128-d heads, aux weights 0.3, decorrelation 1500 [open], triplet margin 0.2",
-             dict(base="margin", alpha_shared=0.3, alpha_intra=0.3, alpha_selfsup=0.3, decorrelation=1500.0)),
-}
+# Builders take (num_classes, embedding_size, **options); the PML-backed ones ignore options they do not use, as
+# create_loss always did.
+
+def _need(name: str, num_classes, embedding_size, *what) -> None:
+    missing = [w for w, v in (("num_classes", num_classes), ("embedding_size", embedding_size))
+               if w in what and v is None]
+    if missing:
+        raise ValueError(f"loss {name!r} has learnable proxies and needs {' and '.join(missing)}")
+
+
+@register_loss("triplet", implementation="PML TripletMarginLoss + TripletMarginMiner(semihard)",
+               source="Schroff et al. 2015 (FaceNet) margin 0.2; semi-hard mining as Roth et al. 2020",
+               defaults=dict(margin=0.2))
+def _triplet(num_classes, embedding_size, margin, **_unused):
+    miner = pml_miners.TripletMarginMiner(margin=margin, type_of_triplets="semihard")
+    return PMLLoss("triplet", pml_losses.TripletMarginLoss(margin=margin), miner)
+
+
+def _margin_loss(name: str):
+    def build(num_classes, embedding_size, margin, beta, rho=None, per_class_beta=None, **_unused):
+        per_class = num_classes is not None if per_class_beta is None else per_class_beta
+        loss = pml_losses.MarginLoss(margin=margin, beta=beta, learn_beta=True,
+                                     num_classes=num_classes if per_class else None)
+        miner = (RhoDistanceMiner(rho=rho) if name == "r_margin" else
+                 pml_miners.DistanceWeightedMiner(cutoff=0.5, nonzero_loss_cutoff=1.4))
+        return PMLLoss(name, loss, miner, num_classes if per_class else None)
+    return build
+
+
+register_loss("margin", _margin_loss("margin"), implementation="PML MarginLoss(learn_beta) + DistanceWeightedMiner",
+              source="Wu et al. 2017: margin 0.2, beta 1.2 learnable per class, distance-weighted sampling (cutoff "
+                     "0.5, non-zero-loss cutoff 1.4); ooDML's 'Margin (D)'", defaults=dict(margin=0.2, beta=1.2))
+register_loss("r_margin", _margin_loss("r_margin"),
+              implementation="PML MarginLoss(learn_beta) + umlkit RhoDistanceMiner",
+              source="Roth et al. 2020 rho-regularisation (rho 0.2) on Margin (D); ooDML's 'R-Margin'",
+              defaults=dict(margin=0.2, beta=1.2, rho=0.2))
+
+
+@register_loss("multisimilarity", implementation="PML MultiSimilarityLoss + MultiSimilarityMiner",
+               source="Wang et al. 2019: alpha 2, beta 50, base 0.5, miner epsilon 0.1 (ooDML, PUMA)",
+               defaults=dict(alpha=2.0, beta=50.0, base=0.5, epsilon=0.1))
+def _multisimilarity(num_classes, embedding_size, alpha, beta, base, epsilon, miner="multisimilarity", **_unused):
+    mined = (pml_miners.MultiSimilarityMiner(epsilon=epsilon) if miner == "multisimilarity" else
+             pml_miners.DistanceWeightedMiner(cutoff=0.5, nonzero_loss_cutoff=1.4))
+    return PMLLoss("multisimilarity", pml_losses.MultiSimilarityLoss(alpha=alpha, beta=beta, base=base), mined)
+
+
+@register_loss("proxy_anchor", implementation="PML ProxyAnchorLoss", source="Kim et al. 2020: alpha 32, delta 0.1",
+               defaults=dict(alpha=32.0, margin=0.1))
+def _proxy_anchor(num_classes, embedding_size, alpha, margin, **_unused):
+    _need("proxy_anchor", num_classes, embedding_size, "num_classes", "embedding_size")
+    return PMLLoss("proxy_anchor", pml_losses.ProxyAnchorLoss(num_classes, embedding_size, margin=margin, alpha=alpha),
+                   None, num_classes, embedding_size)
+
+
+@register_loss("softtriple", implementation="PML SoftTripleLoss",
+               source="Qian et al. 2019: 10 centres/class, lambda 20, gamma 0.1, margin 0.01",
+               defaults=dict(centers_per_class=10, la=20.0, gamma=0.1, margin=0.01))
+def _softtriple(num_classes, embedding_size, **options):
+    _need("softtriple", num_classes, embedding_size, "num_classes", "embedding_size")
+    return PMLLoss("softtriple", pml_losses.SoftTripleLoss(num_classes, embedding_size, **options), None, num_classes,
+                   embedding_size)
+
+
+def _face_loss(name: str, cls):
+    def build(num_classes, embedding_size, margin, scale, **_unused):
+        _need(name, num_classes, embedding_size, "num_classes", "embedding_size")
+        return PMLLoss(name, cls(num_classes, embedding_size, margin=margin, scale=scale), None, num_classes,
+                       embedding_size)
+    return build
+
+
+register_loss("cosface", _face_loss("cosface", pml_losses.CosFaceLoss), implementation="PML CosFaceLoss",
+              source="Wang et al. 2018: margin 0.35, scale 64", defaults=dict(margin=0.35, scale=64.0))
+register_loss("arcface", _face_loss("arcface", pml_losses.ArcFaceLoss), implementation="PML ArcFaceLoss",
+              source="Deng et al. 2019: margin 0.5 rad (28.6 deg), scale 64", defaults=dict(margin=28.6, scale=64.0))
+
+
+@register_loss("curricularface", implementation="umlkit CurricularFaceLoss",
+               source="Huang et al. 2020; PUMA: m 0.3, s 32, per-class t (EMA 0.99)",
+               defaults=dict(margin=0.3, scale=32.0, t_mode="per_class"))
+def _curricularface(num_classes, embedding_size, **options):
+    _need("curricularface", num_classes, embedding_size, "num_classes", "embedding_size")
+    return CurricularFaceLoss(num_classes, embedding_size, **options)
+
+
+@register_loss("hyp", implementation="umlkit HypLoss", source="Ermolov et al. 2022 (Hyp-ViT): c 0.1, clip radius 2.3, "
+               "tau 0.2", defaults=dict(c=0.1, clip_r=2.3, tau=0.2))
+def _hyp(num_classes, embedding_size, **options):
+    return HypLoss(**options)
+
+
+@register_loss("proxy_anchor_external", implementation="umlkit ExternalProxyAnchorLoss",
+               source="VPTSP: alpha 32, delta 0.1, both terms averaged over all classes",
+               defaults=dict(alpha=32.0, delta=0.1, normalisation="vptsp"))
+def _proxy_anchor_external(num_classes, embedding_size, **options):
+    return ExternalProxyAnchorLoss(**options)
+
+
+@register_loss("language_guidance", implementation="umlkit LanguageGuidanceLoss",
+               source="Roth et al. 2022 (ELG/PLG): shift 1, T 1, KL(P_img||P_lang)",
+               defaults=dict(mode="kl_rowwise", shift=1.0, temperature=1.0, direction="backward"))
+def _language_guidance(num_classes, embedding_size, **options):
+    if options.get("language_embeddings") is None:
+        raise ValueError("language_guidance needs language_embeddings=(n_classes, [k,] d) class-name embeddings")
+    return LanguageGuidanceLoss(embedding_size=embedding_size, **options)
+
+
+def _wrapper(name: str, build_wrapped):
+    """A loss around a base single-embedding loss (``base``, ``base_kwargs``) built at one or several sizes."""
+    def build(num_classes, embedding_size, base, base_kwargs=None, **options):
+        if base in _WRAPPERS or base not in LOSSES:
+            raise ValueError(f"{name}: base must be a single-embedding loss from LOSSES, got {base!r}")
+        if embedding_size is None:
+            raise ValueError(f"loss {name!r} needs embedding_size (it builds heads/discriminators of that size)")
+
+        def factory(dim: int):
+            return create_loss(base, num_classes, dim, **(base_kwargs or {}))
+
+        return build_wrapped(factory, embedding_size, **options)
+    return build
+
 
 _WRAPPERS = ("uniform_prior", "s2sd", "diva")
-# objective terms that are not losses over embeddings (create_loss builds them too; not in LOSSES)
-TERMS = {"model_regularizer": ("umlkit ModelRegularizer", "the model's own penalty, model.extra_loss() (PUMA: "
-                               "prompt-pool orthogonality; 0 for models without one)", {})}
-DEFAULT_INPUTS = ("embeddings", "labels")
+register_loss("uniform_prior", _wrapper("uniform_prior", lambda f, dim, **o: UniformPriorLoss(f(dim), dim, **o)),
+              implementation="umlkit UniformPriorLoss (base: PML)",
+              source="Sinha et al. 2020 adversarial uniformity on the sphere; weight 0.1 and MLP 512 are umlkit's "
+                     "[open]", defaults=dict(base="margin", weight=0.1, hidden=512))
+register_loss("s2sd", _wrapper("s2sd", S2SDLoss), implementation="umlkit S2SDLoss (base: PML)",
+              source="Roth et al. 2021: target dims 512/1024/1536/2048, T 1, w 50, feature distillation 50 (recalled) "
+                     "[open]", defaults=dict(base="margin", target_dims=(512, 1024, 1536, 2048), temperature=1.0,
+                                             weight=50.0, feature_weight=50.0), aux_heads=S2SDLoss.aux_heads)
+register_loss("diva", _wrapper("diva", lambda f, dim, **o: DiVALoss(f(dim), dim, **o)),
+              implementation="umlkit DiVALoss (base: PML)",
+              source="Milbich et al. 2020: 4 x 128-d heads, aux weights 0.3, decorrelation 1500 [open], triplet margin "
+                     "0.2", defaults=dict(base="margin", alpha_shared=0.3, alpha_intra=0.3, alpha_selfsup=0.3,
+                                          decorrelation=1500.0), aux_heads=DiVALoss.aux_heads, eval_concat_aux=True)
 
 
 class ModelRegularizer(nn.Module):
@@ -84,9 +183,13 @@ class ModelRegularizer(nn.Module):
         return model.extra_loss() if hasattr(model, "extra_loss") else 0.0
 
 
-def loss_inputs(loss: nn.Module) -> tuple[str, ...]:
-    """What ``loss`` must be called with: ``embeddings`` and ``labels`` positionally, the rest as keywords."""
-    return tuple(getattr(loss, "inputs", DEFAULT_INPUTS))
+@register_loss("model_regularizer", implementation="umlkit ModelRegularizer",
+               source="the model's own penalty, model.extra_loss() (PUMA: prompt-pool orthogonality; 0 for models "
+                      "without one)", term=True)
+def _model_regularizer(num_classes, embedding_size, **options):
+    if options:
+        raise TypeError(f"model_regularizer takes no options, got {sorted(options)}")
+    return ModelRegularizer()
 
 
 def create_loss(name: str, num_classes: int | None = None, embedding_size: int | None = None, **overrides):
@@ -98,75 +201,8 @@ def create_loss(name: str, num_classes: int | None = None, embedding_size: int |
         >>> float(loss(torch.randn(4, 8), torch.tensor([0, 1, 2, 3]))) > 0
         True
     """
-    if name not in LOSSES and name not in TERMS:
-        raise ValueError(f"unknown loss {name!r}; choose one of {', '.join([*LOSSES, *TERMS])}")
-    cfg = dict({**LOSSES, **TERMS}[name][2], **overrides)
-    if name == "model_regularizer":
-        if cfg:
-            raise TypeError(f"model_regularizer takes no options, got {sorted(cfg)}")
-        return ModelRegularizer()
-    if name in _WRAPPERS:
-        base_name = cfg.pop("base")
-        base_kwargs = cfg.pop("base_kwargs", {})
-        if base_name in _WRAPPERS or base_name not in LOSSES:
-            raise ValueError(f"{name}: base must be a single-embedding loss from LOSSES, got {base_name!r}")
-        if embedding_size is None:
-            raise ValueError(f"loss {name!r} needs embedding_size (it builds heads/discriminators of that size)")
-
-        def factory(dim: int):
-            return create_loss(base_name, num_classes, dim, **base_kwargs)
-
-        if name == "uniform_prior":
-            return UniformPriorLoss(factory(embedding_size), embedding_size, **cfg)
-        if name == "s2sd":
-            return S2SDLoss(factory, embedding_size, **cfg)
-        return DiVALoss(factory(embedding_size), embedding_size, **cfg)
-
-    def need(*what):
-        missing = [w for w, v in (("num_classes", num_classes), ("embedding_size", embedding_size)) if w in what and v is None]
-        if missing:
-            raise ValueError(f"loss {name!r} has learnable proxies and needs {' and '.join(missing)}")
-
-    if name == "triplet":
-        miner = pml_miners.TripletMarginMiner(margin=cfg["margin"], type_of_triplets="semihard")
-        return PMLLoss(name, pml_losses.TripletMarginLoss(margin=cfg["margin"]), miner)
-    if name in ("margin", "r_margin"):
-        per_class = cfg.pop("per_class_beta", num_classes is not None)
-        loss = pml_losses.MarginLoss(margin=cfg["margin"], beta=cfg["beta"], learn_beta=True,
-                                     num_classes=num_classes if per_class else None)
-        miner = (RhoDistanceMiner(rho=cfg["rho"]) if name == "r_margin" else
-                 pml_miners.DistanceWeightedMiner(cutoff=0.5, nonzero_loss_cutoff=1.4))
-        return PMLLoss(name, loss, miner, num_classes if per_class else None)
-    if name == "multisimilarity":
-        miner_kind = cfg.pop("miner", "multisimilarity")
-        miner = (pml_miners.MultiSimilarityMiner(epsilon=cfg["epsilon"]) if miner_kind == "multisimilarity" else
-                 pml_miners.DistanceWeightedMiner(cutoff=0.5, nonzero_loss_cutoff=1.4))
-        return PMLLoss(name, pml_losses.MultiSimilarityLoss(alpha=cfg["alpha"], beta=cfg["beta"], base=cfg["base"]), miner)
-    if name == "proxy_anchor":
-        need("num_classes", "embedding_size")
-        return PMLLoss(name, pml_losses.ProxyAnchorLoss(num_classes, embedding_size, margin=cfg["margin"],
-                                                        alpha=cfg["alpha"]), None, num_classes, embedding_size)
-    if name == "softtriple":
-        need("num_classes", "embedding_size")
-        return PMLLoss(name, pml_losses.SoftTripleLoss(num_classes, embedding_size, **cfg), None, num_classes,
-                       embedding_size)
-    if name in ("cosface", "arcface"):
-        need("num_classes", "embedding_size")
-        cls = pml_losses.CosFaceLoss if name == "cosface" else pml_losses.ArcFaceLoss
-        return PMLLoss(name, cls(num_classes, embedding_size, margin=cfg["margin"], scale=cfg["scale"]), None,
-                       num_classes, embedding_size)
-    if name == "curricularface":
-        need("num_classes", "embedding_size")
-        return CurricularFaceLoss(num_classes, embedding_size, **cfg)
-    if name == "hyp":
-        return HypLoss(**cfg)
-    if name == "proxy_anchor_external":
-        return ExternalProxyAnchorLoss(**cfg)
-    if name == "language_guidance":
-        if "language_embeddings" not in cfg:
-            raise ValueError("language_guidance needs language_embeddings=(n_classes, [k,] d) class-name embeddings")
-        return LanguageGuidanceLoss(embedding_size=embedding_size, **cfg)
-    raise AssertionError(name)  # pragma: no cover
+    entry = loss_entry(name)
+    return entry.build(num_classes, embedding_size, **{**entry.defaults, **overrides})
 
 
 def loss_table() -> pd.DataFrame:

@@ -27,6 +27,8 @@ __all__ = ["CurricularFaceLoss"]
 
 
 class CurricularFaceLoss(nn.Module):
+    inputs = ("embeddings", "labels")  # what the training engine passes (as keywords)
+
     def __init__(self, num_classes: int, embedding_size: int, margin: float = 0.3, scale: float = 32.0,
                  t_mode: str = "per_class", momentum: float = 0.99):
         super().__init__()

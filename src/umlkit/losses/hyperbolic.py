@@ -48,6 +48,8 @@ def poincare_distance_matrix(x: torch.Tensor, y: torch.Tensor, c: float = 0.1) -
 
 
 class HypLoss(nn.Module):
+    inputs = ("embeddings", "labels")  # what the training engine passes (as keywords)
+
     def __init__(self, c: float = 0.1, clip_r: float | None = 2.3, tau: float = 0.2):
         super().__init__()
         self.c, self.clip_r, self.tau = c, clip_r, tau

@@ -33,6 +33,8 @@ LG_MODES = ("kl_rowwise", "row_l2", "full_kl", "clip", "devise")
 
 
 class LanguageGuidanceLoss(nn.Module):
+    inputs = ("embeddings", "labels")  # what the training engine passes (as keywords)
+
     def __init__(self, language_embeddings: torch.Tensor, mode: str = "kl_rowwise", shift: float = 1.0,
                  temperature: float = 1.0, direction: str = "backward", stop_grad: bool = True,
                  embedding_size: int | None = None, clip_temperature: float = 0.07):

@@ -8,7 +8,9 @@ loss, with the extra outputs of :meth:`umlkit.models.EmbeddingModel.forward_trai
     out = model.forward_train(images, labels)
     loss(out["embeddings"], labels, aux=out["aux"], features=out["features"])
 
-The heads they need are declared by :func:`aux_heads_for` and built by ``create_model(..., aux_heads=...)``.
+Each declares the inputs it takes (``inputs``) and the heads it needs (``aux_heads(embedding_size, **options)``,
+registered with the loss, see :func:`umlkit.losses.aux_heads_for`); ``create_model(..., aux_heads=...)`` builds
+them.
 
 * **Uniform Prior** (Sinha et al. 2020, "Uniform priors for data-efficient transfer"; ooDML's "Uniform Prior"):
   a discriminator D (MLP) separates the L2-normalised embeddings from samples of the uniform distribution on the
@@ -41,7 +43,7 @@ from torch import nn
 
 from umlkit.losses._checks import check_inputs
 
-__all__ = ["DiVALoss", "S2SDLoss", "UniformPriorLoss", "aux_heads_for", "grad_reverse", "similarity_distillation"]
+__all__ = ["DiVALoss", "S2SDLoss", "UniformPriorLoss", "grad_reverse", "similarity_distillation"]
 
 
 class _GradReverse(torch.autograd.Function):
@@ -72,18 +74,8 @@ def similarity_distillation(student: torch.Tensor, teacher: torch.Tensor, temper
     return nn.functional.kl_div(log_p_student, p_teacher, reduction="batchmean")
 
 
-def aux_heads_for(loss_name: str, embedding_size: int = 128, **cfg) -> dict[str, tuple[int, str]]:
-    """The auxiliary heads ``create_model(aux_heads=...)`` must build for ``loss_name`` (empty for most losses)."""
-    if loss_name == "s2sd":
-        dims = cfg.get("target_dims", S2SDLoss.DEFAULT_DIMS)
-        return {f"s2sd_{j}": (int(d), "mlp2") for j, d in enumerate(dims)}
-    if loss_name == "diva":
-        return {name: (embedding_size, "linear") for name in DiVALoss.HEADS}
-    return {}
-
-
 class UniformPriorLoss(nn.Module):
-    inputs = ("embeddings", "labels", "aux", "features")  # passed by the training engine (as keywords after embeddings, labels)
+    inputs = ("embeddings", "labels")  # what the training engine passes (as keywords)
 
     def __init__(self, base: nn.Module, embedding_size: int, weight: float = 0.1, hidden: int = 512):
         super().__init__()
@@ -111,7 +103,12 @@ class UniformPriorLoss(nn.Module):
 class S2SDLoss(nn.Module):
     DEFAULT_DIMS = (512, 1024, 1536, 2048)
 
-    inputs = ("embeddings", "labels", "aux", "features")  # passed by the training engine (as keywords after embeddings, labels)
+    inputs = ("embeddings", "labels", "aux", "features")  # what the training engine passes (as keywords)
+
+    @classmethod
+    def aux_heads(cls, embedding_size: int = 128, target_dims=DEFAULT_DIMS, **_options) -> dict[str, tuple[int, str]]:
+        """The target heads: ``s2sd_j`` of dimension ``target_dims[j]`` (Linear-ReLU-Linear on the feature)."""
+        return {f"s2sd_{j}": (int(d), "mlp2") for j, d in enumerate(target_dims)}
 
     def __init__(self, base_factory: Callable[[int], nn.Module], embedding_size: int,
                  target_dims=DEFAULT_DIMS, temperature: float = 1.0, weight: float = 50.0,
@@ -153,6 +150,11 @@ def _nearest(dist: torch.Tensor, allowed: torch.Tensor, largest: bool = False) -
 
 class DiVALoss(nn.Module):
     HEADS = ("shared", "intra", "selfsup")
+
+    @classmethod
+    def aux_heads(cls, embedding_size: int = 128, **_options) -> dict[str, tuple[int, str]]:
+        """The shared, intra-class and self-supervised heads, each linear to ``embedding_size``."""
+        return {name: (embedding_size, "linear") for name in cls.HEADS}
 
     @property
     def inputs(self) -> tuple[str, ...]:

@@ -16,6 +16,8 @@ __all__ = ["PMLLoss"]
 
 
 class PMLLoss(nn.Module):
+    inputs = ("embeddings", "labels")  # what the training engine passes (as keywords)
+
     def __init__(self, name: str, loss: nn.Module, miner: nn.Module | None = None, num_classes: int | None = None,
                  embedding_size: int | None = None):
         super().__init__()

@@ -22,10 +22,15 @@ Methods (defaults follow the paper that uses them; every default can be overridd
 ``proxy_source``, ``class_prompts_device``, ``bitfit_backbone`` (default True, as the official code).
 
 ``bitfit=True`` adds BitFit to any ViT method (VPTSP's "(B)" rows).
+
+Methods are registered by name (:func:`register_method`, like timm's ``register_model``): each builder takes the
+options it reads and creates its modules in a fixed order, so a configuration always gets the same initial
+weights. Written by hand because the methods combine umlkit's own PEFT modules (:mod:`umlkit.models.peft_vit`).
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -38,11 +43,58 @@ from umlkit.models.layers import LoRAQKV, PromptPool
 from umlkit.models.peft_vit import PEFTViT
 from umlkit.models.vptsp import VPTSPModel
 
-__all__ = ["create_model", "count_trainable", "parameter_budget", "METHODS"]
+__all__ = ["create_model", "count_trainable", "parameter_budget", "register_method", "method_entry", "METHODS"]
 
-METHODS = ("zero_shot", "full", "linear", "mlp3", "vpt", "vpt_deep", "prompt_pool", "adapter", "stochastic_adapter",
-           "puma", "lora", "adaptformer", "bitfit", "vptsp")
-_CNN_METHODS = ("zero_shot", "full", "linear", "mlp3", "bitfit")
+
+@dataclass
+class _Build:
+    """What a method builder gets: the backbone and the options left after the common ones were taken."""
+    net: nn.Module
+    kw: dict
+    method: str
+    timm_name: str
+    embed_dim: int
+    data_config: dict
+    is_vit: bool
+    head_kind: str
+    bitfit: bool
+    aux_spec: dict | None
+    concat_aux: bool
+
+
+@dataclass(frozen=True)
+class MethodEntry:
+    name: str
+    build: Callable[[_Build], nn.Module] = field(repr=False)
+    cnn: bool = False               # also available on CNN backbones (no ViT internals needed)
+    needs_num_classes: bool = False  # create_model needs num_classes= (the training classes), e.g. VPTSP
+
+
+_METHODS: dict[str, MethodEntry] = {}
+
+
+def register_method(name: str, build: Callable | None = None, *, cnn: bool = False, needs_num_classes: bool = False):
+    """Register ``build(b) -> model`` for ``create_model(..., method=name)`` (decorator or plain call).
+
+    ``b`` carries the backbone (``b.net``, with ``requires_grad`` already set: trainable for ``full`` only), the
+    method's remaining options (``b.kw``; pop what the method reads, leftovers are an error in :func:`_finish`) and
+    the common options. Most builders make a body and end with ``_finish(b, body)``. A name registered twice by
+    different builders is an error (the same builder again, as when a module is imported twice, replaces it).
+    """
+    def add(fn: Callable) -> Callable:
+        old = _METHODS.get(name)
+        if old is not None and getattr(old.build, "__qualname__", None) != getattr(fn, "__qualname__", ""):
+            raise ValueError(f"method {name!r} is already registered")
+        _METHODS[name] = MethodEntry(name, fn, cnn, needs_num_classes)
+        return fn
+
+    return add(build) if build is not None else add
+
+
+def method_entry(name: str) -> MethodEntry:
+    if name not in _METHODS:
+        raise ValueError(f"unknown method {name!r}; choose one of {', '.join(_METHODS)}")
+    return _METHODS[name]
 
 
 def _enable_bitfit(backbone: nn.Module) -> None:
@@ -55,13 +107,35 @@ def _pop(kwargs: dict, **defaults):
     return [kwargs.pop(k, v) for k, v in defaults.items()]
 
 
+def _body(b: _Build, **peft_options) -> nn.Module:
+    """The backbone itself (CNN) or a :class:`PEFTViT` around it with ``peft_options``."""
+    return PEFTViT(b.net, **peft_options) if b.is_vit else b.net
+
+
+def _finish(b: _Build, body: nn.Module) -> EmbeddingModel:
+    """BitFit, leftover-option check, head and auxiliary heads, and the :class:`EmbeddingModel`."""
+    if b.bitfit:
+        _enable_bitfit(b.net)
+    if b.kw:
+        raise TypeError(f"unexpected option(s) for method {b.method!r}: {sorted(b.kw)}")
+    feat_dim = b.net.num_features
+    head = build_head(b.head_kind, feat_dim, b.embed_dim)
+    out_dim = feat_dim if b.head_kind == "identity" else b.embed_dim
+    aux = {}
+    for name, spec in (b.aux_spec or {}).items():
+        dim, kind = (spec, "linear") if isinstance(spec, int) else spec
+        aux[name] = build_head(kind, feat_dim, dim)
+    return EmbeddingModel(body, head, b.method, b.timm_name, out_dim, data_config=b.data_config, aux_heads=aux,
+                          eval_concat_aux=b.concat_aux)
+
+
 def create_model(backbone: str, method: str, embed_dim: int = 128, pretrained: bool = False,
                  weights: str | Path | None = None, **method_kwargs) -> EmbeddingModel:
     """Build an embedding model producing L2-normalised embeddings.
 
     Args:
         backbone: a short name from :data:`umlkit.models.BACKBONES` or any timm model name.
-        method: one of :data:`METHODS`.
+        method: one of :data:`METHODS` (or a method added with :func:`register_method`).
         embed_dim: embedding size of the head (ignored by ``zero_shot``).
         pretrained: load timm's pretrained weights from the hub.
         weights: a local checkpoint instead of the hub.
@@ -75,79 +149,132 @@ def create_model(backbone: str, method: str, embed_dim: int = 128, pretrained: b
         >>> m(torch.randn(2, 3, 32, 32)).shape
         torch.Size([2, 32])
     """
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
+    entry = method_entry(method)
     kw = dict(method_kwargs)
     (freeze_bn,) = _pop(kw, freeze_bn=False)
     net = create_backbone(backbone, pretrained=pretrained, weights=weights, freeze_bn=freeze_bn)
     cfg = data_config(net)
     timm_name = resolve_backbone_name(backbone)
     is_vit = hasattr(net, "blocks") and hasattr(net, "patch_embed")
-    if not is_vit and method not in _CNN_METHODS:
-        raise ValueError(f"method {method!r} needs a ViT backbone; {timm_name} supports {', '.join(_CNN_METHODS)}")
-    feat_dim = net.num_features
+    if not is_vit and not entry.cnn:
+        cnn = [n for n, e in _METHODS.items() if e.cnn]
+        raise ValueError(f"method {method!r} needs a ViT backbone; {timm_name} supports {', '.join(cnn)}")
     head_kind, bitfit, aux_spec, concat_aux = _pop(kw, head="linear", bitfit=False, aux_heads=None,
                                                    eval_concat_aux=False)
     net.requires_grad_(method == "full")
+    return entry.build(_Build(net, kw, method, timm_name, embed_dim, cfg, is_vit, head_kind, bitfit, aux_spec,
+                              concat_aux))
 
-    if method == "vptsp":
-        if aux_spec:
-            raise ValueError("aux_heads are not supported with method 'vptsp' (its proxy branch is its extra head)")
-        num_prompts, depth, step, num_classes = _pop(kw, num_prompts=10, prompt_depth=12, prompt_step=0, num_classes=None)
-        n_blocks = len(net.blocks)
-        counts = [max(num_prompts - i * step, 0) for i in range(min(depth, n_blocks))]
-        body = PEFTViT(net, deep_prompts=counts)
-        if kw.pop("bitfit_backbone", True):  # the official code always trains the biases
-            _enable_bitfit(net)
-        model = VPTSPModel(body, timm_name, embed_dim, num_classes, data_config=cfg, **kw)
-        return model
 
-    if not is_vit:
-        body = net
-    else:
-        options = {}
-        if method == "vpt":
-            (n,) = _pop(kw, num_prompts=10)
-            options["shallow_prompts"] = n
-        elif method == "vpt_deep":
-            n, depth, step = _pop(kw, num_prompts=10, prompt_depth=12, prompt_step=0)
-            options["deep_prompts"] = [max(n - i * step, 0) for i in range(min(depth, len(net.blocks)))]
-        if method in ("prompt_pool", "puma"):
-            pool_size, length, identical = _pop(kw, pool_size=20, prompt_length=8, identical_init=True)
-            if kw.pop("use_prompts", True):
-                options["prompt_pool"] = PromptPool(net.embed_dim, pool_size, length, identical_init=identical)
-        if method in ("adapter", "stochastic_adapter", "puma"):
-            default_keep = 1.0 if method == "adapter" else 0.5
-            keep, bottleneck, scale = _pop(kw, keep_prob=default_keep, adapter_dim=128, adapter_scale=0.1)
-            if kw.pop("use_adapters", True):
-                options.update(adapter_keep_prob=keep, adapter_bottleneck=bottleneck, adapter_scale=scale)
-        if method == "adaptformer":
-            bottleneck, layers = _pop(kw, adapter_dim=256, layers=None)
-            options.update(adaptformer_bottleneck=bottleneck, adaptformer_layers=layers)
-        if method == "lora":
-            rank, alpha = _pop(kw, rank=128, alpha=None)
-            for blk in net.blocks:
-                blk.attn.qkv = LoRAQKV(blk.attn.qkv, rank=rank, alpha=alpha)
-        body = PEFTViT(net, **options)
-    if method == "bitfit" or bitfit:
-        _enable_bitfit(net)
-    if method == "mlp3":
-        head_kind = "mlp3"
-    if method == "zero_shot":
-        head_kind = "identity"
-    if kw:
-        raise TypeError(f"unexpected option(s) for method {method!r}: {sorted(kw)}")
-    head = build_head(head_kind, feat_dim, embed_dim)
-    out_dim = feat_dim if head_kind == "identity" else embed_dim
-    aux = {}
-    for name, spec in (aux_spec or {}).items():
-        dim, kind = (spec, "linear") if isinstance(spec, int) else spec
-        aux[name] = build_head(kind, feat_dim, dim)
-    model = EmbeddingModel(body, head, method, timm_name, out_dim, data_config=cfg, aux_heads=aux,
-                           eval_concat_aux=concat_aux)
-    if method == "zero_shot":
-        model.requires_grad_(False)
+# ------------------------------------------------------------------------------------------------ the methods
+# Registered in the order of METHODS. Each pops its options in the order the modules are created, so the random
+# initialisation is the same for every configuration.
+
+@register_method("zero_shot", cnn=True)
+def _zero_shot(b: _Build) -> nn.Module:
+    b.head_kind = "identity"
+    model = _finish(b, _body(b))
+    model.requires_grad_(False)
     return model
+
+
+def _plain(b: _Build) -> nn.Module:
+    return _finish(b, _body(b))
+
+
+register_method("full", _plain, cnn=True)
+register_method("linear", _plain, cnn=True)
+
+
+@register_method("mlp3", cnn=True)
+def _mlp3(b: _Build) -> nn.Module:
+    body = _body(b)
+    b.head_kind = "mlp3"
+    return _finish(b, body)
+
+
+@register_method("vpt")
+def _vpt(b: _Build) -> nn.Module:
+    (n,) = _pop(b.kw, num_prompts=10)
+    return _finish(b, _body(b, shallow_prompts=n))
+
+
+@register_method("vpt_deep")
+def _vpt_deep(b: _Build) -> nn.Module:
+    n, depth, step = _pop(b.kw, num_prompts=10, prompt_depth=12, prompt_step=0)
+    return _finish(b, _body(b, deep_prompts=[max(n - i * step, 0) for i in range(min(depth, len(b.net.blocks)))]))
+
+
+def _prompt_pool_options(b: _Build) -> dict:
+    pool_size, length, identical = _pop(b.kw, pool_size=20, prompt_length=8, identical_init=True)
+    if b.kw.pop("use_prompts", True):
+        return {"prompt_pool": PromptPool(b.net.embed_dim, pool_size, length, identical_init=identical)}
+    return {}
+
+
+def _adapter_options(b: _Build, default_keep: float) -> dict:
+    keep, bottleneck, scale = _pop(b.kw, keep_prob=default_keep, adapter_dim=128, adapter_scale=0.1)
+    if b.kw.pop("use_adapters", True):
+        return dict(adapter_keep_prob=keep, adapter_bottleneck=bottleneck, adapter_scale=scale)
+    return {}
+
+
+@register_method("prompt_pool")
+def _prompt_pool(b: _Build) -> nn.Module:
+    return _finish(b, _body(b, **_prompt_pool_options(b)))
+
+
+@register_method("adapter")
+def _adapter(b: _Build) -> nn.Module:
+    return _finish(b, _body(b, **_adapter_options(b, 1.0)))
+
+
+@register_method("stochastic_adapter")
+def _stochastic_adapter(b: _Build) -> nn.Module:
+    return _finish(b, _body(b, **_adapter_options(b, 0.5)))
+
+
+@register_method("puma")
+def _puma(b: _Build) -> nn.Module:
+    options = _prompt_pool_options(b)  # the pool is created before the adapters (initialisation order)
+    options.update(_adapter_options(b, 0.5))
+    return _finish(b, _body(b, **options))
+
+
+@register_method("lora")
+def _lora(b: _Build) -> nn.Module:
+    rank, alpha = _pop(b.kw, rank=128, alpha=None)
+    for blk in b.net.blocks:
+        blk.attn.qkv = LoRAQKV(blk.attn.qkv, rank=rank, alpha=alpha)
+    return _finish(b, _body(b))
+
+
+@register_method("adaptformer")
+def _adaptformer(b: _Build) -> nn.Module:
+    bottleneck, layers = _pop(b.kw, adapter_dim=256, layers=None)
+    return _finish(b, _body(b, adaptformer_bottleneck=bottleneck, adaptformer_layers=layers))
+
+
+@register_method("bitfit", cnn=True)
+def _bitfit(b: _Build) -> nn.Module:
+    b.bitfit = True
+    return _finish(b, _body(b))
+
+
+@register_method("vptsp", needs_num_classes=True)
+def _vptsp(b: _Build) -> nn.Module:
+    if b.aux_spec:
+        raise ValueError("aux_heads are not supported with method 'vptsp' (its proxy branch is its extra head)")
+    num_prompts, depth, step, num_classes = _pop(b.kw, num_prompts=10, prompt_depth=12, prompt_step=0,
+                                                 num_classes=None)
+    counts = [max(num_prompts - i * step, 0) for i in range(min(depth, len(b.net.blocks)))]
+    body = PEFTViT(b.net, deep_prompts=counts)
+    if b.kw.pop("bitfit_backbone", True):  # the official code always trains the biases
+        _enable_bitfit(b.net)
+    return VPTSPModel(body, b.timm_name, b.embed_dim, num_classes, data_config=b.data_config, **b.kw)
+
+
+METHODS = tuple(_METHODS)  # the built-in methods, in this order
 
 
 def count_trainable(model: nn.Module, extra: Iterable[nn.Parameter] | nn.Module | None = None) -> int:

@@ -5,8 +5,12 @@ of :func:`umlkit.losses.create_loss` (or ``model_regularizer``, the model's own 
 orthogonality), and the training loss is the weighted sum. A legacy ``loss: {name, options, extra_weight}``
 section is read as ``[{name, 1.0, options}, {model_regularizer, extra_weight}]``, and the overrides
 ``loss.name=``, ``loss.options.K=`` and ``loss.extra_weight=`` address those two terms; list items are addressed by
-index (``objective.1.weight=10``). ``data.splits`` gives a source's classes explicitly (see
-:func:`umlkit.train.engine.build_data`); the default ``{}`` keeps PUMA's first-half split.
+index (``objective.1.weight=10``), and ``objective=[{name: ..., weight: ..., options: {...}}, ...]`` replaces the
+list. ``data.splits`` gives a source's classes explicitly as annotation class ids, ``{source: {train: [...], test:
+[...], val: [...]}}`` or ``{source: {file: PATH, sha256: HEX}}`` (see :func:`umlkit.train.engine.build_data`);
+the default ``{}`` keeps PUMA's first-half split. Side-information files (``{file, sha256}`` in a term's options
+or in ``data.splits``) given with a relative path in a YAML file are resolved against that file's folder when it
+is loaded; elsewhere (dicts, ``--set``) against the current directory.
 
 A config file may hold ``profiles: {quick: {...}, full: {...}}``; the selected profile's block is merged over the
 file's top level, which is merged over :data:`DEFAULTS`. Overrides use dotted keys with YAML values
@@ -44,7 +48,7 @@ DEFAULTS: dict = {
         "few_shot": None,        # k images per training class (PUMA few-shot subsets)
         "val_fraction": 0.0,     # hold out this fraction of each source's *training classes* for validation
         "expected": "auto",      # dataset count check (None: off)
-        "splits": {},            # {source: {train: [class names], test: [...], val: [...]}}; {} = first half trains
+        "splits": {},            # {source: {train: [class ids], test: [...], val: [...]} or {file, sha256}}; {}: PUMA's
     },
     "model": {"backbone": "vit_tiny_uml", "method": "puma", "embed_dim": 128, "pretrained": True, "weights": None,
               "options": {}},
@@ -184,6 +188,24 @@ def _check_objective(objective) -> None:
         term["weight"] = float(term["weight"])
 
 
+def _is_file_ref(value) -> bool:
+    return isinstance(value, dict) and "file" in value and "sha256" in value
+
+
+def _anchor_file_refs(block: dict, base: Path) -> None:
+    """Make the relative ``file`` of every ``{file, sha256}`` reference in ``block`` (term options, a legacy loss
+    section's options, data.splits) relative to ``base`` (a YAML file's folder), in place."""
+    option_sets = [t.get("options") for t in (block.get("objective") or []) if isinstance(t, dict)]
+    if isinstance(block.get("loss"), dict):
+        option_sets.append(block["loss"].get("options"))
+    splits = (block.get("data") or {}).get("splits") if isinstance(block.get("data"), dict) else None
+    option_sets.append(splits)
+    for options in option_sets:
+        for value in (options or {}).values() if isinstance(options, dict) else ():
+            if _is_file_ref(value) and not Path(str(value["file"])).expanduser().is_absolute():
+                value["file"] = str((base / str(value["file"])).resolve())
+
+
 def load_config(path: str | Path, profile: str | None = None, overrides=None) -> dict:
     path = Path(path)
     if not path.is_file():
@@ -194,4 +216,7 @@ def load_config(path: str | Path, profile: str | None = None, overrides=None) ->
         raise ValueError(f"{path} is not valid YAML: {err}") from err
     if not isinstance(raw, dict):
         raise ValueError(f"{path} must hold a mapping at the top level, got {type(raw).__name__}")
+    for block in (raw, *((raw.get("profiles") or {}).values())):
+        if isinstance(block, dict):
+            _anchor_file_refs(block, path.resolve().parent)
     return resolve_config(raw, profile, overrides)

@@ -12,8 +12,9 @@ tuning.
 The objective is a list of weighted terms (``objective`` in the config); each loss declares the inputs it needs
 (:func:`umlkit.losses.loss_inputs`) and :class:`_TrainStep` passes exactly those, so the engine names no loss or
 model class. Class-level side information (a language-embedding file referenced by path and sha256) is resolved
-when a term is built (:mod:`umlkit.train.side_info`). Evaluation does not consume the global random stream, so
-evaluating every epoch trains the same model as evaluating once at the end.
+when a term is built (:mod:`umlkit.train.side_info`), and ``data.splits`` lists a source's classes explicitly
+(:func:`build_data`). Evaluation does not consume the global random stream (it runs under
+``torch.random.fork_rng``), so evaluating every epoch trains the same model as evaluating once at the end.
 
 Reliability: checkpoints after every epoch (``latest.pt``, rotated to ``previous.pt``; ``best.pt``), written
 atomically and holding model / optimizer / scheduler / loss / sampler / RNG state, so ``resume=True`` continues
@@ -37,14 +38,13 @@ from torch import nn
 
 from umlkit._paths import results_root
 from umlkit.data import build_sampler, build_transforms, few_shot_indices, load_dataset
-from umlkit.data.datasets import ImageListDataset
 from umlkit.data.mini import ensure_mini
 from umlkit.data.unified import UnifiedDataset
-from umlkit.losses import aux_heads_for, create_loss, loss_inputs
-from umlkit.models import create_model
+from umlkit.losses import create_loss, loss_inputs, model_requirements
+from umlkit.models import create_model, method_entry
 from umlkit.models.backbones import backbone_data_config
 from umlkit.train.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
-from umlkit.train.config import config_hash, resolve_config
+from umlkit.train.config import config_hash, legacy_objective, resolve_config
 from umlkit.train.evaluate import evaluate_model
 
 __all__ = ["FitResult", "TrainingDivergedError", "fit", "build_data", "build_model", "build_optimizer", "param_groups", "plot_history",
@@ -79,7 +79,15 @@ class FitResult:
 
 # ------------------------------------------------------------------------------------------------- data
 def build_data(cfg: dict, data_config: dict):
-    """(train UnifiedDataset, test UnifiedDataset, validation UnifiedDataset or None) for a resolved config."""
+    """(train UnifiedDataset, test UnifiedDataset, validation UnifiedDataset or None) for a resolved config.
+
+    Per source, the classes split as PUMA does (the first half of the sorted class ids trains, the rest tests),
+    or as ``data.splits.<source>`` lists them: ``{train: [class keys], test: [...], val: [...]}`` or ``{file:
+    PATH, sha256: HEX}`` naming a JSON file with that mapping (:func:`umlkit.train.side_info.write_split_file`).
+    Class keys are the annotation's class ids (see :func:`umlkit.data.load_dataset`'s ``classes``). An explicit
+    ``val`` list replaces ``data.val_fraction`` for that source; without one, ``val_fraction`` holds out the last
+    training classes as for the default split. ``few_shot`` then subsamples the training images.
+    """
     d = cfg["data"]
     root = d["root"]
     if root is None:
@@ -89,77 +97,69 @@ def build_data(cfg: dict, data_config: dict):
             raise ValueError("profile 'full' needs data.root (the folder holding CUB_200_2011/, cars196/, ...); "
                              "run `umlkit data check --root ROOT` to see what is there")
     root = Path(root)
+    splits = d["splits"] or {}
+    unknown = sorted(set(splits) - set(d["datasets"]))
+    if unknown:
+        raise ValueError(f"data.splits names source(s) {unknown} that are not in data.datasets {d['datasets']}")
     train_tf = build_transforms(d["transform"], data_config, train=bool(d["augment"]))
     eval_tf = build_transforms(d["transform"], data_config, train=False)
     train_parts, val_parts, test_parts = [], [], []
     for name in d["datasets"]:
-        if name in (d["splits"] or {}):
-            tr, te, va = _explicit_split(name, root, d["splits"][name], d)
-            if va is not None:
-                val_parts.append(va)
-            if d["few_shot"]:
-                tr = tr.subset(few_shot_indices(tr.labels, int(d["few_shot"]), seed=cfg["seed"]), relabel=False)
-            train_parts.append(tr)
-            test_parts.append(te)
-            continue
-        tr = load_dataset(name, root, "train", expected=d["expected"], cache=d["cache"])
-        if d["val_fraction"]:
+        va = None
+        if name in splits:
+            spec = _class_split(name, splits[name])
+            tr, te = (_load_listed(name, root, part, spec[part], d) for part in ("train", "test"))
+            if spec.get("val") is not None:
+                va = _load_listed(name, root, "val", spec["val"], d)
+        else:
+            tr = load_dataset(name, root, "train", expected=d["expected"], cache=d["cache"])
+            te = None
+        if va is None and d["val_fraction"]:
             n_val = max(1, int(round(tr.num_classes * d["val_fraction"])))
             is_val = tr.labels >= tr.num_classes - n_val  # the last classes: class-disjoint from training
-            val_parts.append(tr.subset(np.flatnonzero(is_val)))
+            va = tr.subset(np.flatnonzero(is_val))
             tr = tr.subset(np.flatnonzero(~is_val))
+        if va is not None:
+            val_parts.append(va)
         if d["few_shot"]:
             tr = tr.subset(few_shot_indices(tr.labels, int(d["few_shot"]), seed=cfg["seed"]), relabel=False)
         train_parts.append(tr)
-        test_parts.append(load_dataset(name, root, "test", expected=d["expected"], cache=d["cache"]))
+        test_parts.append(te if te is not None else
+                          load_dataset(name, root, "test", expected=d["expected"], cache=d["cache"]))
     train = UnifiedDataset(train_parts, transform=train_tf)
     test = UnifiedDataset(test_parts, transform=eval_tf)
     val = UnifiedDataset(val_parts, transform=eval_tf) if val_parts else None
     return train, test, val
 
 
-def _explicit_split(name: str, root: Path, spec: dict, d: dict):
-    """A source split by the class names a configuration lists (``{train, test, val}`` or ``{file, sha256}``)."""
+def _class_split(name: str, spec) -> dict:
+    """``data.splits.<name>`` as ``{train: [...], test: [...], val: [...] or None}``, read from its file when it
+    is a ``{file, sha256}`` reference, with disjoint lists."""
     from umlkit.train.side_info import read_split_file
-    if "file" in spec:
-        spec = read_split_file(spec)
+    where = f"data.splits.{name}"
+    if isinstance(spec, dict) and "file" in spec:
+        spec = read_split_file(spec, where=where)
+    if not isinstance(spec, dict):
+        raise ValueError(f"{where} must be {{train: [...], test: [...], val: [...]}} or {{file, sha256}}, got {spec!r}")
     unknown_keys = set(spec) - {"train", "test", "val"}
-    if unknown_keys or "train" not in spec or "test" not in spec:
-        raise ValueError(f"data.splits.{name} must give 'train' and 'test' (and optionally 'val') class lists, "
-                         f"got keys {sorted(spec)}")
-    splits = DATASETS_WITH_TEST_SPLIT.get(name, ("train", "test"))
-    parts = [load_dataset(name, root, s, expected=None, cache=d["cache"]) for s in splits]
-    paths = [p for part in parts for p in part.paths]
-    names = [part.class_names[int(c)] for part in parts for c in part.labels]
-    cache = [im for part in parts for im in (part._cache or [])] if d["cache"] else None
-    known = sorted(set(names))
-    chosen = {k: list(spec.get(k) or []) for k in ("train", "test", "val")}
-    for k, wanted in chosen.items():
-        missing = [c for c in wanted if c not in set(known)]
-        if missing:
-            raise ValueError(f"data.splits.{name}.{k}: {len(missing)} class name(s) not in {name} under {root}, "
-                             f"e.g. {missing[:3]}; known names look like {known[:3]}")
+    if unknown_keys or not spec.get("train") or not spec.get("test"):
+        raise ValueError(f"{where} must give non-empty 'train' and 'test' class lists (and optionally 'val'), got "
+                         f"keys {sorted(spec)}")
     seen: dict[str, str] = {}
-    for k, wanted in chosen.items():
-        for c in wanted:
-            if c in seen:
-                raise ValueError(f"data.splits.{name}: class {c!r} is in both {seen[c]} and {k}")
-            seen[c] = k
-    out = []
-    for k in ("train", "test", "val"):
-        if not chosen[k]:
-            out.append(None)
-            continue
-        order = {c: i for i, c in enumerate(sorted(chosen[k]))}
-        idx = [i for i, c in enumerate(names) if c in order]
-        ds = ImageListDataset([paths[i] for i in idx], [order[names[i]] for i in idx], sorted(chosen[k]), name, k)
-        if cache:
-            ds._cache = [cache[i] for i in idx]
-        out.append(ds)
-    return out[0], out[1], out[2]
+    for part in ("train", "test", "val"):
+        for c in spec.get(part) or []:
+            if str(c) in seen and seen[str(c)] != part:
+                raise ValueError(f"{where}: class {c!r} is in both {seen[str(c)]} and {part}")
+            seen[str(c)] = part
+    return {"train": list(spec["train"]), "test": list(spec["test"]),
+            "val": list(spec["val"]) if spec.get("val") else None}
 
 
-DATASETS_WITH_TEST_SPLIT = {"inshop": ("train", "query", "gallery")}
+def _load_listed(name: str, root: Path, part: str, keys: list, d: dict):
+    try:
+        return load_dataset(name, root, part, classes=keys, cache=d["cache"])
+    except ValueError as err:
+        raise ValueError(f"data.splits.{name}.{part}: {err}") from None
 
 
 # -------------------------------------------------------------------------------------------- optimizer
@@ -208,21 +208,19 @@ def _scheduler(cfg: dict, opt):
 
 
 def build_model(cfg: dict, num_classes: int | None = None, load_weights: bool = False) -> nn.Module:
-    """The model a resolved config describes, with the auxiliary heads its loss needs (S2SD, DiVA) and, for
-    VPTSP, one class prompt per training class. ``load_weights`` loads the config's pretrained weights (``fit``);
-    ``umlkit eval`` leaves them out because the checkpoint replaces every weight."""
+    """The model a resolved config describes, with the auxiliary heads its objective's terms declare (S2SD, DiVA;
+    :func:`umlkit.losses.model_requirements`) and, for a method that needs them (VPTSP), the training classes.
+    ``load_weights`` loads the config's pretrained weights (``fit``); ``umlkit eval`` leaves them out because the
+    checkpoint replaces every weight."""
     m = cfg["model"]
     options = dict(m["options"])
-    aux = {}
-    for term in cfg["objective"]:
-        if term["name"] == "model_regularizer":
-            continue
-        opts = {k: v for k, v in term["options"].items() if k != "language_embeddings"}
-        aux.update(aux_heads_for(term["name"], m["embed_dim"], **opts) or {})
-    if aux:
-        options["aux_heads"] = aux
-        options.setdefault("eval_concat_aux", any(t["name"] == "diva" for t in cfg["objective"]))
-    if m["method"] == "vptsp":
+    objective = cfg["objective"] if "objective" in cfg else legacy_objective(cfg.get("loss"))  # old run folders
+    for key, value in model_requirements(objective, m["embed_dim"]).items():  # heads the terms need
+        if key == "aux_heads":
+            options[key] = value
+        else:
+            options.setdefault(key, value)
+    if method_entry(m["method"]).needs_num_classes:
         options.setdefault("num_classes", num_classes)
     return create_model(m["backbone"], m["method"], embed_dim=m["embed_dim"],
                         pretrained=bool(m["pretrained"]) and load_weights,
@@ -240,7 +238,9 @@ def build_objective(cfg: dict, train_set, embed_dim: int) -> nn.ModuleList:
         if isinstance(ref, dict):
             opts["language_embeddings"] = load_class_embeddings(ref, train_set.class_names(),
                                                                 where=f"objective.{i}.options.language_embeddings")
-        terms.append(create_loss(term["name"], num_classes=train_set.num_classes, embedding_size=embed_dim, **opts))
+        module = create_loss(term["name"], num_classes=train_set.num_classes, embedding_size=embed_dim, **opts)
+        loss_inputs(module)  # an undeclared or unknown input fails here, before training starts
+        terms.append(module)
     return nn.ModuleList(terms)
 
 
@@ -265,35 +265,38 @@ class _TrainStep(nn.Module):
         cache: dict = {}
 
         def provide(name: str):
+            """One input of the vocabulary umlkit.losses.INPUTS, computed once per step when a term asks."""
             if name not in cache:
-                if name == "embeddings":
-                    cache[name] = self._gather(out["embeddings"])
+                if name in ("embeddings", "features"):
+                    cache[name] = self._gather(out[name])
                 elif name == "labels":
                     cache[name] = self._gather(y)
                 elif name == "aux":
                     cache[name] = {k: self._gather(v) for k, v in out["aux"].items()}
-                elif name == "features":
-                    cache[name] = self._gather(out["features"])
                 elif name == "proxies":  # the model's class proxies are the same on every rank
                     cache[name] = out["proxies"]
-                elif name == "views":    # a second view of the batch through the self-supervised head
+                elif name == "views":    # a second view of the batch through the self-supervised head, drawn
+                    # after the first forward (the random stream of the one-loss engine)
                     cache[name] = self._gather(self.model.forward_train(_second_view(x), y)["aux"]["selfsup"])
                 elif name == "model":
                     cache[name] = self.model
-                else:
-                    raise KeyError(f"a loss asks for input {name!r}; the engine provides embeddings, labels, aux, "
-                                   "features, proxies, views and model")
+                else:  # pragma: no cover - loss_inputs checked the names when the objective was built
+                    raise KeyError(f"a loss asks for input {name!r}")
             return cache[name]
 
         total = None
         for weight, term in zip(self.weights, self.terms):
-            names = loss_inputs(term)
-            args = [provide(n) for n in names if n in ("embeddings", "labels")]
-            kwargs = {n: provide(n) for n in names if n not in ("embeddings", "labels", "model")}
-            value = term(provide("model")) if names == ("model",) else term(*args, **kwargs)
-            value = weight * value
-            total = value if total is None else total + value
+            value = weight * term(**{n: provide(n) for n in loss_inputs(term)})
+            total = value if total is None else total + value  # from the first term: 1.0 * v is v, bit for bit
         return total
+
+
+def _objective_state(state: dict) -> dict:
+    """A checkpoint's loss state for the objective's ModuleList: checkpoints written before the objective list
+    held the single loss's state (keys without the ``0.`` term prefix)."""
+    if state and not all(k.split(".", 1)[0].isdigit() for k in state):
+        return {f"0.{k}": v for k, v in state.items()}
+    return state
 
 
 def _second_view(x: torch.Tensor) -> torch.Tensor:
@@ -407,7 +410,7 @@ def fit(config: dict | None = None, *, run_dir: str | Path | None = None, resume
         if path.exists() or not isinstance(resume, bool):
             state = load_checkpoint(path, map_location=device)
             model.load_state_dict(state["model"])
-            loss.load_state_dict(state["loss"])
+            loss.load_state_dict(_objective_state(state["loss"]))
             opt.load_state_dict(state["optimizer"])
             sched.load_state_dict(state["scheduler"])
             sampler.load_state_dict(state["sampler"])

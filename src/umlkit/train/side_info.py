@@ -2,85 +2,119 @@
 guidance (Roth et al., CVPR'22: a DML loss + omega x the distillation of language-model similarities between the
 classes of a batch), and class-split files.
 
-A class-embedding file is an ``.npz`` holding ``class_names`` (n,) and ``embeddings`` (n, d) or (n, k, d) (k
-pseudo-label embeddings per class for PLG). A configuration names it as ``{file: PATH, sha256: HEX}``; the engine
-verifies the hash and takes the rows of the training classes in their label order, matched by name: a training
-class ``"cub:001.Black_footed_Albatross"`` (``UnifiedDataset.class_names``) matches a row named exactly so, or,
-when unambiguous, its name without the source. Written by hand: it is a file format of this project.
+A class-embedding file is an ``.npz`` holding ``class_names`` (n,) and ``embeddings`` (n, d) or (n, k, d) float32
+(k pseudo-label embeddings per class for PLG). A configuration names it as ``{file: PATH, sha256: HEX}``
+(``objective.N.options.language_embeddings``); the engine verifies the hash and takes the rows of the training
+classes in their label order, matched by name: a training class ``"cub:001.Black_footed_Albatross"``
+(:meth:`umlkit.data.UnifiedDataset.class_names`: the sources' class names, concatenated in the order of
+``data.datasets``, which is the global label order) matches a row named exactly so, or, when unambiguous, its
+name without the source. A split file is a JSON mapping ``{train: [class keys], test: [...], val: [...]}`` for
+one source (``data.splits.<source>: {file, sha256}``). Relative paths in a YAML configuration are resolved
+against the YAML file's folder (:func:`umlkit.train.config.load_config`), otherwise against the current directory.
+
+Files are written atomically (temporary file + rename) and never replace an existing file with different content
+unless ``overwrite=True``; the ``.npz`` is written with fixed zip timestamps, so the same names and embeddings
+always give the same bytes and the same sha256. Written by hand: it is a file format of this project.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from umlkit.results import file_sha256
-
-__all__ = ["save_class_embeddings", "load_class_embeddings", "write_split_file", "read_split_file", "SideInfoError"]
+__all__ = ["save_class_embeddings", "load_class_embeddings", "write_split_file", "read_split_file", "SideInfoError",
+           "file_sha256"]
 
 
 class SideInfoError(ValueError):
     """A side-information file is missing, altered or does not cover the training classes."""
 
 
-def _atomic_bytes(path: Path, write) -> None:
+def file_sha256(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _write_once(path: Path, data: bytes, overwrite: bool) -> str:
+    """Write ``data`` to ``path`` atomically; an existing file with other content needs ``overwrite``."""
+    if path.exists() and not overwrite:
+        if path.read_bytes() == data:
+            return hashlib.sha256(data).hexdigest()
+        raise FileExistsError(f"{path} exists with different content; pass overwrite=True to replace it (it is "
+                              "not replaced silently: configurations refer to it by its sha256)")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
-    os.close(fd)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        write(tmp)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return hashlib.sha256(data).hexdigest()
 
 
-def _check_free(path: Path, overwrite: bool) -> None:
-    if path.exists() and not overwrite:
-        raise FileExistsError(f"{path} exists; pass overwrite=True to replace it (it is not replaced silently)")
+def _npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
+    """An ``.npz`` (readable by ``np.load``) with fixed member timestamps: equal arrays give equal bytes."""
+    import io
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_STORED) as zf:
+        for name, arr in arrays.items():
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+            with zf.open(info, "w") as fh:
+                np.lib.format.write_array(fh, np.ascontiguousarray(arr), allow_pickle=False)
+    return buf.getvalue()
 
 
 def save_class_embeddings(path: str | Path, class_names: Sequence[str], embeddings, overwrite: bool = False) -> str:
-    """Write ``class_names`` and their ``embeddings`` to ``path`` (.npz, atomically); returns the file's sha256."""
+    """Write ``class_names`` and their ``embeddings`` ((n, d) or (n, k, d)) to ``path`` (.npz, atomically);
+    returns the file's sha256 (the value a configuration's ``{file, sha256}`` reference holds)."""
     path = Path(path)
     if path.suffix != ".npz":
         raise ValueError(f"class-embedding files are .npz, got {path}")
     emb = np.asarray(embeddings.detach().cpu() if isinstance(embeddings, torch.Tensor) else embeddings, np.float32)
-    names = np.asarray(list(class_names), dtype=str)
+    names = np.asarray([str(n) for n in class_names], dtype=str)
     if emb.ndim not in (2, 3) or emb.shape[0] != len(names):
         raise ValueError(f"embeddings must be (n, d) or (n, k, d) with n = {len(names)} class names, got {emb.shape}")
     if len(set(names.tolist())) != len(names):
-        raise ValueError("class names must be unique")
-    _check_free(path, overwrite)
-    _atomic_bytes(path, lambda tmp: np.savez(tmp, class_names=names, embeddings=emb))
-    return file_sha256(path)
+        dup = sorted({n for n in names.tolist() if names.tolist().count(n) > 1})
+        raise ValueError(f"class names must be unique; repeated: {dup[:5]}")
+    return _write_once(path, _npz_bytes({"class_names": names, "embeddings": emb}), overwrite)
 
 
-def _verified(ref: dict, where: str, base: Path | None = None) -> Path:
-    if not isinstance(ref, dict) or "file" not in ref or "sha256" not in ref:
+def _verified(ref, where: str) -> Path:
+    if not isinstance(ref, dict) or "file" not in ref or "sha256" not in ref or set(ref) - {"file", "sha256"}:
         raise SideInfoError(f"{where} must be {{file: PATH, sha256: HEX}}, got {ref!r}")
-    path = Path(ref["file"]).expanduser()
-    if not path.is_absolute() and base is not None:
-        path = base / path
+    path = Path(str(ref["file"])).expanduser()
     if not path.is_file():
-        raise SideInfoError(f"{where}: file {path} does not exist")
+        raise SideInfoError(f"{where}: file {path} does not exist"
+                            + ("" if path.is_absolute() else f" (relative to the current directory {Path.cwd()})"))
     actual = file_sha256(path)
-    if actual != ref["sha256"]:
+    if actual != str(ref["sha256"]).lower():
         raise SideInfoError(f"{where}: {path} has sha256 {actual}, but the configuration expects {ref['sha256']}; "
                             "the file changed since the configuration was written (regenerate it or update the hash)")
     return path
 
 
 def load_class_embeddings(ref: dict, class_names: Sequence[str], where: str = "language_embeddings") -> torch.Tensor:
-    """The verified file's rows for ``class_names`` (in that order) as a float tensor."""
+    """The verified file's rows for ``class_names`` (in that order) as a float32 tensor (n, d) or (n, k, d)."""
     path = _verified(ref, where)
-    with np.load(path) as data:
-        names, emb = [str(n) for n in data["class_names"]], torch.from_numpy(np.array(data["embeddings"]))
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            names, emb = [str(n) for n in data["class_names"]], torch.from_numpy(np.array(data["embeddings"]))
+    except (KeyError, ValueError, OSError, zipfile.BadZipFile) as err:
+        raise SideInfoError(f"{where}: {path} is not a class-embedding file (.npz with class_names and embeddings):"
+                            f" {err}") from err
     index = {n: i for i, n in enumerate(names)}
     bare: dict[str, list[int]] = {}
     for i, n in enumerate(names):
@@ -94,22 +128,25 @@ def load_class_embeddings(ref: dict, class_names: Sequence[str], where: str = "l
         else:
             missing.append(c)
     if missing:
-        raise SideInfoError(f"{where}: {path} has no row for {len(missing)} training class(es), e.g. {missing[:3]}; "
-                            f"its names look like {names[:3]}")
+        more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
+        raise SideInfoError(f"{where}: {path} has no row for {len(missing)} training class(es): {missing[:10]}{more};"
+                            f" its names look like {names[:3]}")
     return emb[rows].float()
 
 
 def write_split_file(path: str | Path, splits: dict, overwrite: bool = False) -> str:
-    """Write ``{train: [...], test: [...], val: [...]}`` class names as JSON (atomically); returns its sha256."""
-    path = Path(path)
-    _check_free(path, overwrite)
-    _atomic_bytes(path, lambda tmp: Path(tmp).write_text(json.dumps(splits, indent=1, sort_keys=True)))
-    return file_sha256(path)
+    """Write one source's ``{train: [class keys], test: [...], val: [...]}`` as JSON (atomically); returns its
+    sha256."""
+    data = (json.dumps(splits, indent=1, sort_keys=True) + "\n").encode()
+    return _write_once(Path(path), data, overwrite)
 
 
 def read_split_file(ref: dict, where: str = "data.splits") -> dict:
     path = _verified(ref, where)
     try:
-        return json.loads(path.read_text())
+        out = json.loads(path.read_text())
     except json.JSONDecodeError as err:
         raise SideInfoError(f"{where}: {path} is not valid JSON ({err})") from err
+    if not isinstance(out, dict):
+        raise SideInfoError(f"{where}: {path} must hold a mapping {{train: [...], test: [...], val: [...]}}")
+    return out

@@ -1,13 +1,9 @@
-import json
-import subprocess
-import sys
+"""umlkit._paths: where data and results live (repository, environment, book folder)."""
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import umlkit
-from umlkit import cli
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -34,22 +30,3 @@ def test_paths_from_book_folder(monkeypatch):
     monkeypatch.delenv("UMLKIT_DATA", raising=False)
     monkeypatch.chdir(REPO / "book")
     assert umlkit.data_root() == REPO / "data"
-
-
-def test_cli_help_and_info(capsys):
-    proc = subprocess.run([sys.executable, "-m", "umlkit.cli", "--help"], capture_output=True, text=True, check=True)
-    assert "info" in proc.stdout and "evaluate" in proc.stdout
-    assert cli.main(["info", "--json"]) == 0
-    info = json.loads(capsys.readouterr().out)
-    assert info["umlkit"] == umlkit.__version__
-
-
-def test_cli_evaluate(tmp_path, capsys):
-    x = np.array([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]], dtype=np.float32)
-    np.savez(tmp_path / "e.npz", embeddings=x, labels=np.array([0, 0, 1, 1]))
-    assert cli.main(["evaluate", str(tmp_path / "e.npz"), "--metrics", "R@1,MAP@R"]) == 0
-    out = json.loads(capsys.readouterr().out)
-    assert out["R@1"] == 1.0 and out["MAP@R"] == 1.0
-    np.savez(tmp_path / "bad.npz", emb=x)
-    assert cli.main(["evaluate", str(tmp_path / "bad.npz")]) == 2
-    assert "lacks" in capsys.readouterr().err

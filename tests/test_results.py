@@ -1,20 +1,10 @@
+"""umlkit.results: atomic table files with their metadata."""
 import json
 
 import pandas as pd
 import pytest
 
-from umlkit.experiments import budgets
-from umlkit.paper import paper_table
 from umlkit.results import config_hash, load_table, save_table
-
-
-def test_paper_table_lookup():
-    t = paper_table("puma", "Table 3")
-    assert set(t["metric"]) >= {"TrainableParams(M)"}
-    with pytest.raises(ValueError, match="paper must be"):
-        paper_table("simclr")
-    with pytest.raises(ValueError, match="no rows"):
-        paper_table("puma", "Table 99")
 
 
 def test_save_and_load_table(tmp_path, monkeypatch):
@@ -29,9 +19,3 @@ def test_save_and_load_table(tmp_path, monkeypatch):
     assert not list((tmp_path / "quick").glob(".t.csv.*"))  # no temporary files left behind
     with pytest.raises(FileNotFoundError, match="run the chapter"):
         load_table("missing", "quick")
-
-
-def test_puma_budget_matches_paper_except_documented_row():
-    table = budgets.puma_budget()
-    assert list(table.index[~table["matches paper"]]) == ["Linear Embedding"]
-    assert table.loc["Linear Embedding", "note"]

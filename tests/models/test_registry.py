@@ -1,0 +1,60 @@
+"""The method registry of create_model: register_method, the built-in METHODS, errors unchanged."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from umlkit.models import METHODS, create_model, method_entry, register_method
+from umlkit.models import _factory
+from umlkit.models.peft_vit import PEFTViT
+
+TINY = "vit_tiny_uml"
+
+
+def test_builtin_methods_in_their_order():
+    assert METHODS == ("zero_shot", "full", "linear", "mlp3", "vpt", "vpt_deep", "prompt_pool", "adapter",
+                       "stochastic_adapter", "puma", "lora", "adaptformer", "bitfit", "vptsp")
+    assert [m for m in METHODS if method_entry(m).cnn] == ["zero_shot", "full", "linear", "mlp3", "bitfit"]
+    assert [m for m in METHODS if method_entry(m).needs_num_classes] == ["vptsp"]
+
+
+def test_errors_are_unchanged():
+    with pytest.raises(ValueError, match="unknown method 'nope'; choose one of zero_shot, full, linear, mlp3, vpt,"):
+        create_model(TINY, "nope")
+    with pytest.raises(TypeError, match=r"unexpected option\(s\) for method 'vpt': \['pool_size'\]"):
+        create_model(TINY, "vpt", pool_size=3)
+    with pytest.raises(ValueError, match="method 'lora' needs a ViT backbone; resnet18.tv_in1k supports zero_shot, "
+                                         "full, linear, mlp3, bitfit"):
+        create_model("resnet18", "lora")
+
+
+@pytest.fixture
+def scratch_method():
+    added = []
+    yield added
+    for name in added:
+        _factory._METHODS.pop(name, None)
+
+
+def test_register_method_adds_a_method_to_create_model(scratch_method):
+    scratch_method.append("shallow_bitfit")
+
+    @register_method("shallow_bitfit")
+    def build(b):  # VPT shallow prompts + BitFit, from the shared pieces
+        (n,) = _factory._pop(b.kw, num_prompts=2)
+        b.bitfit = True
+        return _factory._finish(b, PEFTViT(b.net, shallow_prompts=n))
+
+    torch.manual_seed(0)
+    m = create_model(TINY, "shallow_bitfit", embed_dim=8, num_prompts=3)
+    torch.manual_seed(0)
+    ref = create_model(TINY, "vpt", embed_dim=8, num_prompts=3, bitfit=True)
+    assert m.method == "shallow_bitfit" and m.embed_dim == 8
+    assert [(n, p.requires_grad) for n, p in m.named_parameters()] == \
+        [(n, p.requires_grad) for n, p in ref.named_parameters()]
+    assert all(torch.equal(a, b) for a, b in zip(m.state_dict().values(), ref.state_dict().values()))
+    assert "shallow_bitfit" not in METHODS  # METHODS lists the built-in methods
+    with pytest.raises(TypeError, match="unexpected option"):
+        create_model(TINY, "shallow_bitfit", rank=2)
+    with pytest.raises(ValueError, match="'shallow_bitfit' is already registered"):
+        register_method("shallow_bitfit", lambda b: None)
