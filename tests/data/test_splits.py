@@ -84,7 +84,8 @@ def test_a_swapped_split_trains_on_the_named_classes(mini_root):
     cub_tr, cub_te = train.datasets[0], test.datasets[0]
     assert cub_tr.class_keys == sorted(swap["train"]) and cub_te.class_keys == sorted(swap["test"])
     assert set(cub_test[:5]) <= set(cub_tr.class_keys) and not set(cub_train[-5:]) & set(cub_tr.class_keys)
-    assert "cub:026.Mini_bird_026" in train.class_names() and "cub:021.Mini_bird_021" in test.class_names()
+    assert any(n.startswith("cub:026.") for n in train.class_names())
+    assert any(n.startswith("cub:021.") for n in test.class_names())
     # the source without an entry keeps the default split
     assert _same(train.datasets[1], load_dataset("flowers", mini_root, "train")) and val is None
 

@@ -104,7 +104,7 @@ class ImageListDataset(torch.utils.data.Dataset):
 
     def __init__(self, paths: Sequence[Path], labels: Sequence[int], class_names: Sequence[str], name: str,
                  split: str, transform: Callable | None = None, cache: bool = False,
-                 class_keys: Sequence | None = None):
+                 class_keys: Sequence | None = None, captions: Sequence[str] | None = None):
         if len(paths) != len(labels):
             raise ValueError(f"{name}/{split}: {len(paths)} paths but {len(labels)} labels")
         self.paths = [Path(p) for p in paths]
@@ -113,11 +113,22 @@ class ImageListDataset(torch.utils.data.Dataset):
         # the annotation's class id of each label (what data.splits lists); None when built from bare lists
         self.class_keys = list(class_keys) if class_keys is not None else None
         self.name, self.split, self.transform = name, split, transform
+        # one caption per image where the dataset has them (UML-Mini's uml_mini_text.tsv), else None
+        self.captions = list(captions) if captions is not None else None
+        if self.captions is not None and len(self.captions) != len(self.paths):
+            raise ValueError(f"{name}/{split}: {len(self.captions)} captions for {len(self.paths)} images")
         self._cache = [self._read(p) for p in self.paths] if cache else None
 
     @property
     def num_classes(self) -> int:
         return len(self.class_names)
+
+    @property
+    def language_names(self) -> list[str]:
+        """The class names as language guidance feeds them to a language model
+        (:func:`umlkit.data.names.clean_class_name`: "001.Black_footed_Albatross" -> "Black footed Albatross")."""
+        from umlkit.data.names import clean_class_name
+        return [clean_class_name(self.name, n) for n in self.class_names]
 
     @staticmethod
     def _read(path: Path) -> Image.Image:
@@ -147,7 +158,8 @@ class ImageListDataset(torch.utils.data.Dataset):
             names = [self.class_names[c] for c in keep]
             keys = [self.class_keys[c] for c in keep] if self.class_keys is not None else None
         out = ImageListDataset([self.paths[i] for i in idx], labels, names, self.name, self.split, self.transform,
-                               class_keys=keys)
+                               class_keys=keys,
+                               captions=[self.captions[i] for i in idx] if self.captions is not None else None)
         if self._cache is not None:
             out._cache = [self._cache[i] for i in idx]
         return out
@@ -245,7 +257,9 @@ def _read_inshop(root: Path, **_):
             raise ValueError(f"{base / 'Eval/list_eval_partition.txt'}: unknown evaluation_status {status!r}")
         out[status][0].append(base / "Img" / img)
         out[status][1].append(item)
-    return out, {k: k for s in out.values() for k in s[1]}
+    # In-shop names no item, only its gender and category folder: img/<gender>/<category>/<item>/<file>
+    names = {item: " ".join(Path(img).parts[1:3]) for img, item, _ in rows}
+    return out, names
 
 
 def _read_nabirds(root: Path, **_):
@@ -273,7 +287,23 @@ def _read_flowers(root: Path, **_):
     base = root / "flowers"
     keys = [int(v) for v in np.atleast_1d(_loadmat(base / "imagelabels.mat")["labels"])]
     paths = [base / "jpg" / f"image_{i + 1:05d}.jpg" for i in range(len(keys))]
-    return _halves(paths, keys), {}
+    return _halves(paths, keys), _flowers_names(base, keys)
+
+
+def _flowers_names(base: Path, keys: list[int]) -> dict:
+    """Flowers-102 has no names on disk: a ``cat_to_name.json`` beside the annotations (the commonly distributed
+    file; UML-Mini writes its own), else umlkit's copy of the 102 common names when the labels are 1..102."""
+    path = base / "cat_to_name.json"
+    if path.is_file():
+        try:
+            data = json.loads(path.read_text())
+            return {int(k): str(v) for k, v in data.items()}
+        except (ValueError, AttributeError) as err:
+            raise ValueError(f"{path}: expected a JSON object {{\"1\": \"pink primrose\", ...}} ({err})") from err
+    if set(keys) <= set(range(1, 103)) and len(set(keys)) == 102:
+        from umlkit.data.names import flowers102_names
+        return {i + 1: n for i, n in enumerate(flowers102_names())}
+    return {}
 
 
 def _read_aircraft(root: Path, **_):
@@ -411,7 +441,8 @@ def load_dataset(name: str, root: str | Path, split: str, transform: Callable | 
     index = {k: i for i, k in enumerate(split_keys)}
     labels = [index[k] for k in keys]
     class_names = [str(names.get(k, k)) for k in split_keys]
-    ds = ImageListDataset(paths, labels, class_names, name, split, transform, cache=cache, class_keys=split_keys)
+    ds = ImageListDataset(paths, labels, class_names, name, split, transform, cache=cache, class_keys=split_keys,
+                          captions=_captions(name, root, paths))
     if name == "inshop" and split == "test":
         ds.is_query = np.array([True] * len(parts["query"][0]) + [False] * len(parts["gallery"][0]))
     return ds
@@ -457,4 +488,18 @@ def _load_classes(name: str, root: Path, split: str, classes: Sequence, transfor
     split_keys = sorted(chosen)
     index = {k: i for i, k in enumerate(split_keys)}
     return ImageListDataset(paths, [index[k] for k in keys], [str(names.get(k, k)) for k in split_keys], name, split,
-                            transform, cache=cache, class_keys=split_keys)
+                            transform, cache=cache, class_keys=split_keys, captions=_captions(name, root, paths))
+
+
+def _captions(name: str, root: Path, paths: list[Path]) -> list[str] | None:
+    """The caption of every image from the dataset folder's ``uml_mini_text.tsv`` (UML-Mini), else None."""
+    base = root / DATASETS[name].folder
+    path = base / "uml_mini_text.tsv"
+    if not path.is_file():
+        return None
+    rows = [ln.split("\t") for ln in path.read_text().splitlines()[1:] if ln]
+    by_path = {str(base / r[0]): r[3] for r in rows if len(r) == 4}
+    missing = [p for p in paths if str(p) not in by_path]
+    if missing:
+        raise ValueError(f"{path} has no caption for {len(missing)} image(s), e.g. {missing[0]}; regenerate UML-Mini")
+    return [by_path[str(p)] for p in paths]

@@ -33,6 +33,7 @@ import numpy as np
 from PIL import Image
 
 from umlkit.data.datasets import MINI_MANIFEST
+from umlkit.data.names import caption, class_name, dedupe
 
 __all__ = ["SHAPES", "TEXTURES", "HUE_NAMES", "SOURCES", "MiniSource", "make_mini", "pretraining_set", "render",
            "mini_table", "ensure_mini", "PRETRAIN_HEADS"]
@@ -233,18 +234,22 @@ def _image_attrs(name: str, cls: dict, rng) -> dict:
 
 
 def _generate_source(name: str, rng) -> dict:
-    """{"train"/"test": (images uint8 (N, 32, 32, 3), class index per image)} plus the class attribute dicts."""
+    """{"train"/"test": (images uint8 (N, 32, 32, 3), class index per image), "classes": the class attribute
+    dicts, "attrs": {split: the full attribute dict of every image}}."""
     src = SOURCES[name]
     classes = _class_attrs(name, src.train[0] + src.test[0], rng)
-    out = {}
+    out = {"classes": classes, "attrs": {}}
     offset = 0
     for split, (n_cls, n_img) in (("train", src.train), ("test", src.test)):
-        imgs, labels = [], []
+        imgs, labels, attrs = [], [], []
         for c in range(offset, offset + n_cls):
             for _ in range(n_img):
-                imgs.append(render(_image_attrs(name, classes[c], rng), rng))
+                a = _image_attrs(name, classes[c], rng)
+                imgs.append(render(a, rng))
                 labels.append(c)
+                attrs.append(a)
         out[split] = (np.stack(imgs), np.asarray(labels))
+        out["attrs"][split] = attrs
         offset += n_cls
     return out
 
@@ -273,22 +278,28 @@ def _numbered(data):
             yield i, split, img, int(c)
 
 
-def _write_cub(root, data, n_cls):
+def _underscored(name: str) -> str:
+    """"amber bird with a teal head" -> "Amber_bird_with_a_teal_head" (CUB's and Stanford Dogs' folder style)."""
+    return (name[:1].upper() + name[1:]).replace(" ", "_")
+
+
+def _write_cub(root, data, names):
     base = root / "CUB_200_2011"
-    lines_img, lines_lab, lines_cls = [], [], []
-    for c in range(n_cls):
-        lines_cls.append(f"{c + 1} {c + 1:03d}.Mini_bird_{c + 1:03d}")
+    folders = [f"{c + 1:03d}.{_underscored(n)}" for c, n in enumerate(names)]
+    lines_img, lines_lab, rels = [], [], []
     for i, _, img, c in _numbered(data):
-        rel = f"{c + 1:03d}.Mini_bird_{c + 1:03d}/Mini_bird_{c + 1:03d}_{i:05d}.jpg"
+        rel = f"{folders[c]}/{folders[c].split('.', 1)[1]}_{i:05d}.jpg"
         _save(img, base / "images" / rel)
         lines_img.append(f"{i} {rel}")
         lines_lab.append(f"{i} {c + 1}")
+        rels.append(f"images/{rel}")
     (base / "images.txt").write_text("\n".join(lines_img) + "\n")
     (base / "image_class_labels.txt").write_text("\n".join(lines_lab) + "\n")
-    (base / "classes.txt").write_text("\n".join(lines_cls) + "\n")
+    (base / "classes.txt").write_text("\n".join(f"{c + 1} {f}" for c, f in enumerate(folders)) + "\n")
+    return rels
 
 
-def _write_cars(root, data, n_cls):
+def _write_cars(root, data, names):
     base = root / "cars196"
     dtype = [("relative_im_path", "O"), ("bbox_x1", "O"), ("bbox_y1", "O"), ("bbox_x2", "O"), ("bbox_y2", "O"),
              ("class", "O"), ("test", "O")]
@@ -298,25 +309,31 @@ def _write_cars(root, data, n_cls):
         _save(img, base / rel)
         rows.append((rel, 1, 1, SIZE, SIZE, int(c) + 1, int(i % 2)))
     ann = np.array(rows, dtype=dtype)
-    names = np.array([f"Mini Car {c + 1:03d}" for c in range(n_cls)], dtype=object)
-    _savemat(base / "cars_annos.mat", {"annotations": ann[None, :], "class_names": names[None, :]})
+    titled = np.array([n.title() for n in names], dtype=object)  # Cars' "Make Model Type Year" title case
+    _savemat(base / "cars_annos.mat", {"annotations": ann[None, :], "class_names": titled[None, :]})
+    return [r[0] for r in rows]
 
 
-def _write_sop(root, data, n_cls):
+def _write_sop(root, data, names):
+    """Super-categories are the shapes (as SOP's bicycle, chair, ...): folder ``<shape>_final``."""
     base = root / "Stanford_Online_Products"
-    i = 0
+    i, rels = 0, []
     for split, fname in (("train", "Ebay_train.txt"), ("test", "Ebay_test.txt")):
         lines = ["image_id class_id super_class_id path"]
         for img, c in zip(*data[split]):
             i += 1
-            sup = int(c) % 4 + 1
-            rel = f"mini{sup}_final/{int(c) + 1}_{i}.JPG"
+            shape = data["classes"][int(c)]["shape"]
+            rel = f"{shape}_final/{int(c) + 1}_{i}.JPG"
             _save(img, base / rel)
-            lines.append(f"{i} {int(c) + 1} {sup} {rel}")
+            lines.append(f"{i} {int(c) + 1} {SHAPES.index(shape) + 1} {rel}")
+            rels.append(rel)
         (base / fname).write_text("\n".join(lines) + "\n")
+    return rels
 
 
-def _write_inshop(root, data, n_cls):
+def _write_inshop(root, data, names):
+    """Categories are the textures and genders the stripe period (``img/WOMEN/Checkered/id_...`` for fine,
+    ``MEN`` for coarse), in In-shop's ``img/<gender>/<category>/<item>/`` layout."""
     base = root / "Inshop_Clothes"
     rows = []
     for split in ("train", "test"):
@@ -325,75 +342,104 @@ def _write_inshop(root, data, n_cls):
             k = seen.get(int(c), 0)
             seen[int(c)] = k + 1
             item = f"id_{int(c) + 1:08d}"
-            rel = f"img/MEN/Mini/{item}/{k + 1:02d}_{k % 4 + 1}_front.jpg"
+            cls = data["classes"][int(c)]
+            gender = "WOMEN" if int(cls["period"]) == 4 else "MEN"
+            category = cls["texture"].title().replace(" ", "_")
+            rel = f"img/{gender}/{category}/{item}/{k + 1:02d}_{k % 4 + 1}_front.jpg"
             _save(img, base / "Img" / rel)
             status = "train" if split == "train" else ("query" if k % 2 == 0 else "gallery")
             rows.append(f"{rel} {item} {status}")
     (base / "Eval").mkdir(parents=True, exist_ok=True)
     (base / "Eval" / "list_eval_partition.txt").write_text(
         f"{len(rows)}\nimage_name item_id evaluation_status\n" + "\n".join(rows) + "\n")
+    return ["Img/" + r.split()[0] for r in rows]
 
 
-def _write_nabirds(root, data, n_cls):
+def _write_nabirds(root, data, names):
     base = root / "nabirds"
-    img_lines, lab_lines = [], []
-    leaf_ids = [100 + 3 * c for c in range(n_cls)]  # sparse, sorted leaf ids as in the real hierarchy
+    img_lines, lab_lines, rels = [], [], []
+    leaf_ids = [100 + 3 * c for c in range(len(names))]  # sparse, sorted leaf ids as in the real hierarchy
     for i, _, img, c in _numbered(data):
         uid = hashlib.md5(f"nabirds-{i}".encode()).hexdigest()
         rel = f"{leaf_ids[c]:04d}/{uid}.jpg"
         _save(img, base / "images" / rel)
         img_lines.append(f"{uid} {rel}")
         lab_lines.append(f"{uid} {leaf_ids[c]}")
+        rels.append(f"images/{rel}")
     (base / "images.txt").write_text("\n".join(img_lines) + "\n")
     (base / "image_class_labels.txt").write_text("\n".join(lab_lines) + "\n")
-    (base / "classes.txt").write_text("\n".join(f"{leaf_ids[c]} Mini bird {c + 1}" for c in range(n_cls)) + "\n")
+    (base / "classes.txt").write_text("\n".join(f"{leaf_ids[c]} {n[:1].upper() + n[1:]}"
+                                                for c, n in enumerate(names)) + "\n")
+    return rels
 
 
-def _write_dogs(root, data, n_cls):
+def _write_dogs(root, data, names):
     base = root / "dogs"
     files, labels = [], []
     for i, _, img, c in _numbered(data):
         wnid = f"n{2085620 + int(c):08d}"
-        rel = f"{wnid}-Mini_dog_{int(c) + 1}/{wnid}_{i}.jpg"
+        rel = f"{wnid}-{_underscored(names[c])}/{wnid}_{i}.jpg"
         _save(img, base / "Images" / rel)
         files.append(rel)
         labels.append(int(c) + 1)
     _savemat(base / "file_list.mat", {"file_list": np.array(files, dtype=object)[:, None],
                                       "labels": np.array(labels, dtype=np.float64)[:, None]})
+    return [f"Images/{f}" for f in files]
 
 
-def _write_flowers(root, data, n_cls):
+def _write_flowers(root, data, names):
+    """The real dataset has no names on disk; like the community's ``cat_to_name.json`` they go in a JSON file."""
     base = root / "flowers"
     labels = []
     for i, _, img, c in _numbered(data):
         _save(img, base / "jpg" / f"image_{i:05d}.jpg")
         labels.append(int(c) + 1)
+    (base / "cat_to_name.json").write_text(json.dumps({str(c + 1): n for c, n in enumerate(names)}, indent=0))
     n = len(labels)
     _savemat(base / "imagelabels.mat", {"labels": np.array(labels, dtype=np.float64)[None, :]})
     ids = np.arange(1, n + 1, dtype=np.float64)
     _savemat(base / "setid.mat", {"trnid": ids[0::3][None, :], "valid": ids[1::3][None, :],
                                   "tstid": ids[2::3][None, :]})
+    return [f"jpg/image_{i:05d}.jpg" for i in range(1, n + 1)]
 
 
-def _write_aircraft(root, data, n_cls):
+def _write_aircraft(root, data, names):
+    """Variants carry a model code before the description ("UM007 large wide star with a nose light"): FGVC's
+    loaders order classes by sorted variant name, and the fixed-width code keeps that order the class order."""
     base = root / "fgvc-aircraft-2013b" / "data"
-    names = [f"Mini-{c + 1:03d}" for c in range(n_cls)]  # sorted order == class order
-    trainval, test = [], []
+    variants = [f"UM{c + 1:03d} {n}" for c, n in enumerate(names)]
+    trainval, test, rels = [], [], []
     for i, _, img, c in _numbered(data):
         iid = f"{1000000 + i:07d}"
         _save(img, base / "images" / f"{iid}.jpg")
-        (trainval if i % 2 else test).append(f"{iid} {names[c]}")
+        (trainval if i % 2 else test).append(f"{iid} {variants[c]}")
+        rels.append(f"data/images/{iid}.jpg")
     (base / "images_variant_trainval.txt").write_text("\n".join(trainval) + "\n")
     (base / "images_variant_test.txt").write_text("\n".join(test) + "\n")
     (base / "images_variant_trainvaltest.txt").write_text("\n".join(trainval + test) + "\n")
-    (base / "variants.txt").write_text("\n".join(names) + "\n")
+    (base / "variants.txt").write_text("\n".join(variants) + "\n")
+    return rels
 
 
 _WRITERS = {"cub": _write_cub, "cars": _write_cars, "sop": _write_sop, "inshop": _write_inshop,
             "nabirds": _write_nabirds, "dogs": _write_dogs, "flowers": _write_flowers, "aircraft": _write_aircraft}
 _FOLDERS = {"cub": "CUB_200_2011", "cars": "cars196", "sop": "Stanford_Online_Products", "inshop": "Inshop_Clothes",
             "nabirds": "nabirds", "dogs": "dogs", "flowers": "flowers", "aircraft": "fgvc-aircraft-2013b"}
-GENERATOR_VERSION = 1
+# v2: English class names from the class-defining attributes and per-image captions (images byte-identical to v1)
+GENERATOR_VERSION = 2
+TEXT_FILE = "uml_mini_text.tsv"
+
+
+def _write_text_file(folder: Path, rels: list[str], data: dict, names: list[str], source: str) -> None:
+    """``<dataset folder>/uml_mini_text.tsv``: image path (relative to the folder), class index, class name and
+    caption of every image, in generation order (read by :func:`umlkit.data.load_dataset` as ``captions``)."""
+    attrs = data["attrs"]["train"] + data["attrs"]["test"]
+    labels = np.concatenate([data["train"][1], data["test"][1]])
+    if len(rels) != len(attrs):
+        raise RuntimeError(f"{source}: {len(rels)} written images but {len(attrs)} attribute records")
+    lines = ["path\tclass\tclass_name\tcaption"]
+    lines += [f"{r}\t{int(c)}\t{names[int(c)]}\t{caption(source, a)}" for r, c, a in zip(rels, labels, attrs)]
+    (folder / TEXT_FILE).write_text("\n".join(lines) + "\n")
 
 
 def _counts(name: str) -> tuple[dict, int]:
@@ -430,8 +476,9 @@ def make_mini(root, seed: int = 0, overwrite: bool = False, sources=None, progre
         folder = root / _FOLDERS[name]
         if folder.exists():
             shutil.rmtree(folder)
-        n_cls = SOURCES[name].train[0] + SOURCES[name].test[0]
-        _WRITERS[name](root, data, n_cls)
+        names = dedupe([class_name(name, cls) for cls in data["classes"]])
+        rels = _WRITERS[name](root, data, names)
+        _write_text_file(folder, rels, data, names, name)
         counts, total = _counts(name)
         info["datasets"][name] = {"counts": counts, "total_images": total, "mimics": SOURCES[name].mimics}
     info["seconds"] = round(time.perf_counter() - t0, 2)
