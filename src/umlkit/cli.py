@@ -79,10 +79,10 @@ def _cmd_data_make_mini(args: argparse.Namespace) -> int:
 
     from umlkit.data import make_mini, mini_table
 
-    root = args.root or (data_root() / "uml_mini")
+    root = args.root or (data_root() / ("uml_mini" if args.size == "default" else f"uml_mini_{args.size}"))
     t0 = time.perf_counter()
-    make_mini(root, seed=args.seed, overwrite=args.overwrite, progress=True)
-    print(mini_table().drop(columns=["class-defining", "nuisance"]).to_string())
+    make_mini(root, seed=args.seed, overwrite=args.overwrite, progress=True, size=args.size)
+    print(mini_table(args.size).drop(columns=["class-defining", "nuisance"]).to_string())
     print(f"UML-Mini (seed {args.seed}) at {root} ({time.perf_counter() - t0:.1f} s)")
     return 0
 
@@ -232,6 +232,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--root", default=None, help="output folder (default: <data root>/uml_mini)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--overwrite", action="store_true", help="regenerate even if a tree with this seed exists")
+    p.add_argument("--size", choices=("default", "large"), default="default",
+                   help="'large': more classes per source, for ooDML's shifted splits (default root uml_mini_large)")
     p.set_defaults(func=_cmd_data_make_mini)
     p = dsub.add_parser("pretrain-mini", help="pretrain the tiny ViT on the synthetic pretraining set "
                         "(767 s measured on 2 busy CPU cores)")

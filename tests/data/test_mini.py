@@ -64,3 +64,20 @@ def test_pretraining_set_targets_are_consistent():
     assert names[t["class"][0]].split()[0] in ("red", "orange", "lime", "green", "cyan", "blue", "violet", "pink")
     again, _, _ = pretraining_set(64, seed=5)
     assert np.array_equal(imgs, again)
+
+
+def test_large_variant_has_more_classes_in_the_same_formats(tmp_path):
+    from umlkit.data.mini import LARGE, source_sizes
+    root = make_mini(tmp_path / "large", size="large", sources=["cars", "flowers"])
+    info = json.loads((root / "UML_MINI.json").read_text())
+    assert info["variant"] == "large"
+    for name in ("cars", "flowers"):
+        (tr, te) = LARGE[name]
+        train, test = load_dataset(name, root, "train"), load_dataset(name, root, "test")
+        assert (train.num_classes, test.num_classes) == (tr[0], te[0]) and len(train) == tr[0] * tr[1]
+        names = train.class_names + test.class_names
+        assert len(set(names)) == len(names)
+        assert train.num_classes > SOURCES[name].train[0]
+    assert make_mini(root, size="large", sources=["cars"]) == root      # kept: same seed, version and variant
+    with pytest.raises(ValueError, match="size must be one of"):
+        source_sizes("cars", "huge")

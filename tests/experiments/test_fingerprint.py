@@ -59,6 +59,11 @@ def test_data_fingerprints(tmp_path, mini_root):
     assert fp.data_fingerprint(cfg) == f"uml_mini:v{GENERATOR_VERSION}:seed0"
     cfg["data"]["root"] = str(mini_root)
     assert fp.data_fingerprint(cfg) == f"uml_mini:v{GENERATOR_VERSION}:seed0"   # read from the tree's manifest
+    large = tmp_path / "large"
+    large.mkdir()
+    (large / "UML_MINI.json").write_text('{"version": 2, "seed": 0, "variant": "large", "datasets": {}}')
+    cfg["data"]["root"] = str(large)
+    assert fp.data_fingerprint(cfg) == "uml_mini:v2:large:seed0"                 # the variant is part of it
     # a real dataset root: the annotation files decide, so an edited file changes the fingerprint
     root = tmp_path / "real"
     (root / "CUB_200_2011").mkdir(parents=True)

@@ -174,13 +174,34 @@ SOURCES = {s.name: s for s in [
                (25, 12), (25, 18)),
 ]}
 
+# The larger variant (``make_mini(size="large")``): the same attribute families with more classes per source, for
+# ooDML's class swapping and removal (the real CUB/Cars/Dogs/Aircraft/Flowers class counts; 1,000 SOP-like and
+# 800 In-shop-like classes). Discrete sources gain one attribute in their class definition so that the combinations
+# suffice (Cars: + scale, Dogs: + aspect, SOP: + scale, Aircraft: + a tail disc); the continuous bird and flower
+# sources pack their classes closer (minimum distance in brackets).
+LARGE = {"cub": ((100, 12), (100, 12)), "cars": ((98, 12), (98, 12)), "sop": ((500, 6), (500, 6)),
+         "inshop": ((400, 6), (400, 6)), "nabirds": ((75, 10), (75, 10)), "dogs": ((60, 10), (60, 10)),
+         "flowers": ((51, 10), (51, 10)), "aircraft": ((50, 10), (50, 10))}
+_LARGE_MIN_DIST = {"cub": 0.05, "nabirds": 0.05, "flowers": 0.05}
+SIZES = ("default", "large")
+
+
+def source_sizes(name: str, size: str = "default") -> tuple[tuple[int, int], tuple[int, int]]:
+    """((train classes, images per class), (test classes, images per class)) of a source in a variant."""
+    if size not in SIZES:
+        raise ValueError(f"UML-Mini size must be one of {SIZES}, got {size!r}")
+    return (SOURCES[name].train, SOURCES[name].test) if size == "default" else LARGE[name]
+
+
 _BG = {"cub": (0.28, 0.05, 0.35, 0.45, 0.75), "nabirds": (0.58, 0.03, 0.3, 0.7, 0.9),
        "flowers": (0.33, 0.03, 0.55, 0.2, 0.35), "cars": (0.0, 0.0, 0.04, 0.35, 0.55),
        "aircraft": (0.57, 0.02, 0.3, 0.85, 0.97), "dogs": (0.1, 0.02, 0.15, 0.7, 0.9),
        "sop": (0.0, 0.0, 0.0, 0.9, 1.0), "inshop": (0.95, 0.02, 0.08, 0.78, 0.9)}
 
 
-def _class_attrs(name: str, n: int, rng) -> list[dict]:
+def _class_attrs(name: str, n: int, rng, size: str = "default") -> list[dict]:
+    if size == "large":
+        return _large_class_attrs(name, n, rng)
     if name in ("cub", "nabirds"):
         pts = _continuous_classes(rng, n, 2, 0.09, (0, 0), (1, 1), np.array([True, True]))
         return [dict(hue=p[0], disc_hue=p[1]) for p in pts]
@@ -204,6 +225,28 @@ def _class_attrs(name: str, n: int, rng) -> list[dict]:
         keys = ("texture", "period", "shape", "aspect", "disc_pos")
     else:
         raise ValueError(name)
+    pick = rng.permutation(len(combos))[:n]
+    return [dict(zip(keys, combos[i])) for i in pick]
+
+
+def _large_class_attrs(name: str, n: int, rng) -> list[dict]:
+    if name in ("cub", "nabirds"):
+        pts = _continuous_classes(rng, n, 2, _LARGE_MIN_DIST[name], (0, 0), (1, 1), np.array([True, True]))
+        return [dict(hue=p[0], disc_hue=p[1]) for p in pts]
+    if name == "flowers":
+        pts = _continuous_classes(rng, n, 2, _LARGE_MIN_DIST[name], (0, 0.35), (1, 1.0), np.array([True, False]))
+        return [dict(hue=p[0], sat=p[1]) for p in pts]
+    keys, values = {
+        "cars": (("shape", "texture", "aspect", "scale"), (SHAPES, TEXTURES, ASPECTS, SCALES)),
+        "aircraft": (("shape", "aspect", "scale", "disc_pos"), (SHAPES, ASPECTS, SCALES, ("none", "N", "S"))),
+        "dogs": (("texture", "period", "shape", "aspect"), (TEXTURES[1:], PERIODS, SHAPES, ASPECTS)),
+        "sop": (("shape", "texture", "aspect", "disc_pos", "scale"), (SHAPES, TEXTURES, ASPECTS, DISC_POS[:5], SCALES)),
+        "inshop": (("texture", "period", "shape", "aspect", "disc_pos"),
+                   (TEXTURES[1:], PERIODS, SHAPES, ASPECTS, DISC_POS[:5])),
+    }[name]
+    combos = list(product(*values))
+    if n > len(combos):
+        raise ValueError(f"{name}: {n} classes asked for but only {len(combos)} attribute combinations exist")
     pick = rng.permutation(len(combos))[:n]
     return [dict(zip(keys, combos[i])) for i in pick]
 
@@ -233,14 +276,14 @@ def _image_attrs(name: str, cls: dict, rng) -> dict:
     return a
 
 
-def _generate_source(name: str, rng) -> dict:
+def _generate_source(name: str, rng, size: str = "default") -> dict:
     """{"train"/"test": (images uint8 (N, 32, 32, 3), class index per image), "classes": the class attribute
     dicts, "attrs": {split: the full attribute dict of every image}}."""
-    src = SOURCES[name]
-    classes = _class_attrs(name, src.train[0] + src.test[0], rng)
+    train, test = source_sizes(name, size)
+    classes = _class_attrs(name, train[0] + test[0], rng, size)
     out = {"classes": classes, "attrs": {}}
     offset = 0
-    for split, (n_cls, n_img) in (("train", src.train), ("test", src.test)):
+    for split, (n_cls, n_img) in (("train", train), ("test", test)):
         imgs, labels, attrs = [], [], []
         for c in range(offset, offset + n_cls):
             for _ in range(n_img):
@@ -442,44 +485,50 @@ def _write_text_file(folder: Path, rels: list[str], data: dict, names: list[str]
     (folder / TEXT_FILE).write_text("\n".join(lines) + "\n")
 
 
-def _counts(name: str) -> tuple[dict, int]:
-    src = SOURCES[name]
-    tr, te = src.train[0] * src.train[1], src.test[0] * src.test[1]
+def _counts(name: str, size: str = "default") -> tuple[dict, int]:
+    train, test = source_sizes(name, size)
+    tr, te = train[0] * train[1], test[0] * test[1]
     if name == "inshop":
-        half = src.test[0] * ((src.test[1] + 1) // 2)
-        return {"train": [tr, src.train[0]], "query": [half, src.test[0]], "gallery": [te - half, src.test[0]]}, tr + te
-    return {"train": [tr, src.train[0]], "test": [te, src.test[0]]}, tr + te
+        half = test[0] * ((test[1] + 1) // 2)
+        return {"train": [tr, train[0]], "query": [half, test[0]], "gallery": [te - half, test[0]]}, tr + te
+    return {"train": [tr, train[0]], "test": [te, test[0]]}, tr + te
 
 
-def make_mini(root, seed: int = 0, overwrite: bool = False, sources=None, progress: bool = False) -> Path:
+def make_mini(root, seed: int = 0, overwrite: bool = False, sources=None, progress: bool = False,
+              size: str = "default") -> Path:
     """Write UML-Mini under ``root`` (one folder per source, each in its real dataset's layout) + ``UML_MINI.json``.
 
+    ``size``: ``"default"`` (the quick profile's world) or ``"large"`` (more classes per source, :data:`LARGE`).
     Deterministic: the same seed writes the same bytes. Existing trees are kept unless ``overwrite``.
     """
     root = Path(root).expanduser()
     names = list(sources or SOURCES)
+    source_sizes(names[0], size)  # validates size
     manifest_path = root / MINI_MANIFEST
     if manifest_path.is_file() and not overwrite:
         info = json.loads(manifest_path.read_text())
-        if info.get("seed") == seed and info.get("version") == GENERATOR_VERSION and set(names) <= set(info["datasets"]):
+        if (info.get("seed") == seed and info.get("version") == GENERATOR_VERSION and set(names) <= set(info["datasets"])
+                and info.get("variant", "default") == size):
             return root
     root.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     info = {"version": GENERATOR_VERSION, "seed": seed, "size": SIZE, "datasets": {}}
+    if size != "default":
+        info["variant"] = size
     iterator = names
     if progress:
         from tqdm.auto import tqdm
         iterator = tqdm(names, desc="UML-Mini", unit="source")
     for k, name in enumerate(iterator):
         rng = np.random.default_rng([seed, k, 7])
-        data = _generate_source(name, rng)
+        data = _generate_source(name, rng, size)
         folder = root / _FOLDERS[name]
         if folder.exists():
             shutil.rmtree(folder)
         names = dedupe([class_name(name, cls) for cls in data["classes"]])
         rels = _WRITERS[name](root, data, names)
         _write_text_file(folder, rels, data, names, name)
-        counts, total = _counts(name)
+        counts, total = _counts(name, size)
         info["datasets"][name] = {"counts": counts, "total_images": total, "mimics": SOURCES[name].mimics}
     info["seconds"] = round(time.perf_counter() - t0, 2)
     tmp = manifest_path.with_suffix(".tmp")
@@ -488,21 +537,23 @@ def make_mini(root, seed: int = 0, overwrite: bool = False, sources=None, progre
     return root
 
 
-def ensure_mini(root=None, seed: int = 0) -> Path:
-    """The UML-Mini root (``<data_root>/uml_mini`` by default), generated on first use."""
+def ensure_mini(root=None, seed: int = 0, size: str = "default") -> Path:
+    """The UML-Mini root (``<data_root>/uml_mini``, or ``uml_mini_large`` for the larger variant), generated on
+    first use."""
     from umlkit._paths import data_root
-    root = Path(root) if root is not None else data_root() / "uml_mini"
-    return make_mini(root, seed=seed, progress=True)
+    root = Path(root) if root is not None else data_root() / ("uml_mini" if size == "default" else f"uml_mini_{size}")
+    return make_mini(root, seed=seed, progress=True, size=size)
 
 
-def mini_table() -> "pd.DataFrame":  # noqa: F821
+def mini_table(size: str = "default") -> "pd.DataFrame":  # noqa: F821
     """What each UML-Mini source mimics, its class-defining and nuisance attributes, and its sizes."""
     import pandas as pd
     rows = []
     for s in SOURCES.values():
-        counts, _ = _counts(s.name)
+        counts, _ = _counts(s.name, size)
+        train, test = source_sizes(s.name, size)
         rows.append({"source": s.name, "mimics": s.mimics, "class-defining": s.class_defining, "nuisance": s.nuisance,
-                     "train classes": s.train[0], "train images": counts["train"][0], "test classes": s.test[0],
+                     "train classes": train[0], "train images": counts["train"][0], "test classes": test[0],
                      "test images": sum(v[0] for k, v in counts.items() if k != "train")})
     return pd.DataFrame(rows).set_index("source")
 

@@ -74,16 +74,19 @@ def class_name(source: str, cls: dict) -> str:
     if source == "flowers":
         sat = next(w for bound, w in SAT_WORDS if cls["sat"] < bound)
         return f"{sat} {hue_name(cls['hue'])} flower"
+    # the larger variant adds scale (Cars-, SOP-like) or aspect (Dogs-like) to a class's definition
+    scale = SCALE_WORDS[float(cls["scale"])] if "scale" in cls else ""
     if source == "cars":
-        return _words(ASPECT_WORDS[float(cls["aspect"])], cls["texture"], cls["shape"])
+        return _words(scale, ASPECT_WORDS[float(cls["aspect"])], cls["texture"], cls["shape"])
     if source == "aircraft":
-        nose = " with a nose light" if cls["disc_pos"] == "N" else ""
-        return _words(SCALE_WORDS[float(cls["scale"])], ASPECT_WORDS[float(cls["aspect"])], cls["shape"]) + nose
+        light = {"N": " with a nose light", "S": " with a tail light"}.get(cls["disc_pos"], "")
+        return _words(scale, ASPECT_WORDS[float(cls["aspect"])], cls["shape"]) + light
     if source == "dogs":
-        return _words(PERIOD_WORDS[int(cls["period"])], cls["texture"], cls["shape"])
+        aspect = ASPECT_WORDS[float(cls["aspect"])] if "aspect" in cls else ""
+        return _words(aspect, PERIOD_WORDS[int(cls["period"])], cls["texture"], cls["shape"])
     if source == "sop":
         disc = f" with a grey {DISC_WORDS[cls['disc_pos']][2:]}" if cls["disc_pos"] != "none" else ""
-        return _words(ASPECT_WORDS[float(cls["aspect"])], cls["texture"], cls["shape"]) + disc
+        return _words(scale, ASPECT_WORDS[float(cls["aspect"])], cls["texture"], cls["shape"]) + disc
     if source == "inshop":
         disc = f" with a dark {DISC_WORDS[cls['disc_pos']][2:]}" if cls["disc_pos"] != "none" else ""
         return _words(ASPECT_WORDS[float(cls["aspect"])], PERIOD_WORDS[int(cls["period"])], cls["texture"],

@@ -109,7 +109,9 @@ def data_fingerprint(cfg: dict) -> str:
     manifest = root / MINI_MANIFEST
     if manifest.is_file():
         info = json.loads(manifest.read_text())
-        return f"uml_mini:v{info.get('version')}:seed{info.get('seed')}"
+        variant = info.get("variant", "default")
+        tag = "" if variant == "default" else f"{variant}:"
+        return f"uml_mini:v{info.get('version')}:{tag}seed{info.get('seed')}"
     if not root.is_dir():
         return f"missing:{root}"
     return "root:" + _annotation_hash(root, cfg["data"]["datasets"])

@@ -1,0 +1,68 @@
+"""ooDML (Milbich, Roth et al., NeurIPS 2021) on UML-Mini: class-mean features and the FID range of its splits.
+
+The paper scores a split by the Fréchet distance between train and test class means of an ImageNet ResNet-50 that
+saw no metric training (Sec. 3, Eq. 1); the quick profile uses the shipped tiny ViT's frozen CLS feature instead.
+:func:`fid_progression` builds ooDML's swap and removal splits (:mod:`umlkit.data.shift`) for one source and
+reports their FIDs; the UML-Mini v2 issue asks that the largest removal FID reach at least 5x the default split's.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from umlkit.data import build_transforms, load_dataset
+from umlkit.data.shift import Split, removal_progression, swap_progression
+from umlkit.metrics.distribution import class_means
+from umlkit.models.backbones import backbone_data_config, create_backbone
+from umlkit.train.evaluate import extract_embeddings
+
+__all__ = ["source_class_means", "fid_progression", "fid_range_table"]
+
+
+def source_class_means(root, source: str, backbone: str = "vit_tiny_uml", weights: str | Path | None = None,
+                       splits=("train", "test")) -> tuple[dict, list, list]:
+    """({class key: mean frozen feature}, default train keys, default test keys) of one source."""
+    model = create_backbone(backbone, pretrained=weights is None, weights=weights)  # unnormalised, as ooDML's
+    tf = build_transforms("mini", backbone_data_config(backbone), train=False)       # avg_features
+    means, sides = {}, []
+    for split in splits:
+        ds = load_dataset(source, root, split, transform=tf, cache=True)
+        feats, labels = extract_embeddings(model, ds)
+        keys, mu = class_means(feats.numpy(), labels)
+        means.update({ds.class_keys[int(k)]: m for k, m in zip(keys, mu)})
+        sides.append([ds.class_keys[int(k)] for k in keys])
+    return means, sides[0], sides[1]
+
+
+def fid_progression(means: dict, train: list, test: list, swap_iterations: int = 25,
+                    removal_iterations: int = 35) -> list[Split]:
+    """The default split, ooDML's swap progression from it, then the removal progression from the last swap."""
+    swaps = swap_progression(means, train, test, iterations=swap_iterations)
+    return swaps + removal_progression(means, swaps[-1], iterations=removal_iterations)
+
+
+def fid_range_table(roots: dict, sources=("cub", "cars", "sop"), backbone: str = "vit_tiny_uml",
+                    weights=None) -> tuple[pd.DataFrame, dict]:
+    """Per UML-Mini variant and source: default FID, hardest swap FID, hardest removal FID, their ratio to the
+    default, and the classes left per side; plus every split's (kind, iteration, FID, classes) for plotting."""
+    torch.manual_seed(0)
+    rows, curves = [], {}
+    for variant, root in roots.items():
+        for source in sources:
+            means, train, test = source_class_means(root, source, backbone, weights)
+            prog = fid_progression(means, train, test)
+            default = prog[0].fid
+            swap_max = max(s.fid for s in prog if s.kind == "swap")
+            removal = [s for s in prog if s.kind == "removal"]
+            rem_max = max((s.fid for s in removal), default=float("nan"))
+            last = removal[-1] if removal else prog[-1]
+            rows.append({"variant": variant, "source": source, "classes (train/test)": f"{len(train)}/{len(test)}",
+                         "default FID": default, "hardest swap FID": swap_max, "hardest removal FID": rem_max,
+                         "removal / default": rem_max / default if default > 0 else float("nan"),
+                         "classes left (train/test)": f"{len(last.train)}/{len(last.test)}"})
+            curves[(variant, source)] = [(s.kind, s.iteration, s.fid, len(s.train)) for s in prog]
+    table = pd.DataFrame(rows).set_index(["variant", "source"])
+    return table.round({"default FID": 2, "hardest swap FID": 2, "hardest removal FID": 2, "removal / default": 1}), curves

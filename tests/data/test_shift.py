@@ -1,0 +1,74 @@
+"""ooDML's swap and removal splits (umlkit.data.shift) against a brute-force re-statement of the official rules."""
+import math
+
+import numpy as np
+import pytest
+
+from umlkit.data.shift import removal_progression, split_fid, swap_progression
+from umlkit.metrics.distribution import frechet_distance
+
+
+def _means(n=16, d=3, seed=0):
+    rng = np.random.default_rng(seed)
+    return {f"c{i}": rng.normal(size=d) + (i % 4) * 0.5 for i in range(n)}
+
+
+def _brute_swap(means, train, test, recent):
+    """One swap, written with plain loops: the train class with the smallest d(c, mu_test) - d(c, mu_train) and the
+    test class with the smallest d(c, mu_train) - d(c, mu_test), skipping recently swapped classes."""
+    def centre(side):
+        return [sum(means[c][k] for c in side) / len(side) for k in range(len(means[side[0]]))]
+
+    def dist(a, b):
+        return math.sqrt(sum((x - y) ** 2 for x, y in zip(a, b)))
+
+    mu_tr, mu_te = centre(train), centre(test)
+    a = min((c for c in train if c not in recent), key=lambda c: dist(means[c], mu_te) - dist(means[c], mu_tr))
+    b = min((c for c in test if c not in recent), key=lambda c: dist(means[c], mu_tr) - dist(means[c], mu_te))
+    return a, b
+
+
+def test_swaps_follow_the_official_rule_and_raise_the_fid():
+    means = _means()
+    keys = sorted(means, key=lambda k: int(k[1:]))
+    train, test = keys[:8], keys[8:]
+    prog = swap_progression(means, train, test, iterations=6, swaps_per_iter=1, history=2)
+    assert len(prog) == 7 and prog[0].train == train and prog[0].fid == pytest.approx(split_fid(means, train, test))
+    tr, te, recent = list(train), list(test), []
+    for split in prog[1:]:
+        a, b = _brute_swap(means, tr, te, recent)
+        tr[tr.index(a)], te[te.index(b)] = b, a
+        recent = (recent + [a, b])[-4:]
+        assert split.train == tr and split.test == te
+        assert split.fid == pytest.approx(frechet_distance(np.stack([means[c] for c in tr]),
+                                                           np.stack([means[c] for c in te])))
+    assert prog[-1].fid > prog[0].fid
+    easier = swap_progression(means, train, test, iterations=3, inverse=True)
+    assert easier[-1].fid < prog[-1].fid
+
+
+def test_removal_either_keeps_a_swap_that_lowers_the_fid_or_drops_both_classes():
+    means = _means(24, seed=3)
+    keys = sorted(means)
+    start = swap_progression(means, keys[:12], keys[12:], iterations=5)[-1]
+    prog = removal_progression(means, start, iterations=8)
+    prev_train, prev_test, prev_fid = start.train, start.test, start.fid
+    removed_any = False
+    for s in prog:
+        assert s.kind == "removal" and len(s.train) == len(s.test)
+        if len(s.train) < len(prev_train):          # both proposed classes dropped, nothing else changed
+            removed_any = True
+            gone = (set(prev_train) - set(s.train)) | (set(prev_test) - set(s.test))
+            assert len(gone) == 2 and not gone & (set(s.train) | set(s.test))
+        else:                                        # a kept swap lowers the FID
+            assert s.fid < prev_fid
+        prev_train, prev_test, prev_fid = s.train, s.test, s.fid
+    assert removed_any
+
+
+def test_bad_splits_are_refused():
+    means = _means(4)
+    with pytest.raises(ValueError, match="at least 2"):
+        swap_progression(means, ["c0"], ["c1", "c2"])
+    with pytest.raises(ValueError, match="no class-mean"):
+        swap_progression(means, ["c0", "c1"], ["c2", "x"])
