@@ -11,7 +11,8 @@ from umlkit.data import load_dataset
 from umlkit.data.unified import PUMA_ORDER
 from umlkit.paper import paper_table
 
-__all__ = ["dataset_statistics", "table1", "plot_examples", "plot_imbalance"]
+__all__ = ["dataset_statistics", "table1", "plot_examples", "plot_imbalance", "names_table", "pretraining_curves",
+           "plot_pretraining_curves", "plot_fid_progression"]
 
 _PAPER_NAMES = {"cub": "CUB", "cars": "Cars", "sop": "SOP", "inshop": "InShop", "nabirds": "NABirds", "dogs": "Dogs",
                 "flowers": "Flowers", "aircraft": "Aircraft"}
@@ -86,3 +87,104 @@ def plot_imbalance(table: pd.DataFrame, ax=None):
     ax.set_ylabel("% of the training set")
     ax.set_title("Imbalance across sources")
     return ax
+
+
+def names_table(root, names: Sequence[str] = PUMA_ORDER, per_source: int = 2) -> pd.DataFrame:
+    """Per source: a few class names as stored on disk, as language guidance reads them, and one caption of an
+    image of that class (UML-Mini v2; a real dataset has no captions)."""
+    rows = []
+    for n in names:
+        ds = load_dataset(n, root, "train")
+        for c in range(min(per_source, ds.num_classes)):
+            i = int(np.flatnonzero(ds.labels == c)[0])
+            rows.append({"source": n, "on disk": ds.class_names[c], "language name": ds.language_names[c],
+                         "caption of one image": ds.captions[i] if ds.captions is not None else ""})
+    return pd.DataFrame(rows).set_index(["source", "on disk"])
+
+
+def pretraining_curves(reports: dict) -> pd.DataFrame:
+    """Long table of pretraining curves: ``reports`` maps a label to a pretraining report (``pretrain_report*.json``
+    of :func:`umlkit.models.pretrain.pretrain_tiny_vit`); rows (label, epoch) with train/validation loss and the
+    validation accuracy of every head (reports without a per-epoch curve give their final point only)."""
+    rows = []
+    for label, rep in reports.items():
+        curve = rep.get("curve") or [{"epoch": rep["epochs"], "train_loss": rep["loss_per_epoch"][-1],
+                                      "val_accuracy": rep["val_accuracy"]}]
+        for point in curve:
+            row = {"backbone": label, "epoch": point["epoch"], "train loss": point.get("train_loss"),
+                   "val loss": point.get("val_loss")}
+            row.update({f"acc {k}": 100 * v for k, v in point["val_accuracy"].items()})
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def plot_pretraining_curves(curves: pd.DataFrame, heads: Sequence[str] = ("shape", "texture", "period", "aspect",
+                                                                           "disc_pos", "hue", "disc_hue", "scale")):
+    """Validation loss and per-head validation accuracy along the pretraining epochs (one line per head)."""
+    import matplotlib.pyplot as plt
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8))
+    for label, part in curves.groupby("backbone", sort=False):
+        if part["val loss"].notna().any():
+            left.plot(part["epoch"], part["val loss"], marker=".", label=f"{label}: validation")
+        left.plot(part["epoch"], part["train loss"], linestyle="--", label=f"{label}: training")
+        if len(part) > 1:
+            for h in heads:
+                right.plot(part["epoch"], part[f"acc {h}"], label=h)
+    left.set_xlabel("epoch")
+    left.set_ylabel("summed cross-entropy of the 8 heads")
+    left.legend(fontsize=8)
+    right.axhline(80, color="grey", linewidth=0.8, linestyle=":")
+    right.set_xlabel("epoch")
+    right.set_ylabel("validation accuracy (%)")
+    right.legend(fontsize=8, ncol=2)
+    fig.tight_layout()
+    return fig
+
+
+def plot_fid_progression(curves: dict, ax=None):
+    """Class-mean FID along ooDML's swap then removal iterations, one line per (variant, source)."""
+    import matplotlib.pyplot as plt
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 3.8))
+    for (variant, source), points in curves.items():
+        ax.plot(range(len(points)), [p[2] for p in points], label=f"{source} ({variant})",
+                linestyle="-" if variant == "large" else ":")
+    n_swap = sum(1 for p in next(iter(curves.values())) if p[0] == "swap")
+    ax.axvline(n_swap - 0.5, color="grey", linewidth=0.8)
+    ax.text(n_swap, ax.get_ylim()[1] * 0.95, "removal ->", fontsize=8, va="top")
+    ax.set_xlabel("split (swap iterations, then removal iterations)")
+    ax.set_ylabel("class-mean FID (tiny ViT features)")
+    ax.legend(fontsize=8, ncol=2)
+    return ax
+
+
+def backbone_facts(zs: pd.DataFrame, reports: dict, old: str, new: str) -> dict[str, str]:
+    """Numbers the backbone section states: zero-shot Unified/Harmonic of the ``old`` and ``new`` columns of
+    ``zs`` (a :func:`umlkit.experiments.zero_shot.zero_shot_table`), and the pretraining reports' head accuracies,
+    epochs, minutes and plateau epoch."""
+    heads = ("shape", "texture", "period", "aspect", "disc_pos", "hue", "disc_hue", "scale")
+    facts = {}
+    for tag, col in (("old", old), ("new", new), ("rand", "random init")):
+        for ds in ("Unified", "Harmonic"):
+            facts[f"zs_{tag}_{ds[:3].lower()}"] = f"{zs.loc[ds, col]:.1f}"
+    facts["zs_sources_up"] = str(int((zs.drop(index=["Unified", "Harmonic"])[new] >
+                                       zs.drop(index=["Unified", "Harmonic"])[old]).sum()))
+    facts["zs_sources_down"] = ", ".join(zs.drop(index=["Unified", "Harmonic"]).index[
+        zs.drop(index=["Unified", "Harmonic"])[new] < zs.drop(index=["Unified", "Harmonic"])[old]]) or "none"
+    for tag, label in (("old", old), ("new", new)):
+        rep = reports[label]
+        acc = rep["val_accuracy"]
+        for h in heads:
+            facts[f"{tag}_{h}"] = f"{100 * acc[h]:.1f}"
+        lowest = min(heads, key=lambda h: acc[h])
+        facts[f"{tag}_lowest_head"] = f"{lowest} ({100 * acc[lowest]:.1f} %)"
+        facts[f"{tag}_heads_80"] = str(sum(acc[h] >= 0.8 for h in heads))
+        facts[f"{tag}_epochs"] = str(rep["epochs"])
+        facts[f"{tag}_images"] = f"{rep['n_images']:,}"
+        facts[f"{tag}_minutes"] = f"{rep['seconds'] / 60:.0f}"
+        facts[f"{tag}_named"] = f"{100 * acc['class (320 named)']:.1f}"
+        if "val_loss_plateau_epoch" in rep:
+            facts[f"{tag}_plateau"] = str(rep["val_loss_plateau_epoch"])
+            facts[f"{tag}_cpu"] = rep.get("cpu", "unknown CPU")
+            facts[f"{tag}_threads"] = str(rep.get("threads"))
+    return facts

@@ -44,15 +44,19 @@ BACKBONES = {
     "resnet50": "resnet50.tv_in1k",
     "resnet101": "resnet101.tv_in1k",
     "vit_tiny_uml": "vit_tiny_uml_patch8_32",
+    "vit_tiny_uml_v2": "vit_tiny_uml_patch8_32.uml_mini_v2",
 }
 
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 TINY_WEIGHTS = WEIGHTS_DIR / "vit_tiny_uml_patch8_32.safetensors"
+# UML-Mini v2's pretraining (recipe v2 of umlkit.models.pretrain: longer, masked unobservable targets)
+TINY_WEIGHTS_V2 = WEIGHTS_DIR / "vit_tiny_uml_patch8_32.uml_mini_v2.safetensors"
 _TINY_CFG = dict(mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), input_size=(3, 32, 32), crop_pct=1.0, num_classes=0,
                  interpolation="bilinear", license="MIT")
 # timm's registry picks this up: ``pretrained=True`` loads the shipped UML-Mini weights, no network needed.
 default_cfgs = generate_default_cfgs({
     "vit_tiny_uml_patch8_32.uml_mini": dict(file=str(TINY_WEIGHTS), **_TINY_CFG),
+    "vit_tiny_uml_patch8_32.uml_mini_v2": dict(file=str(TINY_WEIGHTS_V2), **_TINY_CFG),
     "vit_tiny_uml_patch4_32.untrained": dict(_TINY_CFG),
 })
 
@@ -70,9 +74,6 @@ def vit_tiny_uml_patch8_32(pretrained: bool = False, **kwargs) -> VisionTransfor
     3.5x faster than patch 4 at equal width). ``pretrained=True`` loads the shipped UML-Mini pretraining
     (``umlkit data pretrain-mini`` regenerates it)."""
     model_args = dict(img_size=32, patch_size=8, embed_dim=96, depth=6, num_heads=3, mlp_ratio=4.0)
-    if pretrained and not TINY_WEIGHTS.is_file():
-        raise FileNotFoundError(f"the UML-Mini pretrained weights {TINY_WEIGHTS} are missing; run "
-                                "`umlkit data pretrain-mini` to regenerate them")
     return _create_vision_transformer("vit_tiny_uml_patch8_32", pretrained=pretrained, **dict(model_args, **kwargs))
 
 
@@ -96,6 +97,11 @@ def create_backbone(name: str, pretrained: bool = False, weights: str | Path | N
         model = timm.create_model(timm_name, pretrained=True, num_classes=0,
                                   pretrained_cfg_overlay=dict(file=str(path), hf_hub_id=None, url=None), **kwargs)
     elif pretrained:
+        shipped = timm.models.get_pretrained_cfg(timm_name)
+        if shipped is not None and shipped.file and not Path(shipped.file).is_file():
+            recipe = "v2" if Path(shipped.file).name == TINY_WEIGHTS_V2.name else "v1"
+            raise FileNotFoundError(f"the UML-Mini pretrained weights {shipped.file} are missing; run "
+                                    f"`umlkit data pretrain-mini --recipe {recipe}` to regenerate them")
         try:
             model = timm.create_model(timm_name, pretrained=True, num_classes=0, **kwargs)
         except Exception as err:  # hub unreachable, offline mode, missing cache, ...
