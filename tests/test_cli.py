@@ -26,3 +26,16 @@ def test_cli_evaluate(tmp_path, capsys):
     np.savez(tmp_path / "bad.npz", emb=x)
     assert cli.main(["evaluate", str(tmp_path / "bad.npz")]) == 2
     assert "lacks" in capsys.readouterr().err
+
+
+def test_cli_errors_are_one_line_naming_the_input(tmp_path, capsys):
+    target = tmp_path / "real"
+    target.mkdir()
+    (target / "mine.txt").write_text("keep")
+    assert cli.main(["data", "make-mini", "--root", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("umlkit: error: ") and str(target) in err and "Traceback" not in err
+    assert (target / "mine.txt").read_text() == "keep"
+    import pytest
+    with pytest.raises(FileExistsError):
+        cli.main(["--debug", "data", "make-mini", "--root", str(target)])

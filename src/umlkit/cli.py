@@ -182,6 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="umlkit: reproduction toolkit for deep metric learning (PUMA, ooDML, VPTSP, language guidance).",
     )
     parser.add_argument("--version", action="version", version=f"umlkit {umlkit.__version__}")
+    parser.add_argument("--debug", action="store_true", help="show the full Python traceback when a command fails")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     p = sub.add_parser("info", help="print versions and the resolved data/results folders")
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -252,7 +253,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
-    return args.func(args)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        print("umlkit: interrupted", file=sys.stderr)
+        return 130
+    except (ValueError, OSError, RuntimeError, KeyError, TypeError) as err:
+        if getattr(args, "debug", False):
+            raise
+        print(f"umlkit: error: {err}", file=sys.stderr)
+        print("(run again with --debug for the full traceback)", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -81,3 +81,34 @@ def test_large_variant_has_more_classes_in_the_same_formats(tmp_path):
     assert make_mini(root, size="large", sources=["cars"]) == root      # kept: same seed, version and variant
     with pytest.raises(ValueError, match="size must be one of"):
         source_sizes("cars", "huge")
+
+
+def test_make_mini_never_replaces_what_it_did_not_write(tmp_path):
+    # a real dataset already under the root: refused, nothing touched
+    real = tmp_path / "real"
+    (real / "CUB_200_2011").mkdir(parents=True)
+    mine = real / "CUB_200_2011" / "my_annotations.txt"
+    mine.write_text("keep me")
+    with pytest.raises(FileExistsError, match="not a UML-Mini tree"):
+        make_mini(real, sources=["cub"])
+    assert mine.read_text() == "keep me" and sorted(p.name for p in real.iterdir()) == ["CUB_200_2011"]
+    # a UML-Mini tree with a foreign dataset folder added later: that folder is not replaced either
+    tree = make_mini(tmp_path / "tree", sources=["cub"])
+    (tree / "cars196").mkdir()
+    (tree / "cars196" / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="did not write"):
+        make_mini(tree, sources=["cub", "cars"], overwrite=True)
+    assert (tree / "cars196" / "notes.txt").read_text() == "mine"
+    # its own folders are regenerated, and an interrupted run (manifest marked incomplete) can be redone
+    info = json.loads((tree / "UML_MINI.json").read_text())
+    (tree / "UML_MINI.json").write_text(json.dumps({**info, "complete": False}))
+    assert make_mini(tree, sources=["cub"]) == tree
+    assert json.loads((tree / "UML_MINI.json").read_text())["complete"] is True
+
+
+def test_a_source_does_not_depend_on_the_others_generated_with_it(tmp_path):
+    alone = make_mini(tmp_path / "alone", sources=["cars"])
+    together = make_mini(tmp_path / "together", sources=["cub", "cars"])
+    a, b = load_dataset("cars", alone, "train"), load_dataset("cars", together, "train")
+    assert a.class_names == b.class_names and all(p.read_bytes() == q.read_bytes()
+                                                  for p, q in zip(a.paths[:20], b.paths[:20]))

@@ -499,42 +499,86 @@ def make_mini(root, seed: int = 0, overwrite: bool = False, sources=None, progre
     """Write UML-Mini under ``root`` (one folder per source, each in its real dataset's layout) + ``UML_MINI.json``.
 
     ``size``: ``"default"`` (the quick profile's world) or ``"large"`` (more classes per source, :data:`LARGE`).
-    Deterministic: the same seed writes the same bytes. Existing trees are kept unless ``overwrite``.
+    Deterministic: the same seed writes the same bytes, and a source's images do not depend on which other sources
+    are generated with it. Existing trees are kept unless ``overwrite``.
+
+    Safe next to real data: ``root`` must be empty, new, or a UML-Mini tree (it holds ``UML_MINI.json``), and only
+    dataset folders that UML-Mini itself wrote there are replaced; anything else raises ``FileExistsError`` before a
+    file is touched.
     """
     root = Path(root).expanduser()
     names = list(sources or SOURCES)
+    unknown = [n for n in names if n not in SOURCES]
+    if unknown:
+        raise ValueError(f"unknown UML-Mini source(s) {unknown}; choose from {list(SOURCES)}")
     source_sizes(names[0], size)  # validates size
     manifest_path = root / MINI_MANIFEST
-    if manifest_path.is_file() and not overwrite:
-        info = json.loads(manifest_path.read_text())
-        if (info.get("seed") == seed and info.get("version") == GENERATOR_VERSION and set(names) <= set(info["datasets"])
-                and info.get("variant", "default") == size):
+    old = _read_manifest(manifest_path)
+    if old is not None and not overwrite:
+        if (old.get("complete", True) and old.get("seed") == seed and old.get("version") == GENERATOR_VERSION
+                and set(names) <= set(old.get("datasets", {})) and old.get("variant", "default") == size):
             return root
+    created = _check_target(root, names, old)
     root.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    info = {"version": GENERATOR_VERSION, "seed": seed, "size": SIZE, "datasets": {}}
+    info = {"version": GENERATOR_VERSION, "seed": seed, "size": SIZE, "datasets": {}, "complete": False,
+            "created": sorted(created | set(names))}
     if size != "default":
         info["variant"] = size
+    _write_manifest(manifest_path, info)  # marks the tree as UML-Mini's before any dataset folder is written
     iterator = names
     if progress:
         from tqdm.auto import tqdm
         iterator = tqdm(names, desc="UML-Mini", unit="source")
-    for k, name in enumerate(iterator):
-        rng = np.random.default_rng([seed, k, 7])
+    for name in iterator:
+        rng = np.random.default_rng([seed, list(SOURCES).index(name), 7])
         data = _generate_source(name, rng, size)
         folder = root / _FOLDERS[name]
         if folder.exists():
-            shutil.rmtree(folder)
-        names = dedupe([class_name(name, cls) for cls in data["classes"]])
-        rels = _WRITERS[name](root, data, names)
-        _write_text_file(folder, rels, data, names, name)
+            shutil.rmtree(folder)  # written by UML-Mini: checked by _check_target
+        class_names = dedupe([class_name(name, cls) for cls in data["classes"]])
+        rels = _WRITERS[name](root, data, class_names)
+        _write_text_file(folder, rels, data, class_names, name)
         counts, total = _counts(name, size)
         info["datasets"][name] = {"counts": counts, "total_images": total, "mimics": SOURCES[name].mimics}
     info["seconds"] = round(time.perf_counter() - t0, 2)
-    tmp = manifest_path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(info, indent=1))
-    tmp.replace(manifest_path)
+    info["complete"] = True
+    _write_manifest(manifest_path, info)
     return root
+
+
+def _read_manifest(path: Path) -> dict | None:
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{path} is not a readable UML-Mini manifest ({err}); move it away or choose another root")
+
+
+def _write_manifest(path: Path, info: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(info, indent=1))
+    tmp.replace(path)
+
+
+def _check_target(root: Path, names: list[str], manifest: dict | None) -> set[str]:
+    """The sources whose folders UML-Mini wrote under ``root`` before; raises when writing ``names`` there would
+    replace or mix with anything else."""
+    if manifest is None:
+        if root.exists() and (not root.is_dir() or any(root.iterdir())):
+            raise FileExistsError(
+                f"{root} is not empty and is not a UML-Mini tree (no {MINI_MANIFEST}); UML-Mini writes only into a new "
+                f"or empty folder or into one it created, so nothing of yours is replaced. Pass another root (e.g. "
+                f"`umlkit data make-mini --root <empty folder>`).")
+        return set()
+    created = set(manifest.get("created", [])) | set(manifest.get("datasets", {}))
+    foreign = [str(root / _FOLDERS[n]) for n in names if (root / _FOLDERS[n]).exists() and n not in created]
+    if foreign:
+        raise FileExistsError(f"{', '.join(foreign)} exist(s) under the UML-Mini tree {root} but UML-Mini did not write "
+                              f"them (not listed in {MINI_MANIFEST}); refusing to replace them. Move them away or "
+                              f"choose another root.")
+    return created
 
 
 def ensure_mini(root=None, seed: int = 0, size: str = "default") -> Path:
