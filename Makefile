@@ -6,7 +6,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.umlkit-installed
 
-.PHONY: test book install clean-book clean bench
+.PHONY: test test-fast book install clean-book clean bench
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,6 +18,10 @@ install: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest tests book --nbval-lax --nbval-current-env -p no:cacheprovider
+
+# the tests without the `slow` marker (retraining a record, torchrun, kill-and-resume, ...): a minute or two
+test-fast: $(STAMP)
+	$(PY) -m pytest tests -m "not slow" -p no:cacheprovider
 
 # jupyter-cache re-runs a chapter only when its code cells change; a change in src/umlkit must also
 # invalidate it, so the cache is dropped whenever the library's sources hash differently.

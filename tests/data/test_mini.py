@@ -17,6 +17,7 @@ def _digest(root):
     return h.hexdigest()
 
 
+@pytest.mark.slow
 def test_same_seed_same_bytes_other_seed_differs(tmp_path):
     a = make_mini(tmp_path / "a", seed=3, sources=["cub", "cars", "inshop"])
     b = make_mini(tmp_path / "b", seed=3, sources=["cub", "cars", "inshop"])

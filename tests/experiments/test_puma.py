@@ -39,6 +39,7 @@ def test_run_config_per_loss_and_method():
     assert {b[0] for b in puma.BACKBONES_FULL.values()} <= set(BACKBONES)
 
 
+@pytest.mark.slow
 def test_run_config_shrinks_class_grouped_batches_for_small_sources():
     # UML-Mini's CUB-like source has 25 training classes: 4 per class cannot fill a batch of 128
     cfg = puma.run_config("quick", method="full", loss="triplet", datasets=["cub"])

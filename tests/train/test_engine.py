@@ -31,6 +31,7 @@ def tiny_cfg(root, **train):
             "train": {"epochs": 3, "progress": False, **train}}
 
 
+@pytest.mark.slow
 def test_same_seed_twice_identical_metrics(small_root, tmp_path):
     a = fit(tiny_cfg(small_root, epochs=2), run_dir=tmp_path / "a")
     b = fit(tiny_cfg(small_root, epochs=2), run_dir=tmp_path / "b")
@@ -51,6 +52,7 @@ fit(cfg, run_dir=sys.argv[2], resume=True)
 """
 
 
+@pytest.mark.slow
 def test_kill_9_then_resume_equals_uninterrupted(small_root, tmp_path):
     cfg = tiny_cfg(small_root, epochs=3)
     full = fit(cfg, run_dir=tmp_path / "full")

@@ -91,8 +91,6 @@ def class_name(source: str, cls: dict) -> str:
         disc = f" with a dark {DISC_WORDS[cls['disc_pos']][2:]}" if cls["disc_pos"] != "none" else ""
         return _words(ASPECT_WORDS[float(cls["aspect"])], PERIOD_WORDS[int(cls["period"])], cls["texture"],
                       cls["shape"]) + disc
-    if source == "inat":
-        return f"{hue_name(cls['hue'])} {cls['texture']} {cls['shape']} with a {hue_name(cls['disc_hue'])} spot"
     raise ValueError(f"no naming rule for UML-Mini source {source!r}")
 
 
