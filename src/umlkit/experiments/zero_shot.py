@@ -19,7 +19,7 @@ __all__ = ["zero_shot_table"]
 def zero_shot_table(root=None, seeds=(0,), metrics=("R@1",), backbones=None) -> pd.DataFrame:
     """Per-source, Unified and Harmonic R@1 (percent) of the frozen CLS feature: pretrained and random init
     (``seeds`` random initialisations, mean reported). ``backbones`` ({column: backbone name}) compares several
-    pretrained tiny ViTs (default: the shipped ``vit_tiny_uml``), with ``gain`` over random init for the first."""
+    pretrained tiny ViTs (default: the shipped ``vit_tiny_uml``), with the ``gain`` of each over random init."""
     root = ensure_mini(root)
     backbones = backbones or {"pretrained": "vit_tiny_uml"}
     cols = {}
@@ -36,5 +36,6 @@ def zero_shot_table(root=None, seeds=(0,), metrics=("R@1",), backbones=None) -> 
         rand.append(evaluate_model(create_model("vit_tiny_uml", "zero_shot", pretrained=False), test, metrics)[metrics[0]])
     cols["random init"] = sum(rand) / len(rand)
     out = pd.DataFrame(cols)
-    out["gain"] = out[next(iter(backbones))] - out["random init"]
+    for column in backbones:  # what pretraining adds over the random initialisation
+        out[f"gain ({column})" if len(backbones) > 1 else "gain"] = out[column] - out["random init"]
     return out.round(1)
