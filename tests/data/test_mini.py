@@ -113,3 +113,22 @@ def test_a_source_does_not_depend_on_the_others_generated_with_it(tmp_path):
     a, b = load_dataset("cars", alone, "train"), load_dataset("cars", together, "train")
     assert a.class_names == b.class_names and all(p.read_bytes() == q.read_bytes()
                                                   for p, q in zip(a.paths[:20], b.paths[:20]))
+
+
+def test_partial_regeneration_keeps_the_manifest_of_the_other_sources(tmp_path):
+    tree = make_mini(tmp_path / "t", sources=["cub", "flowers"])
+    make_mini(tree, sources=["cub"], overwrite=True)
+    info = json.loads((tree / "UML_MINI.json").read_text())
+    assert set(info["datasets"]) == {"cub", "flowers"}
+    load_dataset("flowers", tree, "train")                  # its counts are still checked against the manifest
+    make_mini(tree, sources=["cub"], seed=1)                 # another seed: every source of the tree is redone
+    info = json.loads((tree / "UML_MINI.json").read_text())
+    assert info["seed"] == 1 and set(info["datasets"]) == {"cub", "flowers"}
+    # a real dataset copied over a UML-Mini folder (no marker inside) is not deleted
+    import shutil
+    shutil.rmtree(tree / "flowers")
+    (tree / "flowers").mkdir()
+    (tree / "flowers" / "imagelabels.mat").write_text("real")
+    with pytest.raises(FileExistsError, match="marker"):
+        make_mini(tree, sources=["flowers"], overwrite=True)
+    assert (tree / "flowers" / "imagelabels.mat").read_text() == "real"

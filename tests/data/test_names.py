@@ -81,7 +81,8 @@ def test_every_source_names_its_classes_uniquely_and_in_its_own_format(mini_root
     dogs = load_dataset("dogs", mini_root, "train")
     assert all(" " not in n and n[0].isupper() for n in dogs.class_names)
     inshop = load_dataset("inshop", mini_root, "train")
-    assert all(n.split()[0] in ("MEN", "WOMEN") for n in inshop.class_names)
+    assert all(n.startswith("id_") for n in inshop.class_names)        # items have ids, as in In-shop
+    assert all(p.parts[-4] in ("MEN", "WOMEN") for p in inshop.paths)  # img/<gender>/<category>/<item>/<file>
     flowers = load_dataset("flowers", mini_root, "train")
     assert all(n.endswith(" flower") for n in flowers.class_names)
 

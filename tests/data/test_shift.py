@@ -51,7 +51,7 @@ def test_removal_either_keeps_a_swap_that_lowers_the_fid_or_drops_both_classes()
     means = _means(24, seed=3)
     keys = sorted(means)
     start = swap_progression(means, keys[:12], keys[12:], iterations=5)[-1]
-    prog = removal_progression(means, start, iterations=8)
+    prog = removal_progression(means, start, iterations=8, swaps_per_iter=1)
     prev_train, prev_test, prev_fid = start.train, start.test, start.fid
     removed_any = False
     for s in prog:
@@ -72,3 +72,15 @@ def test_bad_splits_are_refused():
         swap_progression(means, ["c0"], ["c1", "c2"])
     with pytest.raises(ValueError, match="no class-mean"):
         swap_progression(means, ["c0", "c1"], ["c2", "x"])
+
+
+def test_two_swaps_per_iteration_take_the_next_candidates_of_one_ranking():
+    means = _means(20, seed=5)
+    keys = sorted(means)
+    one = swap_progression(means, keys[:10], keys[10:], iterations=1, swaps_per_iter=2)
+    tr, te = list(keys[:10]), list(keys[10:])
+    first = _brute_swap(means, tr, te, [])
+    moved = set(keys[:10]) - set(one[1].train)
+    assert first[0] in moved and len(moved) == 2
+    removal = removal_progression(means, one[-1], iterations=3)
+    assert all(len(s.train) == len(s.test) for s in removal) and len(removal) == 3

@@ -257,9 +257,8 @@ def _read_inshop(root: Path, **_):
             raise ValueError(f"{base / 'Eval/list_eval_partition.txt'}: unknown evaluation_status {status!r}")
         out[status][0].append(base / "Img" / img)
         out[status][1].append(item)
-    # In-shop names no item, only its gender and category folder: img/<gender>/<category>/<item>/<file>
-    names = {item: " ".join(Path(img).parts[1:3]) for img, item, _ in rows}
-    return out, names
+    # items have ids, not names (their gender/category folders are img/<gender>/<category>/<item>/<file>)
+    return out, {k: k for s in out.values() for k in s[1]}
 
 
 def _read_nabirds(root: Path, **_):

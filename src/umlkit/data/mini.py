@@ -190,6 +190,8 @@ def source_sizes(name: str, size: str = "default") -> tuple[tuple[int, int], tup
     """((train classes, images per class), (test classes, images per class)) of a source in a variant."""
     if size not in SIZES:
         raise ValueError(f"UML-Mini size must be one of {SIZES}, got {size!r}")
+    if name not in SOURCES:
+        raise ValueError(f"unknown UML-Mini source {name!r}; choose from {list(SOURCES)}")
     return (SOURCES[name].train, SOURCES[name].test) if size == "default" else LARGE[name]
 
 
@@ -322,7 +324,7 @@ def _numbered(data):
 
 
 def _underscored(name: str) -> str:
-    """"amber bird with a teal head" -> "Amber_bird_with_a_teal_head" (CUB's and Stanford Dogs' folder style)."""
+    """"amber bird with an azure head" -> "Amber_bird_with_an_azure_head" (CUB's and Stanford Dogs' folder style)."""
     return (name[:1].upper() + name[1:]).replace(" ", "_")
 
 
@@ -500,11 +502,12 @@ def make_mini(root, seed: int = 0, overwrite: bool = False, sources=None, progre
 
     ``size``: ``"default"`` (the quick profile's world) or ``"large"`` (more classes per source, :data:`LARGE`).
     Deterministic: the same seed writes the same bytes, and a source's images do not depend on which other sources
-    are generated with it. Existing trees are kept unless ``overwrite``.
+    are generated with it. A complete tree of the same seed, generator version and size that holds ``sources`` is
+    kept unless ``overwrite``; a tree of another seed, version or size is regenerated whole (every source it held).
 
     Safe next to real data: ``root`` must be empty, new, or a UML-Mini tree (it holds ``UML_MINI.json``), and only
-    dataset folders that UML-Mini itself wrote there are replaced; anything else raises ``FileExistsError`` before a
-    file is touched.
+    dataset folders that UML-Mini itself wrote there (each carries a ``UML_MINI_FOLDER`` marker file) are replaced;
+    anything else raises ``FileExistsError`` before a file is touched.
     """
     root = Path(root).expanduser()
     names = list(sources or SOURCES)
@@ -518,10 +521,16 @@ def make_mini(root, seed: int = 0, overwrite: bool = False, sources=None, progre
         if (old.get("complete", True) and old.get("seed") == seed and old.get("version") == GENERATOR_VERSION
                 and set(names) <= set(old.get("datasets", {})) and old.get("variant", "default") == size):
             return root
+    same_world = old is not None and (old.get("seed"), old.get("version"), old.get("variant", "default")) == \
+        (seed, GENERATOR_VERSION, size)
+    if old is not None and not same_world:  # the other sources of an older tree would no longer match it
+        held = set(old.get("datasets", {})) & set(SOURCES)
+        names = [n for n in SOURCES if n in held or n in names]
     created = _check_target(root, names, old)
     root.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    info = {"version": GENERATOR_VERSION, "seed": seed, "size": SIZE, "datasets": {}, "complete": False,
+    kept = {k: v for k, v in old.get("datasets", {}).items() if k not in names} if same_world else {}
+    info = {"version": GENERATOR_VERSION, "seed": seed, "size": SIZE, "datasets": kept, "complete": False,
             "created": sorted(created | set(names))}
     if size != "default":
         info["variant"] = size
@@ -536,6 +545,9 @@ def make_mini(root, seed: int = 0, overwrite: bool = False, sources=None, progre
         folder = root / _FOLDERS[name]
         if folder.exists():
             shutil.rmtree(folder)  # written by UML-Mini: checked by _check_target
+        folder.mkdir(parents=True)
+        (folder / FOLDER_MARKER).write_text("written by umlkit.data.make_mini; regenerating UML-Mini replaces this "
+                                            "folder\n")
         class_names = dedupe([class_name(name, cls) for cls in data["classes"]])
         rels = _WRITERS[name](root, data, class_names)
         _write_text_file(folder, rels, data, class_names, name)
@@ -562,9 +574,13 @@ def _write_manifest(path: Path, info: dict) -> None:
     tmp.replace(path)
 
 
+FOLDER_MARKER = "UML_MINI_FOLDER"
+
+
 def _check_target(root: Path, names: list[str], manifest: dict | None) -> set[str]:
     """The sources whose folders UML-Mini wrote under ``root`` before; raises when writing ``names`` there would
-    replace or mix with anything else."""
+    replace or mix with anything else. A dataset folder is UML-Mini's when it holds the marker file, or (trees of
+    generator version 1, written before markers existed) when the manifest lists it."""
     if manifest is None:
         if root.exists() and (not root.is_dir() or any(root.iterdir())):
             raise FileExistsError(
@@ -572,11 +588,19 @@ def _check_target(root: Path, names: list[str], manifest: dict | None) -> set[st
                 f"or empty folder or into one it created, so nothing of yours is replaced. Pass another root (e.g. "
                 f"`umlkit data make-mini --root <empty folder>`).")
         return set()
+    if not isinstance(manifest, dict):
+        raise ValueError(f"{root / MINI_MANIFEST} is not a UML-Mini manifest (a JSON object); move it away")
     created = set(manifest.get("created", [])) | set(manifest.get("datasets", {}))
-    foreign = [str(root / _FOLDERS[n]) for n in names if (root / _FOLDERS[n]).exists() and n not in created]
+    legacy = manifest.get("version", 0) < 2
+
+    def ours(n: str) -> bool:
+        folder = root / _FOLDERS[n]
+        return not folder.is_symlink() and ((folder / FOLDER_MARKER).is_file() or (legacy and n in created))
+
+    foreign = [str(root / _FOLDERS[n]) for n in names if (root / _FOLDERS[n]).exists() and not ours(n)]
     if foreign:
         raise FileExistsError(f"{', '.join(foreign)} exist(s) under the UML-Mini tree {root} but UML-Mini did not write "
-                              f"them (not listed in {MINI_MANIFEST}); refusing to replace them. Move them away or "
+                              f"them (no {FOLDER_MARKER} marker inside); refusing to replace them. Move them away or "
                               f"choose another root.")
     return created
 

@@ -8,7 +8,7 @@ with ``_`` as spaces ("Black footed Albatross"), Cars the folder name, SOP the s
 folders, NABirds, Aircraft variants, Flowers' names file and In-shop categories).
 
 For UML-Mini the names are built from the attributes that *define* a class in its source (:data:`umlkit.data.mini.
-SOURCES`), so a language model has something to say about them: "amber bird with a teal head", "wide checkered
+SOURCES`), so a language model has something to say about them: "amber bird with an azure head", "wide checkered
 star", "coarse vertically striped cross". Captions describe one image and also name its nuisance attributes
 (colour where colour is a nuisance, size, aspect, background), which is what a caption-vs-class-name comparison
 needs. Everything is a pure function of the attribute dicts the generator already draws: naming consumes no random
@@ -60,17 +60,14 @@ def _words(*parts: str) -> str:
     return " ".join(p for p in parts if p)
 
 
-def _shape_phrase(a: dict, size: bool = True, aspect: bool = True, texture: bool = True, period: bool = True) -> str:
-    tex = a["texture"] if texture else ""
-    per = PERIOD_WORDS[int(a["period"])] if period and tex and tex != "plain" else ""
-    return _words(SCALE_WORDS[float(a["scale"])] if size else "", ASPECT_WORDS[float(a["aspect"])] if aspect else "",
-                  per, tex, a["shape"])
+def _article(phrase: str) -> str:
+    return ("an " if phrase[:1] in "aeiou" else "a ") + phrase
 
 
 def class_name(source: str, cls: dict) -> str:
     """The English name of a class from its class-defining attributes (``cls`` as drawn by the generator)."""
     if source in ("cub", "nabirds"):
-        return f"{hue_name(cls['hue'])} bird with a {hue_name(cls['disc_hue'])} head"
+        return f"{hue_name(cls['hue'])} bird with {_article(hue_name(cls['disc_hue']))} head"
     if source == "flowers":
         sat = next(w for bound, w in SAT_WORDS if cls["sat"] < bound)
         return f"{sat} {hue_name(cls['hue'])} flower"
@@ -98,13 +95,11 @@ TEXTURE_PHRASES = {"horizontally striped": "horizontal stripes", "vertically str
                    "checkered": "checks", "diagonally striped": "diagonal stripes"}
 
 
-def _article(phrase: str) -> str:
-    return ("an " if phrase[:1] in "aeiou" else "a ") + phrase
-
-
 def caption(source: str, a: dict) -> str:
     """One image described in full, class-defining and nuisance attributes alike: "a small wide chartreuse
-    triangle with fine horizontal stripes and a cobalt dot on top, on a grey background"."""
+    triangle with fine horizontal stripes and a cobalt dot on top, on a grey background". Colours are named from
+    the image's own (jittered) hue, saturation and value, so near a hue-bin edge a caption can use the neighbouring
+    colour word of its class name, as a person describing the photo might."""
     obj = _words(SCALE_WORDS[float(a["scale"])], ASPECT_WORDS[float(a["aspect"])],
                  colour_phrase(a["hue"], a["sat"], a["val"]), a["shape"])
     extras = []

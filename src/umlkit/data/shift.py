@@ -7,13 +7,16 @@ Milbich, Roth et al., "Characterizing generalization under out-of-distribution s
 * every class is one mean feature of a frozen, pretrained, not metric-trained backbone; a split's difficulty is the
   Fréchet distance between the set of train class means and the set of test class means
   (:func:`umlkit.metrics.class_mean_frechet_distance`);
-* **swapping**: each iteration records the current split, then ``swaps_per_iter`` times moves the train class
-  that is most test-like (smallest d(c, mu_test) - d(c, mu_train)) to test and the test class that is most
-  train-like to train, skipping the classes swapped in the last ``history`` swaps (official: 2 swaps per iteration,
-  history 5, 25 iterations; ``inverse=True`` takes the other end of the ranking and makes splits easier);
-* **removal** starts from the last swap split and proposes the same swap; when the swap would not lower the FID
-  (new >= old), it is undone and both proposed classes are removed from the split, as the official code is written
-  (otherwise the swap stays). Fewer classes remain as the ids grow.
+* **swapping**: each iteration records the current split, ranks the train classes by d(c, mu_test) - d(c, mu_train)
+  (most test-like first) and the test classes by the mirror score, once, then ``swaps_per_iter`` times exchanges
+  the first train and the first test candidate not among the classes of the last ``history`` swaps (official: 2
+  swaps per iteration, history 5, 25 iterations; ``inverse=True`` takes the other end of the ranking and makes
+  splits easier);
+* **removal** starts from the last swap split (the official code's last state, not necessarily its hardest) and
+  proposes swaps the same way, 2 per iteration; when a swap would not lower the FID (new >= old) it is undone and
+  both proposed classes are removed from the split, as the official code is written (otherwise the swap stays).
+  Fewer classes remain as the iterations go on. The official ids count swaps (R22, R48, ...); here splits are
+  numbered by iteration.
 
 The published full-profile splits are loaded from the official pickles instead (the authors say the script
 reproduces them "very close" to, not exactly); this module generates UML-Mini's. Written by hand: no library
@@ -55,11 +58,17 @@ def _candidates(means: dict, side: list, mu_own: np.ndarray, mu_other: np.ndarra
     return [side[i] for i in (order[::-1] if inverse else order)]
 
 
-def _propose(means: dict, train: list, test: list, recent: list, inverse: bool):
+def _rankings(means: dict, train: list, test: list, inverse: bool) -> tuple[list, list]:
+    """The candidate orders of one iteration (computed once, as the official code does)."""
     mu_tr = np.mean([means[c] for c in train], axis=0)
     mu_te = np.mean([means[c] for c in test], axis=0)
-    a = next((c for c in _candidates(means, train, mu_tr, mu_te, inverse) if c not in recent), None)
-    b = next((c for c in _candidates(means, test, mu_te, mu_tr, inverse) if c not in recent), None)
+    return _candidates(means, train, mu_tr, mu_te, inverse), _candidates(means, test, mu_te, mu_tr, inverse)
+
+
+def _pick(ranking: tuple[list, list], train: list, test: list, recent: list):
+    """The first train and test candidates still on their side and not recently swapped."""
+    a = next((c for c in ranking[0] if c in train and c not in recent), None)
+    b = next((c for c in ranking[1] if c in test and c not in recent), None)
     return a, b
 
 
@@ -75,8 +84,9 @@ def swap_progression(means: dict, train, test, iterations: int = 25, swaps_per_i
     recent: list = []
     out = [Split(list(train), list(test), split_fid(means, train, test), "swap", 0)]
     for it in range(1, iterations + 1):
+        ranking = _rankings(means, train, test, inverse)
         for _ in range(swaps_per_iter):
-            a, b = _propose(means, train, test, recent, inverse)
+            a, b = _pick(ranking, train, test, recent)
             if a is None or b is None:
                 break
             train[train.index(a)], test[test.index(b)] = b, a
@@ -85,9 +95,9 @@ def swap_progression(means: dict, train, test, iterations: int = 25, swaps_per_i
     return out
 
 
-def removal_progression(means: dict, start: Split, iterations: int = 35, history: int = 5,
-                        min_classes: int = 2) -> list[Split]:
-    """ooDML's class-removal splits from ``start`` (the hardest swap split), one split per iteration."""
+def removal_progression(means: dict, start: Split, iterations: int = 35, swaps_per_iter: int = 2,
+                        history: int = 5, min_classes: int = 2) -> list[Split]:
+    """ooDML's class-removal splits from ``start`` (the last swap split), one split per iteration."""
     train, test = list(start.train), list(start.test)
     fid = split_fid(means, train, test)
     recent: list = []
@@ -95,19 +105,23 @@ def removal_progression(means: dict, start: Split, iterations: int = 35, history
     for it in range(1, iterations + 1):
         if min(len(train), len(test)) <= min_classes:
             break
-        a, b = _propose(means, train, test, recent, inverse=False)
-        if a is None or b is None:
-            break
-        i, j = train.index(a), test.index(b)
-        train[i], test[j] = b, a
-        new = split_fid(means, train, test)
-        if new >= fid:  # as the official code is written: undo, then drop both proposed classes
-            train[i], test[j] = a, b
-            train.remove(a)
-            test.remove(b)
-            fid = split_fid(means, train, test)
-        else:
-            fid = new
-        recent = (recent + [a, b])[-2 * history:]
+        ranking = _rankings(means, train, test, inverse=False)
+        for _ in range(swaps_per_iter):
+            if min(len(train), len(test)) <= min_classes:
+                break
+            a, b = _pick(ranking, train, test, recent)
+            if a is None or b is None:
+                break
+            i, j = train.index(a), test.index(b)
+            train[i], test[j] = b, a
+            new = split_fid(means, train, test)
+            if new >= fid:  # as the official code is written: undo, then drop both proposed classes
+                train[i], test[j] = a, b
+                train.remove(a)
+                test.remove(b)
+                fid = split_fid(means, train, test)
+            else:
+                fid = new
+            recent = (recent + [a, b])[-2 * history:]
         out.append(Split(list(train), list(test), fid, "removal", it))
     return out

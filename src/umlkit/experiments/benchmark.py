@@ -12,7 +12,7 @@ from umlkit.data.unified import PUMA_ORDER
 from umlkit.paper import paper_table
 
 __all__ = ["dataset_statistics", "table1", "plot_examples", "plot_imbalance", "names_table", "pretraining_curves",
-           "plot_pretraining_curves", "plot_fid_progression"]
+           "plot_pretraining_curves", "plot_fid_progression", "backbone_facts"]
 
 _PAPER_NAMES = {"cub": "CUB", "cars": "Cars", "sop": "SOP", "inshop": "InShop", "nabirds": "NABirds", "dogs": "Dogs",
                 "flowers": "Flowers", "aircraft": "Aircraft"}
@@ -126,7 +126,8 @@ def plot_pretraining_curves(curves: pd.DataFrame, heads: Sequence[str] = ("shape
     for label, part in curves.groupby("backbone", sort=False):
         if part["val loss"].notna().any():
             left.plot(part["epoch"], part["val loss"], marker=".", label=f"{label}: validation")
-        left.plot(part["epoch"], part["train loss"], linestyle="--", label=f"{label}: training")
+        left.plot(part["epoch"], part["train loss"], linestyle="--", marker="o" if len(part) == 1 else None,
+                  label=f"{label}: training")
         if len(part) > 1:
             for h in heads:
                 right.plot(part["epoch"], part[f"acc {h}"], label=h)
@@ -158,33 +159,35 @@ def plot_fid_progression(curves: dict, ax=None):
     return ax
 
 
-def backbone_facts(zs: pd.DataFrame, reports: dict, old: str, new: str) -> dict[str, str]:
+def backbone_facts(zs: pd.DataFrame, reports: dict, accuracies: dict, old: str, new: str) -> dict[str, str]:
     """Numbers the backbone section states: zero-shot Unified/Harmonic of the ``old`` and ``new`` columns of
-    ``zs`` (a :func:`umlkit.experiments.zero_shot.zero_shot_table`), and the pretraining reports' head accuracies,
-    epochs, minutes and plateau epoch."""
+    ``zs`` (a :func:`umlkit.experiments.zero_shot.zero_shot_table`), head accuracies of both measured the same way
+    (``accuracies``: label -> :func:`umlkit.models.pretrain.head_accuracies`), and the pretraining reports' epochs,
+    images, minutes and where the validation loss stopped falling."""
     heads = ("shape", "texture", "period", "aspect", "disc_pos", "hue", "disc_hue", "scale")
     facts = {}
     for tag, col in (("old", old), ("new", new), ("rand", "random init")):
         for ds in ("Unified", "Harmonic"):
             facts[f"zs_{tag}_{ds[:3].lower()}"] = f"{zs.loc[ds, col]:.1f}"
-    facts["zs_sources_up"] = str(int((zs.drop(index=["Unified", "Harmonic"])[new] >
-                                       zs.drop(index=["Unified", "Harmonic"])[old]).sum()))
-    facts["zs_sources_down"] = ", ".join(zs.drop(index=["Unified", "Harmonic"]).index[
-        zs.drop(index=["Unified", "Harmonic"])[new] < zs.drop(index=["Unified", "Harmonic"])[old]]) or "none"
+    per_source = zs.drop(index=["Unified", "Harmonic"])
+    facts["zs_sources_up"] = str(int((per_source[new] > per_source[old]).sum()))
+    facts["zs_sources_down"] = ", ".join(per_source.index[per_source[new] < per_source[old]]) or "none"
     for tag, label in (("old", old), ("new", new)):
-        rep = reports[label]
-        acc = rep["val_accuracy"]
+        rep, acc = reports[label], accuracies[label]
         for h in heads:
             facts[f"{tag}_{h}"] = f"{100 * acc[h]:.1f}"
         lowest = min(heads, key=lambda h: acc[h])
         facts[f"{tag}_lowest_head"] = f"{lowest} ({100 * acc[lowest]:.1f} %)"
         facts[f"{tag}_heads_80"] = str(sum(acc[h] >= 0.8 for h in heads))
+        facts[f"{tag}_named"] = f"{100 * acc['class (320 named)']:.1f}"
         facts[f"{tag}_epochs"] = str(rep["epochs"])
         facts[f"{tag}_images"] = f"{rep['n_images']:,}"
         facts[f"{tag}_minutes"] = f"{rep['seconds'] / 60:.0f}"
-        facts[f"{tag}_named"] = f"{100 * acc['class (320 named)']:.1f}"
         if "val_loss_plateau_epoch" in rep:
-            facts[f"{tag}_plateau"] = str(rep["val_loss_plateau_epoch"])
+            e, n = rep["val_loss_plateau_epoch"], rep["epochs"]
+            facts[f"{tag}_plateau"] = (f"flattens from epoch {e} of {n} on (it never again falls by 1 %)" if e < n - 1
+                                       else f"was still falling by more than 1 % per epoch until epoch {e} of {n}, "
+                                            f"when the cosine schedule ran out; a longer schedule might still help")
             facts[f"{tag}_cpu"] = rep.get("cpu", "unknown CPU")
             facts[f"{tag}_threads"] = str(rep.get("threads"))
     return facts

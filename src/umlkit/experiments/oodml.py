@@ -19,7 +19,7 @@ from umlkit.metrics.distribution import class_means
 from umlkit.models.backbones import backbone_data_config, create_backbone
 from umlkit.train.evaluate import extract_embeddings
 
-__all__ = ["source_class_means", "fid_progression", "fid_range_table"]
+__all__ = ["source_class_means", "fid_progression", "fid_range_table", "fid_range", "fid_facts"]
 
 
 def source_class_means(root, source: str, backbone: str = "vit_tiny_uml", weights: str | Path | None = None,
@@ -32,6 +32,9 @@ def source_class_means(root, source: str, backbone: str = "vit_tiny_uml", weight
         ds = load_dataset(source, root, split, transform=tf, cache=True)
         feats, labels = extract_embeddings(model, ds)
         keys, mu = class_means(feats.numpy(), labels)
+        clash = set(means) & {ds.class_keys[int(k)] for k in keys}
+        if clash:
+            raise ValueError(f"{source}: class keys {sorted(clash)[:3]} appear in more than one split")
         means.update({ds.class_keys[int(k)]: m for k, m in zip(keys, mu)})
         sides.append([ds.class_keys[int(k)] for k in keys])
     return means, sides[0], sides[1]
@@ -80,16 +83,22 @@ def fid_range(profile: str = "quick", rerun: bool = False, backbone: str = "vit_
         try:
             table, meta = load_table(name, profile)
             cfg = meta.get("config", {})
-            if cfg.get("backbone") == backbone:
+            if (cfg.get("backbone"), cfg.get("sources"), cfg.get("generator")) == (backbone, list(sources), _world()):
                 curves = {tuple(k.split("/")): [tuple(p) for p in v] for k, v in cfg["curves"].items()}
                 return table.set_index(["variant", "source"]) if "variant" in table.columns else table, curves
         except FileNotFoundError:
             pass
     table, curves = fid_range_table({"default": ensure_mini(), "large": ensure_mini(size="large")}, sources,
                                     backbone=backbone)
-    save_table(table.reset_index(), name, profile, {"backbone": backbone, "sources": list(sources),
+    save_table(table.reset_index(), name, profile, {"backbone": backbone, "sources": list(sources), "generator": _world(),
                                                     "curves": {"/".join(k): v for k, v in curves.items()}})
     return table, curves
+
+
+def _world() -> str:
+    """What the stored measurement depends on besides backbone and sources: the generator version and seed."""
+    from umlkit.data.mini import GENERATOR_VERSION
+    return f"uml_mini:v{GENERATOR_VERSION}:seed0"
 
 
 def fid_facts(table: pd.DataFrame) -> dict[str, str]:

@@ -26,7 +26,8 @@ from torch import nn
 from umlkit.data.mini import PRETRAIN_HEADS, pretraining_class_names, pretraining_set
 from umlkit.models.backbones import TINY_WEIGHTS, create_backbone
 
-__all__ = ["pretrain_tiny_vit", "sha256", "class_logits", "load_heads", "TINY_HEADS"]
+__all__ = ["pretrain_tiny_vit", "sha256", "class_logits", "load_heads", "TINY_HEADS", "RECIPES", "head_accuracies",
+           "observable_targets", "plateau_epoch", "weight_files"]
 
 TINY_HEADS = TINY_WEIGHTS.with_name("vit_tiny_uml_patch8_32.heads.safetensors")
 TINY_SHA = TINY_WEIGHTS.with_name("SHA256SUMS")
@@ -128,6 +129,24 @@ def _validate(model: nn.Module, heads: nn.ModuleDict, x: torch.Tensor, y: dict[s
         keep = y[k] != IGNORE
         acc[k] = float((h(feats[keep]).argmax(1) == y[k][keep]).float().mean())
     return loss, acc, feats
+
+
+def head_accuracies(recipe: str = "v2", n: int = 2000, data_seed: int = 1234) -> dict[str, float]:
+    """Validation accuracy per head of a shipped checkpoint, measured now on the recipes' validation images
+    (``pretraining_set(n, seed=data_seed + 1)``) with the same rule for every checkpoint: the period head on textured
+    bodies only, the disc-hue head on images with a disc only (:func:`observable_targets`), plus the named 320-way
+    classifier. A v1 report written before that rule counted every image."""
+    from umlkit.models.backbones import create_backbone
+    files = weight_files(recipe)
+    model = create_backbone("vit_tiny_uml_patch8_32", weights=files["weights"])
+    heads = load_heads(files["heads"])
+    images, targets, _ = pretraining_set(n, seed=data_seed + 1)
+    yv = {k: torch.from_numpy(v) for k, v in observable_targets(targets).items()}
+    _, acc, feats = _validate(model, heads, _to_input(images), yv)
+    with torch.no_grad():
+        named = class_logits({k: h(feats) for k, h in heads.items()})
+    acc["class (320 named)"] = float((named.argmax(1) == torch.from_numpy(targets["class"])).float().mean())
+    return acc
 
 
 def weight_files(recipe: str = "v1", out: str | Path | None = None) -> dict[str, Path]:
