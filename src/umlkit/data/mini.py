@@ -183,6 +183,7 @@ LARGE = {"cub": ((100, 12), (100, 12)), "cars": ((98, 12), (98, 12)), "sop": ((5
          "inshop": ((400, 6), (400, 6)), "nabirds": ((75, 10), (75, 10)), "dogs": ((60, 10), (60, 10)),
          "flowers": ((51, 10), (51, 10)), "aircraft": ((50, 10), (50, 10))}
 _LARGE_MIN_DIST = {"cub": 0.05, "nabirds": 0.05, "flowers": 0.05}
+_LARGE_EXTRA = {"cars": " x scale", "sop": " x scale", "dogs": " x aspect", "aircraft": " (nose or tail light)"}
 SIZES = ("default", "large")
 
 
@@ -620,7 +621,8 @@ def mini_table(size: str = "default") -> "pd.DataFrame":  # noqa: F821
     for s in SOURCES.values():
         counts, _ = _counts(s.name, size)
         train, test = source_sizes(s.name, size)
-        rows.append({"source": s.name, "mimics": s.mimics, "class-defining": s.class_defining, "nuisance": s.nuisance,
+        defining = s.class_defining + (_LARGE_EXTRA.get(s.name, "") if size == "large" else "")
+        rows.append({"source": s.name, "mimics": s.mimics, "class-defining": defining, "nuisance": s.nuisance,
                      "train classes": train[0], "train images": counts["train"][0], "test classes": test[0],
                      "test images": sum(v[0] for k, v in counts.items() if k != "train")})
     return pd.DataFrame(rows).set_index("source")
