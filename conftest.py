@@ -1,7 +1,8 @@
 """Test-session set-up shared by tests/ and the book's notebooks (nbval): nothing is written into the checkout.
 
 Data (UML-Mini is generated on first use) goes to a temporary folder, and results go to a temporary copy of the
-committed run records, so chapters executed by nbval read the stored records and write their tables elsewhere.
+committed run records (and committed measurements), so chapters executed by nbval read them and write their
+tables elsewhere.
 The variables are set at import, before any kernel starts, so the notebooks' kernels inherit them. A variable the
 caller already set is kept.
 """
@@ -18,4 +19,6 @@ if not os.environ.get("UMLKIT_RESULTS"):
     records = _ROOT / "results" / "quick" / "records"
     if records.is_dir():
         shutil.copytree(records, _TMP / "results" / "quick" / "records")
+    for stored in (_ROOT / "results" / "quick").glob("uml_mini_fid_range.*"):  # committed measurements
+        shutil.copy2(stored, _TMP / "results" / "quick" / stored.name)
     os.environ["UMLKIT_RESULTS"] = str(_TMP / "results")
