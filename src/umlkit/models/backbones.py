@@ -18,9 +18,17 @@ Short names map to the exact timm tags the papers use:
 Any other timm model name is accepted as is. Weights: ``pretrained=True`` downloads from timm's hub;
 ``weights=PATH`` loads a local file (``.safetensors``, or ``.pth``/``.bin``/``.npz`` through timm's own checkpoint
 filters) without network. Input size and normalisation come from the pretrained config (``data_config``).
+
+Offline is this project's normal case, so before timm is asked to download, :func:`hub_unreachable` sends one HTTP
+request to the hub (``HF_ENDPOINT``, default huggingface.co) with a short timeout (``UMLKIT_HUB_TIMEOUT``, 5 s):
+weights already in the Hugging Face cache are used without it, and without an answer the error comes in seconds
+and names the file to pass as ``weights=PATH`` instead of waiting on timm's retries.
 """
 from __future__ import annotations
 
+import os
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import timm
@@ -29,7 +37,8 @@ from timm.layers import freeze_batch_norm_2d
 from timm.models import generate_default_cfgs, register_model
 from timm.models.vision_transformer import VisionTransformer, _create_vision_transformer
 
-__all__ = ["BACKBONES", "backbone_data_config", "create_backbone", "resolve_backbone_name", "data_config"]
+__all__ = ["BACKBONES", "backbone_data_config", "create_backbone", "resolve_backbone_name", "data_config",
+           "hub_unreachable"]
 
 BACKBONES = {
     "vit_s16_in21k_ft_in1k": "vit_small_patch16_224.augreg_in21k_ft_in1k",
@@ -77,6 +86,44 @@ def vit_tiny_uml_patch8_32(pretrained: bool = False, **kwargs) -> VisionTransfor
     return _create_vision_transformer("vit_tiny_uml_patch8_32", pretrained=pretrained, **dict(model_args, **kwargs))
 
 
+def _hub_source(cfg) -> str:
+    """Where timm would download a pretrained config's weights from, for error messages."""
+    if cfg is None:
+        return "the model's weights"
+    if cfg.hf_hub_id:
+        return f"'{cfg.hf_hub_filename or 'model.safetensors'}' of https://huggingface.co/{cfg.hf_hub_id}"
+    return cfg.url or "the model's weights"
+
+
+def _in_hf_cache(cfg) -> bool:
+    """Whether the Hugging Face cache already holds this config's weights (no network used)."""
+    if not cfg.hf_hub_id:
+        return False
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover - timm depends on huggingface_hub
+        return False
+    names = [cfg.hf_hub_filename] if cfg.hf_hub_filename else ["model.safetensors", "pytorch_model.bin"]
+    return any(isinstance(try_to_load_from_cache(cfg.hf_hub_id, n), str) for n in names)
+
+
+def hub_unreachable(timeout: float | None = None) -> str | None:
+    """None when the Hugging Face hub (``HF_ENDPOINT``) answers one HTTP request within ``timeout`` seconds
+    (``UMLKIT_HUB_TIMEOUT``, default 5), else the reason (no network, refused, no answer in time, offline mode)."""
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
+        return "HF_HUB_OFFLINE is set"
+    timeout = float(timeout if timeout is not None else os.environ.get("UMLKIT_HUB_TIMEOUT", 5))
+    url = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/") + "/api/models/timm"
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout):
+            return None
+    except urllib.error.HTTPError:
+        return None  # an answer, even an error status, means the hub can be reached
+    except (urllib.error.URLError, OSError) as err:
+        reason = getattr(err, "reason", err)
+        return f"no answer from {url} within {timeout:g} s" if "timed out" in str(reason) else f"{url}: {reason}"
+
+
 def resolve_backbone_name(name: str) -> str:
     return BACKBONES.get(name, name)
 
@@ -102,13 +149,21 @@ def create_backbone(name: str, pretrained: bool = False, weights: str | Path | N
             recipe = "v2" if Path(shipped.file).name == TINY_WEIGHTS_V2.name else "v1"
             raise FileNotFoundError(f"the UML-Mini pretrained weights {shipped.file} are missing; run "
                                     f"`umlkit data pretrain-mini --recipe {recipe}` to regenerate them")
+        source = _hub_source(shipped)
+        if shipped is not None and not shipped.file and not _in_hf_cache(shipped):
+            reason = hub_unreachable()
+            if reason is not None:
+                raise ConnectionError(
+                    f"pretrained weights for {timm_name} are not in the Hugging Face cache and the hub is unreachable "
+                    f"({reason}). Download {source} on a machine with network and pass weights='/path/to/that file' "
+                    f"(model.weights=PATH in a config), or connect and retry.")
         try:
             model = timm.create_model(timm_name, pretrained=True, num_classes=0, **kwargs)
-        except Exception as err:  # hub unreachable, offline mode, missing cache, ...
+        except Exception as err:  # hub error, offline mode, missing cache, ...
             raise RuntimeError(
                 f"could not fetch pretrained weights for {timm_name} from the hub ({type(err).__name__}: {err}). "
-                f"Either connect to the internet (timm downloads them once into the Hugging Face cache), or pass "
-                f"weights='/path/to/{base}.safetensors' to load a local file."
+                f"Either connect to the internet (timm downloads them once into the Hugging Face cache), or download "
+                f"{source} and pass weights='/path/to/that file' to load it locally."
             ) from err
     else:
         model = timm.create_model(timm_name, pretrained=False, num_classes=0, **kwargs)
