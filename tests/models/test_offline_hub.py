@@ -56,3 +56,13 @@ def test_shipped_and_local_weights_need_no_hub(monkeypatch):
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")    # nothing listens there
     model = create_backbone("vit_tiny_uml", pretrained=True)   # the shipped file: no request made
     assert model.num_features == 96
+
+
+def test_corrupt_or_foreign_weights_files_are_named(tmp_path):
+    from umlkit.models.backbones import TINY_WEIGHTS
+    bad = tmp_path / "broken.safetensors"
+    bad.write_bytes(TINY_WEIGHTS.read_bytes()[:5000])                     # truncated download
+    with pytest.raises(ValueError, match="broken.safetensors cannot be loaded into vit_tiny_uml_patch8_32"):
+        create_backbone("vit_tiny_uml", weights=bad)
+    with pytest.raises(ValueError, match="cannot be loaded into vit_tiny_uml_patch4_32.*belongs to this backbone"):
+        create_backbone("vit_tiny_uml_patch4_32", weights=TINY_WEIGHTS)   # another architecture's weights

@@ -140,3 +140,15 @@ def test_config_files_profiles_and_overrides(tmp_path):
         resolve_config({}, profile="slow")
     with pytest.raises(ValueError, match="data.root"):
         fit({"profile": "full", "train": {"progress": False}})
+
+
+def test_resume_after_changing_the_architecture_names_checkpoint_and_keys(small_root, tmp_path):
+    cfg = tiny_cfg(small_root, epochs=1)
+    fit(cfg, run_dir=tmp_path)
+    changed = tiny_cfg(small_root, epochs=2)
+    changed["model"]["embed_dim"] = 24
+    with pytest.raises(RuntimeError) as err:
+        fit(changed, run_dir=tmp_path, resume=True)
+    msg = str(err.value)
+    assert str(tmp_path / "latest.pt") in msg and "model.embed_dim" in msg and "model state" in msg
+    assert load_checkpoint(tmp_path / "latest.pt")["epoch"] == 1      # nothing was overwritten

@@ -141,8 +141,14 @@ def create_backbone(name: str, pretrained: bool = False, weights: str | Path | N
         if not path.is_file():
             raise FileNotFoundError(f"weights file {path} does not exist (expected a .safetensors/.pth/.npz checkpoint "
                                     f"of {timm_name})")
-        model = timm.create_model(timm_name, pretrained=True, num_classes=0,
-                                  pretrained_cfg_overlay=dict(file=str(path), hf_hub_id=None, url=None), **kwargs)
+        try:
+            model = timm.create_model(timm_name, pretrained=True, num_classes=0,
+                                      pretrained_cfg_overlay=dict(file=str(path), hf_hub_id=None, url=None), **kwargs)
+        except Exception as err:  # unreadable file, another architecture's weights, ...
+            first = str(err).strip().splitlines()[0][:300] if str(err).strip() else type(err).__name__
+            raise ValueError(f"weights file {path} cannot be loaded into {timm_name} ({type(err).__name__}: {first}). "
+                             f"Expected a .safetensors/.pth/.bin/.npz checkpoint of {timm_name}; check that the file is "
+                             f"complete and belongs to this backbone (model.backbone).") from err
     elif pretrained:
         shipped = timm.models.get_pretrained_cfg(timm_name)
         if shipped is not None and shipped.file and not Path(shipped.file).is_file():

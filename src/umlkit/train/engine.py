@@ -299,6 +299,37 @@ def _objective_state(state: dict) -> dict:
     return state
 
 
+def _flat(d, prefix: str = "") -> dict:
+    out = {}
+    for k, v in (d or {}).items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flat(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def _resume_mismatch(what: str, path: Path, err: Exception, old_config: Path, cfg: dict) -> RuntimeError:
+    """The error for a checkpoint whose ``what`` state does not fit the configured run: it names the checkpoint,
+    the first line of torch's message and the configuration keys that differ from the run folder's config.json."""
+    changed = []
+    if old_config.is_file():
+        try:
+            before = _flat(json.loads(old_config.read_text())["config"])
+            now = _flat(json.loads(json.dumps(cfg, default=str)))
+            changed = [k for k in sorted(set(before) | set(now)) if before.get(k) != now.get(k)
+                       and k.split(".")[0] in ("model", "objective", "loss", "optimizer", "data")]
+        except (ValueError, KeyError):
+            changed = []
+    first = str(err).strip().splitlines()[0][:300] if str(err).strip() else type(err).__name__
+    hint = (f" The configuration differs from the one in {old_config} in: {', '.join(changed[:8])}"
+            f"{' ...' if len(changed) > 8 else ''}." if changed else "")
+    return RuntimeError(f"cannot resume from {path}: the checkpoint's {what} state does not fit the configured "
+                        f"{what} ({first}).{hint} Resume with the configuration the checkpoint was written with, or "
+                        f"train into a new run folder.")
+
+
 def _second_view(x: torch.Tensor) -> torch.Tensor:
     """DiVA's second view of a batch: a random translation of up to 1/16 of the side (tensor-level)."""
     shift = max(1, x.shape[-1] // 16)
@@ -409,9 +440,13 @@ def fit(config: dict | None = None, *, run_dir: str | Path | None = None, resume
         path = Path(resume) if not isinstance(resume, bool) else ckpt_path
         if path.exists() or not isinstance(resume, bool):
             state = load_checkpoint(path, map_location=device)
-            model.load_state_dict(state["model"])
-            loss.load_state_dict(_objective_state(state["loss"]))
-            opt.load_state_dict(state["optimizer"])
+            for what, target, saved in (("model", model, state["model"]),
+                                        ("objective", loss, _objective_state(state["loss"])),
+                                        ("optimizer", opt, state["optimizer"])):
+                try:
+                    target.load_state_dict(saved)
+                except (RuntimeError, ValueError, KeyError) as err:
+                    raise _resume_mismatch(what, path, err, run_dir / "config.json", cfg) from err
             sched.load_state_dict(state["scheduler"])
             sampler.load_state_dict(state["sampler"])
             set_rng_state(state["rng"])
