@@ -152,3 +152,12 @@ def test_resume_after_changing_the_architecture_names_checkpoint_and_keys(small_
     msg = str(err.value)
     assert str(tmp_path / "latest.pt") in msg and "model.embed_dim" in msg and "model state" in msg
     assert load_checkpoint(tmp_path / "latest.pt")["epoch"] == 1      # nothing was overwritten
+
+
+
+def test_nan_embeddings_stop_as_a_diverged_step_not_as_a_loss_input_error(small_root, tmp_path):
+    cfg = tiny_cfg(small_root, epochs=3)
+    steps = 600 // 32
+    with pytest.raises(TrainingDivergedError, match=r"embeddings became NaN.*epoch 2, step 3.*last good checkpoint"):
+        fit(cfg, run_dir=tmp_path, _poison_at_step=steps + 2)
+    assert load_checkpoint(tmp_path / "latest.pt")["epoch"] == 1

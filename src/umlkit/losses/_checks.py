@@ -3,7 +3,11 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["check_inputs"]
+__all__ = ["check_inputs", "NonFiniteEmbeddingsError"]
+
+
+class NonFiniteEmbeddingsError(ValueError):
+    """Embeddings with NaN or inf reached a loss (the training engine reports it as a diverged step)."""
 
 
 def check_inputs(name: str, embeddings: torch.Tensor, labels: torch.Tensor | None, num_classes: int | None = None,
@@ -15,7 +19,8 @@ def check_inputs(name: str, embeddings: torch.Tensor, labels: torch.Tensor | Non
         raise ValueError(f"{name}: embeddings have dimension {embeddings.shape[1]}, the loss was built for "
                          f"embedding_size={embedding_size}")
     if not bool(torch.isfinite(embeddings).all()):
-        raise ValueError(f"{name}: embeddings contain NaN or inf (a diverged step or fp16 overflow upstream)")
+        raise NonFiniteEmbeddingsError(f"{name}: embeddings contain NaN or inf (a diverged step or fp16 overflow "
+                                       "upstream)")
     if labels is None:
         return
     if labels.ndim != 1 or labels.shape[0] != embeddings.shape[0]:

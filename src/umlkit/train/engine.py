@@ -41,6 +41,7 @@ from umlkit.data import build_sampler, build_transforms, few_shot_indices, load_
 from umlkit.data.mini import ensure_mini
 from umlkit.data.unified import UnifiedDataset
 from umlkit.losses import create_loss, loss_inputs, model_requirements
+from umlkit.losses._checks import NonFiniteEmbeddingsError
 from umlkit.models import create_model, method_entry
 from umlkit.models.backbones import backbone_data_config
 from umlkit.train.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
@@ -379,7 +380,7 @@ def _frame_from_json(d: dict) -> pd.DataFrame:
 
 # -------------------------------------------------------------------------------------------------- fit
 def fit(config: dict | None = None, *, run_dir: str | Path | None = None, resume: bool | str | Path = False,
-        overrides=None, _fail_at_step: int | None = None) -> FitResult:
+        overrides=None, _fail_at_step: int | None = None, _poison_at_step: int | None = None) -> FitResult:
     """Train and evaluate one configuration (see :mod:`umlkit.train.config` for the keys).
 
     Args:
@@ -479,17 +480,26 @@ def fit(config: dict | None = None, *, run_dir: str | Path | None = None, resume
         total, n_steps = 0.0, 0
         for step, (x, y) in enumerate(loader):
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-            with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-                value = runner(x, y)
-            if _fail_at_step is not None and epoch * len(sampler) + step == _fail_at_step:
-                value = value * float("nan")  # test hook: inject a NaN
-            if not torch.isfinite(value.detach()).all():
+            if _poison_at_step is not None and epoch * len(sampler) + step == _poison_at_step:
+                with torch.no_grad():  # test hook: the weights diverged, so the embeddings are NaN
+                    next(p for p in model.parameters() if p.requires_grad).fill_(float("nan"))
+            try:
+                with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+                    value = runner(x, y)
+            except NonFiniteEmbeddingsError as err:
+                value, what = None, f"the embeddings became NaN or inf ({err})"
+            else:
+                what = None
+                if _fail_at_step is not None and epoch * len(sampler) + step == _fail_at_step:
+                    value = value * float("nan")  # test hook: inject a NaN
+                if not torch.isfinite(value.detach()).all():
+                    what = f"the loss became {float(value)}"
+            if what is not None:
                 if bar is not None:
                     bar.close()
                 good = f"; the last good checkpoint is {ckpt_path}" if ckpt_path.exists() else ""
-                raise TrainingDivergedError(f"loss became {float(value)} at epoch {epoch + 1}, step {step + 1} "
-                                            f"(run {cfg['name']}){good}. Lower the learning rate, enable "
-                                            "gradient clipping (clip.mode) or use fp32.")
+                raise TrainingDivergedError(f"{what} at epoch {epoch + 1}, step {step + 1} (run {cfg['name']}){good}. "
+                                            "Lower the learning rate, enable gradient clipping (clip.mode) or use fp32.")
             opt.zero_grad(set_to_none=True)
             if scaler is not None:
                 scaler.scale(value).backward()
