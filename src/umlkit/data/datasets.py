@@ -190,8 +190,11 @@ def _first_half(keys) -> set:
     return set(ordered[:(len(ordered) + 1) // 2])
 
 
-def _halves(paths: list[Path], keys: list, train_keys: set | None = None) -> dict:
-    train_keys = _first_half(keys) if train_keys is None else train_keys
+def _halves(paths: list[Path], keys: list, train_keys: set | None = None, declared=None) -> dict:
+    """Images split by class: ``train_keys``, else the first half of the ``declared`` class ids (the classes the
+    annotation files list, so a class without images cannot move the boundary), else of the ids that have images."""
+    if train_keys is None:
+        train_keys = _first_half(declared if declared else keys)
     out = {"train": ([], []), "test": ([], [])}
     for p, k in zip(paths, keys):
         side = out["train" if k in train_keys else "test"]
@@ -209,7 +212,7 @@ def _read_cub(root: Path, **_):
     keys = [int(labels[i]) for i in order]
     paths = [base / "images" / ids[i] for i in order]
     names = {int(a): b for a, b in (ln.split(" ", 1) for ln in _lines(base / "classes.txt"))}
-    return _halves(paths, keys), names
+    return _halves(paths, keys, declared=list(names)), names
 
 
 def _loadmat(path: Path):
@@ -229,7 +232,7 @@ def _read_cars(root: Path, cars_split: str = "label_id", **_):
     _reject_dot_underscore([str(p) for p in paths], base / "cars_annos.mat")
     names = {i + 1: n for i, n in enumerate(class_names)}
     if cars_split == "label_id":
-        train = _first_half(keys)
+        train = _first_half(list(names) or keys)  # the declared class_names, not only the ids with images
     elif cars_split == "roth":  # Roth et al.: first half of the class folders sorted by name
         by_name = sorted(set(keys), key=lambda k: names[k])
         train = set(by_name[:(len(by_name) + 1) // 2])
@@ -316,11 +319,12 @@ def _read_aircraft(root: Path, **_):
             raise FileNotFoundError(merged)
         lines = _lines(parts[0]) + _lines(parts[1])
     rows = [ln.split(" ", 1) for ln in lines]
-    variants = sorted({v for _, v in rows})
+    declared = set(_lines(data / "variants.txt")) if (data / "variants.txt").is_file() else set()
+    variants = sorted(declared | {v for _, v in rows})  # variants.txt declares the classes, images or not
     index = {v: i + 1 for i, v in enumerate(variants)}
     keys = [index[v] for _, v in rows]
     paths = [data / "images" / f"{i}.jpg" for i, _ in rows]
-    return _halves(paths, keys), {index[v]: v for v in variants}
+    return _halves(paths, keys, declared=list(index.values())), {index[v]: v for v in variants}
 
 
 def _read_inat(root: Path, **_):

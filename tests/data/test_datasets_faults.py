@@ -1,0 +1,31 @@
+"""Faulty annotations: a class without images must not move the class-disjoint split boundary."""
+import numpy as np
+
+from umlkit.data import load_dataset, make_mini
+
+
+def _drop_class(path, class_id, id_of_line):
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(ln for ln in lines if id_of_line(ln) != class_id) + "\n")
+
+
+def test_an_empty_class_keeps_the_declared_split(tmp_path):
+    root = make_mini(tmp_path / "m", sources=["cub", "aircraft"])
+    before = load_dataset("cub", root, "test", expected=None).class_keys
+    cub = root / "CUB_200_2011"
+    gone = {ln.split()[0] for ln in (cub / "image_class_labels.txt").read_text().splitlines() if ln.split()[1] == "3"}
+    _drop_class(cub / "image_class_labels.txt", "3", lambda ln: ln.split()[1])
+    lines = (cub / "images.txt").read_text().splitlines()
+    (cub / "images.txt").write_text("\n".join(ln for ln in lines if ln.split()[0] not in gone) + "\n")
+    train = load_dataset("cub", root, "train", expected=None)
+    test = load_dataset("cub", root, "test", expected=None)
+    assert 3 not in train.class_keys and test.class_keys == before     # no test class moved into training
+    assert not set(train.class_keys) & set(test.class_keys)
+    # Aircraft: variants.txt declares the classes, so a variant without images keeps its place in the order
+    data = root / "fgvc-aircraft-2013b" / "data"
+    first = sorted(data.joinpath("variants.txt").read_text().split("\n"))[1]
+    for name in ("images_variant_trainvaltest.txt",):
+        lines = (data / name).read_text().splitlines()
+        (data / name).write_text("\n".join(ln for ln in lines if ln.split(" ", 1)[1] != first) + "\n")
+    air_test = load_dataset("aircraft", root, "test", expected=None)
+    assert air_test.num_classes == 25 and np.all(np.bincount(air_test.labels) > 0)
