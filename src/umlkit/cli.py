@@ -198,7 +198,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config entry, e.g. --set optimizer.lr=1e-4 (repeatable)")
     p.add_argument("--run-dir", default=None, help="output folder (default results/<profile>/runs/<name>-<hash>)")
-    p.add_argument("--resume", action="store_true", help="continue from the run folder's latest.pt")
+    p.add_argument("--resume", nargs="?", const=True, default=False, metavar="CHECKPOINT",
+                   help="continue from the run folder's latest.pt, or from the CHECKPOINT given "
+                        "(e.g. the run folder's previous.pt after a crash truncated latest.pt)")
     p.set_defaults(func=_cmd_train)
     p = sub.add_parser("eval", help="evaluate a checkpoint (its run folder's config.json rebuilds the model)")
     p.add_argument("checkpoint", help="path to latest.pt / best.pt")

@@ -36,6 +36,15 @@ def test_cli_train_then_eval(small_root, tmp_path, capsys):
     assert saved["config"]["optimizer"]["lr"] == 1e-3 and len(saved["config_hash"]) == 12
     assert main(["eval", str(tmp_path / "run" / "latest.pt"), "--data", str(small_root)]) == 0
     assert "Harmonic" in capsys.readouterr().out
+    # a crash truncated latest.pt: the error names previous.pt, and --resume takes that path
+    run = tmp_path / "run"
+    (run / "previous.pt").write_bytes((run / "latest.pt").read_bytes())
+    (run / "latest.pt").write_bytes((run / "latest.pt").read_bytes()[:500])
+    assert main(["train", str(cfg), "--set", "optimizer.lr=1e-3", "--run-dir", str(run), "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "truncated or corrupt" in err and f"--resume {run / 'previous.pt'}" in err
+    assert main(["train", str(cfg), "--set", "optimizer.lr=1e-3", "--run-dir", str(run),
+                 "--resume", str(run / "previous.pt")]) == 0
 
 
 def test_plot_history_draws_loss_and_metrics(small_root, tmp_path):

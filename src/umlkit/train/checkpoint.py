@@ -52,8 +52,8 @@ def load_checkpoint(path: str | Path, map_location="cpu") -> dict:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:  # truncated zip, wrong format, unsafe pickle ...
         prev = path.with_name("previous.pt")
-        hint = f"; the previous checkpoint {prev} is intact, resume from it with resume='{prev}'" if prev.is_file() \
-            and prev != path else ""
+        hint = (f"; the previous checkpoint {prev} is intact, resume from it with resume='{prev}' (CLI: "
+                f"umlkit train ... --resume {prev})" if prev.is_file() and prev != path else "")
         raise CheckpointError(f"checkpoint {path} is truncated or corrupt ({type(err).__name__}: {err}){hint}") from None
     if not isinstance(state, dict) or "model" not in state:
         raise CheckpointError(f"{path} is not a umlkit checkpoint (no 'model' entry)")
