@@ -28,7 +28,7 @@ test-fast: $(STAMP)
 book: $(STAMP)
 	@h=$$(find src -name '*.py' -type f | sort | xargs cat | sha256sum | cut -c1-16); \
 	if [ "$$(cat _build/.umlkit-src-hash 2>/dev/null)" != "$$h" ]; then rm -rf _build/.jupyter_cache; fi; \
-	$(VENV)/bin/jupyter-book build . -W --keep-going && echo $$h > _build/.umlkit-src-hash
+	UMLKIT_PROGRESS=0 $(VENV)/bin/jupyter-book build . -W --keep-going && echo $$h > _build/.umlkit-src-hash
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_eval.py

@@ -13,6 +13,7 @@ from pathlib import Path
 
 _ROOT = Path(__file__).resolve().parent
 _TMP = Path(tempfile.mkdtemp(prefix="umlkit-tests-"))
+os.environ.setdefault("UMLKIT_PROGRESS", "0")  # no progress bars in test logs or executed notebooks
 if not os.environ.get("UMLKIT_DATA"):
     os.environ["UMLKIT_DATA"] = str(_TMP / "data")
 if not os.environ.get("UMLKIT_RESULTS"):

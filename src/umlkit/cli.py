@@ -136,7 +136,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
 def _cmd_stale(args: argparse.Namespace) -> int:
     """Retrain exactly the stored records whose data, weights or code fingerprint changed."""
-    from tqdm.auto import tqdm
+    from umlkit._progress import tqdm
 
     from umlkit.experiments.records import recompute, stale_records
     stale = stale_records(args.profile, args.paper)

@@ -538,7 +538,7 @@ def make_mini(root, seed: int = 0, overwrite: bool = False, sources=None, progre
     _write_manifest(manifest_path, info)  # marks the tree as UML-Mini's before any dataset folder is written
     iterator = names
     if progress:
-        from tqdm.auto import tqdm
+        from umlkit._progress import tqdm
         iterator = tqdm(names, desc="UML-Mini", unit="source")
     for name in iterator:
         rng = np.random.default_rng([seed, list(SOURCES).index(name), 7])

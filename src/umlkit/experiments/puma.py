@@ -344,7 +344,7 @@ def lr_sweep(profile: str = "quick", lrs: dict[str, Sequence[float]] | None = No
     lrs = lrs or {"full": (3e-4, 1e-3, 3e-3), "puma": (1e-3, 3e-3, 1e-2)}  # PUMA's new modules train at 10x
     jobs = [(m, lr) for m, values in lrs.items() for lr in values]
     if progress:
-        from tqdm.auto import tqdm
+        from umlkit._progress import tqdm
         jobs = tqdm(jobs, desc="lr sweep", unit="run")
     rows = []
     for method, lr in jobs:

@@ -123,7 +123,7 @@ def measure(spec: Table, profile: str = "quick", rows: Sequence[Row] | None = No
         jobs += [(r, int(x)) for x in s]
     it = jobs
     if progress:
-        from tqdm.auto import tqdm
+        from umlkit._progress import tqdm
         it = tqdm(jobs, desc=f"{spec.paper} {spec.table}", unit="run")
     out = []
     for row, seed in it:

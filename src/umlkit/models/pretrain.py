@@ -195,7 +195,7 @@ def pretrain_tiny_vit(out: str | Path | None = None, epochs: int | None = None, 
                                                 pct_start=0.1, anneal_strategy="cos")
     bar = None
     if progress:
-        from tqdm.auto import tqdm
+        from umlkit._progress import tqdm
         bar = tqdm(total=epochs * steps_per_epoch, desc=f"pretrain tiny ViT ({recipe})", unit="step")
     curve = []
     model.train()

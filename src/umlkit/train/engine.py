@@ -469,7 +469,7 @@ def fit(config: dict | None = None, *, run_dir: str | Path | None = None, resume
     frozen_in_warmup = [p for g in ("backbone", "new") for p in groups[g]]
     bar = None
     if t_cfg["progress"] and is_main:
-        from tqdm.auto import tqdm
+        from umlkit._progress import tqdm
         bar = tqdm(total=epochs * len(sampler), initial=start_epoch * len(sampler), desc=cfg["name"], unit="step")
     t0 = time.perf_counter()
     last = None

@@ -22,7 +22,7 @@ def extract_embeddings(model: torch.nn.Module, dataset, batch_size: int = 256, d
     model.eval()
     loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=False, num_workers=num_workers)
     if progress:
-        from tqdm.auto import tqdm
+        from umlkit._progress import tqdm
         loader = tqdm(loader, desc=desc, unit="batch", leave=False)
     device = torch.device(device)
     out, labels = [], []
