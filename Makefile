@@ -23,12 +23,12 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(PY) -m pytest tests -m "not slow" -p no:cacheprovider
 
-# jupyter-cache re-runs a chapter only when its code cells change; a change in src/umlkit must also
-# invalidate it, so the cache is dropped whenever the library's sources hash differently.
+# jupyter-cache re-runs a chapter only when its code cells change; a change in src/umlkit (or the dependencies) must
+# also invalidate it, so the cache is dropped and every page rebuilt (--all) whenever those hash differently.
 book: $(STAMP)
-	@h=$$(find src -name '*.py' -type f | sort | xargs cat | sha256sum | cut -c1-16); \
-	if [ "$$(cat _build/.umlkit-src-hash 2>/dev/null)" != "$$h" ]; then rm -rf _build/.jupyter_cache; fi; \
-	UMLKIT_PROGRESS=0 $(VENV)/bin/jupyter-book build . -W --keep-going && echo $$h > _build/.umlkit-src-hash
+	@h=$$(find src pyproject.toml -type f \( -name '*.py' -o -name '*.json' -o -name '*.toml' \) | sort | xargs cat | sha256sum | cut -c1-16); \
+	all=""; if [ "$$(cat _build/.umlkit-src-hash 2>/dev/null)" != "$$h" ]; then rm -rf _build/.jupyter_cache; all="--all"; fi; \
+	UMLKIT_PROGRESS=0 $(VENV)/bin/jupyter-book build . -W --keep-going $$all && echo $$h > _build/.umlkit-src-hash
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_eval.py
