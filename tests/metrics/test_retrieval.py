@@ -237,3 +237,14 @@ def test_precision_sums_blocking_is_invisible():
     a1, r1 = _precision_sums(match, depth, rows_per_block=7)
     a2, r2 = _precision_sums(match, depth, rows_per_block=10_000)
     assert torch.equal(a1, a2) and torch.equal(r1, r2)
+
+
+def test_read_only_arrays_are_accepted_without_a_warning():
+    import warnings
+    from umlkit.metrics.retrieval import check_embeddings
+    x = np.random.default_rng(0).normal(size=(6, 3)).astype(np.float32)
+    x.flags.writeable = False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = check_embeddings(x)
+    assert torch.equal(out, torch.from_numpy(x.copy()))

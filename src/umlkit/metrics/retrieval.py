@@ -58,7 +58,7 @@ _KNOWN = ("MAP@R", "RP", "mAP@1000", "NMI")
 def check_embeddings(x, name: str = "embeddings") -> torch.Tensor:
     """(n, d) finite, non-zero rows -> float32 CPU tensor; a clear error otherwise."""
     if isinstance(x, np.ndarray):
-        x = torch.from_numpy(x)
+        x = torch.from_numpy(x if x.flags.writeable else x.copy())  # torch warns on read-only arrays
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor or numpy array, got {type(x).__name__}")
     if x.ndim != 2:
@@ -87,7 +87,7 @@ def check_embeddings(x, name: str = "embeddings") -> torch.Tensor:
 def check_labels(y, n: int, name: str = "labels", emb_name: str = "embeddings") -> torch.Tensor:
     """1-D integer labels of length n -> int64 CPU tensor."""
     if isinstance(y, np.ndarray):
-        y = torch.from_numpy(y)
+        y = torch.from_numpy(y if y.flags.writeable else y.copy())
     elif isinstance(y, (list, tuple)):
         y = torch.as_tensor(y)
     if not isinstance(y, torch.Tensor):
