@@ -36,6 +36,7 @@ from umlkit.data.unified import PUMA_ORDER
 from umlkit.experiments.records import cached_record, load_record
 from umlkit.experiments.runners import SOURCE_NAMES, ensemble_embeddings
 from umlkit.experiments.tables import Claim, Row, Table, check_claims, compare, measure, side_by_side
+from umlkit.experiments.tables import table_claims as _table_claims
 from umlkit.metrics import harmonic_mean
 from umlkit.paper import paper_table
 from umlkit.train.config import load_config, resolve_config
@@ -327,11 +328,8 @@ def TABLES(profile: str = "quick") -> dict[str, Table]:  # noqa: N802
 
 
 def table_claims(spec: Table, cmp: pd.DataFrame) -> pd.DataFrame:
-    """The table's declared claims whose two cells were measured, with verdicts."""
-    have = {tuple(r) for r in cmp[["section", "method", "setting", "dataset"]].to_numpy()}
-    usable = [c for c in spec.claims
-              if all((s["section"], s["method"], s["setting"], s["dataset"]) in have for s in (c.a, c.b))]
-    return check_claims(cmp, usable)
+    """The table's declared claims whose two cells were measured, with verdicts (:func:`umlkit.experiments.tables.table_claims`)."""
+    return _table_claims(spec, cmp)
 
 
 # ------------------------------------------------------------------------------------------------ other runs

@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from umlkit.experiments.records import cached_record
+from umlkit.experiments.records import cached_record, find_record, normalise_key
 from umlkit.paper import paper_table
 from umlkit.results import _atomic_write
 
-__all__ = ["Row", "Claim", "Table", "KEYS", "RESULT_COLUMNS", "measure", "compare", "results_frame", "save_results",
+__all__ = ["Row", "Claim", "Table", "KEYS", "RESULT_COLUMNS", "measure", "compare", "results_frame", "save_results", "table_claims",
            "side_by_side", "check_claims", "stale_note", "params_rows", "score_rows"]
 
 KEYS = ["table", "section", "method", "setting", "dataset", "metric"]
@@ -109,8 +109,9 @@ def _columns(spec: Table) -> list[str]:
 
 def measure(spec: Table, profile: str = "quick", rows: Sequence[Row] | None = None,
             seeds: Sequence[int] | Mapping[str, Sequence[int]] | None = None, rerun: bool = False,
-            progress: bool = True, log=print, overrides: Sequence[str] = ()) -> pd.DataFrame:
-    """Measured cells of ``spec`` in long format (one line per cell and seed), from records or new runs.
+            progress: bool = True, log=print, overrides: Sequence[str] = (), train: bool = True) -> pd.DataFrame:
+    """Measured cells of ``spec`` in long format (one line per cell and seed), from records or new runs
+    (``train=False``: from stored records only; rows without one are left out).
 
     ``seeds``: one list for every row, or ``{group: seeds}`` (rows of other groups use the table's seeds).
     Columns: table, section, method, setting, row (the reader's label), seed, dataset, metric, value, record
@@ -128,6 +129,8 @@ def measure(spec: Table, profile: str = "quick", rows: Sequence[Row] | None = No
     out = []
     for row, seed in it:
         key = spec.config(row, seed, profile, overrides)
+        if not train and not rerun and find_record(normalise_key(key), profile) is None:
+            continue
         label = f"{row.label or row.title}-seed{seed}"
         rec = cached_record(spec.paper, spec.slug, label, key, row.runner, profile, rerun=rerun, log=log)
         result = rec["result"]
@@ -232,6 +235,14 @@ def stale_note(cmp: pd.DataFrame) -> str:
     rows = sorted(set(stale["row"]))
     return (f"† {len(rows)} row(s) come from stale records ({', '.join(parts)} changed since they were trained): "
             f"{', '.join(rows)}. Run `umlkit reproduce --stale` to retrain them.")
+
+
+def table_claims(spec: Table, cmp: pd.DataFrame) -> pd.DataFrame:
+    """The table's declared claims whose two cells were measured, with verdicts (:func:`check_claims`)."""
+    have = {tuple(r) for r in cmp[["section", "method", "setting", "dataset"]].to_numpy()}
+    usable = [c for c in spec.claims
+              if all((s["section"], s["method"], s["setting"], s["dataset"]) in have for s in (c.a, c.b))]
+    return check_claims(cmp, usable)
 
 
 def check_claims(cmp: pd.DataFrame, claims: Sequence[Claim]) -> pd.DataFrame:

@@ -1,0 +1,66 @@
+"""One scoreboard of every declared claim of the book's papers, read from the stored records.
+
+Each paper module declares its tables (rows and claims, :mod:`umlkit.experiments.tables`); :func:`scoreboard`
+measures every table from the records of a profile without training anything (rows without a record are left out,
+and so are the claims that need them), compares with the paper's numbers and checks the claims. The verdict rule
+is :func:`umlkit.experiments.tables.check_claims`'s: *supported* / *within noise* / *not reproduced* with two or
+more seeds, *holds, 1 seed* / *not reproduced, 1 seed* with one.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pandas as pd
+
+from umlkit.experiments.tables import Table, compare, measure, table_claims
+
+__all__ = ["PAPERS", "scoreboard", "scoreboard_summary", "declared_claims"]
+
+
+def _puma_tables(profile: str) -> dict[str, Table]:
+    from umlkit.experiments import puma
+    return puma.TABLES(profile)
+
+
+# paper -> its tables for a profile; the ooDML, VPTSP and language-guidance modules join here
+PAPERS: dict[str, Callable[[str], dict[str, Table]]] = {"puma": _puma_tables}
+
+
+def scoreboard(profile: str = "quick", papers=None) -> pd.DataFrame:
+    """Every declared claim whose cells have stored records: paper, table, claim, the paper's and the measured
+    values, gap, seeds, seed spread, verdict, and whether a record behind it is stale."""
+    frames = []
+    for paper in papers or PAPERS:
+        for name, spec in PAPERS[paper](profile).items():
+            if not spec.claims:
+                continue
+            measured = measure(spec, profile, train=False, progress=False, log=None)
+            if measured.empty:
+                continue
+            cmp = compare(measured, paper)
+            claims = table_claims(spec, cmp)
+            if claims.empty:
+                continue
+            stale = bool(measured["stale"].astype(bool).any())
+            frames.append(claims.assign(paper=paper, table=name, profile=profile, stale=stale))
+    if not frames:
+        return pd.DataFrame(columns=["paper", "table", "claim", "verdict"])
+    out = pd.concat(frames, ignore_index=True)
+    first = ["paper", "table", "claim"]
+    return out[first + [c for c in out.columns if c not in first]]
+
+
+def scoreboard_summary(board: pd.DataFrame, declared: dict[str, int] | None = None) -> pd.DataFrame:
+    """Claims per paper and verdict (counts), with how many were declared when ``declared`` is given."""
+    if board.empty:
+        return pd.DataFrame()
+    counts = board.pivot_table(index="paper", columns="verdict", values="claim", aggfunc="count", fill_value=0)
+    counts.insert(0, "checked", counts.sum(axis=1))
+    if declared is not None:
+        counts.insert(0, "declared", [declared.get(p, 0) for p in counts.index])
+    return counts
+
+
+def declared_claims(profile: str = "quick") -> dict[str, int]:
+    """How many claims each paper module declares."""
+    return {p: sum(len(t.claims) for t in tables(profile).values()) for p, tables in PAPERS.items()}
