@@ -101,3 +101,18 @@ def test_check_claims_verdicts():
     assert tb.check_claims(one, [reverse]).iloc[0]["verdict"] == "not reproduced, 1 seed"
     with pytest.raises(KeyError, match="matches 0 rows"):
         tb.check_claims(cmp, [tb.Claim("x", puma._c("c", "MLP-3 Embedding"), puma._c("c", "VPT"))])
+
+
+def test_rank_view_by_hand():
+    import pandas as pd
+    from umlkit.experiments.tables import rank_view
+    cmp = pd.DataFrame({"section": ["", "(b) x", "(c) y", "(c) y"], "row": ["Zero-Shot", "FT", "A", "B"],
+                        "dataset": "Harmonic", "metric": "R@1",
+                        "paper": [60.0, 80.0, 85.0, 70.0], "measured": [30.0, 50.0, 40.0, 45.0]})
+    v = rank_view(cmp, gain=(("", "Zero-Shot"), ("(b)", "FT")))
+    assert v["row"].tolist() == ["A", "FT", "B", "Zero-Shot"]                    # by paper rank
+    assert v["measured rank"].tolist() == [3, 1, 2, 4] and v["rank shift"].tolist() == [-2, 1, 1, 0]
+    assert v["paper gain"].tolist() == [1.25, 1.0, 0.5, 0.0] and v["measured gain"].tolist() == [0.5, 1.0, 0.75, 0.0]
+    assert v.attrs["spearman"] == pytest.approx(0.4)                             # 1 - 6*6/(4*15)
+    with pytest.raises(KeyError, match="matches 0 rows"):
+        rank_view(cmp, gain=(("", "nope"), ("(b)", "FT")))

@@ -30,7 +30,7 @@ from umlkit.paper import paper_table
 from umlkit.results import _atomic_write
 
 __all__ = ["Row", "Claim", "Table", "KEYS", "RESULT_COLUMNS", "measure", "compare", "results_frame", "save_results", "table_claims",
-           "side_by_side", "check_claims", "stale_note", "params_rows", "score_rows"]
+           "side_by_side", "check_claims", "stale_note", "params_rows", "score_rows", "rank_view"]
 
 KEYS = ["table", "section", "method", "setting", "dataset", "metric"]
 RESULT_COLUMNS = [*KEYS, "measured", "spread", "seeds", "paper", "delta", "status"]
@@ -278,3 +278,36 @@ def check_claims(cmp: pd.DataFrame, claims: Sequence[Claim]) -> pd.DataFrame:
                      "gap": round(gap, 1), "seeds": int(min(ca["seeds"], cb["seeds"])), "seed spread": round(noise, 1),
                      "verdict": verdict})
     return pd.DataFrame(rows)
+
+
+def rank_view(cmp: pd.DataFrame, dataset: str = "Harmonic", metric: str = "R@1", sections: Sequence[str] | None = None,
+              gain: tuple[tuple[str, str], tuple[str, str]] | None = None) -> pd.DataFrame:
+    """A view of a compared table that carries across scales: each row's rank (1 = best, ties share the better
+    rank) among the rows with both a paper and a measured value, in the paper and measured; and, with ``gain =
+    ((section prefix, row), (section prefix, row))`` naming a low and a high reference row (e.g. zero-shot and full
+    fine-tuning), each row's normalised gain (value - low) / (high - low) in both. The Spearman correlation of the
+    two rankings is in ``.attrs["spearman"]``."""
+    from scipy.stats import spearmanr
+    sub = cmp[(cmp["dataset"] == dataset) & (cmp["metric"] == metric) & cmp["paper"].notna() & cmp["measured"].notna()]
+    if sections is not None:
+        sub = sub[sub["section"].str.startswith(tuple(sections))]
+    if len(sub) < 2:
+        raise ValueError(f"rank_view needs at least 2 rows with paper and measured {metric} on {dataset}, got {len(sub)}")
+    out = sub[["section", "row", "paper", "measured"]].copy()
+    out["paper rank"] = out["paper"].rank(ascending=False, method="min").astype(int)
+    out["measured rank"] = out["measured"].rank(ascending=False, method="min").astype(int)
+    out["rank shift"] = out["paper rank"] - out["measured rank"]
+    if gain is not None:
+        def ref(prefix_row):
+            prefix, row = prefix_row
+            hit = cmp[(cmp["dataset"] == dataset) & (cmp["metric"] == metric) & (cmp["row"] == row)
+                      & cmp["section"].str.startswith(prefix)]
+            if len(hit) != 1:
+                raise KeyError(f"gain reference {prefix_row} matches {len(hit)} rows, expected 1")
+            return hit.iloc[0]
+        low, high = ref(gain[0]), ref(gain[1])
+        for col in ("paper", "measured"):
+            out[f"{col} gain"] = ((out[col] - low[col]) / (high[col] - low[col])).round(2)
+    out.attrs["spearman"] = float(spearmanr(out["paper"], out["measured"]).correlation)
+    out["measured"] = out["measured"].round(1)
+    return out.sort_values("paper rank").reset_index(drop=True)
