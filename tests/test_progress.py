@@ -1,14 +1,22 @@
-"""umlkit._progress: one switch for every progress bar, no tqdm.auto warning without ipywidgets."""
-import warnings
+"""umlkit._progress: one switch for every progress bar; tqdm.auto (which warns "IProgress not found" inside
+notebooks) only when ipywidgets can be imported."""
+import sys
 
-from umlkit._progress import progress_enabled, tqdm
+import tqdm.notebook
+import tqdm.std
+
+from umlkit._progress import progress_enabled, tqdm as bar
 
 
-def test_switch_and_no_iprogress_warning(monkeypatch):
+def test_switch(monkeypatch):
     monkeypatch.setenv("UMLKIT_PROGRESS", "0")
-    assert not progress_enabled() and tqdm(range(3)).disable
+    assert not progress_enabled() and bar(range(3)).disable
     monkeypatch.setenv("UMLKIT_PROGRESS", "1")
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")          # tqdm.auto's IProgress warning would raise here
-        bar = tqdm(range(3), leave=False)
-        assert progress_enabled() and not bar.disable and list(bar) == [0, 1, 2]
+    b = bar(range(3), leave=False)
+    assert progress_enabled() and not b.disable and list(b) == [0, 1, 2]
+
+
+def test_plain_text_bar_without_ipywidgets(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ipywidgets", None)        # import ipywidgets now fails
+    b = bar(range(2), disable=True)
+    assert type(b) is tqdm.std.tqdm and not isinstance(b, tqdm.notebook.tqdm)

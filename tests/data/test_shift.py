@@ -77,10 +77,15 @@ def test_bad_splits_are_refused():
 def test_two_swaps_per_iteration_take_the_next_candidates_of_one_ranking():
     means = _means(20, seed=5)
     keys = sorted(means)
-    one = swap_progression(means, keys[:10], keys[10:], iterations=1, swaps_per_iter=2)
-    tr, te = list(keys[:10]), list(keys[10:])
-    first = _brute_swap(means, tr, te, [])
-    moved = set(keys[:10]) - set(one[1].train)
-    assert first[0] in moved and len(moved) == 2
+    train, test = keys[:10], keys[10:]
+    one = swap_progression(means, train, test, iterations=1, swaps_per_iter=2)
+
+    def ranked(side, own, other):   # the official order, computed once from the split before any swap
+        centre = {s: np.mean([means[c] for c in group], axis=0) for s, group in (("own", own), ("other", other))}
+        return sorted(side, key=lambda c: np.linalg.norm(means[c] - centre["other"]) -
+                      np.linalg.norm(means[c] - centre["own"]))
+
+    to_test, to_train = ranked(train, train, test)[:2], ranked(test, test, train)[:2]
+    assert set(train) - set(one[1].train) == set(to_test) and set(one[1].train) - set(train) == set(to_train)
     removal = removal_progression(means, one[-1], iterations=3)
     assert all(len(s.train) == len(s.test) for s in removal) and len(removal) == 3

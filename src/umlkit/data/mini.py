@@ -34,6 +34,7 @@ from PIL import Image
 
 from umlkit.data.datasets import MINI_MANIFEST
 from umlkit.data.names import caption, class_name, dedupe
+from umlkit.results import _atomic_write
 
 __all__ = ["SHAPES", "TEXTURES", "HUE_NAMES", "SOURCES", "MiniSource", "make_mini", "pretraining_set", "render",
            "mini_table", "ensure_mini", "PRETRAIN_HEADS"]
@@ -570,9 +571,7 @@ def _read_manifest(path: Path) -> dict | None:
 
 
 def _write_manifest(path: Path, info: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(info, indent=1))
-    tmp.replace(path)
+    _atomic_write(path, json.dumps(info, indent=1))
 
 
 FOLDER_MARKER = "UML_MINI_FOLDER"

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
-import torch
 
 from umlkit.data import build_transforms, load_dataset
 from umlkit.data.shift import Split, removal_progression, swap_progression
@@ -51,7 +49,6 @@ def fid_range_table(roots: dict, sources=("cub", "cars", "sop"), backbone: str =
                     weights=None) -> tuple[pd.DataFrame, dict]:
     """Per UML-Mini variant and source: default FID, hardest swap FID, hardest removal FID, their ratio to the
     default, and the classes left per side; plus every split's (kind, iteration, FID, classes) for plotting."""
-    torch.manual_seed(0)
     rows, curves = [], {}
     for variant, root in roots.items():
         for source in sources:

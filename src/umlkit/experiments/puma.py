@@ -159,10 +159,16 @@ def run_config(profile: str = "quick", *, method: str = "full", loss: str = "cur
 
 
 def _fewest_train_classes(cfg: dict) -> int:
-    from umlkit.data import load_dataset
     root = cfg["data"]["root"] or ensure_mini()
-    return min(load_dataset(n, root, "train", expected=None, check_files=False).num_classes
-               for n in cfg["data"]["datasets"])
+    return min(_train_classes(str(root), n) for n in cfg["data"]["datasets"])
+
+
+@lru_cache(maxsize=256)
+def _train_classes(root: str, name: str) -> int:
+    """Training classes of one source under ``root``, read once per process (``config_for`` asks for every row and
+    seed; a tree regenerated with other class counts in the same process needs ``_train_classes.cache_clear()``)."""
+    from umlkit.data import load_dataset
+    return load_dataset(name, root, "train", expected=None, check_files=False).num_classes
 
 
 def config_for(row: Row, seed: int, profile: str, overrides: Sequence[str] = ()) -> dict:

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 
 from torch import nn
 
+from umlkit._registry import add_entry
+
 __all__ = ["INPUTS", "LossEntry", "LOSSES", "TERMS", "register_loss", "loss_entry", "loss_inputs", "aux_heads_for",
            "model_requirements"]
 
@@ -57,11 +59,8 @@ def register_loss(name: str, build: Callable | None = None, *, implementation: s
     module is imported a second time, replaces the entry).
     """
     def add(fn: Callable) -> Callable:
-        old = _REGISTRY.get(name)
-        if old is not None and getattr(old.build, "__qualname__", None) != getattr(fn, "__qualname__", ""):
-            raise ValueError(f"loss {name!r} is already registered")
         entry = LossEntry(name, fn, implementation, source, dict(defaults or {}), term, aux_heads, eval_concat_aux)
-        _REGISTRY[name] = entry
+        add_entry(_REGISTRY, "loss", name, entry)
         (TERMS if term else LOSSES)[name] = (implementation, source, entry.defaults)
         return fn
 

@@ -37,6 +37,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from umlkit._registry import add_entry
 from umlkit.models.backbones import create_backbone, data_config, resolve_backbone_name
 from umlkit.models.embedding import EmbeddingModel, build_head
 from umlkit.models.layers import LoRAQKV, PromptPool
@@ -82,10 +83,7 @@ def register_method(name: str, build: Callable | None = None, *, cnn: bool = Fal
     different builders is an error (the same builder again, as when a module is imported twice, replaces it).
     """
     def add(fn: Callable) -> Callable:
-        old = _METHODS.get(name)
-        if old is not None and getattr(old.build, "__qualname__", None) != getattr(fn, "__qualname__", ""):
-            raise ValueError(f"method {name!r} is already registered")
-        _METHODS[name] = MethodEntry(name, fn, cnn, needs_num_classes)
+        add_entry(_METHODS, "method", name, MethodEntry(name, fn, cnn, needs_num_classes))
         return fn
 
     return add(build) if build is not None else add

@@ -14,7 +14,6 @@ a CLI, not a function).
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from pathlib import Path
@@ -25,20 +24,14 @@ from torch import nn
 
 from umlkit.data.mini import PRETRAIN_HEADS, pretraining_class_names, pretraining_set
 from umlkit.models.backbones import TINY_WEIGHTS, create_backbone
+from umlkit.results import _atomic_write
+from umlkit.results import file_sha256 as sha256
 
 __all__ = ["pretrain_tiny_vit", "sha256", "class_logits", "load_heads", "TINY_HEADS", "RECIPES", "head_accuracies",
            "observable_targets", "plateau_epoch", "weight_files"]
 
 TINY_HEADS = TINY_WEIGHTS.with_name("vit_tiny_uml_patch8_32.heads.safetensors")
 TINY_SHA = TINY_WEIGHTS.with_name("SHA256SUMS")
-
-
-def sha256(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _to_input(images_uint8: np.ndarray) -> torch.Tensor:
@@ -243,8 +236,8 @@ def pretrain_tiny_vit(out: str | Path | None = None, epochs: int | None = None, 
     if files["sums"].is_file():
         sums = {name: h for h, name in (line.split() for line in files["sums"].read_text().splitlines() if line.strip())}
     sums.update(report["sha256"])
-    _write_text(files["sums"], "".join(f"{h}  {n}\n" for n, h in sorted(sums.items())))
-    _write_text(files["report"], json.dumps(report, indent=1))
+    _atomic_write(files["sums"], "".join(f"{h}  {n}\n" for n, h in sorted(sums.items())))
+    _atomic_write(files["report"], json.dumps(report, indent=1))
     log(json.dumps(report["val_accuracy"]))
     return report
 
@@ -258,8 +251,3 @@ def _cpu_name() -> str:
         pass
     return ""
 
-
-def _write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)

@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
+
+from umlkit.results import _atomic_write, file_sha256
 
 __all__ = ["save_class_embeddings", "load_class_embeddings", "write_split_file", "read_split_file", "SideInfoError",
            "file_sha256"]
@@ -37,14 +37,6 @@ class SideInfoError(ValueError):
     """A side-information file is missing, altered or does not cover the training classes."""
 
 
-def file_sha256(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _write_once(path: Path, data: bytes, overwrite: bool) -> str:
     """Write ``data`` to ``path`` atomically; an existing file with other content needs ``overwrite``."""
     if path.exists() and not overwrite:
@@ -52,15 +44,7 @@ def _write_once(path: Path, data: bytes, overwrite: bool) -> str:
             return hashlib.sha256(data).hexdigest()
         raise FileExistsError(f"{path} exists with different content; pass overwrite=True to replace it (it is "
                               "not replaced silently: configurations refer to it by its sha256)")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    _atomic_write(path, data)
     return hashlib.sha256(data).hexdigest()
 
 
