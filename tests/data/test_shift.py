@@ -89,3 +89,49 @@ def test_two_swaps_per_iteration_take_the_next_candidates_of_one_ranking():
     assert set(train) - set(one[1].train) == set(to_test) and set(one[1].train) - set(train) == set(to_train)
     removal = removal_progression(means, one[-1], iterations=3)
     assert all(len(s.train) == len(s.test) for s in removal) and len(removal) == 3
+
+
+def _split(fid, name=""):
+    from umlkit.data.shift import Split
+    return Split([name + "a", name + "b"], [name + "c", name + "d"], fid)
+
+
+def test_select_splits_takes_the_nearest_fid_to_evenly_spaced_targets():
+    from umlkit.data.shift import select_splits
+    prog = [_split(f, str(i)) for i, f in enumerate([10.0, 12.0, 19.0, 31.0, 33.0, 40.0, 52.0, 70.0])]
+    # targets from the default (10, excluded) to the largest (70): 30, 50, 70 -> 31, 52, 70
+    chosen = select_splits(prog, 4)
+    assert [s.fid for s in chosen] == [10.0, 31.0, 52.0, 70.0]
+    assert chosen[0] is prog[0]
+    easier = [_split(f, "e" + str(i)) for i, f in enumerate([9.0, 7.5, 6.0, 5.0, 11.0])]
+    # easier targets from the smallest (5) to the default (10, excluded): 5 and 7.5; 11 is not easier
+    chosen = select_splits(prog, 2, easier=easier, n_easier=2)
+    assert [s.fid for s in chosen] == [5.0, 7.5, 10.0, 70.0]
+
+
+def test_select_splits_never_uses_a_split_twice_and_says_when_too_few():
+    from umlkit.data.shift import select_splits
+    prog = [_split(f, str(i)) for i, f in enumerate([1.0, 2.0, 100.0])]
+    chosen = select_splits(prog, 3)  # targets 50.5 and 100: 100 goes to the first, 2 to the second
+    assert sorted(s.fid for s in chosen) == [1.0, 2.0, 100.0]
+    with pytest.raises(ValueError, match="not enough distinct splits"):
+        select_splits(prog, 4)
+    with pytest.raises(ValueError, match="easier splits have a FID below"):
+        select_splits(prog, 2, easier=[_split(5.0)], n_easier=1)
+
+
+def test_iid_fid_matches_the_fid_of_the_two_halves_by_hand():
+    from umlkit.data.shift import iid_fid
+    rng = np.random.default_rng(3)
+    labels = np.repeat(np.arange(6), 4)
+    feats = rng.normal(size=(24, 3)) + labels[:, None]
+    # the same draw as iid_fid: one permutation per class from one generator
+    g = np.random.default_rng(7)
+    a, b = [], []
+    for c in range(6):
+        idx = g.permutation(np.flatnonzero(labels == c))
+        a.append(feats[idx[:2]].mean(0))
+        b.append(feats[idx[2:]].mean(0))
+    assert iid_fid(feats, labels, seed=7) == pytest.approx(frechet_distance(np.stack(a), np.stack(b)))
+    with pytest.raises(ValueError, match="at least two classes"):
+        iid_fid(feats[:4], np.zeros(4))

@@ -110,9 +110,10 @@ def test_s2sd_equals_base_plus_targets_plus_distillation():
                        feature_weight=2.0)
     emb, labels, aux, feats = _s2sd_inputs(dims)
     total = loss(emb, labels, aux=aux, features=feats)
-    expected = loss.base(emb, labels)
-    for j, tl in enumerate(loss.target_losses):
-        expected = expected + tl(aux[f"s2sd_{j}"], labels) + 3.0 * similarity_distillation(emb, aux[f"s2sd_{j}"])
+    # ooDML's criteria/s2sd.py: (source + mean of the target losses) / 2 + w * mean of the distillations
+    targets = [tl(aux[f"s2sd_{j}"], labels) for j, tl in enumerate(loss.target_losses)]
+    kls = [similarity_distillation(emb, aux[f"s2sd_{j}"]) for j in range(len(dims))]
+    expected = (loss.base(emb, labels) + sum(targets) / 2) / 2 + 3.0 * sum(kls) / 2
     expected = expected + 2.0 * similarity_distillation(emb, nn.functional.normalize(feats, dim=1))
     assert total.item() == pytest.approx(expected.item(), rel=1e-6)
     # each target head has its own proxies of its own size
@@ -203,6 +204,21 @@ def test_diva_total_and_decorrelation_directions():
         for p in loss.projectors.parameters():
             p -= 0.05 * p.grad
         assert loss.decorrelation_loss(emb, aux).item() < dec.item()
+
+
+def test_diva_decorrelation_projects_each_auxiliary_head_onto_the_main_embedding():
+    """ooDML's adversarial_separation: -mean over items of the mean over dimensions of (normalise(g_h(aux_h)) *
+    normalise(main))^2, summed over the three heads."""
+    torch.manual_seed(5)
+    loss = create_loss("diva", num_classes=3, embedding_size=4)
+    emb = torch.randn(6, 4)
+    aux = {h: torch.randn(6, 4) for h in DiVALoss.HEADS}
+    expected = 0.0
+    for h in DiVALoss.HEADS:
+        src = nn.functional.normalize(loss.projectors[h](aux[h]), dim=-1)
+        tgt = nn.functional.normalize(emb, dim=-1)
+        expected -= sum(float(((src[i] * tgt[i]) ** 2).sum()) / 4 for i in range(6)) / 6
+    assert loss.decorrelation_loss(emb, aux).item() == pytest.approx(expected, rel=1e-5)
 
 
 def test_diva_decorrelation_gradcheck():

@@ -605,6 +605,18 @@ def _check_target(root: Path, names: list[str], manifest: dict | None) -> set[st
     return created
 
 
+def mini_alias(root) -> str | None:
+    """The UML-Mini size a configuration's ``data.root`` names symbolically (``"uml_mini"``, ``"uml_mini:large"``),
+    or None for a real path. Configurations (and so record keys) name the generated world this way, never by a
+    machine's path."""
+    if not isinstance(root, str) or not root.startswith("uml_mini"):
+        return None
+    size = root.split(":", 1)[1] if ":" in root else "default"
+    if root.split(":", 1)[0] != "uml_mini" or size not in SIZES:
+        return None
+    return size
+
+
 def ensure_mini(root=None, seed: int = 0, size: str = "default") -> Path:
     """The UML-Mini root (``<data_root>/uml_mini``, or ``uml_mini_large`` for the larger variant), generated on
     first use."""

@@ -24,13 +24,14 @@ builds FID-ranked class splits.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from umlkit.metrics.distribution import frechet_distance
 
-__all__ = ["Split", "swap_progression", "removal_progression", "split_fid"]
+__all__ = ["Split", "swap_progression", "removal_progression", "split_fid", "select_splits", "iid_fid"]
 
 
 @dataclass
@@ -125,3 +126,58 @@ def removal_progression(means: dict, start: Split, iterations: int = 35, swaps_p
             recent = (recent + [a, b])[-2 * history:]
         out.append(Split(list(train), list(test), fid, "removal", it))
     return out
+
+
+def select_splits(progression: Sequence[Split], n: int, start: int = 0, easier: Sequence[Split] = (),
+                  n_easier: int = 0) -> list[Split]:
+    """The splits a benchmark keeps: the default split (``progression[start]``), then ``n - 1`` splits whose FIDs
+    are closest to ``n - 1`` targets evenly spaced from the default's FID (excluded) to the progression's largest
+    (included); with ``n_easier``, that many splits of an ``easier`` progression (ooDML's inverse swapping on CUB)
+    are put first, at targets evenly spaced from the easier progression's smallest FID (included) to the default's
+    (excluded). Returned in increasing FID order; each split is used once (ooDML's Table S1 layout: CUB 2 easier +
+    default + 6 harder, Cars and SOP default + 7 harder)."""
+    progression = list(progression)
+    if not progression or n < 1:
+        raise ValueError(f"need a non-empty progression and n >= 1, got {len(progression)} splits and n={n}")
+    default = progression[start]
+    harder = [s for s in progression if s is not default]
+    picked = _nearest(harder, np.linspace(default.fid, max(s.fid for s in progression), n)[1:])
+    low = []
+    if n_easier:
+        if not easier:
+            raise ValueError(f"n_easier={n_easier} needs the easier progression")
+        pool = [s for s in easier if s.fid < default.fid]
+        if len(pool) < n_easier:
+            raise ValueError(f"only {len(pool)} easier splits have a FID below the default's {default.fid:.2f}")
+        low = _nearest(pool, np.linspace(min(s.fid for s in pool), default.fid, n_easier + 1)[:-1])
+    return sorted(low, key=lambda s: s.fid) + [default] + sorted(picked, key=lambda s: s.fid)
+
+
+def _nearest(pool: list[Split], targets) -> list[Split]:
+    """For each target in turn, the unused split whose FID is closest (ties: the earlier split)."""
+    free, out = list(pool), []
+    for t in targets:
+        if not free:
+            raise ValueError(f"not enough distinct splits for {len(targets)} targets")
+        best = min(range(len(free)), key=lambda i: (abs(free[i].fid - t), i))
+        out.append(free.pop(best))
+    return out
+
+
+def iid_fid(features: np.ndarray, labels, seed: int = 0) -> float:
+    """ooDML Table 1's i.i.d. reference: every class on both sides, its images split at random into two halves;
+    the FID between the class means of the first halves and those of the second halves. Classes with fewer than
+    two images are skipped."""
+    features, labels = np.asarray(features, dtype=np.float64), np.asarray(labels)
+    rng = np.random.default_rng(seed)
+    a, b = [], []
+    for c in np.unique(labels):
+        idx = rng.permutation(np.flatnonzero(labels == c))
+        if len(idx) < 2:
+            continue
+        half = len(idx) // 2
+        a.append(features[idx[:half]].mean(0))
+        b.append(features[idx[half:]].mean(0))
+    if len(a) < 2:
+        raise ValueError("the i.i.d. FID needs at least two classes with two or more images")
+    return frechet_distance(np.stack(a), np.stack(b))

@@ -105,6 +105,10 @@ def data_fingerprint(cfg: dict) -> str:
         if cfg["profile"] != "quick":
             return "unset"
         return f"uml_mini:v{GENERATOR_VERSION}:seed0"
+    from umlkit.data.mini import mini_alias
+    size = mini_alias(root)
+    if size:
+        return f"uml_mini:v{GENERATOR_VERSION}:{'' if size == 'default' else size + ':'}seed0"
     root = Path(root)
     manifest = root / MINI_MANIFEST
     if manifest.is_file():

@@ -32,7 +32,7 @@ from umlkit.models import count_trainable, create_model
 from umlkit.train.evaluate import extract_embeddings
 
 __all__ = ["RUNNERS", "register_runner", "run", "SOURCE_NAMES", "train_run", "zero_shot_run", "specialists_run",
-           "ensemble_embeddings", "weights_for", "test_set"]
+           "ensemble_embeddings", "weights_for", "test_set", "train_analysis_run", "fixed_class_recall"]
 
 # umlkit source name -> the name the papers' tables use
 SOURCE_NAMES = {"cub": "CUB", "cars": "Cars", "sop": "SOP", "inshop": "InShop", "nabirds": "NABirds", "dogs": "Dogs",
@@ -86,7 +86,8 @@ def weights_for(cfg: dict) -> dict:
 def test_set(cfg: dict):
     """The unified test split of every source with the configuration's evaluation transform."""
     from umlkit.models.backbones import backbone_data_config
-    root = cfg["data"]["root"] or ensure_mini()
+    from umlkit.train.engine import data_root_of
+    root = data_root_of(cfg)
     tf = build_transforms(cfg["data"]["transform"], backbone_data_config(cfg["model"]["backbone"]), train=False)
     return load_unified(root, "test", transform=tf, cache=cfg["data"]["cache"])
 
@@ -180,3 +181,104 @@ def _prompt_weights(model, cfg) -> dict:
     src = np.asarray(test.sources)
     return {"prompt_weights": {SOURCE_NAMES[test.source_names[s]]: w[src == s].mean(0).round(5).tolist()
                                for s in np.unique(src)}}
+
+
+class _Features(torch.nn.Module):
+    """A model's backbone feature as a module (so that :func:`extract_embeddings` batches it)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return self.model.features(x)
+
+
+def _percent(res: dict) -> dict:
+    return {k: round(100.0 * float(v), 3) for k, v in res.items() if not k.startswith("n_")}
+
+
+def fixed_class_recall(emb, labels, n_classes: int, draws: int = 5, seed: int = 0) -> float:
+    """Mean R@1 (percent) over ``draws`` random subsets of ``n_classes`` classes, each searched against itself: a
+    test set with fewer classes has fewer distractors, so splits compare at the same class count."""
+    from umlkit.metrics import evaluate_retrieval
+    labels = np.asarray(labels)
+    classes = np.unique(labels)
+    if n_classes > len(classes):
+        raise ValueError(f"fixed_classes={n_classes} but the test set has only {len(classes)} classes")
+    rng = np.random.default_rng(seed)
+    vals = []
+    for _ in range(draws):
+        keep = np.isin(labels, rng.choice(classes, n_classes, replace=False))
+        vals.append(evaluate_retrieval(emb[keep], labels[keep], metrics=["R@1"])["R@1"])
+    return round(100.0 * float(np.mean(vals)), 3)
+
+
+@register_runner("train_analysis")
+def train_analysis_run(key: dict) -> dict:
+    """``{"config": a resolved configuration, "analysis": {...}}``: one training run (as ``train``), then on its test
+    split every metric of ``analysis["metrics"]``, R@1 at ``fixed_classes`` test classes, the structure of the
+    train and test embeddings (pi_intra, pi_inter, pi_ratio, spectral decay rho), ``few_shot`` adaptation
+    (:func:`umlkit.train.adapt.few_shot_adaptation` with ``{shots, episodes, iterations, lr_mult}``) and the scores
+    on the default test split of every ``transfer`` source. Scores in percent, keyed by the source's paper name."""
+    from umlkit.data import load_dataset
+    from umlkit.metrics import embedding_structure, evaluate_retrieval, spectral_decay
+    from umlkit.models.backbones import backbone_data_config
+    from umlkit.train.adapt import adaptable_head, few_shot_adaptation
+    from umlkit.train.engine import build_data
+    cfg, ana = key["config"], key.get("analysis", {})
+    if len(cfg["data"]["datasets"]) != 1:
+        raise ValueError(f"train_analysis evaluates one source, got data.datasets={cfg['data']['datasets']}")
+    src = cfg["data"]["datasets"][0]
+    name = SOURCE_NAMES.get(src, src)
+    resolved = weights_for(cfg)
+    if cfg["model"]["method"] == "zero_shot":  # the frozen backbone's feature, nothing trained
+        torch.manual_seed(int(cfg["seed"]))
+        m = resolved["model"]
+        model = create_model(m["backbone"], "zero_shot", pretrained=bool(m["pretrained"]), weights=m["weights"])
+        out = {"trainable_model": 0}
+    else:
+        res = _fit(cfg)
+        model = res.model
+        out = {"loss": [round(h["loss"], 4) for h in res.history], "trainable_model": count_trainable(res.model),
+               "train_seconds": round(res.seconds, 1),
+               "curves": [{"epoch": h["epoch"], "loss": round(h["loss"], 4), "test": _epoch_scores(h, "test")}
+                          for h in res.history if "test" in h]}
+    train, test, _ = build_data(resolved, backbone_data_config(cfg["model"]["backbone"]))
+    train.transform = test.transform  # structure of the training set without augmentation
+    model = model.eval()
+    heads = adaptable_head(model).eval()
+
+    def embed(ds):
+        feat, labels = extract_embeddings(_Features(model), ds, batch_size=512)
+        with torch.no_grad():
+            return feat, heads(feat), labels
+
+    feat, emb, labels = embed(test)
+    metrics = list(ana.get("metrics", ["R@1"]))
+    out["test"] = {m: {name: v} for m, v in _percent(evaluate_retrieval(emb, labels, metrics=metrics)).items()}
+    if ana.get("fixed_classes"):
+        k = int(ana["fixed_classes"])
+        out["test"][f"R@1@{k}cls"] = {name: fixed_class_recall(emb, labels, k, seed=int(cfg["seed"]))}
+    if ana.get("structure", False):
+        _, tr_emb, tr_labels = embed(train)
+        out["structure"] = {part: {**{k: round(v, 5) for k, v in embedding_structure(e, y).items()},
+                                   "rho": round(spectral_decay(e), 5)}
+                            for part, (e, y) in (("train", (tr_emb, tr_labels)), ("test", (emb, labels)))}
+    fs = ana.get("few_shot")
+    if fs:
+        torch.manual_seed(int(cfg["seed"]))
+        out["few_shot"] = few_shot_adaptation(
+            model, feat, labels, shots=fs.get("shots", (2, 5)), episodes=int(fs.get("episodes", 10)),
+            lr=float(cfg["optimizer"]["lr"]) * float(fs.get("lr_mult", 10.0)), iterations=int(fs.get("iterations", 1000)),
+            batch_size=int(cfg["data"]["batch_size"]), m=int(cfg["data"]["samples_per_class"]),
+            metrics=[m for m in metrics if m != "MAP@R"] or ["R@1"], seed=int(cfg["seed"]))
+    if ana.get("transfer"):
+        from umlkit.train.engine import data_root_of
+        root = data_root_of(resolved)
+        out["transfer"] = {}
+        for other in ana["transfer"]:
+            ds = load_dataset(other, root, "test", transform=test.transform, cache=cfg["data"]["cache"])
+            _, e, y = embed(ds)
+            out["transfer"][SOURCE_NAMES.get(other, other)] = _percent(evaluate_retrieval(e, y, metrics=metrics))
+    return out

@@ -79,6 +79,8 @@ class Table:
     unmeasured: Mapping[str, str] = field(default_factory=dict)  # profile -> reason for unmeasured paper cells
     metric: str = "R@1"
     params: bool = True             # also report the trainable parameters (TrainableParams(M))
+    derive: Callable[..., pd.DataFrame] | None = None  # (profile, train) -> measured frame, for a table computed
+                                                       # from other tables' records (no rows of its own)
 
     @property
     def slug(self) -> str:
@@ -90,11 +92,14 @@ class Table:
                 and (names is None or {r.title, r.method, r.setting} & set(names))]
 
 
-def score_rows(table: str, row: Row, seed: int, scores: Mapping[str, float], metric: str, columns: Sequence[str]):
+def score_rows(table: str, row: Row, seed: int, scores: Mapping, metric: str, columns: Sequence[str]):
+    """Long rows of one record's scores: ``{dataset: value}`` in ``metric``, or ``{(dataset, metric): value}`` for
+    a table with several metrics."""
     order = {d: i for i, d in enumerate(columns)}
+    cells = [((k, metric) if not isinstance(k, tuple) else k, v) for k, v in scores.items()]
     return [{"table": table, "section": row.section, "method": row.method, "setting": row.setting, "row": row.title,
-             "seed": seed, "dataset": d, "metric": metric, "value": float(scores[d])}
-            for d in sorted(scores, key=lambda d: order.get(d, len(order)))]
+             "seed": seed, "dataset": d, "metric": m, "value": float(v)}
+            for (d, m), v in sorted(cells, key=lambda c: order.get(c[0][0], len(order)))]
 
 
 def params_rows(table: str, row: Row, seed: int, n: int):
@@ -116,6 +121,8 @@ def measure(spec: Table, profile: str = "quick", rows: Sequence[Row] | None = No
     ``seeds``: one list for every row, or ``{group: seeds}`` (rows of other groups use the table's seeds).
     Columns: table, section, method, setting, row (the reader's label), seed, dataset, metric, value, record
     (its path) and stale (the fingerprint parts that changed, "" when current)."""
+    if spec.derive is not None:
+        return spec.derive(profile, train)
     rows = list(spec.rows if rows is None else rows)
     cols = _columns(spec)
     jobs = []

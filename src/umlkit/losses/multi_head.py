@@ -16,13 +16,19 @@ them.
   a discriminator D (MLP) separates the L2-normalised embeddings from samples of the uniform distribution on the
   unit sphere (normalised Gaussians); the embedding receives D's binary cross-entropy through a gradient-reversal
   layer, i.e. it is pushed to be indistinguishable from uniform. One backward pass trains both players.
-  ``weight`` is not fixed by the ooDML text: 0.1 is umlkit's choice **[open]**.
-* **S2SD** (Roth et al., ICML 2021): auxiliary heads of higher dimension (default 512/1024/1536/2048, each a
-  Linear-ReLU-Linear on the backbone feature) are trained with their own copy of the base loss, and the main
-  embedding distils their batch similarity structure: sum_j w * KL(softmax(S_j / T) || softmax(S / T)) row-wise
-  (batch mean), with the target similarities S_j detached. Optional feature distillation uses the normalised
-  backbone feature as one more target (``feature_weight``). Defaults T=1, w=50, feature weight 50 are the S2SD
-  paper's recommended setting as recalled by umlkit, not checked against its code **[open]**; the language-guidance paper sets the dimension weight to 0 with ELG/PLG.
+  ``weight`` is not fixed by the ooDML text: 0.1 is umlkit's default; ooDML's scripts pass 0.2 (CUB, Cars) and
+  0.02 (SOP). Known differences from ooDML's code (``--with_entropy`` in ``ood_main.py``): there the regulariser
+  acts on the pooled backbone feature cut into 128-d chunks, against a uniform prior on the cube [-1, 1]^128, with a
+  100-wide 3-layer discriminator updated every 10 iterations by its own Adam and a non-saturating generator loss;
+  here it acts on the embedding, on the sphere, by gradient reversal every step.
+* **S2SD** (Roth et al., ICML 2021; as ooDML's ``criteria/s2sd.py``): auxiliary heads of higher dimension (each
+  Linear(D, t)-ReLU-Linear(t, t) on the backbone feature) are trained with their own copy of the base loss, and the
+  main embedding distils their batch similarity structure. The loss is (L_source + mean_j L_target_j) / 2 +
+  w * mean_j KL(softmax(S_j / T) || softmax(S / T)) (row-wise, batch mean; the target similarities S_j detached),
+  plus ``feature_weight`` x the same KL towards the normalised backbone feature. Defaults: the S2SD repository's
+  target dims 512/1024/1536/2048, T 1, w 50, feature weight 50; ooDML's scripts pass dims 1024/1536/2048 and w 5 on
+  SOP (configs/oodml/methods.yaml). Not reproduced: the avg+max pooled target input (``--loss_s2sd_pool_aggr``) and
+  the 1,000-iteration delay of feature distillation on SOP. The language-guidance paper sets w to 0 with ELG/PLG.
 * **DiVA** (Milbich et al., ECCV 2020): four 128-d heads. The main (discriminative) head takes the base loss
   (margin); ``shared`` learns cross-class characteristics with triplets whose positive is the anchor's nearest
   neighbour *from another class*; ``intra`` learns intra-class variation with triplets drawn inside one class
@@ -128,12 +134,16 @@ class S2SDLoss(nn.Module):
             raise ValueError(f"s2sd needs the auxiliary embeddings {missing} (build the model with "
                              f"aux_heads=aux_heads_for('s2sd') and pass aux=out['aux'])")
         x = embeddings.float()
-        total = self.base(x, labels, indices_tuple)
+        targets, kls = [], []
         for name, dim, target_loss in zip(names, self.target_dims, self.target_losses):
             t = aux[name].float()
             if t.shape[1] != dim:
                 raise ValueError(f"s2sd: aux head {name!r} has dimension {t.shape[1]}, expected {dim}")
-            total = total + target_loss(t, labels) + self.weight * similarity_distillation(x, t, self.temperature)
+            targets.append(target_loss(t, labels))
+            kls.append(similarity_distillation(x, t, self.temperature))
+        # ooDML's criteria/s2sd.py: (source loss + mean target loss) / 2 + w * mean distillation over the targets
+        total = (self.base(x, labels, indices_tuple) + torch.stack(targets).mean()) / 2
+        total = total + self.weight * torch.stack(kls).mean()
         if self.feature_weight and features is not None:
             f = nn.functional.normalize(features.float(), dim=-1)
             total = total + self.feature_weight * similarity_distillation(x, f, self.temperature)
@@ -200,10 +210,10 @@ class DiVALoss(nn.Module):
 
     def decorrelation_loss(self, main: torch.Tensor, aux: dict[str, torch.Tensor]) -> torch.Tensor:
         total = main.new_zeros(())
-        for h in self.HEADS:
-            src = nn.functional.normalize(self.projectors[h](grad_reverse(main)), dim=-1)
-            tgt = nn.functional.normalize(grad_reverse(aux[h]), dim=-1)
-            total = total - (src * tgt).pow(2).sum(-1).mean()
+        for h in self.HEADS:  # as ooDML's adversarial_separation: auxiliary head -> discriminative embedding
+            src = nn.functional.normalize(self.projectors[h](grad_reverse(aux[h])), dim=-1)
+            tgt = nn.functional.normalize(grad_reverse(main), dim=-1)
+            total = total - (src * tgt).pow(2).mean(-1).mean()
         return total
 
     def forward(self, embeddings, labels, indices_tuple=None, ref_emb=None, ref_labels=None, aux=None, views=None,

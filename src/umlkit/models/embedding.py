@@ -9,8 +9,8 @@ Heads:
 * ``identity``: the backbone feature itself (zero-shot).
 
 Auxiliary heads (``aux_heads={name: (dim, kind)}``) sit beside the main head on the same backbone feature and
-feed the multi-head objectives of ooDML: S2SD's high-dimensional target heads (``mlp2``: Linear-ReLU-Linear, as
-in Roth et al. 2021) and DiVA's shared / intra-class / self-supervised heads (``linear``). ``forward_train``
+feed the multi-head objectives of ooDML: S2SD's high-dimensional target heads (``mlp2``: Linear(D, t)-ReLU-
+Linear(t, t), as ooDML's ``criteria/s2sd.py``) and DiVA's shared / intra-class / self-supervised heads (``linear``). ``forward_train``
 returns them; ``forward`` (evaluation) returns the main embedding, or with ``eval_concat_aux=True`` (DiVA) the
 re-normalised concatenation of the main and every auxiliary embedding.
 """
@@ -41,7 +41,7 @@ def build_head(kind: str, in_dim: int, embed_dim: int, hidden: int = 2048) -> nn
     if kind == "identity":
         return nn.Identity()
     if kind == "mlp2":
-        return nn.Sequential(nn.Linear(in_dim, in_dim), nn.ReLU(inplace=True), nn.Linear(in_dim, embed_dim))
+        return nn.Sequential(nn.Linear(in_dim, embed_dim), nn.ReLU(inplace=True), nn.Linear(embed_dim, embed_dim))
     raise ValueError(f"unknown head {kind!r}; choose one of {HEADS}")
 
 

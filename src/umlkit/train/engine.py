@@ -79,6 +79,20 @@ class FitResult:
 
 
 # ------------------------------------------------------------------------------------------------- data
+def data_root_of(cfg: dict) -> Path:
+    """The data folder of a resolved configuration: ``data.root``; UML-Mini (generated on first use) when it is
+    unset in the quick profile or names UML-Mini symbolically (``uml_mini:large``, :func:`umlkit.data.mini.mini_alias`)."""
+    from umlkit.data.mini import mini_alias
+    root = cfg["data"]["root"]
+    if root is None:
+        if cfg["profile"] == "quick":
+            return ensure_mini()
+        raise ValueError("profile 'full' needs data.root (the folder holding CUB_200_2011/, cars196/, ...); "
+                         "run `umlkit data check --root ROOT` to see what is there")
+    size = mini_alias(root)
+    return ensure_mini(size=size) if size else Path(root)
+
+
 def build_data(cfg: dict, data_config: dict):
     """(train UnifiedDataset, test UnifiedDataset, validation UnifiedDataset or None) for a resolved config.
 
@@ -90,14 +104,7 @@ def build_data(cfg: dict, data_config: dict):
     training classes as for the default split. ``few_shot`` then subsamples the training images.
     """
     d = cfg["data"]
-    root = d["root"]
-    if root is None:
-        if cfg["profile"] == "quick":
-            root = ensure_mini()
-        else:
-            raise ValueError("profile 'full' needs data.root (the folder holding CUB_200_2011/, cars196/, ...); "
-                             "run `umlkit data check --root ROOT` to see what is there")
-    root = Path(root)
+    root = data_root_of(cfg)
     splits = d["splits"] or {}
     unknown = sorted(set(splits) - set(d["datasets"]))
     if unknown:

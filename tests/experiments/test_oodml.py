@@ -1,0 +1,151 @@
+"""umlkit.experiments.oodml: the committed quick splits, configurations, rows that join every paper cell, AGS and
+the analysis runner."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from umlkit.experiments import oodml
+from umlkit.experiments import tables as tb
+from umlkit.paper import paper_table
+
+
+def test_committed_splits_follow_table_s1_layout():
+    data = oodml.load_splits("quick")
+    assert data["backbone"] == "vit_tiny_uml_v2" and data["world"].startswith("uml_mini:v2:large")
+    n_classes = {"cub": 200, "cars": 196, "sop": 1000}
+    for src, n in zip(oodml.SOURCES, (9, 8, 8)):
+        splits = data["sources"][src]["splits"]
+        assert [s["id"] for s in splits] == list(range(1, n + 1))
+        assert set(oodml._paper_settings(oodml.SHIFT_TABLES[src])) == set(range(1, n + 1))
+        fids = [s["fid"] for s in splits]
+        assert fids == sorted(fids) and len(set(fids)) == n
+        assert [s["id"] for s in splits if s["default"]] == [oodml.default_split_id(src)]
+        assert oodml.default_split_id(src) == (3 if src == "cub" else 1)  # as the official ood_main.py
+        for s in splits:
+            assert not set(s["train"]) & set(s["test"])
+            assert len(set(s["train"]) | set(s["test"])) <= n_classes[src]
+            if s["kind"] == "removal":
+                assert len(s["train"]) == len(s["test"]) < n_classes[src] / 2
+        assert data["sources"][src]["default_fid"] == splits[oodml.default_split_id(src) - 1]["fid"]
+        # the hardest split is at least 5x the default's FID (the quick world's requirement)
+        assert fids[-1] >= 5 * data["sources"][src]["default_fid"]
+    assert [s["kind"] for s in data["sources"]["cub"]["splits"][:2]] == ["inverse", "inverse"]
+
+
+@pytest.mark.slow
+def test_committed_splits_are_what_make_splits_computes():
+    fresh = oodml.make_splits("quick")
+    stored = oodml.load_splits("quick")
+    import json
+    assert json.loads(json.dumps(fresh)) == stored
+
+
+def test_run_config_tunes_on_training_classes_only():
+    val = oodml.run_config("quick", method="Margin (D)", source="cub", lr=1e-3, validation=True)
+    test = oodml.run_config("quick", method="Margin (D)", source="cub", lr=1e-3)
+    default = oodml.split_of("cub", oodml.default_split_id("cub"))
+    sv, st = val["data"]["splits"]["cub"], test["data"]["splits"]["cub"]
+    assert st == {"train": default["train"], "test": default["test"]}
+    assert set(sv["train"]) | set(sv["test"]) == set(default["train"]) and not set(sv["test"]) & set(default["test"])
+    assert len(sv["test"]) == round(0.3 * len(default["train"]))
+    assert val["data"]["root"] == "uml_mini:large" and val["model"]["backbone"] == "vit_tiny_uml_v2"
+    assert (val["data"]["sampler"], val["data"]["samples_per_class"], val["data"]["batch_size"]) == ("m_per_class", 2, 112)
+    sop = oodml.run_config("quick", method="DiVA", source="sop", lr=1e-3, split=8)
+    assert sop["train"]["epochs"] == 4 and sop["objective"][0]["options"]["decorrelation"] == 150.0
+    assert sop["data"]["splits"]["sop"]["test"] == oodml.split_of("sop", 8)["test"]
+    full = oodml.run_config("full", method="ProxyAnchor", source="cub", split=1) if False else None  # no full splits yet
+    with pytest.raises(KeyError, match="unknown ooDML method"):
+        oodml.run_config("quick", method="Triplet")
+
+
+def test_chosen_learning_rates_are_the_sweeps_choice():
+    sweep = oodml.lr_sweep("quick")
+    chosen = sweep[sweep["chosen"]].set_index("method")["lr"]
+    assert set(chosen.index) == set(oodml.methods_config()["methods"])
+    for method, lr in chosen.items():
+        assert oodml.chosen_lr(method, "quick") == pytest.approx(lr), method
+    assert sweep.loc[sweep["chosen"], "interior"].all()  # every best value lies inside its grid
+
+
+@pytest.mark.parametrize("table", ["Table S4", "Table S5", "Table S6", "Table S7", "Table S8"])
+def test_rows_cover_every_paper_cell(table):
+    tables = oodml.TABLES("quick")
+    spec = tables[table]
+    paper = paper_table("oodml", table).fillna("")
+    want = set(map(tuple, paper[["method", "setting", "dataset", "metric"]].to_numpy()))
+    ds = paper["dataset"].iloc[0]
+    have = {(r.method, r.setting, ds, m) for r in spec.rows for m in ("R@1", "mAP@1000")}
+    assert want <= have
+    extra = {(m, s) for m, s, _, _ in have - want}
+    assert {m for m, _ in extra} <= set(oodml.GENERIC)  # only the generic representations have no paper cell
+
+
+def test_ags_frame_by_hand():
+    fids = oodml.split_fids("quick")["Cars"]
+    settings = list(fids)
+    scores = np.linspace(90, 60, len(settings))
+    measured = pd.DataFrame([{"table": "Table S5", "section": "", "method": "R-Margin (D)", "setting": s,
+                              "row": "R-Margin (D)", "seed": 0, "dataset": "Cars", "metric": "R@1", "value": v,
+                              "stale": ""} for s, v in zip(settings, scores)])
+    out = oodml.ags_frame(measured)
+    assert list(out["method"]) == ["R-Margin"] and list(out["metric"]) == ["AGS-R@1"]
+    x = np.array([fids[s] for s in settings])
+    x = (x - x.min()) / (x.max() - x.min())
+    by_hand = sum((x[i + 1] - x[i]) * (scores[i + 1] + scores[i]) / 2 for i in range(len(x) - 1))
+    assert out["value"].iloc[0] == pytest.approx(by_hand)
+    assert oodml.ags_frame(measured.iloc[:-1]).empty  # a split missing: no AGS
+
+
+def test_fixed_class_recall_is_the_mean_over_class_subsets():
+    from umlkit.experiments.runners import fixed_class_recall
+    from umlkit.metrics import evaluate_retrieval
+    rng = np.random.default_rng(0)
+    labels = np.repeat(np.arange(8), 5)
+    emb = torch.nn.functional.normalize(torch.from_numpy(rng.normal(size=(40, 6)) + labels[:, None] * 0.3).float(), dim=1)
+    g = np.random.default_rng(4)
+    expected = []
+    for _ in range(3):
+        keep = np.isin(labels, g.choice(np.arange(8), 5, replace=False))
+        expected.append(evaluate_retrieval(emb[keep], labels[keep], metrics=["R@1"])["R@1"])
+    assert fixed_class_recall(emb, labels, 5, draws=3, seed=4) == pytest.approx(100 * np.mean(expected), abs=1e-3)
+    assert fixed_class_recall(emb, labels, 8, draws=1) == pytest.approx(
+        100 * evaluate_retrieval(emb, labels, metrics=["R@1"])["R@1"], abs=1e-3)
+    with pytest.raises(ValueError, match="only 8 classes"):
+        fixed_class_recall(emb, labels, 9)
+
+
+def test_mini_alias_names_the_generated_world_without_a_path():
+    from umlkit.data.mini import mini_alias
+    assert mini_alias("uml_mini") == "default" and mini_alias("uml_mini:large") == "large"
+    assert mini_alias("uml_mini:huge") is None and mini_alias("/data/uml_mini") is None and mini_alias(None) is None
+    from umlkit.experiments.fingerprint import data_fingerprint
+    cfg = oodml.run_config("quick", method="Margin (D)", lr=1e-3)
+    assert data_fingerprint(cfg) == "uml_mini:v2:large:seed0"
+
+
+@pytest.mark.slow
+def test_train_analysis_measures_what_its_key_asks(mini_root):
+    from umlkit.experiments.runners import run
+    from umlkit.train.config import DEFAULTS, merge
+    cfg = merge(DEFAULTS, {"data": {"root": str(mini_root), "datasets": ["cub"], "batch_size": 16,
+                                    "sampler": "m_per_class", "samples_per_class": 2,
+                                    "splits": {"cub": {"train": list(range(1, 21)), "test": list(range(21, 41))}}},
+                           "model": {"method": "full", "embed_dim": 16},
+                           "objective": [{"name": "margin", "weight": 1.0, "options": {}}],
+                           "train": {"epochs": 1, "progress": False}})
+    key = {"config": cfg, "analysis": {"metrics": ["R@1", "mAP@1000"], "fixed_classes": 10, "structure": True,
+                                       "few_shot": {"shots": [2], "episodes": 2, "iterations": 3},
+                                       "transfer": ["cars"]}}
+    out = run("train_analysis", key)
+    assert set(out["test"]) == {"R@1", "mAP@1000", "R@1@10cls"} and set(out["test"]["R@1"]) == {"CUB"}
+    assert 0 <= out["test"]["R@1"]["CUB"] <= 100
+    assert set(out["structure"]) == {"train", "test"} and out["structure"]["test"]["pi_ratio"] > 0
+    fs = out["few_shot"]["2"]
+    assert len(fs["zero"]["R@1"]) == 2 and set(fs["few_mean"]) == {"R@1", "mAP@1000"}
+    assert set(out["transfer"]) == {"Cars"} and out["curves"][-1]["epoch"] == 1
+    zs = run("train_analysis", {"config": {**cfg, "model": {**cfg["model"], "method": "zero_shot"}},
+                                "analysis": {"metrics": ["R@1"]}})
+    assert zs["trainable_model"] == 0 and "loss" not in zs
