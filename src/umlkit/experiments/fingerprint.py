@@ -121,6 +121,18 @@ def data_fingerprint(cfg: dict) -> str:
     return "root:" + _annotation_hash(root, cfg["data"]["datasets"])
 
 
+@functools.lru_cache(maxsize=64)
+def _sha256_of(path: str, mtime_ns: int, size: int) -> str:
+    """A weights file's sha256, computed once per (path, modification time, size): a chapter fingerprints the same
+    shipped file for hundreds of records."""
+    return file_sha256(path)
+
+
+def _file_fingerprint(path: Path) -> str:
+    st = path.stat()
+    return f"sha256:{_sha256_of(str(path.resolve()), st.st_mtime_ns, st.st_size)}"
+
+
 def weights_fingerprint(cfg: dict) -> str:
     from umlkit.models.backbones import WEIGHTS_DIR, resolve_backbone_name
     m = cfg["model"]
@@ -129,13 +141,13 @@ def weights_fingerprint(cfg: dict) -> str:
         return w
     if w:
         path = Path(w).expanduser()
-        return f"sha256:{file_sha256(path)}" if path.is_file() else f"missing:{path}"
+        return _file_fingerprint(path) if path.is_file() else f"missing:{path}"
     if not m.get("pretrained"):
         return "random-init"
     name = resolve_backbone_name(m["backbone"])
     shipped = WEIGHTS_DIR / f"{name}.safetensors"
     if shipped.is_file():
-        return f"sha256:{file_sha256(shipped)}"
+        return _file_fingerprint(shipped)
     return f"hub:{name}"
 
 

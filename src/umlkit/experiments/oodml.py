@@ -236,6 +236,12 @@ def default_split_id(source: str, profile: str = "quick") -> int:
     return next(s["id"] for s in load_splits(profile)["sources"][source]["splits"] if s["default"])
 
 
+def tuned_methods(profile: str) -> list[str]:
+    """The methods with a chosen learning rate for ``profile`` (a table has rows only for these)."""
+    lrs = methods_config()["lr"].get(profile) or {}
+    return [m for m in methods_config()["methods"] if m in lrs or "default" in lrs]
+
+
 def chosen_lr(method: str, profile: str) -> float:
     lrs = methods_config()["lr"][profile] or {}
     if method in lrs:
@@ -398,7 +404,7 @@ def shift_table(source: str, profile: str = "quick") -> Table:
     ids = split_ids(source, profile)
     rows = [Row(method=m, setting=settings[i], spec={"method": m, "source": source, "split": i},
                 runner="train_analysis", group="methods", label=f"{source}-{m}-split{i}")
-            for m in methods_config()["methods"] for i in ids]
+            for m in tuned_methods(profile) for i in ids]
     rows += [Row(method=g, setting=settings[i], spec={"method": g, "source": source, "split": i},
                  runner="train_analysis", group="generic", label=f"{source}-{g.split(' ')[0].lower()}-split{i}")
              for g in GENERIC for i in ids]
@@ -425,7 +431,8 @@ def few_shot_table(source: str, profile: str = "quick") -> Table:
     rows = [Row(method=m, setting=f"shot={k};use={use};split={i}",
                 spec={"method": m, "source": source, "split": i, "shot": k, "use": use},
                 runner="train_analysis", group=f"{k}-shot", label=f"{source}-{m}-split{i}")
-            for m in fs["methods"] for k in fs["shots"] for use in ("Zero", "Few") for i in ids]
+            for m in fs["methods"] if m in tuned_methods(profile) for k in fs["shots"] for use in ("Zero", "Few")
+            for i in ids]
     name = SOURCE_NAMES[source]
     claims = [Claim(f"{m}: {k}-shot adaptation beats zero-shot on the hardest split ({name})",
                     _c(f"shot={k};use=Few;split={ids[-1]}", m, name), _c(f"shot={k};use=Zero;split={ids[-1]}", m, name))
@@ -475,8 +482,10 @@ def ags_table(profile: str = "quick") -> Table:
 
 
 def TABLES(profile: str = "quick") -> dict[str, Table]:
-    """Every record-based ooDML table of a profile (the FID tables need no records: :func:`fid_tables`)."""
-    out = {SHIFT_TABLES[s]: shift_table(s, profile) for s in SOURCES}
+    """Every ooDML table of a profile: the FID tables (computed with the splits), the shift tables S4-S6 and the
+    few-shot tables S7-S8 (records), and Table S3 (AGS, from the records of S4-S6)."""
+    out = {t: fid_table(t, profile) for t in ("Table 1", "Table S1", "Table S2")}
+    out.update({SHIFT_TABLES[s]: shift_table(s, profile) for s in SOURCES})
     out.update({FEW_SHOT_TABLES[s]: few_shot_table(s, profile) for s in FEW_SHOT_TABLES})
     out["Table S3"] = ags_table(profile)
     return out
@@ -484,14 +493,11 @@ def TABLES(profile: str = "quick") -> dict[str, Table]:
 
 def table_jobs(profile: str = "quick", seeds=SEEDS) -> list[tuple[str, str, dict]]:
     """(record folder, label, key) of every training run of Tables S4-S8, seed-major (all of seed 0 first)."""
-    tuned = set(methods_config()["lr"].get(profile) or {})
-    default = "default" in tuned
     jobs = []
     for seed in seeds:
         for src in SOURCES:
-            spec = shift_table(src, profile)
-            jobs += [(spec.slug, f"{row.label}-seed{seed}", config_for(row, seed, profile)) for row in spec.rows
-                     if row.group == "generic" or default or row.method in tuned]  # untuned methods wait
+            spec = shift_table(src, profile)  # rows of tuned methods only: untuned ones wait for their sweep
+            jobs += [(spec.slug, f"{row.label}-seed{seed}", config_for(row, seed, profile)) for row in spec.rows]
     return jobs
 
 
@@ -518,3 +524,246 @@ def lr_sweep(profile: str = "quick", train: bool = False, select_on: str = "MAP@
     out["interior"] = [bool(c and grid.loc[m, "min"] < lr < grid.loc[m, "max"]) if c else None
                        for m, lr, c in zip(out["method"], out["lr"], out["chosen"])]
     return out
+
+
+# ------------------------------------------------------------------------------------------------ FID tables
+_T1 = {"default": "split=Default - different classes train/test", "iid": "split=i.i.d. - same classes train/test"}
+_DIRECTION = {"cub": "CUB", "cars": "CARS", "sop": "SOP"}
+
+
+def _fid_row(table: str, setting: str, dataset: str, value: float, seed: int = 0, row: str | None = None) -> dict:
+    return {"table": table, "section": "", "method": "", "setting": setting, "row": row or setting, "seed": seed,
+            "dataset": dataset, "metric": "FID", "value": float(value), "stale": ""}
+
+
+def fid_measured(table: str, profile: str = "quick") -> pd.DataFrame:
+    """Table 1 (default and i.i.d. FID; the i.i.d. split drawn 5 times, as seeds), Table S1 (every split's FID) or
+    Table S2 (train classes of one source against the test classes of another; the largest FID of any split) of
+    this profile's splits, in the measured long format. Computed when the splits were made: no training."""
+    data = load_splits(profile)
+    rows = []
+    if table == "Table 1":
+        for src in SOURCES:
+            d, name = data["sources"][src], SOURCE_NAMES[src]
+            rows.append(_fid_row(table, _T1["default"], name, d["default_fid"], row="default split"))
+            rows += [_fid_row(table, _T1["iid"], name, v, seed=i, row="i.i.d. split") for i, v in enumerate(d["iid_fid"])]
+    elif table == "Table S1":
+        for src in SOURCES:
+            rows += [_fid_row(table, f"split={s['id']}", SOURCE_NAMES[src], s["fid"], row=f"split {s['id']}")
+                     for s in data["sources"][src]["splits"]]
+    elif table == "Table S2":
+        for pair, v in data["cross_fid"].items():
+            a, b = pair.split(">")
+            setting = f"direction={_DIRECTION[a]}→{_DIRECTION[b]};train={SOURCE_NAMES[a]};test={SOURCE_NAMES[b]}"
+            rows.append(_fid_row(table, setting, "", v, row=f"{SOURCE_NAMES[a]} → {SOURCE_NAMES[b]}"))
+        top = max(s["fid"] for d in data["sources"].values() for s in d["splits"])
+        rows.append(_fid_row(table, "direction=Max. ooDML;value=parenthesised", "", top, row="largest ooDML split"))
+    else:
+        raise KeyError(f"{table!r} is not an FID table; choose Table 1, Table S1 or Table S2")
+    return pd.DataFrame(rows)
+
+
+def fid_table(table: str, profile: str = "quick") -> Table:
+    unmeasured = {"quick": "not measured in this profile"}
+    if table == "Table S2":
+        unmeasured = {p: "ambiguous in the paper: the printed '155 (235)' has a main value that matches no split of "
+                         "Table S1; the parenthesised 235 is compared with the largest split FID" for p in ("quick", "full")}
+    return Table(PAPER, table, [], lambda *a: {}, metric="FID", params=False, unmeasured=unmeasured,
+                 derive=lambda profile=profile, train=False: fid_measured(table, profile))
+
+
+# ------------------------------------------------------------------------------------------------ analyses
+def with_fid(measured: pd.DataFrame, profile: str = "quick") -> pd.DataFrame:
+    """Measured cells of Tables S4-S8 with the split id and this profile's split FID (the x axis of Figs. 2-7)."""
+    if measured.empty:
+        return measured.assign(split=pd.Series(dtype=int), fid=pd.Series(dtype=float))
+    fids = {SOURCE_NAMES[s]: {d["id"]: d["fid"] for d in load_splits(profile)["sources"][s]["splits"]} for s in SOURCES}
+    split = measured["setting"].str.extract(r"split=(\d+)")[0].astype(int)
+    out = measured.assign(split=split.to_numpy())
+    out["fid"] = [fids[d][i] for d, i in zip(out["dataset"], out["split"])]
+    return out
+
+
+def trend_table(measured: pd.DataFrame, metric: str = "R@1", profile: str = "quick") -> pd.DataFrame:
+    """Per source and method: the seed-mean ``metric`` on the default and the hardest split, their difference,
+    Spearman's rank correlation between split FID and the seed mean over all splits (-1: falls at every step),
+    the splits and the seeds measured."""
+    from scipy.stats import spearmanr
+    sub = with_fid(measured[measured["metric"] == metric], profile)
+    rows = []
+    for (dataset, method), g in sub.groupby(["dataset", "method"], sort=False):
+        mean = g.groupby("split").agg(fid=("fid", "first"), value=("value", "mean"), seeds=("seed", "nunique"))
+        src = next(s for s in SOURCES if SOURCE_NAMES[s] == dataset)
+        d_id, last = default_split_id(src, profile), max(split_ids(src, profile))
+        rho = spearmanr(mean["fid"], mean["value"]).correlation if len(mean) > 2 else float("nan")
+        rows.append({"dataset": dataset, "method": method,
+                     "default": mean["value"].get(d_id, float("nan")), "hardest": mean["value"].get(last, float("nan")),
+                     "change": mean["value"].get(last, float("nan")) - mean["value"].get(d_id, float("nan")),
+                     "spearman(FID, metric)": rho, "splits": len(mean), "seeds": int(mean["seeds"].min())})
+    return pd.DataFrame(rows)
+
+
+def record_results(spec: Table, profile: str = "quick", seeds=SEEDS, rows=None):
+    """(row, seed, result) of every stored record of ``spec``'s rows (nothing is trained)."""
+    from umlkit.experiments.records import find_record, load_record, normalise_key
+    out = []
+    for row in rows if rows is not None else spec.rows:
+        for seed in seeds:
+            path = find_record(normalise_key(spec.config(row, seed, profile, ())), profile)
+            if path is not None:
+                out.append((row, seed, load_record(path)["result"]))
+    return out
+
+
+def structure_frame(profile: str = "quick", part: str = "train") -> pd.DataFrame:
+    """Fig. 4 / S6 / S7 data: per method, split and seed of Tables S4-S6, the structure of the ``part`` embeddings
+    (pi_intra, pi_inter, pi_ratio, spectral decay rho) beside the test R@1."""
+    rows = []
+    for src in SOURCES:
+        spec = shift_table(src, profile)
+        for row, seed, res in record_results(spec, profile, rows=spec.select(["methods"])):
+            if "structure" not in res:
+                continue
+            rows.append({"dataset": SOURCE_NAMES[src], "method": row.method, "split": row.spec["split"], "seed": seed,
+                         "R@1": res["test"]["R@1"][SOURCE_NAMES[src]], **res["structure"][part]})
+    out = pd.DataFrame(rows)
+    return with_fid(out.assign(setting="split=" + out["split"].astype(str)), profile).drop(columns="setting") \
+        if not out.empty else out
+
+
+def structure_correlations(frame: pd.DataFrame) -> pd.DataFrame:
+    """Spearman correlation between each structural metric and test R@1 over every (method, split, seed) point of a
+    source, and within each split across methods (the mean over splits): does a metric track generalisation?"""
+    from scipy.stats import spearmanr
+    rows = []
+    for dataset, g in frame.groupby("dataset", sort=False):
+        for m in ("pi_intra", "pi_inter", "pi_ratio", "rho"):
+            within = [spearmanr(s[m], s["R@1"]).correlation for _, s in g.groupby("split") if s["method"].nunique() > 2]
+            rows.append({"dataset": dataset, "metric": m, "across all points": spearmanr(g[m], g["R@1"]).correlation,
+                         "within a split (mean)": float(np.nanmean(within)) if within else float("nan"),
+                         "points": len(g)})
+    return pd.DataFrame(rows)
+
+
+def transfer_frame(profile: str = "quick") -> pd.DataFrame:
+    """Table S2 / Fig. S3: R@1 of each method trained on one source's default split, on its own test classes and on
+    every other source's test set, beside the FID between the two (seed means)."""
+    rows, data = [], load_splits(profile)
+    for src in SOURCES:
+        spec = shift_table(src, profile)
+        d = default_split_id(src, profile)
+        chosen = [r for r in spec.select(["methods"]) if r.spec["split"] == d]
+        for row, seed, res in record_results(spec, profile, rows=chosen):
+            rows.append({"train": SOURCE_NAMES[src], "test": SOURCE_NAMES[src], "method": row.method, "seed": seed,
+                         "R@1": res["test"]["R@1"][SOURCE_NAMES[src]], "FID": data["sources"][src]["default_fid"]})
+            for other, scores in res.get("transfer", {}).items():
+                o = next(s for s in SOURCES if SOURCE_NAMES[s] == other)
+                rows.append({"train": SOURCE_NAMES[src], "test": other, "method": row.method, "seed": seed,
+                             "R@1": scores["R@1"], "FID": data["cross_fid"][f"{src}>{o}"]})
+    out = pd.DataFrame(rows)
+    if out.empty:
+        return out
+    return out.groupby(["train", "test", "method"], sort=False).agg(**{"R@1": ("R@1", "mean"), "FID": ("FID", "first"),
+                                                                      "seeds": ("seed", "nunique")}).reset_index()
+
+
+def few_shot_gains(measured: pd.DataFrame, metric: str = "R@1", profile: str = "quick") -> pd.DataFrame:
+    """Per source, method, shots and split: zero-shot and adapted query ``metric`` (seed means), the gain and the
+    relative gain (Fig. 7 / S8's black line), with the split FID."""
+    sub = with_fid(measured[measured["metric"] == metric], profile)
+    parts = sub["setting"].str.extract(r"shot=(\d+);use=(\w+);")
+    sub = sub.assign(shots=parts[0].astype(int).to_numpy(), use=parts[1].to_numpy())
+    piv = sub.pivot_table(index=["dataset", "method", "shots", "split", "fid"], columns="use", values="value",
+                          aggfunc="mean").reset_index()
+    piv["gain"] = piv["Few"] - piv["Zero"]
+    piv["relative gain (%)"] = 100 * piv["gain"] / piv["Zero"]
+    return piv
+
+
+def split_view(cmp: pd.DataFrame, metric: str = "R@1", digits: int = 1, profile: str = "quick") -> pd.DataFrame:
+    """A shift or few-shot table in the paper's layout: one line per method (and, for Tables S7/S8, shots and
+    zero/few), one column per split ("split i" with this profile's FID and the paper's), each cell "measured
+    ±half the seed range (paper)"; † marks a stale record."""
+    sub = with_fid(cmp[cmp["metric"] == metric], profile)
+    if sub.empty:
+        return pd.DataFrame()
+    paper_fid = sub["setting"].str.extract(r"FID=([\d.]+)")[0]
+    lines: dict = {}
+    for (_, r), pf in zip(sub.iterrows(), paper_fid):
+        parts = dict(p.split("=", 1) for p in r["setting"].split(";"))
+        label = r["row"] if "shot" not in parts else f"{r['row']}, {parts['shot']}-shot, {parts['use'].lower()}"
+        col = f"split {r['split']} ({r['fid']:.0f}" + (f" / {float(pf):.0f})" if isinstance(pf, str) else ")")
+        text = f"{r['measured']:.{digits}f}"
+        if r["seeds"] > 1:
+            text += f" ±{r['spread']:.{digits}f}"
+        text += f" ({r['paper']:.{digits}f})" if pd.notna(r["paper"]) else ""
+        if r.get("stale"):
+            text += " †"
+        lines.setdefault(label, {})[(r["split"], col)] = text
+    out = pd.DataFrame.from_dict(lines, orient="index")
+    out = out[sorted(out.columns)].fillna("")
+    out.columns = [c for _, c in out.columns]
+    out.index.name = "method"
+    return out
+
+
+def chapter_facts(measured: pd.DataFrame, trends: dict, ags: pd.DataFrame, corr: pd.DataFrame,
+                  transfer: pd.DataFrame, gains: pd.DataFrame, claims: pd.DataFrame, profile: str = "quick") -> dict:
+    """The numbers the ooDML chapter's discussion states, from its tables (glued into the text; every fact is
+    computed from whatever records exist, and says how many there are)."""
+    from umlkit.experiments.prose import fmt
+    data = load_splits(profile)
+    f: dict[str, str] = {k: "n/a" for k in (
+        "transfer_own", "transfer_cross", "fs_points", "fs_positive", "fs_gain_first", "fs_gain_last", "fs5_gain_first",
+        "fs5_gain_last", "claims_n", "claims_summary", "corr_pi_ratio", "corr_pi_ratio_signs", "corr_rho",
+        "corr_rho_signs", *[f"{s}_ags_{k}" for s in SOURCES for k in ("best", "worst", "range")])}
+    f["n_records"] = str(measured["record"].nunique()) if not measured.empty else "0"
+    seeds = measured.groupby(["row", "setting", "dataset"])["seed"].nunique() if not measured.empty else pd.Series([0])
+    f["seeds_min"], f["seeds_max"] = str(int(seeds.min())), str(int(seeds.max()))
+    for src in SOURCES:
+        d, name = data["sources"][src], SOURCE_NAMES[src]
+        iid = float(np.mean(d["iid_fid"]))
+        f[f"{src}_default"], f[f"{src}_iid"] = fmt(d["default_fid"]), fmt(iid)
+        f[f"{src}_default_iid"] = fmt(d["default_fid"] / iid)
+        f[f"{src}_hardest"] = fmt(d["splits"][-1]["fid"])
+        f[f"{src}_hardest_ratio"] = fmt(d["splits"][-1]["fid"] / d["default_fid"])
+        for key, t in trends.items():
+            sub = t[(t["dataset"] == name) & (t["splits"] == len(d["splits"]))]
+            tag = {"R@1": "r1", "R@1 fixed": "fixed", "MAP@R": "mapr"}[key]
+            f[f"{src}_{tag}_methods"] = str(len(sub))
+            f[f"{src}_{tag}_falls"] = str(int((sub["change"] < 0).sum()))
+            f[f"{src}_{tag}_rho"] = fmt(sub["spearman(FID, metric)"].mean(), 2) if len(sub) else "n/a"
+            f[f"{src}_{tag}_drop"] = fmt(-sub["change"].mean()) if len(sub) else "n/a"
+    f["paper_iid_ratio"] = "10.8, 3.7 and 3.5"  # Table 1: 52.62/4.87, 8.59/2.33, 3.43/0.98
+    if not ags.empty:
+        a = ags[ags["metric"] == "AGS-R@1"].groupby(["dataset", "row"])["measured"].mean()
+        for src in SOURCES:
+            name = SOURCE_NAMES[src]
+            if name in a.index.get_level_values(0):
+                s = a.loc[name].sort_values()
+                f[f"{src}_ags_best"], f[f"{src}_ags_worst"] = s.index[-1], s.index[0]
+                f[f"{src}_ags_range"] = f"{s.iloc[0]:.1f}–{s.iloc[-1]:.1f}"
+    if not corr.empty:
+        for m in ("pi_ratio", "rho"):
+            c = corr[corr["metric"] == m]["across all points"]
+            f[f"corr_{m}"] = ", ".join(f"{v:+.2f}" for v in c)
+            f[f"corr_{m}_signs"] = "the same sign on every source" if (c > 0).all() or (c < 0).all() else "opposite signs across sources"
+    if not transfer.empty:
+        own = transfer[transfer["train"] == transfer["test"]]["R@1"].mean()
+        cross = transfer[transfer["train"] != transfer["test"]]["R@1"].mean()
+        f["transfer_own"], f["transfer_cross"] = fmt(own), fmt(cross)
+    if not gains.empty:
+        g2 = gains[gains["shots"] == 2]
+        first, last = g2["split"].min(), g2["split"].max()
+        f["fs_points"] = str(len(gains))
+        f["fs_positive"] = str(int((gains["gain"] > 0).sum()))
+        f["fs_gain_first"] = fmt(g2[g2["split"] == first]["gain"].mean())
+        f["fs_gain_last"] = fmt(g2[g2["split"] == last]["gain"].mean())
+        g5 = gains[gains["shots"] == 5]
+        f["fs5_gain_first"] = fmt(g5[g5["split"] == g5["split"].min()]["gain"].mean()) if len(g5) else "n/a"
+        f["fs5_gain_last"] = fmt(g5[g5["split"] == g5["split"].max()]["gain"].mean()) if len(g5) else "n/a"
+    if not claims.empty:
+        counts = claims["verdict"].value_counts()
+        f["claims_n"] = str(len(claims))
+        f["claims_summary"] = "; ".join(f"{v} {k}" for k, v in counts.items())
+    return f

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-__all__ = ["plot_measured_vs_paper", "plot_seeds", "plot_setting_deltas", "plot_grouped_bars", "plot_heatmap"]
+__all__ = ["plot_measured_vs_paper", "plot_seeds", "plot_setting_deltas", "plot_grouped_bars", "plot_heatmap",
+           "plot_fid_progression", "plot_metric_vs_fid"]
 
 
 def plot_measured_vs_paper(cmp: pd.DataFrame, dataset: str = "Harmonic", metric: str = "R@1", hue: str = "section",
@@ -92,3 +93,60 @@ def plot_heatmap(df: pd.DataFrame, title: str, cbar: str, fmt: str = ".0f", cmap
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     return ax
+
+
+def plot_fid_progression(splits: dict, sources: Sequence[str], names: dict[str, str]):
+    """ooDML Fig. 1: FID per swap iteration and per removal iteration of each source (from the splits file), the
+    chosen splits marked. ``splits`` is :func:`umlkit.experiments.oodml.load_splits`'s mapping."""
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, len(sources), figsize=(4.2 * len(sources), 3.2), squeeze=False)
+    for ax, src in zip(axes[0], sources):
+        d = splits["sources"][src]
+        swap = [(it, f) for kind, it, f, *_ in d["progression"] if kind == "swap"]
+        n_swap = max(it for it, _ in swap)
+        removal = [(n_swap + it, f) for kind, it, f, *_ in d["progression"] if kind == "removal"]
+        inverse = [(it, f) for _, it, f, *_ in d.get("inverse", [])]
+        for pts, label, style, color in ((inverse, "inverse swapping", ":", "tab:green"), (swap, "swapping", "-", "tab:blue"),
+                                         (removal, "removal", "--", "tab:orange")):
+            if pts:
+                ax.plot(*zip(*pts), style, label=label, color=color)
+        for s in d["splits"]:  # inverse iterations are stored negative
+            x = s["iteration"] + (n_swap if s["kind"] == "removal" else 0)
+            ax.scatter([x], [s["fid"]], color="black", zorder=3, s=14)
+            ax.annotate(str(s["id"]), (x, s["fid"]), textcoords="offset points", xytext=(3, 3), fontsize=7)
+        ax.axvline(n_swap, color="grey", lw=0.6)
+        ax.set_title(names[src])
+        ax.set_xlabel("iteration (swaps, then removals)")
+    axes[0][0].set_ylabel("class-mean FID")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def plot_metric_vs_fid(frame: pd.DataFrame, metric: str = "R@1", hue: str = "method", col: str = "dataset",
+                       paper: pd.DataFrame | None = None):
+    """ooDML Fig. 2 / 4 / 7: ``metric`` against the split FID, one line per ``hue`` (seed mean, bars = seed range),
+    one panel per ``col``; ``paper`` (same columns, FIDs of the paper's splits) is drawn as thin dashed lines on a
+    second x axis when given."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+    cols = list(dict.fromkeys(frame[col]))
+    fig, axes = plt.subplots(1, len(cols), figsize=(4.4 * len(cols), 3.4), squeeze=False)
+    palette = dict(zip(dict.fromkeys(frame[hue]), sns.color_palette("tab10", frame[hue].nunique())))
+    for ax, c in zip(axes[0], cols):
+        sub = frame[frame[col] == c]
+        for h, g in sub.groupby(hue, sort=False):
+            s = g.groupby("fid")["value"].agg(["mean", "min", "max"]).reset_index()
+            ax.errorbar(s["fid"], s["mean"], yerr=[s["mean"] - s["min"], s["max"] - s["mean"]], marker="o", ms=3,
+                        lw=1.2, capsize=2, label=h, color=palette[h])
+        ax.set_title(c)
+        ax.set_xlabel("split FID (this profile)")
+        if paper is not None and not paper[paper[col] == c].empty:
+            twin = ax.twiny()
+            for h, g in paper[paper[col] == c].groupby(hue, sort=False):
+                twin.plot(g["fid"], g["value"], ls="--", lw=0.7, color=palette.get(h, "grey"))
+            twin.set_xlabel("paper split FID (dashed)", fontsize=8)
+    axes[0][0].set_ylabel(metric)
+    axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
+    fig.tight_layout()
+    return fig

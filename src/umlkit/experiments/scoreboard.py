@@ -24,8 +24,13 @@ def _puma_tables(profile: str) -> dict[str, Table]:
 
 MAX_SEEDS = 10  # every stored seed 0..9 of a row counts
 
-# paper -> its tables for a profile; the ooDML, VPTSP and language-guidance modules join here
-PAPERS: dict[str, Callable[[str], dict[str, Table]]] = {"puma": _puma_tables}
+def _oodml_tables(profile: str) -> dict[str, Table]:
+    from umlkit.experiments import oodml
+    return oodml.TABLES(profile)
+
+
+# paper -> its tables for a profile; the VPTSP and language-guidance modules join here
+PAPERS: dict[str, Callable[[str], dict[str, Table]]] = {"puma": _puma_tables, "oodml": _oodml_tables}
 
 
 def scoreboard(profile: str = "quick", papers=None) -> pd.DataFrame:
