@@ -56,7 +56,6 @@ def test_run_config_tunes_on_training_classes_only():
     sop = oodml.run_config("quick", method="DiVA", source="sop", lr=1e-3, split=8)
     assert sop["train"]["epochs"] == 4 and sop["objective"][0]["options"]["decorrelation"] == 150.0
     assert sop["data"]["splits"]["sop"]["test"] == oodml.split_of("sop", 8)["test"]
-    full = oodml.run_config("full", method="ProxyAnchor", source="cub", split=1) if False else None  # no full splits yet
     with pytest.raises(KeyError, match="unknown ooDML method"):
         oodml.run_config("quick", method="Triplet")
 
@@ -149,3 +148,59 @@ def test_train_analysis_measures_what_its_key_asks(mini_root):
     zs = run("train_analysis", {"config": {**cfg, "model": {**cfg["model"], "method": "zero_shot"}},
                                 "analysis": {"metrics": ["R@1"]}})
     assert zs["trainable_model"] == 0 and "loss" not in zs
+
+
+def _fake_pickles(mini_root, folder):
+    """Official-format split files built from a UML-Mini tree (class names as the authors' files spell them)."""
+    import pickle
+    from umlkit.data import load_dataset
+    made = {}
+    for src in oodml.SOURCES:
+        names = {}
+        for part in ("train", "test"):
+            names.update(oodml._published_names(src, load_dataset(src, mini_root, part, cache=False)))
+        order = sorted(names, key=lambda n: str(names[n]))
+        half = len(order) // 2
+        raw = {1: {"train": order[:half], "test": order[half:], "fid": 8.59, "split_train": order[:half - 2],
+                   "split_val": order[half - 2:half]},
+               2: {"train": order[1:half + 1], "test": [order[0]] + order[half + 1:], "fid": 14.33}}
+        (folder / oodml.PUBLISHED_FILES[src]).write_bytes(pickle.dumps(raw))
+        made[src] = (names, order, half)
+    return made
+
+
+def test_published_split_files_map_onto_the_loaders_class_keys(mini_root, tmp_path, monkeypatch):
+    made = _fake_pickles(mini_root, tmp_path)
+    monkeypatch.setattr(oodml, "_splits_path", lambda profile: tmp_path / f"splits_{profile}.json")
+    path = oodml.import_published_splits(tmp_path, mini_root)
+    data = oodml.load_splits("full")
+    for src in oodml.SOURCES:
+        names, order, half = made[src]
+        s1, s2 = data["sources"][src]["splits"]
+        assert s1["train"] == [names[n] for n in order[:half]] and s1["val"] == [names[n] for n in order[half - 2:half]]
+        assert s2["test"][0] == names[order[0]] and s2["fid"] == 14.33
+        assert [s["default"] for s in (s1, s2)] == ([False, False] if src == "cub" else [True, False])
+    # the full profile's configuration trains the published classes with the paper's recipe
+    cfg = oodml.run_config("full", method="ProxyAnchor", source="cars", split=2, overrides=["data.root=/data"])
+    assert cfg["data"]["splits"]["cars"]["test"] == data["sources"]["cars"]["splits"][1]["test"]
+    assert (cfg["model"]["backbone"], cfg["model"]["embed_dim"], cfg["model"]["options"]) == ("resnet50", 512, {"freeze_bn": True})
+    assert (cfg["optimizer"]["lr"], cfg["optimizer"]["lr_mult"]["loss"], cfg["train"]["epochs"]) == (1e-5, 2000.0, 200)
+    assert oodml.run_config("full", method="Margin (D)", source="cars", split=1)["optimizer"]["lr_mult"]["loss"] == 50.0
+    with pytest.raises(FileExistsError):
+        (tmp_path / "splits_full.json").write_text("{}")
+        oodml.import_published_splits(tmp_path, mini_root)
+    assert path.name == "splits_full.json"
+
+
+def test_a_published_class_the_data_root_lacks_is_named(mini_root, tmp_path):
+    import pickle
+    (tmp_path / "cub200_splits.pkl").write_bytes(pickle.dumps({1: {"train": ["999.Dodo"], "test": [], "fid": 1.0}}))
+    with pytest.raises(KeyError, match="999.Dodo"):
+        oodml.read_published_splits(tmp_path / "cub200_splits.pkl", "cub", mini_root)
+
+
+def test_generated_and_published_splits_compare_by_fid_and_class_overlap():
+    a = {"splits": [{"id": 1, "fid": 5.0, "test": [1, 2, 3, 4]}]}
+    b = {"splits": [{"id": 1, "fid": 8.0, "test": [3, 4, 5, 6]}]}
+    out = oodml.compare_with_published(a, b)
+    assert out.iloc[0]["test-class overlap (Jaccard)"] == pytest.approx(2 / 6)

@@ -17,10 +17,14 @@ def no_training(monkeypatch):
 
 def test_scoreboard_checks_every_declared_claim_from_records(no_training):
     board = scoreboard("quick")
-    assert len(board) == declared_claims("quick")["puma"] and set(board["verdict"]) <= VERDICTS
-    assert set(board["table"]) == {"Table 2", "Table 3", "Table 4", "Table 5"}
-    summary = scoreboard_summary(board, declared_claims("quick"))
-    assert summary.loc["puma", "checked"] == len(board) == summary.loc["puma", "declared"]
+    declared = declared_claims("quick")
+    puma = board[board["paper"] == "puma"]
+    assert len(puma) == declared["puma"] and set(board["verdict"]) <= VERDICTS
+    assert set(puma["table"]) == {"Table 2", "Table 3", "Table 4", "Table 5"}
+    # ooDML's record set is filled over several sessions: only claims whose two cells have records are checked
+    assert len(board[board["paper"] == "oodml"]) <= declared["oodml"]
+    summary = scoreboard_summary(board, declared)
+    assert summary.loc["puma", "checked"] == len(puma) == summary.loc["puma", "declared"]
     for _, row in board[board["seeds"] == 1].iterrows():   # one seed: the verdict is the sign of the gap
         assert (row["measured A"] > row["measured B"]) == (row["verdict"] == "holds, 1 seed")
 

@@ -767,3 +767,85 @@ def chapter_facts(measured: pd.DataFrame, trends: dict, ags: pd.DataFrame, corr:
         f["claims_n"] = str(len(claims))
         f["claims_summary"] = "; ".join(f"{v} {k}" for k, v in counts.items())
     return f
+
+
+# ------------------------------------------------------------------------------------------------ full profile
+PUBLISHED_FILES = {"cub": "cub200_splits.pkl", "cars": "cars196_splits.pkl", "sop": "online_products_splits.pkl"}
+
+
+def _published_names(source: str, ds) -> dict[str, object]:
+    """{name used in the official split files: class key} for a loaded split: CUB folder names
+    ("001.Black_footed_Albatross"), Cars class names, SOP product ids (the image file names' prefix)."""
+    if source == "sop":
+        out = {}
+        for path, label in zip(ds.paths, ds.labels):
+            out.setdefault(Path(path).name.split("_")[0], ds.class_keys[int(label)])
+        return out
+    return {str(n): k for n, k in zip(ds.class_names, ds.class_keys)}
+
+
+def read_published_splits(pkl_path, source: str, root) -> dict:
+    """One official ``datasplits/*_splits.pkl`` (ooDML's repository) as this module's split layout: per split id its
+    train/test class keys (class names mapped onto ``root``'s annotation ids), FID, the default flag (CUB 3, Cars
+    and SOP 1, as ``ood_main.py``) and the class-level validation split (``split_val``). A class name the data
+    root does not have is an error naming it. The pickle is the authors' file: read only one you trust."""
+    import pickle
+    from umlkit.data import load_dataset
+    with open(pkl_path, "rb") as fh:
+        raw = pickle.load(fh)  # noqa: S301 - the published split files are pickles
+    if not isinstance(raw, dict) or not raw:
+        raise ValueError(f"{pkl_path}: expected a dict of split id -> {{train, test, fid, ...}}")
+    names = {}
+    for part in ("train", "test"):
+        names.update(_published_names(source, load_dataset(source, root, part, cache=False)))
+    default = 3 if source == "cub" else 1
+
+    def keys(lst, sid, part):
+        missing = [n for n in lst if str(n) not in names]
+        if missing:
+            raise KeyError(f"{pkl_path}: split {sid} {part} names {len(missing)} class(es) that {root} does not have, "
+                           f"e.g. {missing[:3]}; known names look like {list(names)[:3]}")
+        return _jsonable(names[str(n)] for n in lst)
+
+    splits = []
+    for sid in sorted(raw, key=int):
+        s = raw[sid]
+        entry = {"id": int(sid), "kind": "published", "iteration": 0, "fid": round(float(s["fid"]), 4),
+                 "default": int(sid) == default, "train": keys(s["train"], sid, "train"), "test": keys(s["test"], sid, "test")}
+        if s.get("split_val"):
+            entry["val"] = keys(s["split_val"], sid, "split_val")
+        splits.append(entry)
+    d = next((s for s in splits if s["default"]), splits[0])
+    return {"default_fid": d["fid"], "splits": splits, "progression": [], "inverse": []}
+
+
+def import_published_splits(pkl_dir, root, sources=SOURCES, overwrite: bool = False) -> Path:
+    """Write ``configs/oodml/splits_full.json`` from the official split files in ``pkl_dir`` for the datasets under
+    ``root`` (the full profile's splits; its configurations then refer to them like the quick profile's)."""
+    from umlkit.results import _atomic_write
+    pkl_dir = Path(pkl_dir)
+    missing = [PUBLISHED_FILES[s] for s in sources if not (pkl_dir / PUBLISHED_FILES[s]).is_file()]
+    if missing:
+        raise FileNotFoundError(f"{pkl_dir} lacks {missing}; download the official repository's datasplits/ folder")
+    out = {"backbone": "resnet50 (published splits)", "world": "published", "cross_fid": {},
+           "sources": {s: read_published_splits(pkl_dir / PUBLISHED_FILES[s], s, root) for s in sources}}
+    for s in out["sources"].values():  # the i.i.d. FID is not in the files: the full profile reports the paper's
+        s["iid_fid"] = []
+    path = _splits_path("full")
+    data = json.dumps(out, separators=(",", ":"), sort_keys=True) + "\n"
+    if path.exists() and not overwrite and path.read_text() != data:
+        raise FileExistsError(f"{path} exists with other splits; pass overwrite=True to replace it")
+    _atomic_write(path, data)
+    load_splits.cache_clear()
+    return path
+
+
+def compare_with_published(quick: dict, published: dict) -> pd.DataFrame:
+    """How generated splits relate to published ones of the same source (both in this module's layout): per split
+    id the two FIDs and the overlap of their test classes (Jaccard)."""
+    rows = []
+    for a, b in zip(quick["splits"], published["splits"]):
+        ta, tb_ = set(map(str, a["test"])), set(map(str, b["test"]))
+        rows.append({"split": a["id"], "FID (generated)": a["fid"], "FID (published)": b["fid"],
+                     "test-class overlap (Jaccard)": len(ta & tb_) / max(1, len(ta | tb_))})
+    return pd.DataFrame(rows)

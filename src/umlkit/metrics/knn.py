@@ -55,9 +55,17 @@ def _exact_rows(q: torch.Tensor, g: torch.Tensor, k: int, self_index: torch.Tens
     return v[:, :k], i[:, :k]
 
 
+_RESCORE_ELEMENTS = 1 << 17
+
+
 def _rescore(q: torch.Tensor, g: torch.Tensor, index: torch.Tensor, self_index: torch.Tensor | None) -> torch.Tensor:
-    """fp32 similarity of each query with its candidates; every path ranks by these same numbers."""
-    v = torch.einsum("bd,bkd->bk", q, g[index])
+    """fp32 similarity of each query with its candidates; every path ranks by these same numbers. Computed in
+    blocks of rows whose gathered candidates hold at most ``_RESCORE_ELEMENTS`` values: at k close to the gallery
+    size (mAP@1000 on a test set of ~1,000 items) one gather of every row would move gigabytes (4x slower on
+    one core); the per-element arithmetic, and so every value, is the same either way."""
+    rows = max(1, _RESCORE_ELEMENTS // max(1, index.shape[1] * g.shape[1]))
+    v = torch.cat([torch.einsum("bd,bkd->bk", q[i:i + rows], g[index[i:i + rows]])
+                   for i in range(0, q.shape[0], rows)]) if q.shape[0] else q.new_zeros(index.shape)
     if self_index is not None:
         v[index == self_index[:, None]] = _NEG_INF
     return v
