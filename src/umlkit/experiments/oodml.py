@@ -1,9 +1,23 @@
-"""ooDML (Milbich, Roth et al., NeurIPS 2021) on UML-Mini: class-mean features and the FID range of its splits.
+"""ooDML (Milbich, Roth et al., "Characterizing generalization under out-of-distribution shifts in deep metric
+learning", NeurIPS 2021): its splits, configurations, tables and analyses as data for the book's chapter.
 
-The paper scores a split by the Fréchet distance between train and test class means of an ImageNet ResNet-50 that
-saw no metric training (Sec. 3, Eq. 1); the quick profile uses the shipped tiny ViT's frozen CLS feature instead.
-:func:`fid_progression` builds ooDML's swap and removal splits (:mod:`umlkit.data.shift`) for one source and
-reports their FIDs; the UML-Mini v2 issue asks that the largest removal FID reach at least 5x the default split's.
+* **Splits** (Sec. 3, official ``split_helpers.py``): classes are the mean frozen feature of a backbone without
+  metric training (paper: ImageNet ResNet-50; quick: the shipped tiny ViT v2 on the large UML-Mini); swapping and
+  removal (:mod:`umlkit.data.shift`) raise the class-mean FID; :func:`make_splits` keeps Table S1's layout and
+  :func:`write_splits` commits them (``configs/oodml/splits_quick.json``); the full profile reads the published
+  ``datasplits/*.pkl`` instead (:func:`import_published_splits`). The i.i.d. FID of Table 1 halves every class's
+  images at random (five draws).
+* **Runs**: :func:`run_config` composes ``configs/oodml/{oodml,methods}.yaml`` with a split's class lists (they
+  enter the record key); every run is a ``train_analysis`` record (:mod:`umlkit.experiments.runners`): the
+  last-epoch model's R@1, mAP@1000 and MAP@R, R@1 at a fixed class count, embedding structure, few-shot adaptation
+  (Tables S7/S8 methods) and transfer to the other sources (default splits). The official pipeline keeps the
+  epoch with the best *test* score; the book reports the last epoch, as it never selects on test data.
+* **Tables**: S1/1/S2 (FIDs), S4-S6 (every method on every split), S7/S8 (few-shot, from the same records), S3
+  (AGS from S4-S6); the learning rates come from :func:`lr_sweep` on training classes only.
+* **Analyses** for the figures: trends along the FID (Fig. 2), structure (Fig. 4), generic representations
+  (Fig. 6), transfer (Fig. S3), few-shot gains (Fig. 7), and the facts the discussion glues.
+
+:func:`fid_range` (the UML-Mini chapter's check that the large variant spans a wide FID range) lives here too.
 """
 from __future__ import annotations
 
@@ -53,13 +67,13 @@ def source_class_means(root, source: str, backbone: str = "vit_tiny_uml", weight
 
 
 def fid_progression(means: dict, train: list, test: list, swap_iterations: int = 25,
-                    removal_iterations: int = 35) -> list[Split]:
+                    removal_iterations: int = 35, swaps_per_iter: int = 2) -> list[Split]:
     """The default split, ooDML's swap progression from it, then the removal progression from the last swap."""
-    swaps = swap_progression(means, train, test, iterations=swap_iterations)
+    swaps = swap_progression(means, train, test, iterations=swap_iterations, swaps_per_iter=swaps_per_iter)
     return swaps + removal_progression(means, swaps[-1], iterations=removal_iterations)
 
 
-def fid_range_table(roots: dict, sources=("cub", "cars", "sop"), backbone: str = "vit_tiny_uml",
+def fid_range_table(roots: dict, sources=("cub", "cars", "sop"), backbone: str = "vit_tiny_uml_v2",
                     weights=None) -> tuple[pd.DataFrame, dict]:
     """Per UML-Mini variant and source: default FID, hardest swap FID, hardest removal FID, their ratio to the
     default, and the classes left per side; plus every split's (kind, iteration, FID, classes) for plotting."""
@@ -168,7 +182,9 @@ def make_splits(profile: str = "quick", backbone: str = "vit_tiny_uml_v2", sourc
         feats: dict = {}
         means, train, test = source_class_means(root, source, backbone, features=feats)
         all_means[source] = (means, train, test)
-        prog = fid_progression(means, train, test)
+        lay = layout[source]
+        prog = fid_progression(means, train, test, swap_iterations=int(lay.get("swap_iterations", 25)),
+                               swaps_per_iter=int(lay.get("swaps_per_iter", 2)))
         easier = swap_progression(means, train, test, iterations=15, history=30, inverse=True) if layout[source]["easier"] else []
         easier = easier[1:]  # its first split is the default itself
         chosen = select_splits(prog, layout[source]["harder"] + 1, easier=easier, n_easier=layout[source]["easier"])
@@ -223,9 +239,17 @@ def load_splits(profile: str = "quick") -> dict:
     return json.loads(path.read_text())
 
 
+def _source_splits(source: str, profile: str) -> dict:
+    sources = load_splits(profile)["sources"]
+    if source not in sources:
+        raise KeyError(f"no ooDML splits for source {source!r} in the {profile} profile; sources: {sorted(sources)} "
+                       "(umlkit's source names, e.g. 'cub', not the paper's 'CUB')")
+    return sources[source]
+
+
 def split_of(source: str, split_id: int, profile: str = "quick") -> dict:
     """One split (``{id, kind, iteration, fid, default, train, test}``) of a source, numbered as Table S1."""
-    splits = load_splits(profile)["sources"][source]["splits"]
+    splits = _source_splits(source, profile)["splits"]
     found = [s for s in splits if s["id"] == int(split_id)]
     if not found:
         raise KeyError(f"{source} has splits {[s['id'] for s in splits]}, not {split_id}")
@@ -233,7 +257,10 @@ def split_of(source: str, split_id: int, profile: str = "quick") -> dict:
 
 
 def default_split_id(source: str, profile: str = "quick") -> int:
-    return next(s["id"] for s in load_splits(profile)["sources"][source]["splits"] if s["default"])
+    found = [s["id"] for s in _source_splits(source, profile)["splits"] if s["default"]]
+    if len(found) != 1:
+        raise ValueError(f"the {profile} splits of {source!r} flag {len(found)} default splits, expected exactly 1")
+    return found[0]
 
 
 def tuned_methods(profile: str) -> list[str]:
@@ -352,7 +379,7 @@ def _paper_settings(table: str) -> dict[int, str]:
 
 
 def split_ids(source: str, profile: str = "quick") -> list[int]:
-    return [s["id"] for s in load_splits(profile)["sources"][source]["splits"]]
+    return [s["id"] for s in _source_splits(source, profile)["splits"]]
 
 
 def analysis_for(method: str, source: str, split: int, profile: str = "quick") -> dict:
@@ -425,6 +452,9 @@ def shift_table(source: str, profile: str = "quick") -> Table:
 def few_shot_table(source: str, profile: str = "quick") -> Table:
     """Table S7 (CUB) or S8 (Cars): zero-shot and adapted query metrics (mean over episodes) from the records of
     Table S4/S5 (the same runs: few-shot adaptation is part of their analysis)."""
+    if source not in FEW_SHOT_TABLES:
+        raise KeyError(f"the paper has few-shot tables for {sorted(FEW_SHOT_TABLES)} only (SOP's classes have too few "
+                       f"images), not {source!r}")
     table = FEW_SHOT_TABLES[source]
     fs = methods_config()["few_shot"]
     ids = split_ids(source, profile)
@@ -659,7 +689,7 @@ def transfer_frame(profile: str = "quick") -> pd.DataFrame:
             for other, scores in res.get("transfer", {}).items():
                 o = next(s for s in SOURCES if SOURCE_NAMES[s] == other)
                 rows.append({"train": SOURCE_NAMES[src], "test": other, "method": row.method, "seed": seed,
-                             "R@1": scores["R@1"], "FID": data["cross_fid"][f"{src}>{o}"]})
+                             "R@1": scores["R@1"], "FID": data.get("cross_fid", {}).get(f"{src}>{o}", float("nan"))})
     out = pd.DataFrame(rows)
     if out.empty:
         return out
@@ -722,9 +752,12 @@ def chapter_facts(measured: pd.DataFrame, trends: dict, ags: pd.DataFrame, corr:
     f["seeds_min"], f["seeds_max"] = str(int(seeds.min())), str(int(seeds.max()))
     for src in SOURCES:
         d, name = data["sources"][src], SOURCE_NAMES[src]
-        iid = float(np.mean(d["iid_fid"]))
+        iid = float(np.mean(d["iid_fid"])) if d.get("iid_fid") else float("nan")
         f[f"{src}_default"], f[f"{src}_iid"] = fmt(d["default_fid"]), fmt(iid)
-        f[f"{src}_default_iid"] = fmt(d["default_fid"] / iid)
+        f[f"{src}_default_iid"] = fmt(d["default_fid"] / iid) if iid == iid else "n/a"
+        r1 = measured[(measured["dataset"] == name) & (measured["metric"] == "R@1")
+                      & measured["row"].isin(tuned_methods(profile))] if not measured.empty else measured
+        f[f"{src}_r1_range"] = (f"{r1['value'].min():.1f}–{r1['value'].max():.1f}" if len(r1) else "n/a")
         f[f"{src}_hardest"] = fmt(d["splits"][-1]["fid"])
         f[f"{src}_hardest_ratio"] = fmt(d["splits"][-1]["fid"] / d["default_fid"])
         for key, t in trends.items():
@@ -735,6 +768,15 @@ def chapter_facts(measured: pd.DataFrame, trends: dict, ags: pd.DataFrame, corr:
             f[f"{src}_{tag}_rho"] = fmt(sub["spearman(FID, metric)"].mean(), 2) if len(sub) else "n/a"
             f[f"{src}_{tag}_drop"] = fmt(-sub["change"].mean()) if len(sub) else "n/a"
     f["paper_iid_ratio"] = "10.8, 3.7 and 3.5"  # Table 1: 52.62/4.87, 8.59/2.33, 3.43/0.98
+    cub = data["sources"]["cub"]["splits"]
+    easier = [x["fid"] for x in cub if x["fid"] < data["sources"]["cub"]["default_fid"]]
+    f["cub_easiest"] = fmt(min(easier)) if easier else "n/a"
+    f["cub_easier_share"] = (f"{100 * (1 - min(easier) / data['sources']['cub']['default_fid']):.0f} %" if easier else "n/a")
+    cross = list(data.get("cross_fid", {}).values())
+    top = max(x["fid"] for d in data["sources"].values() for x in d["splits"])
+    f["cross_min"], f["cross_max"] = (fmt(min(cross)), fmt(max(cross))) if cross else ("n/a", "n/a")
+    f["split_max"] = fmt(top)
+    f["cross_above"] = f"{sum(c > top for c in cross)} of {len(cross)}" if cross else "n/a"
     if not ags.empty:
         a = ags[ags["metric"] == "AGS-R@1"].groupby(["dataset", "row"])["measured"].mean()
         for src in SOURCES:
@@ -753,15 +795,15 @@ def chapter_facts(measured: pd.DataFrame, trends: dict, ags: pd.DataFrame, corr:
         cross = transfer[transfer["train"] != transfer["test"]]["R@1"].mean()
         f["transfer_own"], f["transfer_cross"] = fmt(own), fmt(cross)
     if not gains.empty:
-        g2 = gains[gains["shots"] == 2]
-        first, last = g2["split"].min(), g2["split"].max()
         f["fs_points"] = str(len(gains))
         f["fs_positive"] = str(int((gains["gain"] > 0).sum()))
-        f["fs_gain_first"] = fmt(g2[g2["split"] == first]["gain"].mean())
-        f["fs_gain_last"] = fmt(g2[g2["split"] == last]["gain"].mean())
-        g5 = gains[gains["shots"] == 5]
-        f["fs5_gain_first"] = fmt(g5[g5["split"] == g5["split"].min()]["gain"].mean()) if len(g5) else "n/a"
-        f["fs5_gain_last"] = fmt(g5[g5["split"] == g5["split"].max()]["gain"].mean()) if len(g5) else "n/a"
+        for k in (2, 5):  # each source's own easiest and hardest split
+            g = gains[gains["shots"] == k]
+            lo = g[g["split"] == g.groupby("dataset")["split"].transform("min")]["gain"]
+            hi = g[g["split"] == g.groupby("dataset")["split"].transform("max")]["gain"]
+            tag = "fs" if k == 2 else "fs5"
+            f[f"{tag}_gain_first"] = fmt(lo.mean()) if len(lo) else "n/a"
+            f[f"{tag}_gain_last"] = fmt(hi.mean()) if len(hi) else "n/a"
     if not claims.empty:
         counts = claims["verdict"].value_counts()
         f["claims_n"] = str(len(claims))
@@ -844,7 +886,11 @@ def compare_with_published(quick: dict, published: dict) -> pd.DataFrame:
     """How generated splits relate to published ones of the same source (both in this module's layout): per split
     id the two FIDs and the overlap of their test classes (Jaccard)."""
     rows = []
-    for a, b in zip(quick["splits"], published["splits"]):
+    by_id = {s["id"]: s for s in published["splits"]}
+    for a in quick["splits"]:
+        if a["id"] not in by_id:
+            continue
+        b = by_id[a["id"]]
         ta, tb_ = set(map(str, a["test"])), set(map(str, b["test"]))
         rows.append({"split": a["id"], "FID (generated)": a["fid"], "FID (published)": b["fid"],
                      "test-class overlap (Jaccard)": len(ta & tb_) / max(1, len(ta | tb_))})

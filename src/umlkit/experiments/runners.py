@@ -216,8 +216,8 @@ def fixed_class_recall(emb, labels, n_classes: int, draws: int = 5, seed: int = 
 
 @register_runner("train_analysis")
 def train_analysis_run(key: dict) -> dict:
-    """``{"config": a resolved configuration, "analysis": {...}}``: one training run (as ``train``), then on its test
-    split every metric of ``analysis["metrics"]``, R@1 at ``fixed_classes`` test classes, the structure of the
+    """``{"config": a resolved configuration, "analysis": {...}}``: one training run (as ``train``), then, with the
+    last epoch's model, on its test split every metric of ``analysis["metrics"]``, R@1 at ``fixed_classes`` test classes, the structure of the
     train and test embeddings (pi_intra, pi_inter, pi_ratio, spectral decay rho), ``few_shot`` adaptation
     (:func:`umlkit.train.adapt.few_shot_adaptation` with ``{shots, episodes, iterations, lr_mult}``) and the scores
     on the default test split of every ``transfer`` source. Scores in percent, keyed by the source's paper name."""

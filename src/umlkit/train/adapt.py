@@ -4,7 +4,7 @@ The protocol of the official ``fewshot_ood_main.py`` / ``utilities/finetune_util
 
 * an **episode** draws ``shots`` support images from every test class; the query set is the rest of the test set
   (:func:`few_shot_episodes`; the published full-profile episodes are lists of support file names, which
-  :func:`episodes_from_support_lists` turns into the same index arrays);
+  :func:`episodes_from_support_lists` turns into the same index arrays; the book's runs draw their own episodes);
 * per episode the trained model is copied and **only its last layer** is fine-tuned on the support set: the head
   that produces the evaluation embedding (and, for a model that evaluates the concatenation of several heads, such
   as DiVA, every one of those heads); the backbone is frozen, so its features are computed once per test set and
