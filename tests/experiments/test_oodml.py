@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from umlkit.experiments import oodml
-from umlkit.experiments import tables as tb
 from umlkit.paper import paper_table
 
 

@@ -263,6 +263,13 @@ def default_split_id(source: str, profile: str = "quick") -> int:
     return found[0]
 
 
+@lru_cache(maxsize=4)
+def _base_config(profile: str) -> dict:
+    """``oodml.yaml`` for a profile, parsed once per process (a chapter builds ~3,000 record keys from it)."""
+    from umlkit.train.config import load_config
+    return load_config(_config_dir() / "oodml.yaml", profile)
+
+
 def tuned_methods(profile: str) -> list[str]:
     """The methods with a chosen learning rate for ``profile`` (a table has rows only for these)."""
     lrs = methods_config()["lr"].get(profile) or {}
@@ -284,11 +291,11 @@ def run_config(profile: str = "quick", *, method: str = "Margin (D)", source: st
     source and the classes of its split ``split`` (default: the default split), the seed and learning rate (default:
     the chosen one). ``validation=True`` trains on the split's first (1 - val_fraction) training classes and
     tests on the rest: the tuning protocol, which never sees a test class."""
-    from umlkit.train.config import load_config, resolve_config
+    from umlkit.train.config import resolve_config
     mc = methods_config()
     if method not in mc["methods"] and method != "zero_shot":
         raise KeyError(f"unknown ooDML method {method!r}; choose from {list(mc['methods'])}")
-    cfg = copy.deepcopy(load_config(_config_dir() / "oodml.yaml", profile))
+    cfg = copy.deepcopy(_base_config(profile))
     cfg["data"]["datasets"] = [source]
     s = split_of(source, default_split_id(source, profile) if split is None else split, profile)
     train, test = list(s["train"]), list(s["test"])

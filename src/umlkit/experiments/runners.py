@@ -26,7 +26,6 @@ import torch
 
 from umlkit._paths import data_root
 from umlkit.data import build_transforms, load_unified
-from umlkit.data.mini import ensure_mini
 from umlkit.metrics import unified_evaluation
 from umlkit.models import count_trainable, create_model
 from umlkit.train.evaluate import extract_embeddings
