@@ -215,6 +215,9 @@ TABLE2_CLAIMS = [
     Claim("PUMA beats unified full fine-tuning (Harmonic)", _c("c", "Ours"), _c("b", "CurricularFace")),
     *[Claim(f"PUMA beats {m} (Harmonic)", _c("c", "Ours"), _c("c", m))
       for m in ("Linear Embedding", "MLP-3 Embedding", "VPT", "LoRA", "AdaptFormer", "VPTSP-G")],
+    # the abstract's headline: one PUMA model beats the dataset-specific models of (a), with ~69x fewer parameters
+    *[Claim(f"PUMA beats the dataset-specific {m} models ({d})", _c("c", "Ours", d), _c("a", m, d))
+      for m in LOSSES for d in ("Unified", "Harmonic")],
 ]
 
 
@@ -488,6 +491,18 @@ def table2_facts(cmp: pd.DataFrame, claims: pd.DataFrame) -> dict[str, str]:
         f[key] = verdict(claims, text)
     for m in ("Linear Embedding", "MLP-3 Embedding", "VPT", "LoRA", "AdaptFormer", "VPTSP-G"):
         f["v_puma_" + m.split()[0].lower().replace("-", "")] = verdict(claims, f"PUMA beats {m} (Harmonic)")
+    # the abstract's headline: PUMA against every dataset-specific ensemble of (a), and the parameter ratio
+    for d, tag in (("Unified", "uni"), ("Harmonic", "har")):
+        v_ = [verdict(claims, f"PUMA beats the dataset-specific {m} models ({d})") for m in LOSSES]
+        f[f"head_{tag}_wins"] = f"{sum(x in ('supported', 'holds, 1 seed') for x in v_)} of {len(v_)}"
+        paper_wins = claims[claims["claim"].str.startswith("PUMA beats the dataset-specific")
+                            & claims["claim"].str.endswith(f"({d})")]["holds in paper"]
+        f[f"head_{tag}_paper"] = f"{int(paper_wins.sum())} of {len(paper_wins)}"
+    pa = cell(cmp, "CurricularFace", "", "TrainableParams(M)", section="(a)")
+    po = cell(cmp, "Ours", "", "TrainableParams(M)", section="(c)")
+    pa_p = cell(cmp, "CurricularFace", "", "TrainableParams(M)", section="(a)", field="paper")
+    po_p = cell(cmp, "Ours", "", "TrainableParams(M)", section="(c)", field="paper")
+    f["head_ratio"], f["head_ratio_paper"] = f"{pa / po:.0f}", f"{pa_p / po_p:.0f}"
     return f
 
 
