@@ -39,3 +39,23 @@ def test_cli_errors_are_one_line_naming_the_input(tmp_path, capsys):
     import pytest
     with pytest.raises(FileExistsError):
         cli.main(["--debug", "data", "make-mini", "--root", str(target)])
+
+
+def test_cli_records_status_counts_the_stored_records_of_a_job_list(capsys):
+    from umlkit.experiments import oodml
+    from umlkit.experiments.records import find_record, normalise_key
+    jobs = oodml.job_list("lr_sweep")
+    have = sum(find_record(normalise_key(k), "quick") is not None for _, _, k in jobs)
+    assert cli.main(["records", "status", "oodml", "lr_sweep"]) == 0
+    assert f"{have} of {len(jobs)} records stored" in capsys.readouterr().out
+
+
+def test_cli_records_and_oodml_errors_name_the_input(tmp_path, capsys):
+    assert cli.main(["records", "train", "oodml", "tables", "--worker", "2/2"]) == 2
+    assert "--worker 2/2" in capsys.readouterr().err
+    assert cli.main(["records", "train", "oodml", "tables", "--worker", "half"]) == 2
+    assert "expects I/N" in capsys.readouterr().err
+    assert cli.main(["records", "status", "oodml", "everything"]) == 2
+    assert "unknown ooDML job list 'everything'" in capsys.readouterr().err
+    assert cli.main(["oodml", "import-splits", str(tmp_path), "--root", str(tmp_path)]) == 2
+    assert "cub200_splits.pkl" in capsys.readouterr().err

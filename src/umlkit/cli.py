@@ -154,6 +154,58 @@ def _cmd_stale(args: argparse.Namespace) -> int:
     return 0
 
 
+def _job_list(paper: str, name: str, profile: str):
+    if paper == "oodml":
+        from umlkit.experiments import oodml
+        return oodml.job_list(name, profile)
+    raise ValueError(f"paper {paper!r} has no job lists; choose oodml")
+
+
+def _parse_worker(text: str) -> tuple[int, int]:
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise ValueError(f"--worker expects I/N (e.g. 0/2), got {text!r}") from None
+    if not 0 <= i < n:
+        raise ValueError(f"--worker {text}: I must be in 0..N-1")
+    return i, n
+
+
+def _cmd_records_status(args: argparse.Namespace) -> int:
+    from umlkit.experiments.records import find_record, normalise_key
+    jobs = _job_list(args.paper, args.jobs, args.profile)
+    have = sum(find_record(normalise_key(k), args.profile) is not None for _, _, k in jobs)
+    print(f"{args.paper} {args.jobs} ({args.profile}): {have} of {len(jobs)} records stored, {len(jobs) - have} to train")
+    return 0
+
+
+def _cmd_records_train(args: argparse.Namespace) -> int:
+    """Fill a paper's job list with records; N processes with --worker I/N share the list without a lock."""
+    import time
+
+    import torch
+
+    from umlkit._progress import tqdm
+    from umlkit.experiments.records import cached_record, find_record, normalise_key
+    i, n = _parse_worker(args.worker)
+    torch.set_num_threads(args.threads)
+    jobs = [j for k, j in enumerate(_job_list(args.paper, args.jobs, args.profile)) if k % n == i]
+    todo = [j for j in jobs if find_record(normalise_key(j[2]), args.profile) is None]
+    print(f"worker {i}/{n}: {len(jobs)} jobs, {len(jobs) - len(todo)} already stored, {len(todo)} to train")
+    start = time.perf_counter()
+    for table, label, key in tqdm(todo, desc=f"{args.paper} {args.jobs} [{i}/{n}]", unit="run"):
+        cached_record(args.paper, table, label, key, args.runner, args.profile, log=None)
+    print(f"worker {i}/{n}: trained {len(todo)} record(s) in {time.perf_counter() - start:.0f} s")
+    return 0
+
+
+def _cmd_oodml_import(args: argparse.Namespace) -> int:
+    from umlkit.experiments import oodml
+    path = oodml.import_published_splits(args.pkl_dir, args.root, overwrite=args.overwrite)
+    print(f"wrote {path}")
+    return 0
+
+
 def _cmd_reproduce(args: argparse.Namespace) -> int:
     from umlkit.reproduce import reproduce
 
@@ -221,6 +273,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--paper", default=None, help="with --stale: only this paper's records (puma, oodml, ...)")
     p.add_argument("--dry-run", action="store_true", help="with --stale: list the stale records, train nothing")
     p.set_defaults(func=_cmd_reproduce)
+
+    rec = sub.add_parser("records", help="fill a paper's run records outside its chapter (large record sets)")
+    rsub = rec.add_subparsers(dest="records_command", metavar="RECORDS_COMMAND", required=True)
+    for name, func, text in (("train", _cmd_records_train, "train the missing records of a job list"),
+                             ("status", _cmd_records_status, "how many records of a job list are stored")):
+        p = rsub.add_parser(name, help=text)
+        p.add_argument("paper", choices=("oodml",))
+        p.add_argument("jobs", help="the paper's job list: oodml: lr_sweep, tables")
+        p.add_argument("--profile", choices=("quick", "full"), default="quick")
+        if name == "train":
+            p.add_argument("--worker", default="0/1", help="I/N: this process takes every N-th job from the I-th")
+            p.add_argument("--threads", type=int, default=1, help="torch threads per worker (default 1)")
+            p.add_argument("--runner", default="train_analysis", help=argparse.SUPPRESS)
+        p.set_defaults(func=func)
+    ood = sub.add_parser("oodml", help="ooDML: import the published split files for the full profile")
+    osub = ood.add_subparsers(dest="oodml_command", metavar="OODML_COMMAND", required=True)
+    p = osub.add_parser("import-splits", help="map datasplits/*.pkl onto DATA_ROOT's classes "
+                        "(writes configs/oodml/splits_full.json)")
+    p.add_argument("pkl_dir", help="folder with cub200_splits.pkl, cars196_splits.pkl, online_products_splits.pkl")
+    p.add_argument("--root", required=True, help="the full profile's data root")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing splits_full.json")
+    p.set_defaults(func=_cmd_oodml_import)
 
     data = sub.add_parser("data", help="datasets: check a data root, generate UML-Mini, pretrain the tiny ViT")
     dsub = data.add_subparsers(dest="data_command", metavar="DATA_COMMAND", required=True)
