@@ -902,3 +902,19 @@ def compare_with_published(quick: dict, published: dict) -> pd.DataFrame:
         rows.append({"split": a["id"], "FID (generated)": a["fid"], "FID (published)": b["fid"],
                      "test-class overlap (Jaccard)": len(ta & tb_) / max(1, len(ta | tb_))})
     return pd.DataFrame(rows)
+
+
+def paper_curves(metric: str = "R@1") -> pd.DataFrame:
+    """The paper's Tables S4-S6 as curves (dataset, method, split, fid = the paper's split FID, value): Fig. 2 as
+    published, for a figure beside the measured one."""
+    from umlkit.paper import paper_table
+    parts = []
+    for table in SHIFT_TABLES.values():
+        p = paper_table(PAPER, table)
+        p = p[p["metric"] == metric]
+        fid = p["setting"].str.extract(r"FID=([\d.]+)")[0].astype(float)
+        split = p["setting"].str.extract(r"split=(\d+)")[0].astype(int)
+        parts.append(pd.DataFrame({"dataset": p["dataset"].to_numpy(), "method": p["method"].to_numpy(),
+                                   "split": split.to_numpy(), "fid": fid.to_numpy(), "value": p["value"].to_numpy(),
+                                   "seed": 0}))
+    return pd.concat(parts, ignore_index=True)

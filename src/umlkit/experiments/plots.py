@@ -124,7 +124,7 @@ def plot_fid_progression(splits: dict, sources: Sequence[str], names: dict[str, 
 
 
 def plot_metric_vs_fid(frame: pd.DataFrame, metric: str = "R@1", hue: str = "method", col: str = "dataset",
-                       paper: pd.DataFrame | None = None):
+                       paper: pd.DataFrame | None = None, xlabel: str = "split FID (this profile)"):
     """ooDML Fig. 2 / 4 / 7: ``metric`` against the split FID, one line per ``hue`` (seed mean, bars = seed range),
     one panel per ``col``; ``paper`` (same columns, FIDs of the paper's splits) is drawn as thin dashed lines on a
     second x axis when given."""
@@ -140,7 +140,7 @@ def plot_metric_vs_fid(frame: pd.DataFrame, metric: str = "R@1", hue: str = "met
             ax.errorbar(s["fid"], s["mean"], yerr=[s["mean"] - s["min"], s["max"] - s["mean"]], marker="o", ms=3,
                         lw=1.2, capsize=2, label=h, color=palette[h])
         ax.set_title(c)
-        ax.set_xlabel("split FID (this profile)")
+        ax.set_xlabel(xlabel)
         if paper is not None and not paper[paper[col] == c].empty:
             twin = ax.twiny()
             for h, g in paper[paper[col] == c].groupby(hue, sort=False):
