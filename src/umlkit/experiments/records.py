@@ -82,10 +82,28 @@ def load_record(path: str | Path) -> dict:
     return rec
 
 
+_INDEX: dict = {}
+
+
+def _record_index(profile: str) -> dict[str, Path]:
+    """{key hash: first record path (sorted)} of a profile, rebuilt when a record folder changed (its mtime): a
+    chapter looks up thousands of keys, and a glob over every folder per key costs more than the lookups."""
+    root = _records_root(profile)
+    folders = sorted(p for p in root.glob("*/*") if p.is_dir()) if root.is_dir() else []
+    stamp = (str(root), tuple((str(p), p.stat().st_mtime_ns) for p in folders))
+    cached = _INDEX.get(profile)
+    if cached is None or cached[0] != stamp:
+        index: dict[str, Path] = {}
+        for path in sorted(f for d in folders for f in d.glob("*.json")):
+            index.setdefault(path.stem.rsplit("-", 1)[-1], path)
+        _INDEX[profile] = cached = (stamp, index)
+    return cached[1]
+
+
 def find_record(key: dict, profile: str) -> Path | None:
     """The stored record of ``key`` under any paper and table, or None."""
-    found = sorted(_records_root(profile).glob(f"*/*/*-{config_hash(normalise_key(key))}.json"))
-    return found[0] if found else None
+    path = _record_index(profile).get(config_hash(normalise_key(key)))
+    return path if path is not None and path.is_file() else None
 
 
 def cached_record(paper: str, table: str, label: str, key: dict, runner: str | Callable[[dict], dict],
