@@ -189,7 +189,11 @@ def _cmd_records_train(args: argparse.Namespace) -> int:
     from umlkit.experiments.records import cached_record, find_record, normalise_key
     i, n = _parse_worker(args.worker)
     torch.set_num_threads(args.threads)
-    jobs = [j for k, j in enumerate(_job_list(args.paper, args.jobs, args.profile)) if k % n == i]
+    import re
+    jobs = _job_list(args.paper, args.jobs, args.profile)
+    if args.match:
+        jobs = [j for j in jobs if re.search(args.match, j[1])]
+    jobs = [j for k, j in enumerate(jobs) if k % n == i]
     todo = [j for j in jobs if find_record(normalise_key(j[2]), args.profile) is None]
     print(f"worker {i}/{n}: {len(jobs)} jobs, {len(jobs) - len(todo)} already stored, {len(todo)} to train")
     start = time.perf_counter()
@@ -285,6 +289,8 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "train":
             p.add_argument("--worker", default="0/1", help="I/N: this process takes every N-th job from the I-th")
             p.add_argument("--threads", type=int, default=1, help="torch threads per worker (default 1)")
+            p.add_argument("--match", default=None, metavar="REGEX",
+                           help="only jobs whose label matches, e.g. '^sop-.*-seed0$' (before --worker splits them)")
             p.add_argument("--runner", default="train_analysis", help=argparse.SUPPRESS)
         p.set_defaults(func=func)
     ood = sub.add_parser("oodml", help="ooDML: import the published split files for the full profile")
