@@ -30,3 +30,16 @@ def test_paths_from_book_folder(monkeypatch):
     monkeypatch.delenv("UMLKIT_DATA", raising=False)
     monkeypatch.chdir(REPO / "book")
     assert umlkit.data_root() == REPO / "data"
+
+
+def test_repo_folder_names_what_needs_it_outside_a_checkout(monkeypatch):
+    import pytest
+
+    import umlkit._paths as paths
+    assert paths.repo_folder("configs", "oodml", what="x") == paths.repo_root() / "configs" / "oodml"
+    with pytest.raises(FileNotFoundError, match="the ooDML experiments read configs/nowhere/"):
+        paths.repo_folder("configs", "nowhere", what="the ooDML experiments")
+    monkeypatch.setattr(paths, "repo_root", lambda: None)
+    from umlkit.paper import paper_tables_dir
+    with pytest.raises(FileNotFoundError, match="the papers' tables read data/paper_tables/"):
+        paper_tables_dir()

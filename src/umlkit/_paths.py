@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["repo_root", "data_root", "results_root", "PROFILES"]
+__all__ = ["repo_root", "repo_folder", "data_root", "results_root", "PROFILES"]
 
 PROFILES = ("quick", "full")
 
@@ -35,6 +35,16 @@ def repo_root() -> Path | None:
         if _looks_like_repo(folder):
             return folder
     return None
+
+
+def repo_folder(*parts: str, what: str) -> Path:
+    """A data folder of the repository (``configs/puma``, ``data/paper_tables``, ...); a clear error naming
+    ``what`` needs it when umlkit runs outside a checkout (these files are not part of the installed package)."""
+    root = repo_root()
+    if root is None or not root.joinpath(*parts).is_dir():
+        raise FileNotFoundError(f"{what} read {'/'.join(parts)}/ from an umlkit checkout, which was not found; clone "
+                                "the repository (git clone ...; pip install -e .) and run from inside it")
+    return root.joinpath(*parts)
 
 
 def _resolve(env_var: str, sub: str) -> Path:

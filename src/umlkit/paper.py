@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from umlkit._paths import repo_root
+from umlkit._paths import repo_folder
 
 __all__ = ["PAPERS", "paper_tables_dir", "paper_table"]
 
@@ -16,11 +16,7 @@ PAPERS = ("puma", "oodml", "vptsp", "language_guidance")
 
 
 def paper_tables_dir() -> Path:
-    root = repo_root()
-    if root is None or not (root / "data" / "paper_tables").is_dir():
-        raise FileNotFoundError("data/paper_tables/ not found: run from a clone of the umlkit repository "
-                                "(the paper tables are data files of the repository, not of the installed package)")
-    return root / "data" / "paper_tables"
+    return repo_folder("data", "paper_tables", what="the papers' tables")
 
 
 def paper_table(paper: str, table: str | None = None) -> pd.DataFrame:

@@ -145,12 +145,8 @@ def fid_facts(table: pd.DataFrame) -> dict[str, str]:
 
 # ------------------------------------------------------------------------------------------------ configs
 def _config_dir() -> Path:
-    from umlkit._paths import repo_root
-    root = repo_root()
-    if root is None or not (root / "configs" / "oodml").is_dir():
-        raise FileNotFoundError("the ooDML experiments read configs/oodml/*.yaml from an umlkit checkout; clone the "
-                                "repository (git clone ...; pip install -e .) and run from inside it")
-    return root / "configs" / "oodml"
+    from umlkit._paths import repo_folder
+    return repo_folder("configs", "oodml", what="the ooDML experiments")
 
 
 @lru_cache(maxsize=1)
@@ -172,10 +168,9 @@ def make_splits(profile: str = "quick", backbone: str = "vit_tiny_uml_v2", sourc
         raise ValueError("the full profile reads the published split files (datasplits/*.pkl); make_splits builds "
                          "the quick profile's")
     from umlkit.data.mini import GENERATOR_VERSION, ensure_mini
-    from umlkit.data.shift import iid_fid, select_splits, swap_progression
+    from umlkit.data.shift import iid_fid, select_splits, split_fid
     layout = methods_config()["splits"]
     root = ensure_mini(size="large")
-    from umlkit.data.shift import split_fid
     out = {"backbone": backbone, "world": f"uml_mini:v{GENERATOR_VERSION}:large:seed0", "sources": {}}
     all_means = {}
     for source in sources:
@@ -185,9 +180,8 @@ def make_splits(profile: str = "quick", backbone: str = "vit_tiny_uml_v2", sourc
         lay = layout[source]
         prog = fid_progression(means, train, test, swap_iterations=int(lay.get("swap_iterations", 25)),
                                swaps_per_iter=int(lay.get("swaps_per_iter", 2)))
-        easier = swap_progression(means, train, test, iterations=15, history=30, inverse=True) if layout[source]["easier"] else []
-        easier = easier[1:]  # its first split is the default itself
-        chosen = select_splits(prog, layout[source]["harder"] + 1, easier=easier, n_easier=layout[source]["easier"])
+        easier = swap_progression(means, train, test, iterations=15, history=30, inverse=True)[1:] if lay["easier"] else []
+        chosen = select_splits(prog, lay["harder"] + 1, easier=easier, n_easier=lay["easier"])  # [1:]: not the default
         inverse = {id(s) for s in easier}
         f_all = np.concatenate([feats[s][0] for s in ("train", "test")])
         keys = [feats["train"][2][i] for i in feats["train"][1]] + [feats["test"][2][i] for i in feats["test"][1]]
@@ -343,23 +337,6 @@ def sweep_jobs(profile: str = "quick", grid=None, methods=None, seed: int = 0) -
     mc = methods_config()
     return [("lr_sweep", f"{m}-lr{lr:g}-seed{seed}", sweep_key(m, float(lr), profile, seed))
             for m in (methods or mc["methods"]) for lr in (grid or mc["methods"][m].get("lr_grid") or mc["lr_grid"])]
-
-
-def run_jobs(jobs, profile: str = "quick", runner: str = "train_analysis", worker: tuple[int, int] = (0, 1),
-             train: bool = True, log=print) -> list[dict]:
-    """Read or run the records of ``jobs`` ((table folder, label, key)) under ``records/oodml/<table>/``; ``worker=(i, n)``
-    takes every n-th job from the i-th, so that n processes share a job list without a lock (a record another
-    worker wrote meanwhile is read, not retrained)."""
-    from umlkit.experiments.records import cached_record, find_record, normalise_key
-    i, n = worker
-    out = []
-    for j, (table, label, key) in enumerate(jobs):
-        if j % n != i:
-            continue
-        if not train and find_record(normalise_key(key), profile) is None:
-            continue
-        out.append(cached_record(PAPER, table, label, key, runner, profile, log=log))
-    return out
 
 
 def job_list(name: str, profile: str = "quick") -> list[tuple[str, str, dict]]:
@@ -557,16 +534,15 @@ def lr_sweep(profile: str = "quick", train: bool = False, select_on: str = "MAP@
     """The tuning protocol's results: per method and learning rate, the validation scores (R@1, mAP@1000, MAP@R on
     the held-out training classes of the CUB-like default split); ``chosen`` marks each method's best by
     ``select_on``, and ``interior`` says whether that best lies inside the grid (not on its edge)."""
+    from umlkit.experiments.records import cached_record, find_record, normalise_key
     rows = []
     for table, label, key in sweep_jobs(profile):
-        recs = run_jobs([(table, label, key)], profile, train=train, log=None)
-        if not recs:
+        if not train and find_record(normalise_key(key), profile) is None:
             continue
-        res = recs[0]["result"]["test"]
-        method = label.split("-lr")[0]
-        rows.append({"method": method, "lr": key["config"]["optimizer"]["lr"],
-                     **{f"val {m}": v["CUB"] for m, v in res.items() if m in ANALYSIS_METRICS},
-                     "seconds": recs[0]["seconds"]})
+        rec = cached_record(PAPER, table, label, key, "train_analysis", profile, log=None)
+        rows.append({"method": label.split("-lr")[0], "lr": key["config"]["optimizer"]["lr"],
+                     **{f"val {m}": v["CUB"] for m, v in rec["result"]["test"].items() if m in ANALYSIS_METRICS},
+                     "seconds": rec["seconds"]})
     out = pd.DataFrame(rows)
     if out.empty:
         return out
@@ -789,7 +765,11 @@ def chapter_facts(measured: pd.DataFrame, trends: dict, ags: pd.DataFrame, corr:
             f[f"{src}_{tag}_falls"] = str(int((sub["change"] < 0).sum()))
             f[f"{src}_{tag}_rho"] = fmt(sub["spearman(FID, metric)"].mean(), 2) if len(sub) else "n/a"
             f[f"{src}_{tag}_drop"] = fmt(-sub["change"].mean()) if len(sub) else "n/a"
-    f["paper_iid_ratio"] = "10.8, 3.7 and 3.5"  # Table 1: 52.62/4.87, 8.59/2.33, 3.43/0.98
+    from umlkit.paper import paper_table
+    t1 = paper_table(PAPER, "Table 1").pivot_table(index="dataset", columns="setting", values="value")
+    ratio = t1[_T1["default"]] / t1[_T1["iid"]]
+    f["paper_iid_ratio"] = ", ".join(f"{ratio[SOURCE_NAMES[s]]:.1f}" for s in SOURCES[:-1]) + \
+        f" and {ratio[SOURCE_NAMES[SOURCES[-1]]]:.1f}"
     cub = data["sources"]["cub"]["splits"]
     easier = [x["fid"] for x in cub if x["fid"] < data["sources"]["cub"]["default_fid"]]
     f["cub_easiest"] = fmt(min(easier)) if easier else "n/a"

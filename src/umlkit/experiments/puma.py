@@ -30,7 +30,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from umlkit._paths import repo_root
+from umlkit._paths import repo_folder
 from umlkit.data.mini import ensure_mini
 from umlkit.data.unified import PUMA_ORDER
 from umlkit.experiments.records import cached_record, load_record
@@ -104,11 +104,7 @@ _T5_METHODS = {"Zero-Shot": "zero_shot", "CurricularFace": "full", "Ours": "puma
 
 # ------------------------------------------------------------------------------------------------ configs
 def _config_dir() -> Path:
-    root = repo_root()
-    if root is None or not (root / "configs" / "puma").is_dir():
-        raise FileNotFoundError("the PUMA experiments read configs/puma/*.yaml from an umlkit checkout; clone the "
-                                "repository (git clone ...; pip install -e .) and run from inside it")
-    return root / "configs" / "puma"
+    return repo_folder("configs", "puma", what="the PUMA experiments")
 
 
 @lru_cache(maxsize=1)
