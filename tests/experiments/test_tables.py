@@ -2,6 +2,7 @@
 view and the claims' verdicts, on hand-made frames."""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -24,7 +25,7 @@ def _measured(values: dict, table="Table 2", section=B, method="CurricularFace",
 def test_compare_mean_spread_and_exact_paper_join():
     m = _measured({0: {"CUB": 70.0, "Harmonic": 50.0}, 1: {"CUB": 74.0, "Harmonic": 52.0}})
     cmp = tb.compare(m, "puma").set_index("dataset")
-    assert (cmp.loc["CUB", "measured"], cmp.loc["CUB", "spread"], cmp.loc["CUB", "seeds"]) == (72.0, 2.0, 2)
+    assert (cmp.loc["CUB", "measured"], cmp.loc["CUB", "spread"], cmp.loc["CUB", "seeds"]) == (72.0, pytest.approx(2 ** 1.5), 2)  # sample std: sqrt(8)
     assert cmp.loc["CUB", "paper"] == 78.3                       # Table 2 (b) CurricularFace CUB as printed
     assert cmp.loc["CUB", "delta"] == pytest.approx(72.0 - 78.3)
     assert cmp.loc["Harmonic", "paper"] == 79.5
@@ -75,32 +76,78 @@ def test_side_by_side_is_the_papers_layout():
     m.loc[m["method"] == "Ours", "stale"] = "code"
     sbs = tb.side_by_side(tb.compare(m, "puma"))
     assert list(sbs.columns) == ["CUB", "Harmonic"]
-    assert sbs.loc[("(b)", "CurricularFace"), "CUB"] == "72.0 ±2.0 (78.3)"
+    assert sbs.loc[("(b)", "CurricularFace"), "CUB"] == "72.0 ±2.8 (78.3)"
     assert sbs.loc[("(c)", "Ours"), "CUB"] == "60.0 (83.9) †"
     note = tb.stale_note(tb.compare(m, "puma"))
     assert "Ours" in note and "code" in note and "umlkit reproduce --stale" in note
 
 
 def test_check_claims_verdicts():
-    rows = {"Ours": (50.0, 52.0), "VPT": (40.0, 41.0), "LoRA": (50.5, 51.0), "AdaptFormer": (60.0, 60.0),
-            "VPTSP-G": (51.5, 51.5)}
-    m = pd.concat([_measured({0: {"Harmonic": a}, 1: {"Harmonic": b}}, section=C, method=k) for k, (a, b) in rows.items()])
+    rows = {"Ours": (50.0, 52.0, 51.0), "VPT": (40.0, 41.0, 40.5), "LoRA": (50.5, 51.0, 51.8),
+            "AdaptFormer": (60.0, 60.0, 61.0), "VPTSP-G": (51.5, 51.5, 49.0)}
+    m = pd.concat([_measured({s: {"Harmonic": v} for s, v in enumerate(vals)}, section=C, method=k)
+                   for k, vals in rows.items()])
     cmp = tb.compare(m, "puma")
+    assert cmp.set_index("method").loc["Ours", "spread"] == pytest.approx(1.0)   # sample std of 50, 52, 51
     claims = [tb.Claim(f"Ours > {x}", puma._c("c", "Ours"), puma._c("c", x)) for x in list(rows)[1:]]
     out = tb.check_claims(cmp, claims).set_index("claim")
-    assert out.loc["Ours > VPT", "verdict"] == "supported"               # gap 10.5 > spread 1
-    assert out.loc["Ours > LoRA", "verdict"] == "within noise"           # gap 0.25 <= spread 1
-    assert out.loc["Ours > AdaptFormer", "verdict"] == "not reproduced"  # gap -9 beyond the spread
-    assert out.loc["Ours > VPTSP-G", "verdict"] == "within noise"        # gap -0.5, spread 1
+    assert out.loc["Ours > VPT", "verdict"] == "supported"               # gap 10.5, se² = 1/3 + 0.25/3 -> t = 16.27
+    assert out.loc["Ours > LoRA", "verdict"] == "inconclusive"           # gap -0.1
+    assert out.loc["Ours > AdaptFormer", "verdict"] == "contradicted"    # gap -9.3
+    assert out.loc["Ours > VPTSP-G", "verdict"] == "inconclusive"        # gap 0.5, spread 1.4
+    assert out.loc["Ours > VPT", "test"].startswith("Welch t: t=16.27, df=2.9")
     assert bool(out.loc["Ours > VPT", "holds in paper"]) is True         # paper: 84.1 vs 70.4
     one = tb.compare(pd.concat([_measured({0: {"Harmonic": 50.0}}, section=C, method="Ours"),
                                 _measured({0: {"Harmonic": 49.0}}, section=C, method="VPT")]), "puma")
     single = tb.check_claims(one, claims[:1]).iloc[0]
-    assert single["verdict"] == "holds, 1 seed" and single["seeds"] == 1
+    assert single["verdict"] == "holds, 1 seed" and single["seeds"] == 1 and np.isnan(single["p"])
     reverse = tb.Claim("r", claims[0].b, claims[0].a)
     assert tb.check_claims(one, [reverse]).iloc[0]["verdict"] == "not reproduced, 1 seed"
     with pytest.raises(KeyError, match="matches 0 rows"):
         tb.check_claims(cmp, [tb.Claim("x", puma._c("c", "MLP-3 Embedding"), puma._c("c", "VPT"))])
+
+
+def test_claim_test_welch_by_hand_and_against_scipy():
+    from scipy import stats
+    r = tb.claim_test([1.0, 2.0, 3.0], [0.0, 0.0, 1.0])
+    # by hand: gap 5/3, s² = 1 and 1/3, se² = 1/3 + 1/9 = 4/9 -> t = 2.5; df = (4/9)² / ((1/3)²/2 + (1/9)²/2) = 3.2
+    assert r["t"] == pytest.approx(2.5) and r["df"] == pytest.approx(3.2)
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        a, b = rng.normal(1, 1, int(rng.integers(3, 8))), rng.normal(0, 2, int(rng.integers(3, 8)))
+        ref = stats.ttest_ind(a, b, equal_var=False, alternative="greater")
+        got = tb.claim_test(list(a), list(b))
+        assert got["t"] == pytest.approx(ref.statistic) and got["p"] == pytest.approx(ref.pvalue)
+        assert got["df"] == pytest.approx(ref.df)
+        assert got["verdict"] == ("supported" if ref.pvalue < 0.05 else
+                                  "contradicted" if ref.pvalue > 0.95 else "inconclusive")
+        # an exact (seed-free) B is the one-sample test against its value
+        one = stats.ttest_1samp(a, b[0], alternative="greater")
+        assert tb.claim_test(list(a), [b[0]], exact_b=True)["p"] == pytest.approx(one.pvalue)
+        # paired: the one-sample test of the differences over the common seeds
+        n = min(len(a), len(b))
+        rel = stats.ttest_rel(a[:n], b[:n], alternative="greater")
+        got = tb.claim_test(dict(enumerate(a)), dict(enumerate(b)), paired=True)
+        assert got["p"] == pytest.approx(rel.pvalue) and got["test"].startswith("paired t")
+
+
+def test_claim_test_edge_cases():
+    assert tb.claim_test([1.0, 1.0], [0.0, 0.0, 0.0])["verdict"] == "holds, 2 seeds"       # too few seeds
+    assert tb.claim_test([5.0, 5.0, 5.0], [4.0, 4.0, 4.0])["verdict"] == "supported"       # no variance: the sign
+    assert tb.claim_test([4.0, 4.0, 4.0], [4.0, 4.0, 4.0])["verdict"] == "inconclusive"
+    assert tb.claim_test([4.0], [5.0], exact_a=True, exact_b=True)["verdict"] == "contradicted"
+    assert tb.claim_test({0: 1.0, 1: 2.0}, {1: 1.0, 2: 0.0, 3: 0.0}, paired=True)["verdict"] == "holds, 1 seed"
+    with pytest.raises(TypeError, match="paired"):
+        tb.claim_test([1.0, 2.0, 3.0], [1.0, 2.0, 3.0], paired=True)
+    assert all(f"'{v}'" in tb.VERDICT_RULE for v in tb.VERDICTS) and f"p < {tb.ALPHA}" in tb.VERDICT_RULE
+
+
+def test_a_seed_free_cell_counts_as_exact():
+    m = pd.concat([_measured({s: {"Harmonic": v} for s, v in enumerate((50.0, 51.0, 52.0))}, section=C, method="Ours"),
+                   _measured({0: {"Harmonic": 49.0}}, section=C, method="VPT").assign(seed_free=True)])
+    cmp = tb.compare(m.fillna({"seed_free": False}), "puma")
+    out = tb.check_claims(cmp, [tb.Claim("x", puma._c("c", "Ours"), puma._c("c", "VPT"))]).iloc[0]
+    assert out["seeds"] == 3 and out["verdict"] == "supported" and out["test"].startswith("Welch t: t=3.46, df=2.0")
 
 
 def test_rank_view_by_hand():

@@ -464,7 +464,8 @@ def few_shot_table(source: str, profile: str = "quick") -> Table:
             for i in ids]
     name = SOURCE_NAMES[source]
     claims = [Claim(f"{m}: {k}-shot adaptation beats zero-shot on the hardest split ({name})",
-                    _c(f"shot={k};use=Few;split={ids[-1]}", m, name), _c(f"shot={k};use=Zero;split={ids[-1]}", m, name))
+                    _c(f"shot={k};use=Few;split={ids[-1]}", m, name), _c(f"shot={k};use=Zero;split={ids[-1]}", m, name),
+                    paired=True)
               for m in fs["methods"] for k in fs["shots"]]
     return Table(PAPER, table, rows, config_for, seeds=SEEDS, scores=_few_shot_scores, claims=claims,
                  unmeasured={"quick": "not measured in this profile"}, params=False)

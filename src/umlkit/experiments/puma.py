@@ -247,7 +247,7 @@ TABLE4_CLAIMS = [
 # ------------------------------------------------------------------------------------------------ tables
 def _table2_rows() -> list[Row]:
     rows = [Row(method="Zero-Shot", setting="arch=ViT-S/16", spec={"method": "zero_shot"}, runner="zero_shot",
-                group="zero-shot", label="zero-shot")]
+                group="zero-shot", label="zero-shot", seed_free=True)]
     rows += [Row(section=SECTIONS["a"], method=n, setting=VIT_S, spec={"method": "full", "loss": loss},
                  runner="specialists", group="a", label=f"full-{loss}") for n, loss in LOSSES.items()]
     rows += [Row(section=SECTIONS["b"], method=n, setting=VIT_S, spec={"method": "full", "loss": loss}, group="b")
@@ -290,7 +290,8 @@ def _table5_rows(profile: str) -> list[Row]:
                     setting = f"backbone=tiny ViT, {b}"
                 rows.append(Row(method=name, setting=setting, spec={"method": method, "overrides": over},
                                 runner="zero_shot" if method == "zero_shot" else "train", name=f"{name} / {b}",
-                                group=b, label=f"{method}-{b}"))
+                                group=b, label=f"{method}-{b}",
+                                seed_free=method == "zero_shot" and bool(bb["pretrained"])))
     else:
         for arch, (timm_name, zs_dim, pre) in BACKBONES_FULL.items():
             for name, method in _T5_METHODS.items():
@@ -298,7 +299,8 @@ def _table5_rows(profile: str) -> list[Row]:
                 rows.append(Row(method=name, setting=f"{arch};dim={dim};{pre}",
                                 spec={"method": method, "overrides": [f"model.backbone={timm_name}"]},
                                 runner="zero_shot" if method == "zero_shot" else "train",
-                                name=f"{name} / {arch[5:]}", group=arch, label=f"{method}-{arch[5:]}"))
+                                name=f"{name} / {arch[5:]}", group=arch, label=f"{method}-{arch[5:]}",
+                                seed_free=method == "zero_shot"))
     return rows
 
 
@@ -490,7 +492,7 @@ def table2_facts(cmp: pd.DataFrame, claims: pd.DataFrame) -> dict[str, str]:
     # the abstract's headline: PUMA against every dataset-specific ensemble of (a), and the parameter ratio
     for d, tag in (("Unified", "uni"), ("Harmonic", "har")):
         v_ = [verdict(claims, f"PUMA beats the dataset-specific {m} models ({d})") for m in LOSSES]
-        f[f"head_{tag}_wins"] = f"{sum(x in ('supported', 'holds, 1 seed') for x in v_)} of {len(v_)}"
+        f[f"head_{tag}_wins"] = f"{sum(x == 'supported' or x.startswith('holds') for x in v_)} of {len(v_)}"
         paper_wins = claims[claims["claim"].str.startswith("PUMA beats the dataset-specific")
                             & claims["claim"].str.endswith(f"({d})")]["holds in paper"]
         f[f"head_{tag}_paper"] = f"{int(paper_wins.sum())} of {len(paper_wins)}"

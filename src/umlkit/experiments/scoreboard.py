@@ -2,9 +2,10 @@
 
 Each paper module declares its tables (rows and claims, :mod:`umlkit.experiments.tables`); :func:`scoreboard`
 measures every table from the records of a profile without training anything (every stored seed of a row counts;
-rows without a record are left out, and so are the claims that need them), compares with the paper's numbers and checks the claims. The verdict rule
-is :func:`umlkit.experiments.tables.check_claims`'s: *supported* / *within noise* / *not reproduced* with two or
-more seeds, *holds, 1 seed* / *not reproduced, 1 seed* with one.
+rows without a record are left out, and so are the claims that need them), compares with the paper's numbers and
+checks the claims. The verdict rule is :data:`umlkit.experiments.tables.VERDICT_RULE` (a one-sided Welch or paired
+t-test with at least three seeds per cell: *supported* / *inconclusive* / *contradicted*; with fewer seeds a
+preliminary *holds, n seed(s)* / *not reproduced, n seed(s)*).
 """
 from __future__ import annotations
 

@@ -29,7 +29,21 @@ from umlkit.experiments.records import cached_record, find_record, normalise_key
 from umlkit.paper import paper_table
 from umlkit.results import _atomic_write
 
-__all__ = ["Row", "Claim", "Table", "KEYS", "RESULT_COLUMNS", "measure", "compare", "results_frame", "save_results", "table_claims",
+ALPHA = 0.05     # one-sided significance level of the claim test
+MIN_SEEDS = 3    # seeds per compared cell before a claim gets a verdict
+VERDICTS = ("supported", "inconclusive", "contradicted")
+VERDICT_RULE = (
+    f"A claim 'A beats B' gets a verdict once both cells have at least {MIN_SEEDS} seeds: a one-sided Welch t-test "
+    f"(unequal variances, Welch-Satterthwaite degrees of freedom) on the per-seed values, or a one-sided paired t-test "
+    f"on the per-seed differences where both numbers come from the same runs. The verdict is 'supported' when "
+    f"A > B at p < {ALPHA}, 'contradicted' when B > A at p < {ALPHA}, and 'inconclusive' otherwise; a cell whose "
+    f"value does not depend on the seed (a frozen pretrained backbone) counts as exact. With fewer seeds the verdict "
+    f"is preliminary and only gives the sign of the measured gap: 'holds, n seed(s)' or 'not reproduced, n seed(s)'. "
+    f"No correction for the number of claims is made. A spread beside a mean is the sample standard deviation over "
+    f"seeds.")
+
+__all__ = ["Row", "Claim", "Table", "KEYS", "RESULT_COLUMNS", "ALPHA", "MIN_SEEDS", "VERDICTS", "VERDICT_RULE",
+           "claim_test", "is_final", "measure", "compare", "results_frame", "save_results", "table_claims",
            "side_by_side", "check_claims", "stale_note", "params_rows", "score_rows", "rank_view"]
 
 KEYS = ["table", "section", "method", "setting", "dataset", "metric"]
@@ -48,6 +62,7 @@ class Row:
     group: str = ""
     name: str = ""
     label: str = ""
+    seed_free: bool = False  # the value does not depend on the seed (a frozen pretrained backbone): one record is exact
 
     @property
     def title(self) -> str:
@@ -60,11 +75,13 @@ class Row:
 
 @dataclass(frozen=True)
 class Claim:
-    """"A beats B": two cells (column values of the compared frame) and the metric."""
+    """"A beats B": two cells (column values of the compared frame) and the metric. ``paired``: both cells are
+    numbers of the same runs (e.g. before and after adaptation), so the test pairs them by seed."""
     text: str
     a: Mapping
     b: Mapping
     metric: str = "R@1"
+    paired: bool = False
 
 
 @dataclass
@@ -146,18 +163,22 @@ def measure(spec: Table, profile: str = "quick", rows: Sequence[Row] | None = No
         if spec.params and "trainable_model" in result:
             lines += params_rows(spec.table, row, seed, result["trainable_model"])
         for ln in lines:
-            ln.update(record=rec["path"], stale=",".join(rec["stale"]))
+            ln.update(record=rec["path"], stale=",".join(rec["stale"]), seed_free=row.seed_free)
         out += lines
     return pd.DataFrame(out)
 
 
 def compare(measured: pd.DataFrame, paper: str | pd.DataFrame) -> pd.DataFrame:
-    """Mean, spread (half the min-max range over seeds; 0 for one seed) and seed count of every measured cell,
-    beside the paper's value (matched on all six keys) and the difference; ``row`` and ``stale`` carried over."""
+    """Mean, spread (the sample standard deviation over seeds; 0 for one seed) and seed count of every measured
+    cell, beside the paper's value (matched on all six keys) and the difference; ``row`` and ``stale`` carried over,
+    and, for the claim test, ``values`` (``{seed: value}``) and ``seed_free``."""
     keys = [*KEYS, "row"]
     g = measured.groupby(keys, sort=False)
-    out = pd.DataFrame({"measured": g["value"].mean(), "spread": (g["value"].max() - g["value"].min()) / 2,
+    out = pd.DataFrame({"measured": g["value"].mean(), "spread": g["value"].std(ddof=1).fillna(0.0),
                         "seeds": g["value"].count()})
+    if "seed" in measured:
+        out["values"] = g[["seed", "value"]].apply(lambda d: dict(zip(d["seed"].astype(int), d["value"].astype(float))))
+    out["seed_free"] = g["seed_free"].all().astype(bool) if "seed_free" in measured else False
     if "stale" in measured:
         out["stale"] = g["stale"].agg(lambda s: ",".join(sorted({p for v in s for p in v.split(",") if p})))
     out = out.reset_index()
@@ -252,13 +273,66 @@ def table_claims(spec: Table, cmp: pd.DataFrame) -> pd.DataFrame:
     return check_claims(cmp, usable)
 
 
-def check_claims(cmp: pd.DataFrame, claims: Sequence[Claim]) -> pd.DataFrame:
-    """Each claim on the paper's numbers and on the measured ones.
+def claim_test(a: Sequence[float] | Mapping[int, float], b: Sequence[float] | Mapping[int, float],
+               paired: bool = False, exact_a: bool = False, exact_b: bool = False) -> dict:
+    """The test of "A beats B" on per-seed values (see :data:`VERDICT_RULE`): ``t``, ``df``, the one-sided p-value
+    of A > B (``p``), the verdict and a short description (``test``).
 
-    The verdict is *supported* when the measured gap is positive and larger than the seed spread (half the
-    min-max range) of both cells, *within noise* when its size is not larger than that spread, and *not
-    reproduced* when it is negative beyond the spread. With a single seed in either cell the spread is unknown and
-    the verdict says so (``holds, 1 seed`` / ``not reproduced, 1 seed``)."""
+    Welch: t = (mean_A - mean_B) / sqrt(s_A²/n_A + s_B²/n_B) with the Welch-Satterthwaite degrees of freedom; an
+    exact cell (``exact_*``: seed-free) contributes no variance, which makes it the one-sample t-test against that
+    value. Paired (``a`` and ``b`` as ``{seed: value}``): the one-sample t-test of the differences over the common
+    seeds. A zero standard error with a nonzero gap is decided by the gap's sign."""
+    from scipy import stats
+    if paired:
+        if not (isinstance(a, Mapping) and isinstance(b, Mapping)):
+            raise TypeError("a paired claim test needs {seed: value} for both cells")
+        common = sorted(set(a) & set(b))
+        d = np.array([a[s] - b[s] for s in common], dtype=float)
+        n, gap = len(d), float(d.mean()) if len(d) else float("nan")
+        se2, df = (d.var(ddof=1) / n, n - 1) if n > 1 else (float("nan"), 0)
+        kind, final = "paired t", n >= MIN_SEEDS
+    else:
+        va = np.array(list(a.values() if isinstance(a, Mapping) else a), dtype=float)
+        vb = np.array(list(b.values() if isinstance(b, Mapping) else b), dtype=float)
+        n = min(len(va) if not exact_a else np.inf, len(vb) if not exact_b else np.inf)
+        gap = float(va.mean() - vb.mean())
+        parts = [x.var(ddof=1) / len(x) if len(x) > 1 else float("nan")
+                 for x, exact in ((va, exact_a), (vb, exact_b)) if not exact]
+        dofs = [len(x) - 1 for x, exact in ((va, exact_a), (vb, exact_b)) if not exact]
+        se2 = float(sum(parts)) if parts else 0.0
+        num = sum((p * p) / k for p, k in zip(parts, dofs) if k > 0 and p > 0)
+        df = se2 * se2 / num if num > 0 else float(sum(dofs))
+        kind, final = "Welch t", n >= MIN_SEEDS
+    seeds = int(n) if np.isfinite(n) else 1
+    if not final:
+        verdict = ("holds" if gap > 0 else "not reproduced") + f", {seeds} seed{'s' if seeds != 1 else ''}"
+        return {"t": float("nan"), "df": float("nan"), "p": float("nan"), "verdict": verdict,
+                "test": f"none (fewer than {MIN_SEEDS} seeds)"}
+    if se2 > 0:
+        t = gap / np.sqrt(se2)
+        p = float(stats.t.sf(t, df))
+    else:
+        t = float(np.sign(gap)) * np.inf if gap else 0.0
+        p = 0.0 if gap > 0 else (1.0 if gap < 0 else 0.5)
+    verdict = "supported" if p < ALPHA else ("contradicted" if 1 - p < ALPHA else "inconclusive")
+    return {"t": float(t), "df": float(df), "p": p, "verdict": verdict,
+            "test": f"{kind}: t={t:.2f}, df={df:.1f}, p={p:.3g}"}
+
+
+def _seeds(*cells) -> int:
+    """Seeds behind a claim: the fewest of its cells, a seed-free cell not counting (it is exact)."""
+    n = [int(x["seeds"]) for x in cells if not bool(x.get("seed_free", False))]
+    return min(n) if n else 1
+
+
+def is_final(verdict: str) -> bool:
+    """Whether a verdict came from the test (enough seeds), not from the sign of a preliminary gap."""
+    return verdict in VERDICTS
+
+
+def check_claims(cmp: pd.DataFrame, claims: Sequence[Claim]) -> pd.DataFrame:
+    """Each claim on the paper's numbers and on the measured ones, with the test of :func:`claim_test` on the
+    cells' per-seed values (``values`` of :func:`compare`) and its verdict (:data:`VERDICT_RULE`)."""
     rows = []
     for c in claims:
         sub = cmp[cmp["metric"] == c.metric]
@@ -272,18 +346,21 @@ def check_claims(cmp: pd.DataFrame, claims: Sequence[Claim]) -> pd.DataFrame:
             return sub[mask].iloc[0]
 
         ca, cb = cell(c.a), cell(c.b)
+
+        def values(x):
+            v = x.get("values")
+            return v if isinstance(v, Mapping) and v else {0: float(x["measured"])}
+
+        res = claim_test(values(ca), values(cb), paired=c.paired, exact_a=bool(ca.get("seed_free", False)),
+                         exact_b=bool(cb.get("seed_free", False)))
         gap = ca["measured"] - cb["measured"]
-        noise = max(ca["spread"], cb["spread"])
-        if min(ca["seeds"], cb["seeds"]) < 2:
-            verdict = "holds, 1 seed" if gap > 0 else "not reproduced, 1 seed"
-        else:
-            verdict = "supported" if gap > noise else ("within noise" if gap >= -noise else "not reproduced")
         both = pd.notna(ca["paper"]) and pd.notna(cb["paper"])
         rows.append({"claim": c.text, "paper A": ca["paper"], "paper B": cb["paper"],
                      "holds in paper": bool(ca["paper"] > cb["paper"]) if both else None,
                      "measured A": round(ca["measured"], 1), "measured B": round(cb["measured"], 1),
-                     "gap": round(gap, 1), "seeds": int(min(ca["seeds"], cb["seeds"])), "seed spread": round(noise, 1),
-                     "verdict": verdict})
+                     "gap": round(gap, 1), "seeds": _seeds(ca, cb),
+                     "seed spread": round(max(ca["spread"], cb["spread"]), 1), "p": res["p"], "test": res["test"],
+                     "verdict": res["verdict"]})
     return pd.DataFrame(rows)
 
 
