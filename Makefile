@@ -27,6 +27,7 @@ test-fast: $(STAMP)
 # also invalidate it, so the cache is dropped and every page rebuilt (--all) whenever those hash differently.
 book: $(STAMP)
 	@h=$$(find src pyproject.toml -type f \( -name '*.py' -o -name '*.json' -o -name '*.toml' \) | sort | xargs cat | sha256sum | cut -c1-16); \
+	$(VENV)/bin/umlkit book sync-colab; \
 	all=""; if [ "$$(cat _build/.umlkit-src-hash 2>/dev/null)" != "$$h" ]; then rm -rf _build/.jupyter_cache; all="--all"; fi; \
 	UMLKIT_PROGRESS=0 $(VENV)/bin/jupyter-book build . -W --keep-going $$all && echo $$h > _build/.umlkit-src-hash
 

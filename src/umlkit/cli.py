@@ -210,6 +210,19 @@ def _cmd_oodml_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_book_sync(args: argparse.Namespace) -> int:
+    from umlkit._book import sync_colab
+    changed = sync_colab(args.root, check=args.check)
+    for path in changed:
+        print(f"{'out of date' if args.check else 'updated'}: {path}")
+    if args.check and changed:
+        print("umlkit book sync-colab: run it without --check to write them", file=sys.stderr)
+        return 1
+    if not changed:
+        print("every chapter's Colab badge and set-up cell match _config.yml")
+    return 0
+
+
 def _cmd_reproduce(args: argparse.Namespace) -> int:
     from umlkit.reproduce import reproduce
 
@@ -293,6 +306,14 @@ def build_parser() -> argparse.ArgumentParser:
                            help="only jobs whose label matches, e.g. '^sop-.*-seed0$' (before --worker splits them)")
             p.add_argument("--runner", default="train_analysis", help=argparse.SUPPRESS)
         p.set_defaults(func=func)
+    book = sub.add_parser("book", help="the book's sources: Colab badges and set-up cells from _config.yml")
+    bsub = book.add_subparsers(dest="book_command", metavar="BOOK_COMMAND", required=True)
+    p = bsub.add_parser("sync-colab", help="write every chapter's Colab badge and set-up cell from the repository "
+                        "block of _config.yml")
+    p.add_argument("--root", default=".", help="the book's root (holds _config.yml and _toc.yml; default .)")
+    p.add_argument("--check", action="store_true", help="only report chapters that are out of date (exit 1)")
+    p.set_defaults(func=_cmd_book_sync)
+
     ood = sub.add_parser("oodml", help="ooDML: import the published split files for the full profile")
     osub = ood.add_subparsers(dest="oodml_command", metavar="OODML_COMMAND", required=True)
     p = osub.add_parser("import-splits", help="map datasplits/*.pkl onto DATA_ROOT's classes "

@@ -1,0 +1,63 @@
+"""The Colab badge and set-up cell of every chapter are generated from ``_config.yml``'s repository block."""
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from umlkit import _book
+from umlkit.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_every_chapter_follows_the_config():
+    assert _book.sync_colab(ROOT, check=True) == []
+    repo = _book.repository(ROOT / "_config.yml")
+    for path in (ROOT / "book").glob("*.ipynb"):
+        nb = json.loads(path.read_text())
+        setup = [c for c in nb["cells"] if "".join(c["source"]).startswith(_book.SETUP_MARKER)]
+        assert len(setup) == 1 and "remove-cell" in setup[0]["metadata"]["tags"], path.name
+        assert repo["url"] in "".join(setup[0]["source"])
+
+
+def _copy_book(tmp_path: Path) -> Path:
+    for name in ("_config.yml", "_toc.yml"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    shutil.copytree(ROOT / "book", tmp_path / "book", ignore=shutil.ignore_patterns("_build", "*.png"))
+    return tmp_path
+
+
+def test_changing_the_url_once_rewrites_every_chapter(tmp_path, capsys):
+    root = _copy_book(tmp_path)
+    cfg = root / "_config.yml"
+    cfg.write_text(cfg.read_text().replace("url: https://github.com/umlkit/umlkit", "url: https://github.com/lab/dml-book")
+                   .replace("branch: main", "branch: v2"))
+    # a chapter that lost its set-up cell and its badge gets both back
+    nb_path = root / "book" / "losses.ipynb"
+    nb = json.loads(nb_path.read_text())
+    nb["cells"] = [c for c in nb["cells"] if not "".join(c["source"]).startswith(_book.SETUP_MARKER)]
+    first = nb["cells"][0]
+    first["source"] = ["".join(first["source"]).split("[![Open In Colab]")[0].rstrip() + "\n"]
+    nb_path.write_text(json.dumps(nb))
+    assert main(["book", "sync-colab", "--root", str(root), "--check"]) == 1
+    assert main(["book", "sync-colab", "--root", str(root)]) == 0
+    assert _book.sync_colab(root, check=True) == []        # a second run changes nothing
+    for path in (root / "book").glob("*.ipynb"):
+        text = path.read_text()
+        assert "umlkit/umlkit" not in text, path.name
+        assert "--branch v2 https://github.com/lab/dml-book" in text
+        assert "colab.research.google.com/github/lab/dml-book/blob/v2/book/" + path.name in text
+    nb = json.loads(nb_path.read_text())
+    setup = [i for i, c in enumerate(nb["cells"]) if "".join(c["source"]).startswith(_book.SETUP_MARKER)]
+    params = [i for i, c in enumerate(nb["cells"]) if "parameters" in c["metadata"].get("tags", [])]
+    assert len(setup) == 1 and nb["cells"][setup[0]]["metadata"]["tags"] == ["remove-cell"]
+    assert setup[0] == (params[0] + 1 if params else setup[0])
+
+
+@pytest.mark.parametrize("url", ["", "git@github.com:lab/book.git", "https://gitlab.com/lab/book"])
+def test_a_url_colab_cannot_open_is_refused_with_the_file(tmp_path, url):
+    cfg = tmp_path / "_config.yml"
+    cfg.write_text(f"repository:\n  url: '{url}'\n")
+    with pytest.raises(ValueError, match=r"_config.yml: repository.url must be a https://github.com/OWNER/NAME"):
+        _book.repository(cfg)
