@@ -27,9 +27,10 @@ test-fast: $(STAMP)
 # also invalidate it, so the cache is dropped and every page rebuilt (--all) whenever those hash differently.
 book: $(STAMP)
 	@h=$$(find src pyproject.toml -type f \( -name '*.py' -o -name '*.json' -o -name '*.toml' \) | sort | xargs cat | sha256sum | cut -c1-16); \
-	$(VENV)/bin/umlkit book sync-colab; \
+	$(VENV)/bin/umlkit book sync-colab || exit 1; \
 	all=""; if [ "$$(cat _build/.umlkit-src-hash 2>/dev/null)" != "$$h" ]; then rm -rf _build/.jupyter_cache; all="--all"; fi; \
-	UMLKIT_PROGRESS=0 $(VENV)/bin/jupyter-book build . -W --keep-going $$all && echo $$h > _build/.umlkit-src-hash
+	UMLKIT_PROGRESS=0 $(VENV)/bin/jupyter-book build . -W --keep-going $$all && echo $$h > _build/.umlkit-src-hash && \
+	$(VENV)/bin/umlkit book check-html _build/html
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_eval.py

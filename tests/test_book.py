@@ -61,3 +61,41 @@ def test_a_url_colab_cannot_open_is_refused_with_the_file(tmp_path, url):
     cfg.write_text(f"repository:\n  url: '{url}'\n")
     with pytest.raises(ValueError, match=r"_config.yml: repository.url must be a https://github.com/OWNER/NAME"):
         _book.repository(cfg)
+
+
+PAGE = """<html><body><nav>/home/nav/is/not/read</nav><article>{}</article></body></html>"""
+
+
+def _page(root: Path, name: str, body: str) -> None:
+    path = root / "book" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(PAGE.format(body), encoding="utf-8")
+
+
+def test_check_html_finds_what_a_reader_must_not_see(tmp_path):
+    (tmp_path / "_images").mkdir()
+    (tmp_path / "_images" / "fig.png").write_bytes(b"png")
+    _page(tmp_path, "clean.html", '<h1>Table 2</h1><table class="dataframe"><tr><td>72.0 (78.3)</td></tr></table>'
+          '<p>run <code>.venv/bin/papermill book/x.ipynb out.ipynb</code></p><img src="../_images/fig.png">')
+    _page(tmp_path, "bad.html",
+          '<table class="dataframe"><tr><td>a</td></tr><tr><td>…</td></tr></table><p>78 rows × 10 columns</p>'
+          '<div class="output stderr"><pre>/x/numpy/lib.py:3: UserWarning: array is not writable</pre></div>'
+          '<p>data at /work/main/data/uml_mini</p><pre>UML-Mini:  12%|█▏        | 3/25 [00:01&lt;00:09,  2.3it/s]</pre>'
+          '<img src="../_images/gone.png">')
+    (tmp_path / "_static").mkdir()
+    (tmp_path / "_static" / "theme.html").write_text(PAGE.format("/home/not/a/page 3 rows × 2 columns"))
+    found = _book.check_html(tmp_path)
+    assert {f["page"] for f in found} == {"book/bad.html"}
+    kinds = {f["defect"] for f in found}
+    assert kinds == {"truncated table", "warning", "machine path", "progress fragment", "missing image"}
+    assert any("gone.png" in f["excerpt"] for f in found)
+    assert main(["book", "check-html", str(tmp_path)]) == 1
+    (tmp_path / "book" / "bad.html").unlink()
+    assert main(["book", "check-html", str(tmp_path)]) == 0
+
+
+def test_check_html_without_a_build_says_so(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no built book here"):
+        _book.check_html(tmp_path / "missing")
+    with pytest.raises(FileNotFoundError, match="no HTML pages found"):
+        _book.check_html(tmp_path)

@@ -1,4 +1,6 @@
-"""The book's Colab wiring, generated from one place: the ``repository`` block of ``_config.yml``.
+"""The book's sources and its built pages: Colab wiring generated from ``_config.yml``, and a check of the HTML.
+
+**Colab, from one place: the ``repository`` block of ``_config.yml``.**
 
 jupyter-book's launch buttons already read ``repository.url`` / ``branch`` / ``path_to_book``. Two more things in every
 chapter need the same repository: the "Open in Colab" badge under the title (for readers of the notebook on GitHub)
@@ -7,15 +9,20 @@ configuration and written into the notebooks by ``umlkit book sync-colab`` (run 
 repository means editing ``_config.yml`` once. The set-up cell carries the ``remove-cell`` tag: it runs on Colab and
 in a local execution (where it does nothing), and readers of the HTML never see it.
 
-Nothing here is provided by jupyter-book or nbformat themselves (they have no notion of a per-chapter set-up cell),
-hence this small module; notebooks are read and written with ``nbformat``.
+**The built pages** (:func:`check_html`, ``umlkit book check-html``, run at the end of ``make book``): what a reader
+must never see: pandas' truncated tables ("78 rows × 10 columns" and a row of "…"), warnings and tracebacks in cell
+outputs, the build machine's paths, progress-bar fragments, and images that are not there.
+
+Nothing here is provided by jupyter-book or nbformat themselves (they have no notion of a per-chapter set-up cell or
+of a reader-facing page check), hence this small module; notebooks are read and written with ``nbformat`` and pages
+parsed with BeautifulSoup.
 """
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-__all__ = ["repository", "badge", "setup_source", "sync_colab", "SETUP_MARKER"]
+__all__ = ["repository", "badge", "setup_source", "sync_colab", "SETUP_MARKER", "check_html"]
 
 SETUP_MARKER = "# On Colab only: fetch the repository"
 _BADGE = re.compile(r"\[!\[Open In Colab\]\(https://colab\.research\.google\.com/assets/colab-badge\.svg\)\]\([^)]*\)")
@@ -116,3 +123,55 @@ def _sync_setup(nb, source: str, nbformat) -> None:
     params = [i for i in code if "parameters" in nb.cells[i].metadata.get("tags", [])]
     at = (params or code or [len(nb.cells) - 1])[0] + 1
     nb.cells.insert(at, nbformat.v4.new_code_cell(source, metadata={"tags": ["remove-cell"]}))
+
+
+# what a reader must not see in a page's main text (outputs included); each pattern names the defect
+_PAGE_DEFECTS = [
+    ("truncated table", re.compile(r"\b\d+ rows × \d+ columns\b")),
+    ("warning", re.compile(r"\b\w*(?:Warning|Error): |\bTraceback \(most recent call last\)")),
+    ("machine path", re.compile(r"(?:(?<![\w.])/(?:work|home|tmp|root|Users|opt|usr|var)/\S+|/\.venv/|/site-packages/"
+                                r"|\b[A-Z]:\\\S+)")),
+    ("progress fragment", re.compile(r"\d+%\|[^|]*\||\bit/s\]|\ds/it\]|IProgress not found")),
+]
+
+
+def check_html(build_dir: str | Path) -> list[dict]:
+    """Defects a reader would see on the pages of a built book (``_build/html``): one ``{"page", "defect",
+    "excerpt"}`` per finding. Looks at each page's article text (outputs included), pandas tables (a row or column
+    of "…" is a truncation), stderr outputs (any text there is a warning), and the local images every page links."""
+    from bs4 import BeautifulSoup
+    root = Path(build_dir)
+    if not root.is_dir():
+        raise FileNotFoundError(f"{root}: no built book here (run `make book` first)")
+    pages = sorted(p for p in root.rglob("*.html")
+                   if not ({"_static", "_sources", "_images"} & set(p.relative_to(root).parts[:-1]))
+                   and p.name not in {"genindex.html", "search.html"})
+    if not pages:
+        raise FileNotFoundError(f"{root}: no HTML pages found (expected a jupyter-book _build/html folder)")
+    found = []
+    for page in pages:
+        rel = page.relative_to(root).as_posix()
+        soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+        main = soup.find("article") or soup.find("main") or soup.body or soup
+
+        def add(defect, text, rel=rel):
+            found.append({"page": rel, "defect": defect, "excerpt": " ".join(str(text).split())[:160]})
+
+        text = main.get_text(" ")
+        for defect, pat in _PAGE_DEFECTS:
+            for m in pat.finditer(text):
+                add(defect, text[max(0, m.start() - 60):m.end() + 60])
+        for table in main.find_all("table", class_="dataframe"):
+            cells = [c.get_text(strip=True) for c in table.find_all(["td", "th"])]
+            if any(c in ("…", "...") for c in cells):
+                add("truncated table", " | ".join(cells[:12]))
+        for out in main.select(".stderr, .output.stderr, div.output_stderr"):
+            if out.get_text(strip=True):
+                add("warning", "stderr: " + out.get_text(" "))
+        for img in main.find_all("img"):
+            src = img.get("src", "")
+            if not src or src.startswith(("http://", "https://", "data:")):
+                continue
+            if not (page.parent / src.split("#")[0].split("?")[0]).exists():
+                add("missing image", src)
+    return found

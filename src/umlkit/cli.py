@@ -223,6 +223,16 @@ def _cmd_book_sync(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_book_check(args: argparse.Namespace) -> int:
+    from umlkit._book import check_html
+    found = check_html(args.build_dir)
+    for f in found:
+        print(f"{f['page']}: {f['defect']}: {f['excerpt']}")
+    pages = {f["page"] for f in found}
+    print(f"{len(found)} defect(s) on {len(pages)} page(s)" if found else f"{args.build_dir}: no defects found")
+    return 1 if found else 0
+
+
 def _cmd_reproduce(args: argparse.Namespace) -> int:
     from umlkit.reproduce import reproduce
 
@@ -313,6 +323,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--root", default=".", help="the book's root (holds _config.yml and _toc.yml; default .)")
     p.add_argument("--check", action="store_true", help="only report chapters that are out of date (exit 1)")
     p.set_defaults(func=_cmd_book_sync)
+    p = bsub.add_parser("check-html", help="fail on what a reader must not see in the built pages: truncated "
+                        "tables, warnings, machine paths, progress-bar fragments, missing images")
+    p.add_argument("build_dir", nargs="?", default="_build/html", help="the built book (default _build/html)")
+    p.set_defaults(func=_cmd_book_check)
 
     ood = sub.add_parser("oodml", help="ooDML: import the published split files for the full profile")
     osub = ood.add_subparsers(dest="oodml_command", metavar="OODML_COMMAND", required=True)
