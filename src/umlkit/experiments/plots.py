@@ -1,6 +1,7 @@
 """The standard figures of the book's tables, for any paper: measured against published values (does the paper's
 ordering carry over?), every seed of a row, the difference between two settings per dataset, grouped bars, and
-annotated heat maps (cross-source matrices, prompt weights). Inputs are the frames of
+annotated heat maps (cross-source matrices, prompt weights), and rank slopes (each row's rank in the paper and
+as measured). Inputs are the frames of
 :mod:`umlkit.experiments.tables` (``measure`` / ``compare``)."""
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 __all__ = ["plot_measured_vs_paper", "plot_seeds", "plot_setting_deltas", "plot_grouped_bars", "plot_heatmap",
-           "plot_fid_progression", "plot_metric_vs_fid"]
+           "plot_fid_progression", "plot_metric_vs_fid", "plot_rank_slopes"]
 
 
 def plot_measured_vs_paper(cmp: pd.DataFrame, dataset: str = "Harmonic", metric: str = "R@1", hue: str = "section",
@@ -148,5 +149,41 @@ def plot_metric_vs_fid(frame: pd.DataFrame, metric: str = "R@1", hue: str = "met
             twin.set_xlabel("paper split FID (dashed)", fontsize=8)
     axes[0][0].set_ylabel(metric)
     axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
+    fig.tight_layout()
+    return fig
+
+
+def plot_rank_slopes(views, title: str = "rank in the paper (left) and measured (right)"):
+    """One panel per table: every row's rank in the paper joined to its measured rank (the frames of
+    :func:`umlkit.experiments.tables.rank_view`, ``{panel title: frame}``); a line that stays level is an ordering
+    that carried over, Spearman's ρ of the two rankings is in each panel's title."""
+    import matplotlib.pyplot as plt
+    views = dict(views)
+    if not views:
+        raise ValueError("plot_rank_slopes needs at least one rank view")
+    fig, axes = plt.subplots(1, len(views), figsize=(5.2 * len(views), 4.2), squeeze=False)
+    for ax, (name, v) in zip(axes[0], views.items()):
+        n = int(max(v["paper rank"].max(), v["measured rank"].max()))
+        labels = [str(x) for x in v["row"]]
+        tails = {x.rsplit(" / ", 1)[1] if " / " in x else None for x in labels}
+        if len(tails) == 1 and None not in tails:  # one shared " / backbone" suffix says nothing: drop it
+            labels = [x.rsplit(" / ", 1)[0] for x in labels]
+        for label, (_, r) in zip(labels, v.iterrows()):
+            colour = "tab:green" if r["paper rank"] == r["measured rank"] else (
+                "tab:blue" if r["measured rank"] < r["paper rank"] else "tab:red")
+            ax.plot([0, 1], [r["paper rank"], r["measured rank"]], "o-", color=colour, lw=1.5)
+            short = label if len(label) <= 34 else label[:33] + "…"
+            ax.annotate(f"{short}  {int(r['paper rank'])}", (0, r["paper rank"]), xytext=(-6, 0),
+                        textcoords="offset points", ha="right", va="center", fontsize=7)
+            ax.annotate(f"{int(r['measured rank'])}  {short}", (1, r["measured rank"]), xytext=(6, 0),
+                        textcoords="offset points", ha="left", va="center", fontsize=7)
+        ax.set_ylim(n + 0.5, 0.5)
+        ax.set_xlim(-1.3, 2.3)
+        ax.set_xticks([0, 1], ["paper", "measured"])
+        ax.set_yticks([])
+        for side in ("left", "right", "top"):
+            ax.spines[side].set_visible(False)
+        ax.set_title(f"{name} (ρ = {v.attrs.get('spearman', float('nan')):.2f})", fontsize=9)
+    fig.suptitle(title, y=1.02)
     fig.tight_layout()
     return fig

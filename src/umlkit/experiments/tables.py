@@ -44,7 +44,7 @@ VERDICT_RULE = (
 
 __all__ = ["Row", "Claim", "Table", "KEYS", "RESULT_COLUMNS", "ALPHA", "MIN_SEEDS", "VERDICTS", "VERDICT_RULE",
            "claim_test", "is_final", "measure", "compare", "results_frame", "save_results", "table_claims",
-           "side_by_side", "check_claims", "stale_note", "params_rows", "score_rows", "rank_view"]
+           "side_by_side", "check_claims", "stale_note", "params_rows", "score_rows", "rank_view", "rank_views"]
 
 KEYS = ["table", "section", "method", "setting", "dataset", "metric"]
 RESULT_COLUMNS = [*KEYS, "measured", "spread", "seeds", "paper", "delta", "status"]
@@ -395,3 +395,15 @@ def rank_view(cmp: pd.DataFrame, dataset: str = "Harmonic", metric: str = "R@1",
     out.attrs["spearman"] = float(spearmanr(out["paper"], out["measured"]).correlation)
     out["measured"] = out["measured"].round(1)
     return out.sort_values("paper rank").reset_index(drop=True)
+
+
+def rank_views(cmps: Mapping[str, pd.DataFrame], dataset: str = "Harmonic", metric: str = "R@1") -> dict:
+    """:func:`rank_view` of several compared tables (``{name: cmp}``), keyed ``"<name> (<dataset>)"``; a table with
+    fewer than two rows that have both a paper and a measured value (e.g. a chapter run on a subset) is left out."""
+    out = {}
+    for name, cmp in cmps.items():
+        joined = cmp[(cmp["dataset"] == dataset) & (cmp["metric"] == metric) & cmp["paper"].notna()
+                     & cmp["measured"].notna()]
+        if len(joined) >= 2:
+            out[f"{name} ({dataset})"] = rank_view(cmp, dataset, metric)
+    return out
