@@ -10,6 +10,17 @@ import umlkit
 from umlkit._paths import data_root, repo_root, results_root
 
 
+def _positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
 def _cmd_info(args: argparse.Namespace) -> int:
     import torch
 
@@ -36,19 +47,26 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from umlkit.metrics import evaluate_retrieval
 
     try:
-        blob = np.load(args.file)
+        blob = np.load(args.file, allow_pickle=False)
+        if not hasattr(blob, "files"):
+            raise ValueError("a single .npy array, not an .npz archive")
     except (OSError, ValueError) as err:
-        print(f"error: cannot read {args.file}: {err}", file=sys.stderr)
+        reason = "not an .npz archive" if "pickled" in str(err) else str(err)
+        print(f"umlkit: error: cannot read {args.file}: {reason}; expected an .npz file with arrays 'embeddings' "
+              "and 'labels' (numpy.savez)", file=sys.stderr)
         return 2
     missing = [k for k in ("embeddings", "labels") if k not in blob]
     if missing:
-        print(f"error: {args.file} lacks array(s) {missing}; expected 'embeddings' and 'labels' "
+        print(f"umlkit: error: {args.file} lacks array(s) {missing}; expected 'embeddings' and 'labels' "
               "(and optionally 'gallery', 'gallery_labels')", file=sys.stderr)
         return 2
     gallery = blob["gallery"] if "gallery" in blob else None
     gallery_labels = blob["gallery_labels"] if "gallery_labels" in blob else None
     metrics = args.metrics.split(",") if args.metrics else None
-    res = evaluate_retrieval(blob["embeddings"], blob["labels"], gallery, gallery_labels, metrics=metrics)
+    try:
+        res = evaluate_retrieval(blob["embeddings"], blob["labels"], gallery, gallery_labels, metrics=metrics)
+    except ValueError as err:
+        raise ValueError(f"{args.file}: {err}") from err
     print(json.dumps(res, indent=2))
     return 0
 
@@ -63,7 +81,7 @@ def _cmd_data_check(args: argparse.Namespace) -> int:
         table = check_datasets(root, args.datasets.split(",") if args.datasets else None, verify=args.verify_images,
                                on_error=args.on_error)
     except CorruptImagesError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"umlkit: error: {err}", file=sys.stderr)
         return 1
     with pd.option_context("display.max_colwidth", 120, "display.width", 200):
         print(f"data root: {root}")
@@ -98,7 +116,11 @@ def _cmd_data_pretrain_mini(args: argparse.Namespace) -> int:
 def _cmd_train(args: argparse.Namespace) -> int:
     from umlkit.train import fit, load_config
 
-    cfg = load_config(args.config, profile=args.profile, overrides=args.set)
+    try:
+        cfg = load_config(args.config, profile=args.profile, overrides=args.set)
+    except (KeyError, ValueError, TypeError) as err:
+        msg = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
+        raise ValueError(msg if str(args.config) in str(msg) else f"{args.config}: {msg}") from err
     result = fit(cfg, run_dir=args.run_dir, resume=args.resume)
     print(f"run folder: {result.run_dir}")
     if result.last is not None:
@@ -114,12 +136,16 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     from umlkit.train.engine import build_model
 
     ckpt = Path(args.checkpoint)
+    if not ckpt.is_file():
+        raise FileNotFoundError(f"checkpoint {ckpt} does not exist (expected a run folder's last.pt or best.pt)")
     cfg_file = ckpt.parent / "config.json"
     if not cfg_file.is_file():
-        print(f"error: {cfg_file} not found; umlkit eval needs the run folder's config.json beside the checkpoint",
-              file=sys.stderr)
-        return 2
-    cfg = json.loads(cfg_file.read_text())["config"]
+        raise FileNotFoundError(f"{cfg_file} not found; umlkit eval needs the run folder's config.json beside the "
+                                f"checkpoint {ckpt.name}")
+    try:
+        cfg = json.loads(cfg_file.read_text())["config"]
+    except (ValueError, KeyError) as err:
+        raise ValueError(f"{cfg_file}: not a umlkit run configuration ({err})") from err
     state = load_checkpoint(ckpt)
     num_classes = state["model"]["proxy_bias"].shape[0] if cfg["model"]["method"] == "vptsp" else None
     model = build_model(cfg, num_classes)
@@ -192,7 +218,11 @@ def _cmd_records_train(args: argparse.Namespace) -> int:
     import re
     jobs = _job_list(args.paper, args.jobs, args.profile)
     if args.match:
-        jobs = [j for j in jobs if re.search(args.match, j[1])]
+        try:
+            pattern = re.compile(args.match)
+        except re.error as err:
+            raise ValueError(f"--match {args.match!r} is not a regular expression: {err}") from err
+        jobs = [j for j in jobs if pattern.search(j[1])]
     jobs = [j for k, j in enumerate(jobs) if k % n == i]
     todo = [j for j in jobs if find_record(normalise_key(j[2]), args.profile) is None]
     print(f"worker {i}/{n}: {len(jobs)} jobs, {len(jobs) - len(todo)} already stored, {len(todo)} to train")
@@ -245,10 +275,13 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     params = {}
     for item in args.parameter:
         if "=" not in item:
-            print(f"umlkit reproduce: -p expects NAME=VALUE (a YAML value), got {item!r}", file=sys.stderr)
+            print(f"umlkit: error: -p expects NAME=VALUE (a YAML value), got {item!r}", file=sys.stderr)
             return 2
         name, value = item.split("=", 1)
-        params[name.strip()] = yaml.safe_load(value)
+        try:
+            params[name.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError as err:
+            raise ValueError(f"-p {item!r}: the value is not valid YAML ({' '.join(str(err).split())})") from err
     table = reproduce(profile=args.profile, chapters=args.chapters.split(",") if args.chapters else None,
                       parameters=params)
     print(table.to_string())
@@ -311,7 +344,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--profile", choices=("quick", "full"), default="quick")
         if name == "train":
             p.add_argument("--worker", default="0/1", help="I/N: this process takes every N-th job from the I-th")
-            p.add_argument("--threads", type=int, default=1, help="torch threads per worker (default 1)")
+            p.add_argument("--threads", type=_positive_int, default=1, help="torch threads per worker (default 1)")
             p.add_argument("--match", default=None, metavar="REGEX",
                            help="only jobs whose label matches, e.g. '^sop-.*-seed0$' (before --worker splits them)")
             p.add_argument("--runner", default="train_analysis", help=argparse.SUPPRESS)
@@ -358,7 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="folder for the weights (default: the shipped location)")
     p.add_argument("--recipe", choices=("v1", "v2"), default="v1",
                    help="v1: the weights of UML-Mini v1; v2: longer, with unobservable targets masked")
-    p.add_argument("--epochs", type=int, default=None, help="default: the recipe's")
+    p.add_argument("--epochs", type=_positive_int, default=None, help="default: the recipe's")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_cmd_data_pretrain_mini)
     return parser
@@ -378,7 +411,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, OSError, RuntimeError, KeyError, TypeError) as err:
         if getattr(args, "debug", False):
             raise
-        print(f"umlkit: error: {err}", file=sys.stderr)
+        msg = err.args[0] if isinstance(err, KeyError) and len(err.args) == 1 else err
+        print(f"umlkit: error: {' '.join(str(msg).split())}", file=sys.stderr)
         print("(run again with --debug for the full traceback)", file=sys.stderr)
         return 2
 

@@ -45,6 +45,12 @@ def check_datasets(root: str | Path, names=None, verify: bool = False, on_error:
     """One row per dataset: status (found / missing / count mismatch / files missing / unreadable images),
     images and classes per split, and for problems where to obtain the data and the layout expected."""
     root = Path(root).expanduser()
+    if not root.is_dir():
+        raise FileNotFoundError(f"data root {root} does not exist or is not a folder; pass --root DIR (the folder "
+                                f"that holds cub200/, cars196/, ...) or set UMLKIT_DATA")
+    unknown = [n for n in (names or []) if n not in DATASETS]
+    if unknown:
+        raise ValueError(f"unknown dataset(s) {unknown}; expected some of {list(DATASETS)}")
     rows = []
     for name in names or DATASETS:
         spec = DATASETS[name]

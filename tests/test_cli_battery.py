@@ -1,0 +1,103 @@
+"""Bad input across every CLI command: each fails with a non-zero exit and ONE line that starts with "umlkit: error"
+(or argparse's own "umlkit <command>: error"), names the offending file, argument or value, and shows no traceback.
+Nothing here trains: every case fails before the first step."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from umlkit import cli
+
+CONFIG = str(Path(__file__).resolve().parents[1] / "configs" / "puma" / "puma.yaml")
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> Path:
+    t = tmp_path_factory.mktemp("bad_inputs")
+    x = np.random.default_rng(0).random((6, 4)).astype("float32")
+    np.savez(t / "len.npz", embeddings=x, labels=np.array([0, 0, 1]))
+    nan = x.copy()
+    nan[0, 0] = np.nan
+    np.savez(t / "nan.npz", embeddings=nan, labels=np.array([0, 0, 1, 1, 2, 2]))
+    np.savez(t / "ok.npz", embeddings=x, labels=np.array([0, 0, 1, 1, 2, 2]))
+    np.save(t / "single.npy", x)
+    (t / "bad.yaml").write_text("model: [unclosed\n")
+    (t / "typo.yaml").write_text("modle:\n  backbone: x\n")
+    (t / "list.yaml").write_text("- a\n- b\n")
+    (t / "run").mkdir()
+    (t / "run" / "config.json").write_text("{not json")
+    (t / "run" / "last.pt").write_bytes(b"junk")
+    (t / "orphan.pt").write_bytes(b"junk")
+    (t / "real").mkdir()
+    (t / "real" / "mine.txt").write_text("keep")
+    return t
+
+
+# (argv with {t} for the inputs folder, what the one line must contain)
+CASES = [
+    (["evaluate", "{t}/missing.npz"], "{t}/missing.npz"),
+    (["evaluate", "{t}/bad.yaml"], "{t}/bad.yaml: not an .npz archive"),
+    (["evaluate", "{t}/single.npy"], "{t}/single.npy"),
+    (["evaluate", "{t}/len.npz"], "{t}/len.npz: query_labels has 3 entries but query has 6 rows"),
+    (["evaluate", "{t}/nan.npz"], "{t}/nan.npz: query has 1 row(s) with NaN"),
+    (["evaluate", "{t}/ok.npz", "--metrics", "FOO"], "unknown metric 'FOO'"),
+    (["evaluate", "{t}/ok.npz", "--metrics", "R@0"], "R@k needs k >= 1"),
+    (["train", "{t}/missing.yaml"], "{t}/missing.yaml does not exist"),
+    (["train", "{t}/bad.yaml"], "{t}/bad.yaml is not valid YAML"),
+    (["train", "{t}/typo.yaml"], "{t}/typo.yaml: unknown config section(s) ['modle']"),
+    (["train", "{t}/list.yaml"], "{t}/list.yaml must hold a mapping"),
+    (["train", CONFIG, "--set", "noequals"], "override 'noequals' must look like key.sub=value"),
+    (["train", CONFIG, "--set", "nosuch.key=1"], "unknown key 'nosuch'"),
+    (["train", CONFIG, "--set", "model.backbone=nosuchnet", "--run-dir", "{t}/r"], "unknown backbone 'nosuchnet'"),
+    (["train", CONFIG, "--set", "data.root={t}/nodata", "--run-dir", "{t}/r"], "not found under {t}/nodata"),
+    (["train", CONFIG, "--resume", "{t}/none.pt", "--run-dir", "{t}/r"], "checkpoint {t}/none.pt does not exist"),
+    (["eval", "{t}/missing.pt", "--data", "{t}"], "checkpoint {t}/missing.pt does not exist"),
+    (["eval", "{t}/orphan.pt", "--data", "{t}"], "{t}/config.json not found"),
+    (["eval", "{t}/run/last.pt", "--data", "{t}"], "{t}/run/config.json: not a umlkit run configuration"),
+    (["eval", "{t}/run/last.pt"], "the following arguments are required: --data"),
+    (["data", "check", "--root", "{t}/nothere"], "data root {t}/nothere does not exist"),
+    (["data", "check", "--root", "{t}", "--datasets", "foo"], "unknown dataset(s) ['foo']"),
+    (["data", "make-mini", "--root", "{t}/real"], "{t}/real"),
+    (["data", "make-mini", "--size", "huge"], "argument --size: invalid choice: 'huge'"),
+    (["data", "pretrain-mini", "--epochs", "0", "--out", "{t}/w"], "argument --epochs: expected a positive integer, got 0"),
+    (["records", "train", "oodml", "tables", "--worker", "3/2"], "--worker 3/2"),
+    (["records", "train", "oodml", "tables", "--worker", "half"], "expects I/N"),
+    (["records", "train", "oodml", "tables", "--match", "("], "--match '(' is not a regular expression"),
+    (["records", "train", "oodml", "tables", "--threads", "0"], "argument --threads: expected a positive integer"),
+    (["records", "train", "puma", "tables"], "argument paper: invalid choice: 'puma'"),
+    (["records", "status", "oodml", "everything"], "unknown ooDML job list 'everything'"),
+    (["reproduce", "--chapters", "nonexistent"], "unknown chapter(s) ['nonexistent']"),
+    (["reproduce", "-p", "NOEQUALS"], "-p expects NAME=VALUE"),
+    (["reproduce", "-p", "SEEDS=[0,"], "-p 'SEEDS=[0,': the value is not valid YAML"),
+    (["reproduce", "--profile", "weird"], "argument --profile: invalid choice: 'weird'"),
+    (["oodml", "import-splits", "{t}/nope", "--root", "{t}"], "{t}/nope lacks ['cub200_splits.pkl'"),
+    (["book", "sync-colab", "--root", "{t}/nope"], "{t}/nope/_config.yml: cannot read the book configuration"),
+    (["book", "check-html", "{t}/nope"], "{t}/nope: no built book here"),
+    (["nosuchcommand"], "invalid choice: 'nosuchcommand'"),
+]
+
+
+@pytest.mark.parametrize("argv, expected", CASES, ids=[" ".join(a[:3]) + f" #{i}" for i, (a, _) in enumerate(CASES)])
+def test_bad_input_gives_one_line_naming_it(inputs, capsys, argv, expected):
+    t = str(inputs)
+    argv = [a.replace("{t}", t) for a in argv]
+    before = sorted(p.relative_to(inputs).as_posix() for p in inputs.rglob("*"))
+    try:
+        code = cli.main(argv)
+    except SystemExit as e:        # argparse: usage + one error line
+        code = e.code
+    err = capsys.readouterr().err
+    assert code not in (0, None), argv
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith("umlkit") and "error" in ln]
+    assert len(errors) == 1 and "Traceback" not in err, err
+    assert expected.replace("{t}", t) in errors[0], err
+    # the hint is the only other line (argparse prints its usage instead)
+    assert all(ln in errors or ln.startswith(("(run again with --debug", "usage:", " ")) for ln in lines), err
+    after = sorted(p.relative_to(inputs).as_posix() for p in inputs.rglob("*"))
+    assert after == before or argv[0] == "train", (before, after)   # nothing created or removed...
+    shutil.rmtree(inputs / "r", ignore_errors=True)                    # ...except a refused run's own folder
+    assert (inputs / "real" / "mine.txt").read_text() == "keep"
