@@ -185,6 +185,43 @@ def test_accumulators(name):
         assert torch.allclose(acc.cell(x[:, 0], h), (1 - z) * n + z * h, atol=1e-6)
 
 
+def test_gru_accumulator_matches_torch_gru_cell():
+    """The `gru` variant is torch.nn.GRUCell once the layouts are mapped: torch orders the gates (r, z, n) and keeps
+    two bias vectors, b_ih and b_hh, with b_hn inside the reset gate; the accumulator orders them (z, r, n) and has one
+    bias, outside it - so b_ih = (b_r, b_z, b_n) and b_hh = 0 give the same cell. Outputs and gradients must agree
+    over a sequence of k samples."""
+    torch.manual_seed(0)
+    d = 6
+    acc = build_accumulator("gru", d)
+    with torch.no_grad():
+        acc.bias.normal_()
+    ref = torch.nn.GRUCell(d, d)
+
+    def reorder(w):  # (z, r, n) -> torch's (r, z, n)
+        z, r, n = w.chunk(3, dim=0)
+        return torch.cat([r, z, n])
+    with torch.no_grad():
+        ref.weight_ih.copy_(reorder(acc.w_x.weight))
+        ref.weight_hh.copy_(reorder(acc.w_h.weight))
+        ref.bias_ih.copy_(reorder(acc.bias))
+        ref.bias_hh.zero_()
+    h0, x = torch.randn(4, d), torch.randn(4, 3, d)
+    out = acc(h0, x)
+    h = h0
+    for j in range(x.shape[1]):
+        h = ref(x[:, j], h)
+    assert torch.allclose(out, h, atol=1e-6)
+    out.square().sum().backward()
+    h.square().sum().backward()
+    assert torch.allclose(reorder(acc.w_x.weight.grad), ref.weight_ih.grad, atol=1e-5)
+    assert torch.allclose(reorder(acc.w_h.weight.grad), ref.weight_hh.grad, atol=1e-5)
+    assert torch.allclose(reorder(acc.bias.grad), ref.bias_ih.grad, atol=1e-5)
+    # gru_relu differs from it only in the candidate's activation
+    relu = build_accumulator("gru_relu", d)
+    relu.load_state_dict(acc.state_dict())
+    assert not torch.allclose(relu(h0, x), out.detach())
+
+
 def test_local_weights_and_hub_error(tmp_path, monkeypatch):
     src = create_backbone(TINY)
     path = tmp_path / "tiny.safetensors"
