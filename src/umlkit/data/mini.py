@@ -37,7 +37,7 @@ from umlkit.data.names import caption, class_name, dedupe
 from umlkit.results import _atomic_write
 
 __all__ = ["SHAPES", "TEXTURES", "HUE_NAMES", "SOURCES", "MiniSource", "make_mini", "pretraining_set", "render",
-           "mini_table", "ensure_mini", "PRETRAIN_HEADS"]
+           "mini_table", "ensure_mini", "PRETRAIN_HEADS", "class_attributes"]
 
 SIZE = 32
 SHAPES = ("disc", "square", "triangle", "cross", "ring", "diamond", "star", "crescent")
@@ -278,6 +278,20 @@ def _image_attrs(name: str, cls: dict, rng) -> dict:
             if a["disc_pos"] != "none":
                 a.update(disc_hue=0.0, disc_sat=0.0, disc_val=0.5 if name == "sop" else 0.2)
     return a
+
+
+def _source_rng(name: str, seed: int) -> np.random.Generator:
+    """The generator of one source: its classes are the first draws, then its images."""
+    return np.random.default_rng([seed, list(SOURCES).index(name), 7])
+
+
+def class_attributes(name: str, seed: int = 0, size: str = "default") -> list[dict]:
+    """The class-defining attributes of every class of a source, in the loaders' class order (the train split's
+    classes, then the test split's), without rendering an image: e.g. ``{"shape": "star", "texture": "plain",
+    "aspect": "wide"}`` on the Cars-like source, ``{"hue": 0.03, "disc_hue": 0.61}`` on the bird sources. The
+    language-guidance controls use them (attribute overlap with no language model)."""
+    train, test = source_sizes(name, size)
+    return _class_attrs(name, train[0] + test[0], _source_rng(name, seed), size)
 
 
 def _generate_source(name: str, rng, size: str = "default") -> dict:
@@ -542,8 +556,7 @@ def make_mini(root, seed: int = 0, overwrite: bool = False, sources=None, progre
         from umlkit._progress import tqdm
         iterator = tqdm(names, desc="UML-Mini", unit="source")
     for name in iterator:
-        rng = np.random.default_rng([seed, list(SOURCES).index(name), 7])
-        data = _generate_source(name, rng, size)
+        data = _generate_source(name, _source_rng(name, seed), size)
         folder = root / _FOLDERS[name]
         if folder.exists():
             shutil.rmtree(folder)  # written by UML-Mini: checked by _check_target

