@@ -115,6 +115,24 @@ def test_relative_paths_in_a_yaml_file_are_resolved_against_its_folder(tmp_path,
     assert resolve_config({"data": {"splits": {"cub": split_ref}}})["data"]["splits"]["cub"] == split_ref
 
 
+def test_a_repository_relative_path_is_found_from_any_working_directory(tmp_path, monkeypatch):
+    """Record keys hold repository-relative paths (results/quick/language/...), so that a key is the same on every
+    checkout; a chapter runs from book/, a worker from the root: both must find the file."""
+    import umlkit._paths
+    repo = tmp_path / "checkout"
+    (repo / "results").mkdir(parents=True)
+    sha = save_class_embeddings(repo / "results" / "names.npz", ["a", "b"], np.eye(2))
+    elsewhere = tmp_path / "book"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    ref = {"file": "results/names.npz", "sha256": sha}
+    monkeypatch.setattr(umlkit._paths, "repo_root", lambda: None)
+    with pytest.raises(SideInfoError, match="or the repository root"):
+        load_class_embeddings(ref, ["b", "a"])
+    monkeypatch.setattr(umlkit._paths, "repo_root", lambda: repo)
+    assert torch.equal(load_class_embeddings(ref, ["b", "a"]), torch.tensor([[0.0, 1.0], [1.0, 0.0]]))
+
+
 def test_the_training_sets_class_order_is_the_concatenation_of_the_sources(mini_root):
     cfg = resolve_config({"data": {"root": str(mini_root), "datasets": ["flowers", "cub"]}})
     train, _, _ = build_data(cfg, DATA_CONFIG)

@@ -10,7 +10,9 @@ classes in their label order, matched by name: a training class ``"cub:001.Black
 ``data.datasets``, which is the global label order) matches a row named exactly so, or, when unambiguous, its
 name without the source. A split file is a JSON mapping ``{train: [class keys], test: [...], val: [...]}`` for
 one source (``data.splits.<source>: {file, sha256}``). Relative paths in a YAML configuration are resolved
-against the YAML file's folder (:func:`umlkit.train.config.load_config`), otherwise against the current directory.
+against the YAML file's folder (:func:`umlkit.train.config.load_config`), otherwise against the current directory
+and then the repository root (record keys hold repository-relative paths, e.g. ``results/quick/language/...``, so
+that a key is the same on every checkout; the sha256 is the file's identity).
 
 Files are written atomically (temporary file + rename) and never replace an existing file with different content
 unless ``overwrite=True``; the ``.npz`` is written with fixed zip timestamps, so the same names and embeddings
@@ -80,9 +82,14 @@ def _verified(ref, where: str) -> Path:
     if not isinstance(ref, dict) or "file" not in ref or "sha256" not in ref or set(ref) - {"file", "sha256"}:
         raise SideInfoError(f"{where} must be {{file: PATH, sha256: HEX}}, got {ref!r}")
     path = Path(str(ref["file"])).expanduser()
+    if not path.is_absolute() and not path.is_file():
+        from umlkit._paths import repo_root
+        root = repo_root()
+        if root is not None and (root / path).is_file():  # a record key's repository-relative path (results/...)
+            path = root / path
     if not path.is_file():
-        raise SideInfoError(f"{where}: file {path} does not exist"
-                            + ("" if path.is_absolute() else f" (relative to the current directory {Path.cwd()})"))
+        raise SideInfoError(f"{where}: file {path} does not exist" + ("" if path.is_absolute() else
+                            f" (relative to the current directory {Path.cwd()} or the repository root)"))
     actual = file_sha256(path)
     if actual != str(ref["sha256"]).lower():
         raise SideInfoError(f"{where}: {path} has sha256 {actual}, but the configuration expects {ref['sha256']}; "
