@@ -74,6 +74,7 @@ CASES = [
     (["records", "train", "oodml", "tables", "--match", "("], "--match '(' is not a regular expression"),
     (["records", "train", "oodml", "tables", "--threads", "0"], "argument --threads: expected a positive integer"),
     (["records", "train", "puma", "tables"], "argument paper: invalid choice: 'puma'"),
+    (["records", "status", "language_guidance", "everything"], "unknown language-guidance job list 'everything'"),
     (["records", "status", "oodml", "everything"], "unknown ooDML job list 'everything'"),
     (["reproduce", "--chapters", "nonexistent"], "unknown chapter(s) ['nonexistent']"),
     (["reproduce", "-p", "NOEQUALS"], "-p expects NAME=VALUE"),

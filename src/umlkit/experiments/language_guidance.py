@@ -1,0 +1,343 @@
+"""Language guidance (Roth, Vinyals and Akata, "Integrating language guidance into vision-based deep metric
+learning", CVPR 2022): configurations, language files, tables and claims as data for the book's chapter.
+
+* **Runs** (:func:`run_config`): the paper trains on Roth's pipeline, the one ooDML runs, so a row is ooDML's
+  configuration of its base method on the source's default split (:func:`umlkit.experiments.oodml.run_config`:
+  the same loss, chosen learning rate, sampler and epochs) plus, for a guided row, the language term
+  ``omega x LanguageGuidanceLoss`` (Eq. 2; :mod:`umlkit.losses.language_guidance` follows the official
+  ``LanguageGuide.regularize``). Every run is a ``train_analysis`` record keyed by the resolved configuration,
+  with the language file referred to by its repository-relative path and sha256.
+* **Language files** (:func:`language_ref`): ELG embeds each class's cleaned name (the loaders' ``language_names``,
+  as the official ``language_conversion``); PLG embeds the top-k pseudolabels of a classifier averaged over each
+  class's images (official ``relabel``). Quick: the sentence model all-MiniLM-L6-v2 and the tiny ViT v2's named
+  320-way pretraining classifier; full: CLIP ViT-B/32's text encoder and an ImageNet classifier (the full
+  profile's pseudolabel back end is not wired yet: :func:`language_ref` says so).
+* **Tuning** (:func:`omega_sweep`): the learning rate is the base method's (chosen by ooDML's protocol on the
+  validation split of the CUB-like default split's training classes); omega is chosen on that same validation
+  split from ``omega_grid``, for every (method, guidance) row - the paper's protocol of adding guidance to a tuned
+  baseline, applied to every guided row alike.
+* **Tables**: Table 2 (R@1 of every method with and without ELG / PLG on the CUB-, Cars- and SOP-like sources)
+  and Table S1 (the same runs with NMI and mAP@1000), with the paper's claims.
+"""
+from __future__ import annotations
+
+import copy
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+
+from umlkit.experiments import oodml
+from umlkit.experiments.runners import SOURCE_NAMES
+from umlkit.experiments.tables import Claim, Row, Table
+
+__all__ = ["PAPER", "SOURCES", "lg_config", "language_ref", "run_config", "omega_jobs", "job_list", "TABLES",
+           "guided_rows", "chosen_omega"]
+
+PAPER = "language_guidance"
+SOURCES = ("cub", "cars", "sop")
+SEEDS = (0, 1, 2)
+
+
+def _config_dir() -> Path:
+    from umlkit._paths import repo_folder
+    return repo_folder("configs", "language_guidance", what="the language-guidance experiments")
+
+
+@lru_cache(maxsize=1)
+def lg_config() -> dict:
+    """``configs/language_guidance/language_guidance.yaml``, parsed once per process."""
+    from umlkit.train.config import _coerce
+    return _coerce(yaml.safe_load((_config_dir() / "language_guidance.yaml").read_text()))
+
+
+def _source_root(source: str, profile: str):
+    if profile == "quick":
+        from umlkit.data.mini import ensure_mini
+        return ensure_mini(size="large")
+    from umlkit.train.engine import data_root_of
+    return data_root_of(oodml.run_config(profile, source=source))
+
+
+def _repo_relative(path: str | Path) -> str:
+    """A path inside the checkout as ``results/...`` (record keys must not depend on where the checkout lives);
+    any other path unchanged."""
+    from umlkit._paths import repo_root
+    path, root = Path(path).resolve(), repo_root()
+    if root is not None:
+        try:
+            return path.relative_to(root.resolve()).as_posix()
+        except ValueError:
+            pass
+    return str(path)
+
+
+def _source_classes(source: str, profile: str):
+    """(row names, language names, [dataset per loader split]) of every class of a source (both loader splits)."""
+    from umlkit.data import load_dataset
+    from umlkit.data.language import class_texts
+    root = _source_root(source, profile)
+    parts = [load_dataset(source, root, split) for split in ("train", "test")]
+    rows, texts = [], []
+    for ds in parts:
+        r, t = class_texts(ds)
+        rows += r
+        texts += t
+    return rows, texts, parts
+
+
+def _pseudolabel_texts(source: str, profile: str, k: int) -> tuple[list[str], list[list[str]]]:
+    """Row names and the top-k pseudolabels of every class of a source (PLG): quick, the tiny ViT v2's named
+    320-way classifier (:func:`umlkit.models.pretrain.class_logits`), logits averaged over each class's images."""
+    if profile != "quick":
+        raise NotImplementedError("PLG's full-profile pseudolabels need an ImageNet classifier and the ImageNet class "
+                                  "names; that back end is not wired yet (the quick profile uses the tiny ViT's "
+                                  "named 320-way pretraining classifier)")
+    import torch
+
+    from umlkit.data import build_transforms, load_dataset
+    from umlkit.data.language import pseudolabels
+    from umlkit.models.backbones import backbone_data_config, create_backbone
+    from umlkit.models.pretrain import class_logits, class_names, load_heads, weight_files
+    from umlkit.train.evaluate import extract_embeddings
+    files = weight_files("v2")
+    model = create_backbone("vit_tiny_uml_patch8_32", weights=files["weights"]).eval()
+    heads = load_heads(files["heads"]).eval()
+    tf = build_transforms("mini", backbone_data_config("vit_tiny_uml_v2"), train=False)
+    root = _source_root(source, profile)
+    rows, out = [], []
+    for split in ("train", "test"):
+        ds = load_dataset(source, root, split, transform=tf, cache=True)
+        feats, labels = extract_embeddings(model, ds, batch_size=512)
+        with torch.no_grad():
+            logits = class_logits({n: h(feats) for n, h in heads.items()}).numpy()
+        top = pseudolabels(logits, labels, class_names(), k=k)
+        rows += [f"{ds.name}:{n}" for n in ds.class_names]
+        out += [top[c] for c in range(len(ds.class_names))]
+    return rows, out
+
+
+def _identity(source: str, guidance: str, profile: str, model: str, template: str, shuffle_seed) -> str:
+    """What decides a language file without computing it: the source's data, the guidance (names or the
+    classifier's weights and k), the language model and the primer."""
+    import hashlib
+    import json
+
+    from umlkit.experiments.fingerprint import data_fingerprint
+    cfg = oodml.run_config(profile, source=source)
+    g = lg_config()["guidance"][guidance]
+    parts = {"source": source, "data": data_fingerprint(cfg), "guidance": g, "model": model, "template": template,
+             "shuffle": shuffle_seed}
+    if g["names"] == "pseudolabels" and profile == "quick":
+        from umlkit.models.pretrain import weight_files
+        from umlkit.results import file_sha256
+        parts["classifier"] = {k: file_sha256(weight_files("v2")[k]) for k in ("weights", "heads")}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+_REFS: dict[tuple, dict] = {}
+
+
+def language_ref(source: str, guidance: str, profile: str = "quick", model: str | None = None,
+                 template: str | None = None, shuffle_seed: int | None = None) -> dict:
+    """``{file, sha256}`` of the language file a guided row of ``source`` trains with (written on first use under
+    ``results/<profile>/language/``); the path is repository-relative when the file is inside the checkout.
+
+    ``results/<profile>/language/index.json`` maps what decides a file (:func:`_identity`: data, guidance,
+    classifier weights, language model, primer) to its name, so a chapter or the scoreboard finds a stored file
+    without loading the language model or recomputing pseudolabels; the file's own sha256 stays its identity in
+    the record key."""
+    import json
+
+    from umlkit._paths import results_root
+    from umlkit.data.language import language_file
+    from umlkit.results import _atomic_write, file_sha256
+    cfg = lg_config()
+    g = cfg["guidance"][guidance]
+    model = model or cfg["language_model"][profile]
+    template = template or cfg["template"]
+    memo = (source, guidance, profile, model, template, shuffle_seed, str(results_root(profile)))
+    if memo in _REFS:
+        return dict(_REFS[memo])
+    folder = results_root(profile) / "language"
+    index_path = folder / "index.json"
+    index = json.loads(index_path.read_text()) if index_path.is_file() else {}
+    ident = _identity(source, guidance, profile, model, template, shuffle_seed)
+    if ident in index and (folder / index[ident]).is_file():
+        path = folder / index[ident]
+        ref = {"file": _repo_relative(path), "sha256": file_sha256(path)}
+    else:
+        if g["names"] == "class":
+            rows, texts, _ = _source_classes(source, profile)
+        elif g["names"] == "pseudolabels":
+            rows, texts = _pseudolabel_texts(source, profile, int(g["k"]))
+        else:
+            raise ValueError(f"guidance {guidance!r}: names must be 'class' or 'pseudolabels', got {g['names']!r}")
+        made = language_file(rows, texts, model, template, shuffle_seed=shuffle_seed, profile=profile, tag=source)
+        index[ident] = Path(made["file"]).name
+        _atomic_write(index_path, json.dumps(dict(sorted(index.items())), indent=1))
+        ref = {"file": _repo_relative(made["file"]), "sha256": made["sha256"]}
+    _REFS[memo] = ref
+    return dict(ref)
+
+
+def _split_row(method: str) -> tuple[str, str | None]:
+    """'Margin + PLG Top-5' -> ('Margin', 'PLG Top-5'); 'Multisimilarity + S2SD' -> (that, None)."""
+    for g in lg_config()["guidance"]:
+        if method.endswith(f" + {g}"):
+            return method[: -len(g) - 3], g
+    return method, None
+
+
+def chosen_omega(method: str, guidance: str, source: str, profile: str) -> float:
+    omegas = (lg_config()["omega"].get(profile) or {}).get(f"{method} + {guidance}")
+    if omegas is None:
+        raise KeyError(f"configs/language_guidance/language_guidance.yaml has no {profile} omega for "
+                       f"{method + ' + ' + guidance!r} (run the omega sweep)")
+    return float(omegas[source] if isinstance(omegas, dict) else omegas)
+
+
+def run_config(profile: str = "quick", *, method: str = "Multisimilarity", source: str = "cub", seed: int = 0,
+               omega: float | None = None, validation: bool = False, language: dict | None = None,
+               overrides=()) -> dict:
+    """The resolved configuration of one row (``method`` as the paper spells it, e.g. "Margin + ELG"): ooDML's
+    configuration of the base method on the default split, the row's loss options, and for a guided row the
+    language term with weight ``omega`` (default: the chosen one) and the file ``language`` (default:
+    :func:`language_ref`)."""
+    cfg = lg_config()
+    base, guidance = _split_row(method)
+    if base not in cfg["methods"]:
+        raise KeyError(f"unknown language-guidance method {base!r}; choose from {list(cfg['methods'])} (optionally "
+                       f"with ' + ' and one of {list(cfg['guidance'])})")
+    block = cfg["methods"][base]
+    out = oodml.run_config(profile, method=block["base"], source=source, seed=seed, validation=validation,
+                           overrides=overrides)
+    out = copy.deepcopy(out)
+    out["objective"][0]["options"].update(block.get("options") or {})
+    if guidance is not None:
+        w = float(omega) if omega is not None else chosen_omega(base, guidance, source, profile)
+        ref = language if language is not None else language_ref(source, guidance, profile)
+        out["objective"].append({"name": "language_guidance", "weight": w,
+                                 "options": {**cfg["loss"], "language_embeddings": ref}})
+    out["name"] = f"language_guidance-{source}-{method}"
+    return out
+
+
+def _analysis() -> dict:
+    return {"metrics": list(lg_config()["metrics"])}
+
+
+def guided_rows() -> list[str]:
+    """Every row of Table 2 in the paper's order: each method, then with each guidance."""
+    cfg = lg_config()
+    return [m if g is None else f"{m} + {g}" for m in cfg["methods"] for g in (None, *cfg["guidance"])]
+
+
+# ------------------------------------------------------------------------------------------------ tuning
+def omega_key(method: str, omega: float, profile: str = "quick", seed: int = 0) -> dict:
+    """The record key of one validation run of the omega sweep (CUB-like default split, held-out training classes)."""
+    return {"config": run_config(profile, method=method, source="cub", seed=seed, omega=omega, validation=True),
+            "analysis": {"metrics": ["R@1", "MAP@R"]}}
+
+
+def omega_jobs(profile: str = "quick", seed: int = 0) -> list[tuple[str, str, dict]]:
+    """(record folder, label, key) of the sweep: every guided row x ``omega_grid``, and each base method without
+    guidance (the reference the sweep's gain is read against)."""
+    grid = lg_config()["omega_grid"]
+    jobs = []
+    for row in guided_rows():
+        _, g = _split_row(row)
+        if g is None:
+            key = {"config": run_config(profile, method=row, source="cub", seed=seed, validation=True),
+                   "analysis": {"metrics": ["R@1", "MAP@R"]}}
+            jobs.append(("omega_sweep", f"{row}-seed{seed}", key))
+        else:
+            jobs += [("omega_sweep", f"{row}-w{w:g}-seed{seed}", omega_key(row, float(w), profile, seed)) for w in grid]
+    return jobs
+
+
+# ------------------------------------------------------------------------------------------------ tables
+def config_for(row: Row, seed: int, profile: str = "quick", overrides=()) -> dict:
+    sp = row.spec
+    return {"config": run_config(profile, method=sp["method"], source=sp["source"], seed=seed, overrides=overrides),
+            "analysis": _analysis()}
+
+
+def _scores(result: dict, row: Row) -> dict:
+    return {(d, m): v for m, per in result["test"].items() for d, v in per.items() if m in ("R@1", "NMI", "mAP@1000")}
+
+
+def _cell(method: str, dataset: str) -> dict:
+    setting = "beta=1.2" if method.startswith("Margin") else ""
+    return {"section": "", "method": method, "setting": setting, "dataset": dataset}
+
+
+def _rows() -> list[Row]:
+    return [Row(method=m, setting="beta=1.2" if m.startswith("Margin") else "", spec={"method": m, "source": s},
+                runner="train_analysis", group=s, label=f"{s}-{m.replace(' + ', '+').replace(' ', '_')}")
+            for s in SOURCES for m in guided_rows()]
+
+
+def _claims(metric: str = "R@1") -> list[Claim]:
+    out = []
+    for m in lg_config()["methods"]:
+        for s in SOURCES:
+            d = SOURCE_NAMES[s]
+            out.append(Claim(f"{m} + ELG beats {m} ({d})", _cell(f"{m} + ELG", d), _cell(m, d), metric))
+            out.append(Claim(f"{m} + PLG Top-5 beats {m} ({d})", _cell(f"{m} + PLG Top-5", d), _cell(m, d), metric))
+    return out
+
+
+def table(name: str = "Table 2") -> Table:
+    """Table 2 (R@1) or Table S1 (R@1, NMI, mAP@1000): the same runs."""
+    if name not in ("Table 2", "Table S1"):
+        raise KeyError(f"language-guidance tables built so far: Table 2, Table S1; not {name!r}")
+    return Table(PAPER, name, _rows(), config_for, seeds=SEEDS, scores=_scores,
+                 claims=_claims() if name == "Table 2" else [], params=False,
+                 unmeasured={"quick": "not measured in this profile"})
+
+
+def TABLES(profile: str = "quick") -> dict[str, Table]:  # noqa: N802 - same signature as the other papers
+    """The language-guidance tables built so far; the others (3-5, S2, S3) join as they are written."""
+    return {"Table 2": table("Table 2"), "Table S1": table("Table S1")}
+
+
+def table_jobs(profile: str = "quick", seeds=SEEDS) -> list[tuple[str, str, dict]]:
+    spec = table("Table 2")
+    return [("table2", f"{r.label}-seed{s}", config_for(r, s, profile)) for s in seeds for r in spec.rows]
+
+
+def job_list(name: str, profile: str = "quick") -> list[tuple[str, str, dict]]:
+    """A named job list for ``umlkit records train language_guidance NAME``: ``omega_sweep`` or ``tables``."""
+    if name == "omega_sweep":
+        return omega_jobs(profile)
+    if name == "tables":
+        return table_jobs(profile)
+    raise KeyError(f"unknown language-guidance job list {name!r}; choose omega_sweep or tables")
+
+
+def omega_table(profile: str = "quick", select_on: str = "MAP@R") -> "pd.DataFrame":  # noqa: F821
+    """The sweep's stored validation scores, one line per (row, omega), with the chosen omega per row (the best
+    validation ``select_on``) and whether it is interior to the grid."""
+    import pandas as pd
+
+    from umlkit.experiments.records import find_record, load_record, normalise_key
+    lines = []
+    for _, label, key in omega_jobs(profile):
+        path = find_record(normalise_key(key), profile)
+        if path is None:
+            continue
+        rec = load_record(path)
+        cfg = key["config"]
+        terms = [t for t in cfg["objective"] if t["name"] == "language_guidance"]
+        row = label.rsplit("-w", 1)[0] if terms else label.rsplit("-seed", 1)[0]
+        lines.append({"row": row, "omega": terms[0]["weight"] if terms else 0.0,
+                      **{m: v["CUB"] for m, v in rec["result"]["test"].items() if m in ("R@1", "MAP@R")}})
+    out = pd.DataFrame(lines)
+    if out.empty:
+        return out
+    grid = sorted(float(w) for w in lg_config()["omega_grid"])
+    best = out[out["omega"] > 0].loc[lambda d: d.groupby("row")[select_on].idxmax()]
+    out["chosen"] = out.index.isin(best.index)
+    out["interior"] = out["row"].map({r["row"]: grid[0] < r["omega"] < grid[-1] for _, r in best.iterrows()})
+    return out
