@@ -11,22 +11,14 @@ CPUs differ: the ratios hold for the CPU printed, not for another.
 from __future__ import annotations
 
 import argparse
-import platform
 import time
 
 import numpy as np
 import torch
+from _machine import describe
 from pytorch_metric_learning.miners import DistanceWeightedMiner
 
 
-def cpu_model() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def step_ms(miner, steps: int, seed: int = 0) -> float:
@@ -53,7 +45,7 @@ def main() -> None:
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     from umlkit.losses.distance_weighted import BatchedDistanceWeightedMiner
-    print(f"CPU: {cpu_model()}; torch threads: {a.threads}")
+    print(f"{describe()}; torch threads: {a.threads}")
     base = step_ms(DistanceWeightedMiner(cutoff=0.5, nonzero_loss_cutoff=1.4), a.steps)
     ours = step_ms(BatchedDistanceWeightedMiner(cutoff=0.5, nonzero_loss_cutoff=1.4), a.steps)
     print(f"adaptation step, PML DistanceWeightedMiner (baseline): {base:6.2f} ms")

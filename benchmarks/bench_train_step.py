@@ -4,11 +4,15 @@ Baseline: full fine-tuning, measured in the same run. For every method and preci
 prints images/s and peak memory, and both as ratios to full fine-tuning. Goals (issue): PUMA >= 1.4x full
 fine-tuning's throughput and <= 0.7x its peak memory (skipping weight gradients caps the gain near 1.5x).
 Each configuration runs in its own subprocess so that its peak memory is its own: CUDA's
-``max_memory_allocated`` on a GPU, the process's peak RSS on the CPU (which includes ~0.7 GB of imports, so CPU
-memory ratios understate the difference).
+``max_memory_allocated`` on a GPU; on the CPU the *step memory*, the process's peak RSS minus its resident size
+just before the first step (model, optimizer and imports excluded: what activations, gradients and optimizer
+state add). A method name with ``+light`` runs the memory-light mode (``checkpoint_blocks=True``: blocks
+recomputed in the backward pass). Goal (issue 14): PUMA's memory-light mode at <= 0.5x full fine-tuning's peak
+memory and >= 0.9x its throughput.
 
     python benchmarks/bench_train_step.py                       # CPU: small step counts, slow
-    python benchmarks/bench_train_step.py --device cuda --steps 20
+    python benchmarks/bench_train_step.py --methods full,puma,puma+light --precisions fp32
+    python benchmarks/bench_train_step.py --device cuda --steps 20 --batch 180 --precisions bf16
 """
 from __future__ import annotations
 
@@ -21,17 +25,21 @@ import time
 
 import torch
 
-METHODS = ("full", "linear", "vpt", "lora", "adaptformer", "puma", "vptsp")
+METHODS = ("full", "linear", "vpt", "lora", "adaptformer", "puma", "vptsp", "puma+light", "lora+light",
+           "adaptformer+light")
 
 
 def run_one(method: str, precision: str, device: str, batch: int, steps: int, warmup: int, backbone: str,
             size: int) -> dict:
+    from _machine import rss_mb
+
     from umlkit.models import count_trainable, create_model
 
     torch.manual_seed(0)
+    name, _, mode = method.partition("+")
     n_classes = batch  # VPTSP needs its classes; 2 images per class in the batch
-    kw = {"num_classes": n_classes} if method == "vptsp" else {}
-    model = create_model(backbone, method, embed_dim=128, **kw).to(device).train()
+    kw = {"num_classes": n_classes} if name == "vptsp" else {}
+    model = create_model(backbone, name, embed_dim=128, checkpoint_blocks=mode == "light", **kw).to(device).train()
     proxies = torch.nn.Parameter(torch.randn(n_classes, 128, device=device))
     params = [p for p in model.parameters() if p.requires_grad] + [proxies]
     opt = torch.optim.AdamW(params, lr=1e-4)
@@ -40,7 +48,7 @@ def run_one(method: str, precision: str, device: str, batch: int, steps: int, wa
 
     def step():
         with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=precision == "bf16"):
-            if method == "vptsp":
+            if name == "vptsp":
                 out = model.forward_train(x, y)
                 emb, prox = out["embeddings"], out["proxies"]
             else:
@@ -51,6 +59,7 @@ def run_one(method: str, precision: str, device: str, batch: int, steps: int, wa
         loss.backward()
         opt.step()
 
+    before = rss_mb()
     for _ in range(warmup):
         step()
     if device == "cuda":
@@ -65,7 +74,7 @@ def run_one(method: str, precision: str, device: str, batch: int, steps: int, wa
     if device == "cuda":
         peak = torch.cuda.max_memory_allocated() / 2**20
     else:
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - before
     return {"method": method, "precision": precision, "img_per_s": batch * steps / seconds, "peak_mb": peak,
             "trainable": count_trainable(model)}
 
@@ -102,8 +111,9 @@ def main() -> None:
             results.append(r)
             print(f"{precision:>5} {method:>12}: {r['img_per_s']:8.1f} img/s  peak {r['peak_mb']:8.0f} MB  "
                   f"trainable {r['trainable'] / 1e6:6.2f}M", flush=True)
-    print(f"\n{args.backbone} at {args.size} px, batch {args.batch}, {steps} timed steps on {args.device}; "
-          "ratios to full fine-tuning of the same precision:")
+    from _machine import describe
+    print(f"\n{args.backbone} at {args.size} px, batch {args.batch}, {steps} timed steps on {args.device} "
+          f"({describe(args.device)}); ratios to full fine-tuning of the same precision:")
     for r in results:
         base = next((b for b in results if b["method"] == "full" and b["precision"] == r["precision"]), None)
         if base:

@@ -261,3 +261,24 @@ def test_resnet_and_errors():
         create_model("not_a_model", "linear")
     with pytest.raises(ValueError, match="num_classes"):
         create_model(TINY, "vptsp")
+
+
+@pytest.mark.parametrize("method", ["puma", "vpt", "lora", "adaptformer", "full", "vptsp"])
+def test_memory_light_mode_gives_the_same_gradients(method):
+    """checkpoint_blocks recomputes each block in the backward pass; with the RNG state preserved, PUMA's stochastic
+    adapters draw the same masks, so the loss and every gradient equal the plain run's."""
+    kw = {"num_classes": 4} if method == "vptsp" else {}
+    x, y = _images(4), torch.tensor([0, 0, 1, 1])
+    grads = []
+    for light in (False, True):
+        torch.manual_seed(0)
+        model = create_model(TINY, method, embed_dim=16, checkpoint_blocks=light, **kw).train()
+        torch.manual_seed(1)
+        out = model.forward_train(x, y)["embeddings"] if method == "vptsp" else model(x)
+        out.square().sum().backward()
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
+    assert grads[0].keys() == grads[1].keys() and grads[0]
+    for n in grads[0]:
+        assert torch.allclose(grads[0][n], grads[1][n], atol=1e-6), n
+    with pytest.raises(ValueError, match="checkpoint_blocks needs a ViT"):
+        create_model("resnet18", "full", checkpoint_blocks=True)

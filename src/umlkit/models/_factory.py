@@ -140,7 +140,8 @@ def create_model(backbone: str, method: str, embed_dim: int = 128, pretrained: b
         **method_kwargs: method options, e.g. ``pool_size=1`` (single prompt), ``keep_prob=1.0`` (static
             adapters), ``head="ln_linear"``, ``bitfit=True``, ``num_classes=100`` (``vptsp``),
             ``freeze_bn=True`` (ResNets), ``aux_heads={"s2sd_0": (1024, "mlp2")}`` (extra heads for
-            S2SD/DiVA, see :func:`umlkit.losses.aux_heads_for`), ``eval_concat_aux=True`` (DiVA).
+            S2SD/DiVA, see :func:`umlkit.losses.aux_heads_for`), ``eval_concat_aux=True`` (DiVA),
+            ``checkpoint_blocks=True`` (memory-light: ViT blocks recomputed in the backward pass).
 
     Example:
         >>> m = create_model("vit_tiny_uml", "puma", embed_dim=32)
@@ -157,11 +158,26 @@ def create_model(backbone: str, method: str, embed_dim: int = 128, pretrained: b
     if not is_vit and not entry.cnn:
         cnn = [n for n, e in _METHODS.items() if e.cnn]
         raise ValueError(f"method {method!r} needs a ViT backbone; {timm_name} supports {', '.join(cnn)}")
-    head_kind, bitfit, aux_spec, concat_aux = _pop(kw, head="linear", bitfit=False, aux_heads=None,
-                                                   eval_concat_aux=False)
+    head_kind, bitfit, aux_spec, concat_aux, light = _pop(kw, head="linear", bitfit=False, aux_heads=None,
+                                                          eval_concat_aux=False, checkpoint_blocks=False)
     net.requires_grad_(method == "full")
-    return entry.build(_Build(net, kw, method, timm_name, embed_dim, cfg, is_vit, head_kind, bitfit, aux_spec,
-                              concat_aux))
+    model = entry.build(_Build(net, kw, method, timm_name, embed_dim, cfg, is_vit, head_kind, bitfit, aux_spec,
+                               concat_aux))
+    if light:
+        _memory_light(model, method)
+    return model
+
+
+def _memory_light(model: EmbeddingModel, method: str) -> None:
+    """``checkpoint_blocks=True``: recompute each transformer block in the backward pass instead of storing its
+    activations (PEFTViT's own loop, or timm's ``set_grad_checkpointing`` for a plain ViT)."""
+    body = model.backbone
+    if isinstance(body, PEFTViT):
+        body.checkpoint_blocks = True
+    elif hasattr(body, "set_grad_checkpointing") and hasattr(body, "blocks"):
+        body.set_grad_checkpointing(True)
+    else:
+        raise ValueError(f"checkpoint_blocks needs a ViT backbone (method {method!r} on {type(body).__name__})")
 
 
 # ------------------------------------------------------------------------------------------------ the methods

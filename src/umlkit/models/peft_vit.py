@@ -18,6 +18,12 @@ what enters each block and what is added beside it:
 
 With zero up-projections, zero LoRA B and no prompts the result equals timm's ``forward_features`` + pooling
 bit for bit on CPU fp32 (tested).
+
+**Memory-light mode** (``checkpoint_blocks = True``): in training, each block (with its insertions) runs under
+``torch.utils.checkpoint`` (non-reentrant, RNG state preserved so stochastic adapters draw the same masks when the
+block is recomputed): only block inputs are kept for the backward pass, at the price of a second forward of each
+block. A frozen backbone saves the weight gradients, which pays for most of that recomputation; the gradients are
+those of the plain forward (tested).
 """
 from __future__ import annotations
 
@@ -79,6 +85,7 @@ class PEFTViT(nn.Module):
                     nn.init.xavier_normal_(p.view(n, dim))
                 self.deep.append(p)
         self.last_prompt_weights: torch.Tensor | None = None
+        self.checkpoint_blocks = False
 
     # ------------------------------------------------------------------------------------------ pieces
     def _block(self, i: int, blk: nn.Module, x: torch.Tensor) -> torch.Tensor:
@@ -143,13 +150,21 @@ class PEFTViT(nn.Module):
         tokens = vit.norm_pre(tokens)
         if layer_prompts is None and use_task_prompts and self.deep is not None:
             layer_prompts = [p.expand(b, -1, -1) if p.shape[1] else None for p in self.deep]
+        light = self.checkpoint_blocks and self.training and torch.is_grad_enabled()
         for i, blk in enumerate(vit.blocks):
             extra = layer_prompts[i] if layer_prompts is not None and i < len(layer_prompts) else None
             if extra is not None and extra.shape[1]:
                 n = extra.shape[1]
-                tokens = self._block(i, blk, torch.cat([extra, tokens], dim=1))[:, n:]
+                tokens = torch.cat([extra, tokens], dim=1)
+            else:
+                n = 0
+            if light:
+                from torch.utils.checkpoint import checkpoint
+                tokens = checkpoint(self._block, i, blk, tokens, use_reentrant=False)
             else:
                 tokens = self._block(i, blk, tokens)
+            if n:
+                tokens = tokens[:, n:]
         tokens = vit.norm(tokens)
         return self._pool(tokens, n_prefix)
 
