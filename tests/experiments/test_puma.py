@@ -150,3 +150,19 @@ def test_figure3_and_cross_matrix_from_the_migrated_records():
     pd.testing.assert_frame_equal(puma.figure3_weights("quick", log=None), before, check_exact=True)
     cross = puma.cross_matrix("quick")
     assert list(cross.index) == list(cross.columns) == list(puma.SOURCE_NAMES.values())
+
+
+def test_figure3_pairs_and_the_papers_observation_over_seeds():
+    """Correlations of two sources' prompt-weight profiles, per seed, by hand; the observation is the paired test."""
+    import numpy as np
+    idx = ["CUB", "NABirds", "InShop", "Cars", "Flowers", "SOP"]
+    rng = np.random.default_rng(0)
+    weights = {s: pd.DataFrame(rng.normal(size=(6, 4)), index=idx) for s in range(3)}
+    pairs = puma.figure3_pairs(weights)
+    for s, w in weights.items():
+        a, b = w.loc["CUB"].to_numpy(), w.loc["NABirds"].to_numpy()
+        assert pairs.loc[s, "CUB–NABirds"] == pytest.approx(np.corrcoef(a, b)[0, 1])
+    obs = puma.figure3_observation(pairs)
+    d = pairs["CUB–NABirds"] - pairs["CUB–InShop"]
+    t = d.mean() / (d.std(ddof=1) / np.sqrt(3))
+    assert obs["t"] == pytest.approx(t) and obs["test"].startswith("paired t")

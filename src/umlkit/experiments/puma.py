@@ -43,7 +43,8 @@ from umlkit.train.config import load_config, resolve_config
 
 __all__ = ["PAPER", "SECTIONS", "LOSSES", "PEFT_ROWS", "ABLATION_ROWS", "BACKBONES_QUICK", "BACKBONES_FULL",
            "DATASET_COLUMNS", "TABLE2", "TABLE3", "TABLE4", "TABLE5", "TABLES", "run_config", "config_for",
-           "lr_sweep", "figure3_weights", "cross_matrix", "trainable_breakdown", "paper_harmonic_check",
+           "lr_sweep", "figure3_weights", "figure3_pairs", "figure3_observation", "cross_matrix", "trainable_breakdown",
+           "paper_harmonic_check",
            "table_claims", "compare", "side_by_side", "check_claims", "measure", "ensemble_embeddings"]
 
 PAPER = "puma"
@@ -384,6 +385,30 @@ def figure3_weights(profile: str = "quick", seed: int = 0, rerun: bool = False, 
     return df.loc[[d for d in SOURCE_NAMES.values() if d in df.index]]
 
 
+FIGURE3_PAIRS = (("CUB", "NABirds"), ("CUB", "InShop"), ("CUB", "Cars"), ("CUB", "Flowers"), ("SOP", "InShop"))
+
+
+def figure3_pairs(weights: dict[int, pd.DataFrame], pairs=FIGURE3_PAIRS) -> pd.DataFrame:
+    """Per seed (rows), the correlation of two sources' prompt-weight profiles (columns "CUB–NABirds", ...): how
+    alike the prompts two sources draw on are, the quantity behind the paper's reading of Figure 3."""
+    rows = {}
+    for seed, w in weights.items():
+        corr = w.T.corr()
+        rows[seed] = {f"{a}–{b}": float(corr.loc[a, b]) for a, b in pairs}
+    out = pd.DataFrame.from_dict(rows, orient="index")
+    out.index.name = "seed"
+    return out
+
+
+def figure3_observation(pairs: pd.DataFrame) -> dict:
+    """The paper's observation "CUB's prompts are closer to NABirds' than to In-shop's", tested over the seeds with
+    the book's rule (:func:`umlkit.experiments.tables.claim_test`, paired: both correlations come from the same
+    runs)."""
+    from umlkit.experiments.tables import claim_test
+    a, b = pairs["CUB–NABirds"].to_dict(), pairs["CUB–InShop"].to_dict()
+    return claim_test(a, b, paired=True)
+
+
 def cross_matrix(profile: str = "quick", loss: str = "CurricularFace", seed: int = 0,
                  overrides: Sequence[str] = ()) -> pd.DataFrame:
     """Table 2 (a)'s eight specialists, each evaluated on every source (R@1): trained-on x evaluated-on."""
@@ -515,10 +540,16 @@ def ablation_facts(cmp3=None, claims3=None, cmp4=None, claims4=None, cmp5=None, 
         f.update(_table4_facts(cmp4, claims4))
     if cmp5 is not None:
         f.update(_table5_facts(cmp5, claims5))
-    if weights is not None:
-        corr = weights.T.corr()
-        for a, b in (("CUB", "Cars"), ("CUB", "Flowers"), ("SOP", "InShop"), ("CUB", "NABirds"), ("CUB", "InShop")):
-            f[f"f3_{a.lower()}_{b.lower()}"] = f"{corr.loc[a, b]:.2f}"
+    if weights is not None:  # {seed: prompt weights}
+        from umlkit.experiments.prose import fmt
+        pairs = figure3_pairs(weights)
+        for col in pairs:
+            a, b = col.split("–")
+            f[f"f3_{a.lower()}_{b.lower()}"] = fmt(pairs[col].mean(), 2, pairs[col].std(ddof=1) if len(pairs) > 1 else None)
+            f[f"f3_{a.lower()}_{b.lower()}_range"] = f"{pairs[col].min():.2f} to {pairs[col].max():.2f}"
+        f["f3_seeds"] = str(len(pairs))
+        obs = figure3_observation(pairs)
+        f["f3_verdict"], f["f3_test"] = obs["verdict"], obs["test"]
     return f
 
 
