@@ -27,7 +27,9 @@ def counting_model():
     del lg.LANGUAGE_MODELS["test-bag"]
 
 
-def test_minilm_is_offline_and_semantic():
+def test_minilm_is_offline_and_semantic(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    lg._CACHE.clear()                                           # load it again, with the hub switched off
     e = lg.embed_texts(["red bird", "crimson bird", "striped triangle"])
     assert e.shape == (3, 384) and e.dtype == np.float32
     assert np.allclose(np.linalg.norm(e, axis=1), 1, atol=1e-5)
@@ -53,9 +55,10 @@ def test_bad_arguments_are_refused():
         lg.embed_texts(["x"], template="a photo")
 
 
-def test_a_hub_model_offline_names_the_weights(monkeypatch):
+def test_a_hub_model_offline_names_the_weights(monkeypatch, tmp_path):
+    import huggingface_hub.constants as hub
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_HOME", "/nonexistent-umlkit-test")
+    monkeypatch.setattr(hub, "HF_HUB_CACHE", str(tmp_path))   # an empty cache, whatever this machine holds
     with pytest.raises(OSError, match="needs the Hugging Face weights 'bert-base-uncased'"):
         lg.embed_texts(["red bird"], "bert-base")
     assert {m.profile for n, m in lg.LANGUAGE_MODELS.items() if n in ("clip-b32", "bert-base")} == {"full"}
@@ -71,9 +74,11 @@ def test_shuffle_is_a_seeded_derangement():
 def test_attribute_vectors_give_the_attribute_overlap():
     v = lg.attribute_vectors([{"shape": "star", "texture": "plain"}, {"shape": "star", "texture": "striped"},
                               {"shape": "disc", "texture": "striped"}, {"hue": 0.02, "disc_hue": 0.5},
-                              {"hue": 0.04, "disc_hue": 0.9}])
+                              {"hue": 0.04, "disc_hue": 0.9}, {"aspect": 1.33, "scale": 7.0},
+                              {"aspect": 1.33, "scale": 10.0}])
     assert v[0] @ v[1] == pytest.approx(0.5) and v[0] @ v[2] == pytest.approx(0.0)
     assert v[3] @ v[4] == pytest.approx(0.5)                    # hues 0.02 and 0.04 share a bin of 1/12
+    assert v[5] @ v[6] == pytest.approx(0.5)                    # scales 7 and 10 are two categories, not one bin
 
 
 def test_pseudolabels_by_hand_and_against_a_loop():
@@ -101,8 +106,10 @@ def test_language_file_is_cached_by_content_and_loads_by_class_name(tmp_path, co
     assert counting_model[0] == ["a photo of a red bird", "a photo of a blue bird"]
     emb = load_class_embeddings(ref, ["cub:002.Blue_bird", "cub:001.Red_bird"])
     bag = lg.LANGUAGE_MODELS["test-bag"].encode(["a photo of a blue bird"])[0]
-    assert torch.allclose(emb[0], torch.from_numpy(bag / np.linalg.norm(bag)), atol=1e-6)
+    assert torch.allclose(emb[0], torch.from_numpy(bag / np.linalg.norm(bag)), atol=1e-5)   # stored to 5 decimals
     # another template, or the shuffled control, is another file
+    other = lg.language_file(rows, ["red bird", "blue bird"], "test-bag", "{}", out_dir=tmp_path)
+    assert other["file"] != ref["file"] and counting_model[-1] == ["red bird", "blue bird"]
     shuffled = lg.language_file(rows, ["red bird", "blue bird"], "test-bag", out_dir=tmp_path, shuffle_seed=0)
     assert shuffled["sha256"] != ref["sha256"] and "shuffled0" in shuffled["file"]
     s = load_class_embeddings(shuffled, rows)
@@ -121,10 +128,22 @@ def test_mini_class_attributes_follow_the_loaders_class_order(mini_root, source)
     from umlkit.data import load_dataset, mini
     from umlkit.data.names import class_name
 
-    def norm(text):
-        return [w for w in text.lower().replace("_", " ").split() if w not in ("a", "an", "the")]
+    def norm(text):   # articles and the " II" of a de-duplicated name aside
+        return [w for w in text.lower().replace("_", " ").split() if w not in ("a", "an", "the", "ii")]
     attrs = mini.class_attributes(source)
     loaded = [n for split in ("train", "test") for n in load_dataset(source, mini_root, split).language_names]
     assert len(attrs) == len(loaded)
-    same = [norm(class_name(source, a)) == norm(n) for a, n in zip(attrs, loaded)]
-    assert sum(same) >= len(same) - 2, [n for n, ok in zip(loaded, same) if not ok]   # " II" de-duplication aside
+    assert [norm(class_name(source, a)) for a in attrs] == [norm(n) for n in loaded]
+
+
+def test_class_texts_name_rows_by_key_where_names_repeat(mini_root):
+    """SOP's classes are named by their super-category: rows by class key stay unique, and the engine finds them."""
+    from umlkit.data import load_dataset, load_unified
+    ds = load_dataset("sop", mini_root, "train")
+    rows, texts = lg.class_texts(ds)
+    assert len(set(rows)) == len(rows) == ds.num_classes and len(set(texts)) < len(texts)
+    emb = np.random.default_rng(0).normal(size=(len(rows), 4)).astype(np.float32)
+    ref = lg.embeddings_file(rows, emb, mini_root.parent / "sop_rows.npz")
+    unified = load_unified(mini_root, "train", ["sop"])
+    got = load_class_embeddings(ref, unified.class_names(), class_keys=unified.class_keys())
+    assert torch.allclose(got, torch.from_numpy(emb))

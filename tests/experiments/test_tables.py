@@ -139,6 +139,16 @@ def test_claim_test_edge_cases():
     assert tb.claim_test({0: 1.0, 1: 2.0}, {1: 1.0, 2: 0.0, 3: 0.0}, paired=True)["verdict"] == "holds, 1 seed"
     with pytest.raises(TypeError, match="paired"):
         tb.claim_test([1.0, 2.0, 3.0], [1.0, 2.0, 3.0], paired=True)
+    # non-finite values are dropped before counting seeds
+    nan = tb.claim_test([5.0, float("nan"), 5.1, 4.9], [4.0, 4.1, 3.9])
+    assert nan["n"] == 3 and nan["verdict"] == "supported" and np.isfinite(nan["t"])
+    assert tb.claim_test([5.0, float("nan"), 5.1], [4.0, 4.1, 3.9])["verdict"] == "holds, 2 seeds"
+    # float noise is no gap
+    assert tb.claim_test([1.0, 1.0, 1.0], [1.0 - 1e-15, 1.0 - 1e-15, 1.0 - 1e-15])["verdict"] == "inconclusive"
+    # paired: the common seeds count
+    part = tb.claim_test({0: 2.0, 1: 3.0, 2: 4.0}, {1: 1.0, 2: 2.0, 3: 0.0}, paired=True)
+    assert part["n"] == 2 and part["verdict"] == "holds, 2 seeds" and "common" in part["test"]
+    assert tb.verdict_group("holds, 2 seeds") == "holds (< 3 seeds)" and tb.verdict_group("supported") == "supported"
     assert all(f"'{v}'" in tb.VERDICT_RULE for v in tb.VERDICTS) and f"p < {tb.ALPHA}" in tb.VERDICT_RULE
 
 

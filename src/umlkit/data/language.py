@@ -9,9 +9,11 @@ model; its class names come from ``datasets/*.py: language_conversion`` (CUB: th
 ``_`` as spaces; Cars: the folder name; SOP: the super-class). The loaders' ``language_names`` follow that rule.
 
 This module does the same and stores the result with :func:`umlkit.train.side_info.save_class_embeddings` (an
-``.npz`` of class names and embeddings, byte-stable, so the sha256 identifies the content), under
-``results/<profile>/language/``. A configuration refers to it as ``{file, sha256}``; the record key therefore
-changes whenever the embeddings do, which is why this module is not part of the code fingerprint.
+``.npz`` of row names and embeddings, byte-stable, so the sha256 identifies the content), under
+``results/<profile>/language/``; rows are named by class key (``"cub#12"``). A configuration refers to a file as
+``{file, sha256}``, so the record key changes whenever the embeddings do, which is why this module is not part
+of the code fingerprint. A stored file is reused by name (a hash of its inputs and :data:`FILE_VERSION`): a
+change here that changes what a file holds must bump :data:`FILE_VERSION`.
 
 Back ends (:data:`LANGUAGE_MODELS`, a registry like timm's; each declares what it stands for):
 
@@ -49,6 +51,7 @@ __all__ = ["TEMPLATE", "LanguageModel", "LANGUAGE_MODELS", "register_language_mo
            "class_texts", "language_file", "embeddings_file", "pseudolabels", "attribute_vectors", "shuffle_rows"]
 
 TEMPLATE = "a photo of a {}"
+FILE_VERSION = 1  # bump when a change here changes what a language file holds (its name and the caches follow)
 
 
 @dataclass(frozen=True)
@@ -178,9 +181,10 @@ def embed_texts(texts: Sequence[str], model: str = "minilm", template: str = TEM
 
 
 def class_texts(dataset) -> tuple[list[str], list[str]]:
-    """(row names, texts) of a loaded dataset's classes: row names as the engine matches them
-    (``"<source>:<class name>"``) and the cleaned language names (``dataset.language_names``)."""
-    return [f"{dataset.name}:{n}" for n in dataset.class_names], list(dataset.language_names)
+    """(row names, texts) of a loaded dataset's classes: rows named by class key as the engine matches them
+    (``"<source>#<key>"``, unique even where class names repeat, as SOP's super-categories do) and the cleaned
+    language names (``dataset.language_names``)."""
+    return [f"{dataset.name}#{k}" for k in dataset.class_keys], list(dataset.language_names)
 
 
 def shuffle_rows(embeddings: np.ndarray, seed: int) -> np.ndarray:
@@ -195,15 +199,17 @@ def shuffle_rows(embeddings: np.ndarray, seed: int) -> np.ndarray:
     return embeddings[perm]
 
 
-def attribute_vectors(attributes: Sequence[dict], bins: int = 12) -> np.ndarray:
+def attribute_vectors(attributes: Sequence[dict], bins: int = 12, continuous: Sequence[str] = ("hue", "disc_hue",
+                                                                                            "sat")) -> np.ndarray:
     """Multi-hot vectors of class-defining attributes (one dict per class, e.g. UML-Mini's ``{"shape": "star",
-    "texture": "plain"}``): one slot per (attribute, value); continuous values (hues in [0, 1)) fall into ``bins``
-    equal bins. The cosine of two rows is the attribute overlap divided by the number of attributes: the similarity
-    an "informed oracle" would give, with no language model."""
+    "texture": "plain", "aspect": 1.33}``): one slot per (attribute, value); the ``continuous`` attributes (values in
+    [0, 1): hues, saturation) fall into ``bins`` equal bins, every other value is a category of its own. The cosine
+    of two rows is the attribute overlap divided by the number of attributes: the similarity an "informed oracle"
+    would give, with no language model."""
     if not attributes:
         raise ValueError("attribute_vectors needs at least one class")
     def slot(k, v):
-        return (k, int(float(v) * bins) % bins) if isinstance(v, (float, np.floating)) else (k, str(v))
+        return (k, min(int(float(v) * bins), bins - 1)) if k in continuous else (k, str(v))
     slots = sorted({slot(k, v) for a in attributes for k, v in a.items()}, key=str)
     index = {s: i for i, s in enumerate(slots)}
     out = np.zeros((len(attributes), len(slots)), dtype=np.float32)
@@ -243,14 +249,16 @@ def language_file(row_names: Sequence[str], texts: Sequence[str] | Sequence[Sequ
                   template: str = TEMPLATE, shuffle_seed: int | None = None, out_dir: str | Path | None = None,
                   profile: str = "quick", tag: str = "") -> dict:
     """Embed ``texts`` (one name per class for ELG, or k names per class for PLG) and store them as a class-embedding
-    file named by its content; returns ``{"file", "sha256"}`` for a configuration. An existing file with the same
-    content is reused (nothing is recomputed or overwritten); the language model only runs when it is missing."""
+    file named by a hash of its inputs (rows, texts, model, template, shuffle) and of this module's version;
+    returns ``{"file", "sha256"}`` for a configuration. An existing file of the same name is reused (the language
+    model only runs when it is missing). Embeddings are rounded to 5 decimals, so that thread counts and BLAS
+    builds do not change the file's bytes."""
     from umlkit._paths import results_root
     if len(row_names) != len(texts):
         raise ValueError(f"{len(row_names)} class names but {len(texts)} texts")
     nested = bool(texts) and not isinstance(texts[0], str)
     ident = json.dumps({"rows": list(row_names), "texts": [list(t) if nested else t for t in texts], "model": model,
-                        "template": template, "shuffle": shuffle_seed}, sort_keys=True)
+                        "template": template, "shuffle": shuffle_seed, "version": FILE_VERSION}, sort_keys=True)
     digest = hashlib.sha256(ident.encode()).hexdigest()[:12]
     folder = Path(out_dir) if out_dir is not None else results_root(profile) / "language"
     name = "-".join(p for p in (_slug(tag), model, "plg" if nested else "elg",
@@ -268,7 +276,7 @@ def language_file(row_names: Sequence[str], texts: Sequence[str] | Sequence[Sequ
         emb = embed_texts(list(texts), model, template)
     if shuffle_seed is not None:
         emb = shuffle_rows(emb, shuffle_seed)
-    return embeddings_file(row_names, emb, path)
+    return embeddings_file(row_names, np.round(emb, 5), path)
 
 
 def _ref(path: Path) -> dict:

@@ -288,7 +288,7 @@ def _source_rng(name: str, seed: int) -> np.random.Generator:
 def class_attributes(name: str, seed: int = 0, size: str = "default") -> list[dict]:
     """The class-defining attributes of every class of a source, in the loaders' class order (the train split's
     classes, then the test split's), without rendering an image: e.g. ``{"shape": "star", "texture": "plain",
-    "aspect": "wide"}`` on the Cars-like source, ``{"hue": 0.03, "disc_hue": 0.61}`` on the bird sources. The
+    "aspect": 1.33}`` on the Cars-like source, ``{"hue": 0.03, "disc_hue": 0.61}`` on the bird sources. The
     language-guidance controls use them (attribute overlap with no language model)."""
     train, test = source_sizes(name, size)
     return _class_attrs(name, train[0] + test[0], _source_rng(name, seed), size)

@@ -51,6 +51,11 @@ class UnifiedDataset(torch.utils.data.Dataset):
     def class_names(self) -> list[str]:
         return [f"{d.name}:{c}" for d in self.datasets for c in d.class_names]
 
+    def class_keys(self) -> list[str]:
+        """``"<source>#<class key>"`` of every class in label order: unique even where names repeat (SOP's
+        classes are named by their super-category)."""
+        return [f"{d.name}#{k}" for d in self.datasets for k in d.class_keys]
+
     def __repr__(self) -> str:
         parts = ", ".join(f"{d.name} {len(d)}" for d in self.datasets)
         return f"UnifiedDataset({len(self)} images, {self.num_classes} classes: {parts})"

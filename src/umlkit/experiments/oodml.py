@@ -808,7 +808,8 @@ def chapter_facts(measured: pd.DataFrame, trends: dict, ags: pd.DataFrame, corr:
             f[f"{tag}_gain_first"] = fmt(lo.mean()) if len(lo) else "n/a"
             f[f"{tag}_gain_last"] = fmt(hi.mean()) if len(hi) else "n/a"
     if not claims.empty:
-        counts = claims["verdict"].value_counts()
+        from umlkit.experiments.tables import verdict_group
+        counts = claims["verdict"].map(verdict_group).value_counts()
         f["claims_n"] = str(len(claims))
         f["claims_summary"] = "; ".join(f"{v} {k}" for k, v in counts.items())
     return f

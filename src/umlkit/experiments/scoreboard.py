@@ -59,9 +59,12 @@ def scoreboard(profile: str = "quick", papers=None) -> pd.DataFrame:
 
 
 def scoreboard_summary(board: pd.DataFrame, declared: dict[str, int] | None = None) -> pd.DataFrame:
-    """Claims per paper and verdict (counts), with how many were declared when ``declared`` is given."""
+    """Claims per paper and verdict (counts; preliminary verdicts grouped as "holds (< 3 seeds)" / "not reproduced
+    (< 3 seeds)"), with how many were declared when ``declared`` is given."""
     if board.empty:
         return pd.DataFrame()
+    from umlkit.experiments.tables import verdict_group
+    board = board.assign(verdict=board["verdict"].map(verdict_group))
     counts = board.pivot_table(index="paper", columns="verdict", values="claim", aggfunc="count", fill_value=0)
     counts.insert(0, "checked", counts.sum(axis=1))
     if declared is not None:

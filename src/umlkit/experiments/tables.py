@@ -34,16 +34,17 @@ MIN_SEEDS = 3    # seeds per compared cell before a claim gets a verdict
 VERDICTS = ("supported", "inconclusive", "contradicted")
 VERDICT_RULE = (
     f"A claim 'A beats B' gets a verdict once both cells have at least {MIN_SEEDS} seeds: a one-sided Welch t-test "
-    f"(unequal variances, Welch-Satterthwaite degrees of freedom) on the per-seed values, or a one-sided paired t-test "
-    f"on the per-seed differences where both numbers come from the same runs. The verdict is 'supported' when "
-    f"A > B at p < {ALPHA}, 'contradicted' when B > A at p < {ALPHA}, and 'inconclusive' otherwise; a cell whose "
-    f"value does not depend on the seed (a frozen pretrained backbone) counts as exact. With fewer seeds the verdict "
-    f"is preliminary and only gives the sign of the measured gap: 'holds, n seed(s)' or 'not reproduced, n seed(s)'. "
+    f"(unequal variances, Welch-Satterthwaite degrees of freedom) on the per-seed values, or, where both numbers come "
+    f"from the same runs, a one-sided paired t-test on the per-seed differences (then at least {MIN_SEEDS} common "
+    f"seeds). The verdict is 'supported' when A > B at p < {ALPHA}, 'contradicted' when B > A at p < {ALPHA}, and "
+    f"'inconclusive' otherwise. A cell whose value does not depend on the seed (a frozen pretrained backbone) counts "
+    f"as exact; when the standard error is zero the sign of the gap decides. With fewer seeds the verdict is "
+    f"preliminary and only gives the sign of the measured gap: 'holds, n seed(s)' or 'not reproduced, n seed(s)'. "
     f"No correction for the number of claims is made. A spread beside a mean is the sample standard deviation over "
     f"seeds.")
 
 __all__ = ["Row", "Claim", "Table", "KEYS", "RESULT_COLUMNS", "ALPHA", "MIN_SEEDS", "VERDICTS", "VERDICT_RULE",
-           "claim_test", "is_final", "measure", "compare", "results_frame", "save_results", "table_claims",
+           "claim_test", "is_final", "verdict_group", "measure", "compare", "results_frame", "save_results", "table_claims",
            "side_by_side", "check_claims", "stale_note", "params_rows", "score_rows", "rank_view", "rank_views"]
 
 KEYS = ["table", "section", "method", "setting", "dataset", "metric"]
@@ -168,6 +169,14 @@ def measure(spec: Table, profile: str = "quick", rows: Sequence[Row] | None = No
     return pd.DataFrame(out)
 
 
+def _per_seed(d: pd.DataFrame) -> dict:
+    """``{seed: value}`` of one cell (finite values only); a seed measured twice is an error."""
+    d = d[np.isfinite(d["value"].astype(float))]
+    if d["seed"].duplicated().any():
+        raise ValueError(f"a cell has several values for seed(s) {sorted(set(d.loc[d['seed'].duplicated(), 'seed']))}")
+    return dict(zip(d["seed"].astype(int), d["value"].astype(float)))
+
+
 def compare(measured: pd.DataFrame, paper: str | pd.DataFrame) -> pd.DataFrame:
     """Mean, spread (the sample standard deviation over seeds; 0 for one seed) and seed count of every measured
     cell, beside the paper's value (matched on all six keys) and the difference; ``row`` and ``stale`` carried over,
@@ -177,8 +186,9 @@ def compare(measured: pd.DataFrame, paper: str | pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame({"measured": g["value"].mean(), "spread": g["value"].std(ddof=1).fillna(0.0),
                         "seeds": g["value"].count()})
     if "seed" in measured:
-        out["values"] = g[["seed", "value"]].apply(lambda d: dict(zip(d["seed"].astype(int), d["value"].astype(float))))
-    out["seed_free"] = g["seed_free"].all().astype(bool) if "seed_free" in measured else False
+        out["values"] = g[["seed", "value"]].apply(_per_seed)
+    out["seed_free"] = (g["seed_free"].agg(lambda x: bool(x.fillna(False).astype(bool).all()))
+                        if "seed_free" in measured else False)
     if "stale" in measured:
         out["stale"] = g["stale"].agg(lambda s: ",".join(sorted({p for v in s for p in v.split(",") if p})))
     out = out.reset_index()
@@ -276,26 +286,38 @@ def table_claims(spec: Table, cmp: pd.DataFrame) -> pd.DataFrame:
 def claim_test(a: Sequence[float] | Mapping[int, float], b: Sequence[float] | Mapping[int, float],
                paired: bool = False, exact_a: bool = False, exact_b: bool = False) -> dict:
     """The test of "A beats B" on per-seed values (see :data:`VERDICT_RULE`): ``t``, ``df``, the one-sided p-value
-    of A > B (``p``), the verdict and a short description (``test``).
+    of A > B (``p``), ``n`` (the seeds the test used: the fewer of the two cells', the common seeds when paired,
+    0 when both cells are exact), the verdict and a short description (``test``).
 
     Welch: t = (mean_A - mean_B) / sqrt(s_A²/n_A + s_B²/n_B) with the Welch-Satterthwaite degrees of freedom; an
     exact cell (``exact_*``: seed-free) contributes no variance, which makes it the one-sample t-test against that
     value. Paired (``a`` and ``b`` as ``{seed: value}``): the one-sample t-test of the differences over the common
-    seeds. A zero standard error with a nonzero gap is decided by the gap's sign."""
+    seeds. Non-finite values are dropped first. A gap or a standard error below 1e-9 of the values' scale counts
+    as zero (float noise); a zero standard error with a nonzero gap is decided by the gap's sign."""
     from scipy import stats
+
+    def finite(x):
+        if isinstance(x, Mapping):
+            return {k: float(v) for k, v in x.items() if np.isfinite(v)}
+        return [float(v) for v in x if np.isfinite(v)]
+    a, b = finite(a), finite(b)
     if paired:
         if not (isinstance(a, Mapping) and isinstance(b, Mapping)):
             raise TypeError("a paired claim test needs {seed: value} for both cells")
         common = sorted(set(a) & set(b))
         d = np.array([a[s] - b[s] for s in common], dtype=float)
         n, gap = len(d), float(d.mean()) if len(d) else float("nan")
+        scale = max([abs(a[s]) for s in common] + [abs(b[s]) for s in common] + [1.0])
         se2, df = (d.var(ddof=1) / n, n - 1) if n > 1 else (float("nan"), 0)
         kind, final = "paired t", n >= MIN_SEEDS
     else:
         va = np.array(list(a.values() if isinstance(a, Mapping) else a), dtype=float)
         vb = np.array(list(b.values() if isinstance(b, Mapping) else b), dtype=float)
+        if not len(va) or not len(vb):
+            raise ValueError("claim_test needs at least one finite value in each cell")
         n = min(len(va) if not exact_a else np.inf, len(vb) if not exact_b else np.inf)
         gap = float(va.mean() - vb.mean())
+        scale = max(float(np.abs(va).max()), float(np.abs(vb).max()), 1.0)
         parts = [x.var(ddof=1) / len(x) if len(x) > 1 else float("nan")
                  for x, exact in ((va, exact_a), (vb, exact_b)) if not exact]
         dofs = [len(x) - 1 for x, exact in ((va, exact_a), (vb, exact_b)) if not exact]
@@ -303,26 +325,31 @@ def claim_test(a: Sequence[float] | Mapping[int, float], b: Sequence[float] | Ma
         num = sum((p * p) / k for p, k in zip(parts, dofs) if k > 0 and p > 0)
         df = se2 * se2 / num if num > 0 else float(sum(dofs))
         kind, final = "Welch t", n >= MIN_SEEDS
-    seeds = int(n) if np.isfinite(n) else 1
+    n = int(n) if np.isfinite(n) else 0
+    if abs(gap) < 1e-9 * scale:
+        gap = 0.0
     if not final:
-        verdict = ("holds" if gap > 0 else "not reproduced") + f", {seeds} seed{'s' if seeds != 1 else ''}"
-        return {"t": float("nan"), "df": float("nan"), "p": float("nan"), "verdict": verdict,
-                "test": f"none (fewer than {MIN_SEEDS} seeds)"}
-    if se2 > 0:
+        shown = max(n, 1)
+        verdict = ("holds" if gap > 0 else "not reproduced") + f", {shown} seed{'s' if shown != 1 else ''}"
+        return {"t": float("nan"), "df": float("nan"), "p": float("nan"), "n": n, "verdict": verdict,
+                "test": f"none (fewer than {MIN_SEEDS} {'common ' if paired else ''}seeds)"}
+    if se2 > (1e-9 * scale) ** 2:
         t = gap / np.sqrt(se2)
         p = float(stats.t.sf(t, df))
     else:
         t = float(np.sign(gap)) * np.inf if gap else 0.0
         p = 0.0 if gap > 0 else (1.0 if gap < 0 else 0.5)
     verdict = "supported" if p < ALPHA else ("contradicted" if 1 - p < ALPHA else "inconclusive")
-    return {"t": float(t), "df": float(df), "p": p, "verdict": verdict,
-            "test": f"{kind}: t={t:.2f}, df={df:.1f}, p={p:.3g}"}
+    return {"t": float(t), "df": float(df), "p": p, "n": n, "verdict": verdict,
+            "test": f"{kind}: t={t:.2f}, df={df:.1f}, p={p:.3g}" if n else "exact values: the sign of the gap"}
 
 
-def _seeds(*cells) -> int:
-    """Seeds behind a claim: the fewest of its cells, a seed-free cell not counting (it is exact)."""
-    n = [int(x["seeds"]) for x in cells if not bool(x.get("seed_free", False))]
-    return min(n) if n else 1
+def verdict_group(verdict: str) -> str:
+    """A verdict for counting: the three final verdicts as they are, every preliminary one as "holds (< 3 seeds)"
+    or "not reproduced (< 3 seeds)"."""
+    if is_final(verdict):
+        return verdict
+    return f"{verdict.split(',')[0]} (< {MIN_SEEDS} seeds)"
 
 
 def is_final(verdict: str) -> bool:
@@ -358,7 +385,7 @@ def check_claims(cmp: pd.DataFrame, claims: Sequence[Claim]) -> pd.DataFrame:
         rows.append({"claim": c.text, "paper A": ca["paper"], "paper B": cb["paper"],
                      "holds in paper": bool(ca["paper"] > cb["paper"]) if both else None,
                      "measured A": round(ca["measured"], 1), "measured B": round(cb["measured"], 1),
-                     "gap": round(gap, 1), "seeds": _seeds(ca, cb),
+                     "gap": round(gap, 1), "seeds": res["n"],
                      "seed spread": round(max(ca["spread"], cb["spread"]), 1), "p": res["p"], "test": res["test"],
                      "verdict": res["verdict"]})
     return pd.DataFrame(rows)

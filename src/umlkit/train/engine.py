@@ -237,7 +237,7 @@ def build_model(cfg: dict, num_classes: int | None = None, load_weights: bool = 
 
 def build_objective(cfg: dict, train_set, embed_dim: int) -> nn.ModuleList:
     """One module per objective term (in order); a ``language_embeddings`` reference ``{file, sha256}`` becomes
-    the matrix of the training classes' rows (matched by class name)."""
+    the matrix of the training classes' rows (matched by class key, then by class name)."""
     from umlkit.train.side_info import load_class_embeddings
     terms = []
     for i, term in enumerate(cfg["objective"]):
@@ -245,7 +245,8 @@ def build_objective(cfg: dict, train_set, embed_dim: int) -> nn.ModuleList:
         ref = opts.get("language_embeddings")
         if isinstance(ref, dict):
             opts["language_embeddings"] = load_class_embeddings(ref, train_set.class_names(),
-                                                                where=f"objective.{i}.options.language_embeddings")
+                                                                where=f"objective.{i}.options.language_embeddings",
+                                                                class_keys=train_set.class_keys())
         module = create_loss(term["name"], num_classes=train_set.num_classes, embedding_size=embed_dim, **opts)
         loss_inputs(module)  # an undeclared or unknown input fails here, before training starts
         terms.append(module)

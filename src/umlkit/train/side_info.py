@@ -97,8 +97,11 @@ def _verified(ref, where: str) -> Path:
     return path
 
 
-def load_class_embeddings(ref: dict, class_names: Sequence[str], where: str = "language_embeddings") -> torch.Tensor:
-    """The verified file's rows for ``class_names`` (in that order) as a float32 tensor (n, d) or (n, k, d)."""
+def load_class_embeddings(ref: dict, class_names: Sequence[str], where: str = "language_embeddings",
+                          class_keys: Sequence[str] | None = None) -> torch.Tensor:
+    """The verified file's rows for ``class_names`` (in that order) as a float32 tensor (n, d) or (n, k, d). With
+    ``class_keys`` (``"<source>#<key>"``, :meth:`umlkit.data.UnifiedDataset.class_keys`), a row named by a class's
+    key is used first: files for sources whose class names repeat (SOP's super-categories) name rows by key."""
     path = _verified(ref, where)
     try:
         with np.load(path, allow_pickle=False) as data:
@@ -111,8 +114,13 @@ def load_class_embeddings(ref: dict, class_names: Sequence[str], where: str = "l
     for i, n in enumerate(names):
         bare.setdefault(n.split(":", 1)[-1], []).append(i)
     rows, missing = [], []
-    for c in class_names:
-        if c in index:
+    keys = list(class_keys) if class_keys is not None else [None] * len(class_names)
+    if len(keys) != len(class_names):
+        raise ValueError(f"{where}: {len(class_keys)} class keys for {len(class_names)} class names")
+    for c, key in zip(class_names, keys):
+        if key is not None and key in index:
+            rows.append(index[key])
+        elif c in index:
             rows.append(index[c])
         elif len(bare.get(c.split(":", 1)[-1], [])) == 1:
             rows.append(bare[c.split(":", 1)[-1]][0])
