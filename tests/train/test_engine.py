@@ -161,3 +161,15 @@ def test_nan_embeddings_stop_as_a_diverged_step_not_as_a_loss_input_error(small_
     with pytest.raises(TrainingDivergedError, match=r"embeddings became NaN.*epoch 2, step 3.*last good checkpoint"):
         fit(cfg, run_dir=tmp_path, _poison_at_step=steps + 2)
     assert load_checkpoint(tmp_path / "latest.pt")["epoch"] == 1
+
+
+def test_cpu_resident_class_prompts_are_refused_until_they_have_an_optimizer(small_root, tmp_path):
+    """VPTSP's class_prompts_device='cpu' keeps the class prompts outside the model's parameters; without a sparse
+    optimizer they would silently never train, so fit refuses the configuration before the first step."""
+    cfg = tiny_cfg(small_root, epochs=1)
+    cfg["model"] = {"method": "vptsp", "pretrained": False, "embed_dim": 16,
+                    "options": {"class_prompts_device": "cpu", "num_prompts": 1}}
+    cfg["loss"] = {"name": "proxy_anchor"}
+    with pytest.raises(NotImplementedError, match="no sparse optimizer"):
+        fit(cfg, run_dir=tmp_path)
+    assert not (tmp_path / "latest.pt").exists()

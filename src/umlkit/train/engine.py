@@ -422,6 +422,10 @@ def fit(config: dict | None = None, *, run_dir: str | Path | None = None, resume
     train_set, test_set, val_set = build_data(cfg, backbone_data_config(m["backbone"]))
     torch.manual_seed(seed)
     model = build_model(cfg, train_set.num_classes, load_weights=True).to(device)
+    if getattr(model, "sparse_parameters", lambda: [])():
+        raise NotImplementedError("model.options.class_prompts_device='cpu' keeps VPTSP's class prompts outside the "
+                                  "model's parameters, and the engine has no sparse optimizer for them yet: they would "
+                                  "never train. Leave class_prompts_device unset (the prompts train on the device).")
     loss = build_objective(cfg, train_set, model.embed_dim).to(device)
     groups = param_groups(model, loss)
     opt = build_optimizer(cfg, groups)
