@@ -105,3 +105,15 @@ def test_quick_pseudolabels_name_the_attributes_that_define_a_cars_like_class():
         texture = " ".join(w for w in words[:-1] if w not in ("large", "small", "tall", "wide"))
         hits += all(label.endswith(shape) and (texture in label or texture == "plain") for label in labels)
     assert hits >= 0.8 * len(rows), hits
+
+
+def test_the_configured_quick_omegas_are_the_sweeps_interior_choice():
+    """configs/language_guidance/language_guidance.yaml holds, for every guided row, the omega with the best
+    validation MAP@R in the stored sweep, and that value is interior to the row's grid."""
+    sweep = lg.omega_table("quick")
+    chosen = sweep[sweep["chosen"]].set_index("row")
+    assert set(chosen.index) == {r for r in lg.guided_rows() if " + ELG" in r or " + PLG" in r}
+    for row, r in chosen.iterrows():
+        base, guidance = lg._split_row(row)
+        assert lg.chosen_omega(base, guidance, "cub", "quick") == r["omega"], row
+        assert bool(r["interior"]), row

@@ -270,6 +270,13 @@ def guided_rows() -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------------ tuning
+def omega_grid(row: str) -> list[float]:
+    """The omega values a guided row is validated at: the shared grid, extended for the rows whose best value lay
+    on its edge (``omega_grid_extra``)."""
+    cfg = lg_config()
+    return sorted({float(w) for w in [*cfg["omega_grid"], *(cfg.get("omega_grid_extra") or {}).get(row, [])]})
+
+
 def omega_key(method: str, omega: float, profile: str = "quick", seed: int = 0) -> dict:
     """The record key of one validation run of the omega sweep (CUB-like default split, held-out training classes)."""
     return {"config": run_config(profile, method=method, source="cub", seed=seed, omega=omega, validation=True),
@@ -279,7 +286,6 @@ def omega_key(method: str, omega: float, profile: str = "quick", seed: int = 0) 
 def omega_jobs(profile: str = "quick", seed: int = 0) -> list[tuple[str, str, dict]]:
     """(record folder, label, key) of the sweep: every guided row x ``omega_grid``, and each base method without
     guidance (the reference the sweep's gain is read against)."""
-    grid = lg_config()["omega_grid"]
     jobs = []
     for row in guided_rows():
         _, g = _split_row(row)
@@ -288,7 +294,8 @@ def omega_jobs(profile: str = "quick", seed: int = 0) -> list[tuple[str, str, di
                    "analysis": {"metrics": ["R@1", "MAP@R"]}}
             jobs.append(("omega_sweep", f"{row}-seed{seed}", key))
         else:
-            jobs += [("omega_sweep", f"{row}-w{w:g}-seed{seed}", omega_key(row, float(w), profile, seed)) for w in grid]
+            jobs += [("omega_sweep", f"{row}-w{w:g}-seed{seed}", omega_key(row, float(w), profile, seed))
+                     for w in omega_grid(row)]
     return jobs
 
 
@@ -380,8 +387,8 @@ def omega_table(profile: str = "quick", select_on: str = "MAP@R") -> "pd.DataFra
     out = pd.DataFrame(lines)
     if out.empty:
         return out
-    grid = sorted(float(w) for w in lg_config()["omega_grid"])
     best = out[out["omega"] > 0].loc[lambda d: d.groupby("row")[select_on].idxmax()]
     out["chosen"] = out.index.isin(best.index)
-    out["interior"] = out["row"].map({r["row"]: grid[0] < r["omega"] < grid[-1] for _, r in best.iterrows()})
+    out["interior"] = out["row"].map({r["row"]: min(omega_grid(r["row"])) < r["omega"] < max(omega_grid(r["row"]))
+                                      for _, r in best.iterrows()})
     return out
