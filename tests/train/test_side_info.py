@@ -133,6 +133,18 @@ def test_a_repository_relative_path_is_found_from_any_working_directory(tmp_path
     assert torch.equal(load_class_embeddings(ref, ["b", "a"]), torch.tensor([[0.0, 1.0], [1.0, 0.0]]))
 
 
+def test_a_results_path_is_found_under_the_results_folder(tmp_path, monkeypatch):
+    """A key's "results/<profile>/..." path means the results folder wherever UMLKIT_RESULTS puts it."""
+    import umlkit._paths
+    (tmp_path / "r" / "quick" / "language").mkdir(parents=True)
+    sha = save_class_embeddings(tmp_path / "r" / "quick" / "language" / "x.npz", ["a"], np.ones((1, 2)))
+    monkeypatch.setenv("UMLKIT_RESULTS", str(tmp_path / "r"))
+    monkeypatch.setattr(umlkit._paths, "repo_root", lambda: None)
+    monkeypatch.chdir(tmp_path)
+    got = load_class_embeddings({"file": "results/quick/language/x.npz", "sha256": sha}, ["a"])
+    assert torch.equal(got, torch.ones(1, 2))
+
+
 def test_the_training_sets_class_order_is_the_concatenation_of_the_sources(mini_root):
     cfg = resolve_config({"data": {"root": str(mini_root), "datasets": ["flowers", "cub"]}})
     train, _, _ = build_data(cfg, DATA_CONFIG)

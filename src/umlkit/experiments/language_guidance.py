@@ -6,8 +6,8 @@ learning", CVPR 2022): configurations, language files, tables and claims as data
   the same loss, chosen learning rate, sampler and epochs) plus, for a guided row, the language term
   ``omega x LanguageGuidanceLoss`` (Eq. 2; :mod:`umlkit.losses.language_guidance` follows the official
   ``LanguageGuide.regularize``). Every run is a ``train_analysis`` record keyed by the resolved configuration,
-  with the language file referred to by its sha256 and its path (repository-relative for a file inside the
-  checkout, so that keys are the same on every machine).
+  with the language file referred to by its sha256 and its path ``results/<profile>/language/<file>`` (resolved
+  against the results folder, so that keys are the same on every machine).
 * **Language files** (:func:`language_ref`): ELG embeds each class's cleaned name (the loaders' ``language_names``,
   as the official ``language_conversion``); PLG embeds the top-k pseudolabels of a classifier averaged over each
   class's images (official ``relabel``). Quick: the sentence model all-MiniLM-L6-v2 and the tiny ViT v2's named
@@ -60,17 +60,11 @@ def _source_root(source: str, profile: str):
     return data_root_of(oodml.run_config(profile, source=source))
 
 
-def _repo_relative(path: str | Path) -> str:
-    """A path inside the checkout as ``results/...`` (record keys must not depend on where the checkout lives);
-    any other path unchanged."""
-    from umlkit._paths import repo_root
-    path, root = Path(path).resolve(), repo_root()
-    if root is not None:
-        try:
-            return path.relative_to(root.resolve()).as_posix()
-        except ValueError:
-            pass
-    return str(path)
+def _key_path(path: str | Path, profile: str) -> str:
+    """How a record key names a language file: ``results/<profile>/language/<file>``, wherever the results folder
+    is (the engine resolves it against ``UMLKIT_RESULTS``, then the checkout), so that keys are the same on every
+    machine."""
+    return f"results/{profile}/language/{Path(path).name}"
 
 
 def _source_classes(source: str, profile: str):
@@ -169,7 +163,7 @@ def language_ref(source: str, guidance: str, profile: str = "quick", model: str 
     ident = _identity(source, guidance, profile, model, template, shuffle_seed)
     with _locked(folder / ".lock"):  # two record workers must not compute the same file or lose index entries
         index = json.loads(index_path.read_text()) if index_path.is_file() else {}
-        ref = _lookup(folder, index, ident)
+        ref = _lookup(folder, index, ident, profile)
         if ref is None:
             ref = _make(source, guidance, profile, model, template, shuffle_seed, g)
             index[ident] = Path(ref["file"]).name
@@ -178,11 +172,11 @@ def language_ref(source: str, guidance: str, profile: str = "quick", model: str 
     return dict(ref)
 
 
-def _lookup(folder: Path, index: dict, ident: str) -> dict | None:
+def _lookup(folder: Path, index: dict, ident: str, profile: str) -> dict | None:
     from umlkit.results import file_sha256
     if ident in index and (folder / index[ident]).is_file():
         path = folder / index[ident]
-        return {"file": _repo_relative(path), "sha256": file_sha256(path)}
+        return {"file": _key_path(path, profile), "sha256": file_sha256(path)}
     return None
 
 
@@ -195,7 +189,7 @@ def _make(source, guidance, profile, model, template, shuffle_seed, g) -> dict:
     else:
         raise ValueError(f"guidance {guidance!r}: names must be 'class' or 'pseudolabels', got {g['names']!r}")
     made = language_file(rows, texts, model, template, shuffle_seed=shuffle_seed, profile=profile, tag=source)
-    return {"file": _repo_relative(made["file"]), "sha256": made["sha256"]}
+    return {"file": _key_path(made["file"], profile), "sha256": made["sha256"]}
 
 
 class _locked:

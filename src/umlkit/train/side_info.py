@@ -10,9 +10,10 @@ classes in their label order, matched by name: a training class ``"cub:001.Black
 ``data.datasets``, which is the global label order) matches a row named exactly so, or, when unambiguous, its
 name without the source. A split file is a JSON mapping ``{train: [class keys], test: [...], val: [...]}`` for
 one source (``data.splits.<source>: {file, sha256}``). Relative paths in a YAML configuration are resolved
-against the YAML file's folder (:func:`umlkit.train.config.load_config`), otherwise against the current directory
-and then the repository root (record keys hold repository-relative paths, e.g. ``results/quick/language/...``, so
-that a key is the same on every checkout; the sha256 is the file's identity).
+against the YAML file's folder (:func:`umlkit.train.config.load_config`), otherwise against the current directory,
+then, for a path ``results/...``, against the results folder (``UMLKIT_RESULTS``), then against the repository
+root (record keys hold such paths, e.g. ``results/quick/language/...``, so that a key is the same on every
+machine; the sha256 is the file's identity).
 
 Files are written atomically (temporary file + rename) and never replace an existing file with different content
 unless ``overwrite=True``; the ``.npz`` is written with fixed zip timestamps, so the same names and embeddings
@@ -83,13 +84,17 @@ def _verified(ref, where: str) -> Path:
         raise SideInfoError(f"{where} must be {{file: PATH, sha256: HEX}}, got {ref!r}")
     path = Path(str(ref["file"])).expanduser()
     if not path.is_absolute() and not path.is_file():
-        from umlkit._paths import repo_root
+        from umlkit._paths import repo_root, results_root
+        candidates = [results_root() / Path(*path.parts[1:])] if path.parts and path.parts[0] == "results" else []
         root = repo_root()
-        if root is not None and (root / path).is_file():  # a record key's repository-relative path (results/...)
-            path = root / path
+        if root is not None:
+            candidates.append(root / path)
+        # a record key's path "results/<profile>/..." means the results folder (UMLKIT_RESULTS), then the checkout's
+        path = next((c for c in candidates if c.is_file()), path)
     if not path.is_file():
         raise SideInfoError(f"{where}: file {path} does not exist" + ("" if path.is_absolute() else
-                            f" (relative to the current directory {Path.cwd()} or the repository root)"))
+                            f" (relative to the current directory {Path.cwd()}, the results folder or the "
+                            f"repository root)"))
     actual = file_sha256(path)
     if actual != str(ref["sha256"]).lower():
         raise SideInfoError(f"{where}: {path} has sha256 {actual}, but the configuration expects {ref['sha256']}; "
