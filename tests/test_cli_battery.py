@@ -56,7 +56,7 @@ CASES = [
     (["train", CONFIG, "--resume", "{t}/none.pt", "--run-dir", "{t}/r"], "checkpoint {t}/none.pt does not exist"),
     (["train", CONFIG, "--set", "model.embed_dim=abc"], "config key model.embed_dim = 'abc': expected an integer >= 1"),
     (["train", CONFIG, "--set", "train.epochs=-1"], "config key train.epochs = -1: expected an integer >= 1"),
-    (["train", CONFIG, "--set", "optimizer.lr=-1"], "config key optimizer.lr = -1: expected a number > 0"),
+    (["train", CONFIG, "--set", "optimizer.lr=-1"], "config key optimizer.lr = -1: expected a number >= 0"),
     (["train", CONFIG, "--set", "data.batch_size=1.5"], "config key data.batch_size = 1.5: expected an integer"),
     (["train", CONFIG, "--set", "model.pretrained=maybe"], "config key model.pretrained = 'maybe': expected true"),
     (["train", CONFIG, "--set", "optimizer.lr_mult.head=-2"], "optimizer.lr_mult.head = -2: expected a number"),

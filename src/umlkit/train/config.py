@@ -176,11 +176,11 @@ def resolve_config(config: dict | None = None, profile: str | None = None, overr
 
 # (dotted key, kind, lower bound): the settings whose wrong type or range would otherwise surface as a library
 # error far from the configuration (a torch size error for embed_dim="abc", "Invalid learning rate" for lr=-1, a
-# silent zero-epoch run). Values are checked, never converted, so a valid configuration resolves unchanged.
+# silent zero-epoch run). A learning rate of 0 is allowed (losses of a model that does not move). Values are checked, never converted, so a valid configuration resolves unchanged.
 _VALUE_CHECKS = [
     ("seed", "int", 0), ("data.batch_size", "int", 1), ("data.samples_per_class", "int", 1),
     ("data.num_workers", "int", 0), ("data.few_shot", "int?", 1), ("data.val_fraction", "fraction", None),
-    ("model.embed_dim", "int?", 1), ("model.pretrained", "bool", None), ("optimizer.lr", "number>", 0.0),
+    ("model.embed_dim", "int?", 1), ("model.pretrained", "bool", None), ("optimizer.lr", "number", 0.0),
     ("optimizer.weight_decay", "number", 0.0), ("optimizer.momentum", "number", 0.0), ("train.epochs", "int", 1),
     ("train.warmup_epochs", "int", 0), ("train.eval_every", "int", 1), ("train.eval_batch_size", "int", 1),
 ]
@@ -205,8 +205,6 @@ def _check_values(cfg: dict) -> None:
             fail(key, value, "a number in [0, 1)")
         if kind == "number" and not (is_number and value >= low):
             fail(key, value, f"a number >= {low:g}")
-        if kind == "number>" and not (is_number and value > low):
-            fail(key, value, f"a number > {low:g}")
     for group, mult in (cfg.get("optimizer", {}).get("lr_mult") or {}).items():
         if isinstance(mult, bool) or not isinstance(mult, (int, float)) or mult < 0:
             fail(f"optimizer.lr_mult.{group}", mult, "a number >= 0")
