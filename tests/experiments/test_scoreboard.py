@@ -37,3 +37,16 @@ def test_scoreboard_checks_every_declared_claim_from_records(no_training):
 def test_a_profile_without_records_gives_an_empty_board(no_training, monkeypatch, tmp_path):
     monkeypatch.setenv("UMLKIT_RESULTS", str(tmp_path))
     assert scoreboard("quick").empty
+
+
+def test_the_view_shows_gaps_seeds_the_test_and_the_verdict():
+    import pandas as pd
+
+    from umlkit.experiments.scoreboard import scoreboard_view
+    board = pd.DataFrame({"paper": ["p", "p"], "table": ["T", "T"], "claim": ["a", "b"], "paper A": [80.0, 70.0],
+                          "paper B": [70.0, 75.0], "gap": [3.2, -1.0], "seeds": [3, 1], "p": [0.0123, float("nan")],
+                          "test": ["Welch t: t=4.10, df=3.1, p=0.0123", "none (fewer than 3 seeds)"],
+                          "verdict": ["supported", "not reproduced, 1 seed"]})
+    view = scoreboard_view(board)
+    assert list(view.columns) == ["claim", "paper gap", "measured gap", "seeds", "test", "verdict"]
+    assert view["paper gap"].tolist() == [10.0, -5.0] and view["test"].tolist() == ["Welch p=0.012", "–"]

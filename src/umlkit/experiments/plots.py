@@ -161,8 +161,9 @@ def plot_rank_slopes(views, title: str = "rank in the paper (left) and measured 
     views = dict(views)
     if not views:
         raise ValueError("plot_rank_slopes needs at least one rank view")
-    fig, axes = plt.subplots(1, len(views), figsize=(5.2 * len(views), 4.2), squeeze=False)
-    for ax, (name, v) in zip(axes[0], views.items()):
+    # one panel under the other: a book page is narrow, and the row labels need the width
+    fig, axes = plt.subplots(len(views), 1, figsize=(8, 3.4 * len(views)), squeeze=False)
+    for ax, (name, v) in zip(axes[:, 0], views.items()):
         n = int(max(v["paper rank"].max(), v["measured rank"].max()))
         labels = [str(x) for x in v["row"]]
         tails = {x.rsplit(" / ", 1)[1] if " / " in x else None for x in labels}

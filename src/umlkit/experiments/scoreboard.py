@@ -15,7 +15,7 @@ import pandas as pd
 
 from umlkit.experiments.tables import Table, compare, measure, table_claims
 
-__all__ = ["PAPERS", "scoreboard", "scoreboard_summary", "declared_claims"]
+__all__ = ["PAPERS", "scoreboard", "scoreboard_summary", "scoreboard_view", "declared_claims"]
 
 
 def _puma_tables(profile: str) -> dict[str, Table]:
@@ -70,6 +70,29 @@ def scoreboard_summary(board: pd.DataFrame, declared: dict[str, int] | None = No
     if declared is not None:
         counts.insert(0, "declared", [declared.get(p, 0) for p in counts.index])
     return counts
+
+
+def _short_test(test: str, p: float) -> str:
+    if test.startswith("Welch"):
+        return f"Welch p={p:.2g}"
+    if test.startswith("paired"):
+        return f"paired p={p:.2g}"
+    return "exact" if test.startswith("exact") else "–"
+
+
+def scoreboard_view(board: pd.DataFrame) -> pd.DataFrame:
+    """The board as a reader reads it: per claim the paper's gap (A - B), the measured gap, the seeds, the test
+    (its kind and one-sided p, "–" before three seeds) and the verdict, indexed by paper and table when the frame
+    has them (a chapter's own claims table has neither)."""
+    if board.empty:
+        return board
+    keys = [k for k in ("paper", "table") if k in board]
+    out = pd.DataFrame({
+        **{k: board[k] for k in keys}, "claim": board["claim"],
+        "paper gap": (board["paper A"] - board["paper B"]).round(1), "measured gap": board["gap"],
+        "seeds": board["seeds"], "test": [_short_test(t, p) for t, p in zip(board["test"], board["p"])],
+        "verdict": board["verdict"]})
+    return out.set_index(keys) if keys else out
 
 
 def declared_claims(profile: str = "quick") -> dict[str, int]:
