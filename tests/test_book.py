@@ -52,7 +52,8 @@ def test_changing_the_url_once_rewrites_every_chapter(tmp_path, capsys):
     setup = [i for i, c in enumerate(nb["cells"]) if "".join(c["source"]).startswith(_book.SETUP_MARKER)]
     params = [i for i, c in enumerate(nb["cells"]) if "parameters" in c["metadata"].get("tags", [])]
     assert len(setup) == 1 and nb["cells"][setup[0]]["metadata"]["tags"] == ["remove-cell"]
-    assert setup[0] == (params[0] + 1 if params else setup[0])
+    code = [i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code" and i != setup[0]]
+    assert setup[0] == (params[0] if params else code[0]) + 1     # after the parameters cell (or the first code cell)
 
 
 @pytest.mark.parametrize("url", ["", "git@github.com:lab/book.git", "https://gitlab.com/lab/book"])

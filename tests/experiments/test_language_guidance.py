@@ -46,6 +46,7 @@ def test_the_validation_run_never_sees_a_test_class():
     cfg = lg.run_config(method="Margin + ELG", source="cub", omega=1.0, language=ref, validation=True)
     split = cfg["data"]["splits"]["cub"]
     default = oodml.split_of("cub", oodml.default_split_id("cub"))
+    assert split["train"] and split["test"] and not set(split["train"]) & set(split["test"])
     assert set(split["train"]) | set(split["test"]) <= set(default["train"])
 
 

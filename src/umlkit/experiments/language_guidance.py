@@ -23,6 +23,7 @@ learning", CVPR 2022): configurations, language files, tables and claims as data
 from __future__ import annotations
 
 import copy
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
@@ -192,23 +193,16 @@ def _make(source, guidance, profile, model, template, shuffle_seed, g) -> dict:
     return {"file": _key_path(made["file"], profile), "sha256": made["sha256"]}
 
 
-class _locked:
-    """An exclusive advisory lock on a file (POSIX ``fcntl.flock``; a no-op where it does not exist)."""
-
-    def __init__(self, path: Path):
-        self.path = path
-
-    def __enter__(self):
-        self.handle = open(self.path, "a")
+@contextmanager
+def _locked(path: Path):
+    """An exclusive advisory lock on a file (POSIX ``fcntl.flock``; no lock where it does not exist)."""
+    with open(path, "a") as handle:
         try:
             import fcntl
-            fcntl.flock(self.handle, fcntl.LOCK_EX)
+            fcntl.flock(handle, fcntl.LOCK_EX)
         except ImportError:  # pragma: no cover - not POSIX
             pass
-        return self
-
-    def __exit__(self, *exc):
-        self.handle.close()  # closing releases the lock
+        yield  # closing the file releases the lock
 
 
 def _split_row(method: str) -> tuple[str, str | None]:
