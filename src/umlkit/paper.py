@@ -19,13 +19,14 @@ def paper_tables_dir() -> Path:
     return repo_folder("data", "paper_tables", what="the papers' tables")
 
 
-def paper_table(paper: str, table: str | None = None) -> pd.DataFrame:
-    """Rows of one paper (optionally one table, e.g. ``"Table 2"``)."""
+def paper_table(paper: str, table: str | None = None, missing_ok: bool = False) -> pd.DataFrame:
+    """Rows of one paper (optionally one table, e.g. ``"Table 2"``). A table the paper does not have is an error,
+    or, with ``missing_ok`` (the book's own tables beyond the paper, e.g. controls), an empty frame."""
     if paper not in PAPERS:
         raise ValueError(f"paper must be one of {PAPERS}, got {paper!r}")
     df = pd.read_csv(paper_tables_dir() / f"{paper}.csv", dtype={"setting": str, "section": str, "note": str})
     if table is not None:
         df = df[df["table"] == table]
-        if df.empty:
+        if df.empty and not missing_ok:
             raise ValueError(f"{paper} has no rows for {table!r}")
     return df.reset_index(drop=True)

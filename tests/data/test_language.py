@@ -81,6 +81,30 @@ def test_attribute_vectors_give_the_attribute_overlap():
     assert v[5] @ v[6] == pytest.approx(0.5)                    # scales 7 and 10 are two categories, not one bin
 
 
+def test_hierarchy_vectors_give_the_path_similarity_of_the_attribute_tree():
+    """Cosines equal 1 / (1 + shortest path) between the leaves of the tree built edge by edge (networkx), as
+    WordNet's path similarity is defined."""
+    import itertools
+
+    import networkx as nx
+    rng = np.random.default_rng(3)
+    attrs = [{"shape": str(rng.choice(["star", "disc"])), "texture": str(rng.choice(["plain", "striped", "dots"])),
+              "hue": float(rng.random())} for _ in range(25)]
+    v = lg.hierarchy_vectors(attrs, bins=4)
+    tree = nx.Graph()
+    for a in attrs:   # root -> shape -> texture -> hue bin: one node per path prefix
+        path = [("root",), (a["shape"],), (a["shape"], a["texture"]), (a["shape"], a["texture"], int(a["hue"] * 4))]
+        nx.add_path(tree, path)
+    leaf = [(a["shape"], a["texture"], int(a["hue"] * 4)) for a in attrs]
+    for i, j in itertools.combinations(range(len(attrs)), 2):
+        want = 1.0 / (1 + nx.shortest_path_length(tree, leaf[i], leaf[j]))
+        assert v[i] @ v[j] == pytest.approx(want, abs=1e-6)
+    assert np.allclose(np.linalg.norm(v, axis=1), 1.0)
+    assert v[0] @ v[0] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="same attributes to form one tree"):
+        lg.hierarchy_vectors([{"shape": "star"}, {"shape": "disc", "texture": "plain"}])
+
+
 def test_pseudolabels_by_hand_and_against_a_loop():
     names = ["cat", "dog", "car"]
     logits = np.array([[3.0, 1.0, 0.0], [0.0, 5.0, 1.0], [0.0, 0.0, 2.0], [1.0, 0.0, 3.0]])

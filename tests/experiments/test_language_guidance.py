@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from umlkit.data import language
@@ -119,3 +120,53 @@ def test_the_configured_quick_omegas_are_the_sweeps_interior_choice():
         base, guidance = lg._split_row(row)
         assert lg.chosen_omega(base, guidance, "cub", "quick") == r["omega"], row
         assert bool(r["interior"]), row
+
+
+def test_a_variant_changes_one_thing_of_its_guidance():
+    ref = {"file": "results/quick/language/x.npz", "sha256": "0" * 64}
+    elg = lg.run_config(method="Multisimilarity + ELG", source="cub", omega=1.0, language=ref)
+    for variant, change in (("Row-wise L2", {"mode": "row_l2"}), ("No stop grad.", {"stop_grad": False}),
+                            ("CLIP-style", {"mode": "clip"})):
+        v = lg.run_config(method=f"Multisimilarity + {variant}", source="cub", omega=1.0, language=ref)
+        assert v["objective"][0] == elg["objective"][0] and v["data"] == elg["data"]
+        assert v["objective"][1]["options"] == {**elg["objective"][1]["options"], **change}, variant
+    assert lg.guidance_spec("class name only")["template"] == "{}"
+    assert lg.guidance_spec("PLG Top-10") | {"k": 5, "base": "PLG Top-5"} == lg.guidance_spec("PLG Top-5")
+    assert lg.guidance_spec("ELG shuffled")["shuffle"] == 0 and lg.guidance_spec("attribute tree")["names"] == "hierarchy"
+    assert "Multisimilarity + BERT" in lg.variant_rows("full") and "Multisimilarity + BERT" not in lg.variant_rows()
+    with pytest.raises(KeyError, match="unknown guidance 'ELG2'"):
+        lg.guidance_spec("ELG2")
+
+
+def test_ablation_tables_join_the_paper_where_the_row_is_the_papers():
+    for name in ("Table 3", "Table S2", "Table 4", "Table 5", "Table S3"):
+        paper = paper_table("language_guidance", name).fillna({"section": "", "setting": ""})
+        have = {(r["section"], r["method"]) for _, r in paper.iterrows()}
+        spec = lg.ablation_table(name, "quick")
+        joined = {(r.section, r.method) for r in spec.rows} & have
+        assert ("", "Baseline") in joined, name
+        if name in ("Table 4", "Table S3"):   # every quick row of these two is one of the paper's
+            assert joined == {(r.section, r.method) for r in spec.rows}, name
+        assert {r.group for r in spec.rows} == {"cub", "cars"}
+    t4 = {r.method for r in lg.ablation_table("Table 4").rows}
+    assert {"Row-wise L2", "Full Similarity", "No stop grad.", "DeVise-Style", "CLIP-style"} <= t4
+    full3 = {r.method for r in lg.ablation_table("Table 3", "full").rows}
+    assert {"Baseline + BERT", "Baseline + GPT2"} <= full3 and "Baseline + MiniLM tokens" not in full3
+    controls = lg.ablation_table("Controls")
+    assert {r.group for r in controls.rows} == {"cub", "cars", "sop"} and len(controls.claims) == 6
+
+
+def test_unmeasured_paper_rows_say_why(monkeypatch):
+    from umlkit.experiments import tables
+    spec = lg.ablation_table("Table 4", "quick")
+    empty = tables.compare(pd.DataFrame([{"table": "Table 4", "section": "", "method": "Baseline", "setting": "",
+                                          "row": "Baseline", "seed": 0, "dataset": "CUB", "metric": "R@1",
+                                          "value": 60.0}]), "language_guidance")
+    res = tables.results_frame(spec, empty, "quick").set_index(["method", "dataset", "metric"])
+    assert res.loc[("Mining mask", "CUB", "R@1"), "status"].startswith("not built (language similarities")
+    assert res.loc[("Row-wise L2", "CUB", "R@1"), "status"].startswith("not measured: this profile reports")
+    assert res.loc[("Baseline", "CUB", "R@1"), "paper"] == 62.8
+    controls = lg.ablation_table("Controls")
+    assert tables.results_frame(controls, tables.compare(pd.DataFrame(
+        [{"table": "Controls", "section": "", "method": "Multisimilarity", "setting": "", "row": "m", "seed": 0,
+          "dataset": "SOP", "metric": "R@1", "value": 40.0}]), "language_guidance"), "quick")["paper"].isna().all()

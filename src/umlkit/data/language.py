@@ -25,9 +25,12 @@ Back ends (:data:`LANGUAGE_MODELS`, a registry like timm's; each declares what i
   the ``lang`` extra) whose weights come from the Hugging Face hub once; offline without a cached copy they fail in
   seconds (the backbones' hub check), naming the hub id to download. FastText, GloVe and WordNet rows of Table 3
   have no back end yet: the quick profile's stand-in for word vectors is ``minilm-static``.
-* Controls that use no language model at all (quick, UML-Mini only): ``attributes`` - a class's multi-hot vector of
-  its class-defining attribute values, so similarity = attribute overlap; and any back end with ``shuffle_seed``:
-  the same embeddings with the class rows permuted (guidance that carries no information about the classes).
+* Controls that use no language model at all (quick, UML-Mini only): :func:`attribute_vectors` - a class's multi-hot
+  vector of its class-defining attribute values, so similarity = attribute overlap; :func:`hierarchy_vectors` - the
+  offline **stand-in** for Table 3's word-hierarchy rows (WordNet's path similarity): the class-defining attributes
+  read as a tree (first attribute at the top) and the cosine of two rows equal to the path similarity of the two
+  leaves; and any back end with ``shuffle_seed``: the same embeddings with the class rows permuted (guidance that
+  carries no information about the classes).
 
 PLG's pseudolabels (:func:`pseudolabels`): the top-k names of a classifier's logits averaged over each training
 class's images (official ``relabel``: an ImageNet ResNet-50, logits averaged per class, k = 5). In the quick
@@ -48,7 +51,8 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["TEMPLATE", "LanguageModel", "LANGUAGE_MODELS", "register_language_model", "embed_texts",
-           "class_texts", "language_file", "embeddings_file", "pseudolabels", "attribute_vectors", "shuffle_rows"]
+           "class_texts", "language_file", "embeddings_file", "pseudolabels", "attribute_vectors", "hierarchy_vectors",
+           "shuffle_rows"]
 
 TEMPLATE = "a photo of a {}"
 FILE_VERSION = 1  # bump when a change here changes what a language file holds (its name and the caches follow)
@@ -209,7 +213,7 @@ def attribute_vectors(attributes: Sequence[dict], bins: int = 12, continuous: Se
     if not attributes:
         raise ValueError("attribute_vectors needs at least one class")
     def slot(k, v):
-        return (k, min(int(float(v) * bins), bins - 1)) if k in continuous else (k, str(v))
+        return _attribute_slot(k, v, bins, continuous)
     slots = sorted({slot(k, v) for a in attributes for k, v in a.items()}, key=str)
     index = {s: i for i, s in enumerate(slots)}
     out = np.zeros((len(attributes), len(slots)), dtype=np.float32)
@@ -217,6 +221,39 @@ def attribute_vectors(attributes: Sequence[dict], bins: int = 12, continuous: Se
         for k, v in a.items():
             out[i, index[slot(k, v)]] = 1.0
     return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+def _attribute_slot(k, v, bins: int, continuous: Sequence[str]):
+    return (k, min(int(float(v) * bins), bins - 1)) if k in continuous else (k, str(v))
+
+
+def hierarchy_vectors(attributes: Sequence[dict], bins: int = 12,
+                      continuous: Sequence[str] = ("hue", "disc_hue", "sat")) -> np.ndarray:
+    """Unit vectors whose cosines are WordNet-style path similarities on an attribute tree (Table 3's "word
+    hierarchy" rows without WordNet): each class is a leaf under the path of its attribute values in the dict's order
+    (values binned as in :func:`attribute_vectors`), and two leaves whose paths share the first ``l`` of ``D`` levels
+    are ``2 (D - l)`` edges apart, so their similarity is ``1 / (1 + 2 (D - l))`` (NLTK's ``path_similarity``).
+
+    Such a similarity is a non-decreasing function of the shared depth, so it is a sum of block-constant
+    positive semi-definite matrices, and one block per tree level realises it: the row of a class is the
+    concatenation over levels ``d = 0..D`` of ``sqrt(f(d) - f(d - 1))`` times the one-hot of its ``d``-level prefix."""
+    if not attributes:
+        raise ValueError("hierarchy_vectors needs at least one class")
+    depth = {len(a) for a in attributes}
+    if len(depth) != 1:
+        raise ValueError(f"every class needs the same attributes to form one tree, got {sorted(depth)} attributes")
+    d_max = depth.pop()
+    paths = [tuple(_attribute_slot(k, v, bins, continuous) for k, v in a.items()) for a in attributes]
+    sim = [1.0 / (1 + 2 * (d_max - lv)) for lv in range(d_max + 1)]
+    weights = [sim[0]] + [sim[lv] - sim[lv - 1] for lv in range(1, d_max + 1)]
+    blocks = []
+    for lv, w in enumerate(weights):
+        prefixes = sorted({p[:lv] for p in paths}, key=str)
+        index = {q: i for i, q in enumerate(prefixes)}
+        block = np.zeros((len(paths), len(prefixes)), dtype=np.float64)
+        block[np.arange(len(paths)), [index[p[:lv]] for p in paths]] = np.sqrt(w)
+        blocks.append(block)
+    return np.concatenate(blocks, axis=1).astype(np.float32)
 
 
 def pseudolabels(logits: np.ndarray, labels: Sequence[int], names: Sequence[str], k: int = 5,

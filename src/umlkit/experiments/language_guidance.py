@@ -39,6 +39,7 @@ __all__ = ["PAPER", "SOURCES", "lg_config", "language_ref", "run_config", "omega
 PAPER = "language_guidance"
 SOURCES = ("cub", "cars", "sop")
 SEEDS = (0, 1, 2)
+BASELINE = "Multisimilarity"   # the ablation tables' "Baseline" (the paper's Tables 3-5 and S3 vary ELG on it)
 
 
 def _config_dir() -> Path:
@@ -51,6 +52,34 @@ def lg_config() -> dict:
     """``configs/language_guidance/language_guidance.yaml``, parsed once per process."""
     from umlkit.train.config import _coerce
     return _coerce(yaml.safe_load((_config_dir() / "language_guidance.yaml").read_text()))
+
+
+def guidance_spec(name: str) -> dict:
+    """The resolved guidance of a row suffix ("ELG", "PLG Top-5" or a variant): ``names`` (class / pseudolabels /
+    attributes / hierarchy), ``k``, ``model`` and ``template`` (None: the profile's language model, the primer),
+    ``shuffle`` (None or a seed), ``loss`` (options over the shared ``loss`` block) and ``base`` (the guidance a
+    variant changes; itself for ELG and PLG)."""
+    cfg = lg_config()
+    if name in cfg["guidance"]:
+        g, base = dict(cfg["guidance"][name]), name
+    elif name in (cfg.get("variants") or {}):
+        v = dict(cfg["variants"][name])
+        base = v.pop("from")
+        g = {**cfg["guidance"][base], **v}
+    else:
+        raise KeyError(f"unknown guidance {name!r}; choose from {list(cfg['guidance'])} or a variant "
+                       f"{list(cfg.get('variants') or {})}")
+    spec = {"names": "class", "k": 1, "model": None, "template": None, "shuffle": None, "loss": {},
+            "profiles": ["quick", "full"], **g, "base": base}
+    if spec["names"] not in ("class", "pseudolabels", "attributes", "hierarchy"):
+        raise ValueError(f"guidance {name!r}: names must be class, pseudolabels, attributes or hierarchy, "
+                         f"got {spec['names']!r}")
+    return spec
+
+
+def variant_rows(profile: str = "quick") -> list[str]:
+    """The ablation rows a profile runs: "Multisimilarity + <variant>" (Tables 3-5, S3 and the controls)."""
+    return [f"{BASELINE} + {v}" for v in (lg_config().get("variants") or {}) if profile in guidance_spec(v)["profiles"]]
 
 
 def _source_root(source: str, profile: str):
@@ -122,12 +151,15 @@ def _identity(source: str, guidance: str, profile: str, model: str, template: st
 
     from umlkit.experiments.fingerprint import data_fingerprint
     cfg = oodml.run_config(profile, source=source)
-    g = lg_config()["guidance"][guidance]
+    spec = guidance_spec(guidance)
+    g = {"names": spec["names"], "k": spec["k"]}
     from umlkit.data import language, names
     from umlkit.results import file_sha256 as sha
     parts = {"source": source, "data": data_fingerprint(cfg), "guidance": g, "model": model, "template": template,
              "shuffle": shuffle_seed, "version": language.FILE_VERSION,
              "code": [sha(Path(m.__file__)) for m in (language, names)]}
+    if g["names"] in ("attributes", "hierarchy"):   # no language model reads anything: model and primer play no part
+        parts.update(model=None, template=None)
     if g["names"] == "pseudolabels" and profile == "quick":
         from umlkit.models.pretrain import weight_files
         from umlkit.results import file_sha256
@@ -152,9 +184,10 @@ def language_ref(source: str, guidance: str, profile: str = "quick", model: str 
     from umlkit._paths import results_root
     from umlkit.results import _atomic_write
     cfg = lg_config()
-    g = cfg["guidance"][guidance]
-    model = model or cfg["language_model"][profile]
-    template = template or cfg["template"]
+    g = guidance_spec(guidance)
+    model = model or g["model"] or cfg["language_model"][profile]
+    template = template or g["template"] or cfg["template"]
+    shuffle_seed = shuffle_seed if shuffle_seed is not None else g["shuffle"]
     memo = (source, guidance, profile, model, template, shuffle_seed, str(results_root(profile)))
     if memo in _REFS:
         return dict(_REFS[memo])
@@ -183,13 +216,41 @@ def _lookup(folder: Path, index: dict, ident: str, profile: str) -> dict | None:
 
 def _make(source, guidance, profile, model, template, shuffle_seed, g) -> dict:
     from umlkit.data.language import language_file
+    if g["names"] in ("attributes", "hierarchy"):
+        return _attribute_file(source, profile, g["names"], shuffle_seed)
     if g["names"] == "class":
         rows, texts, _ = _source_classes(source, profile)
-    elif g["names"] == "pseudolabels":
-        rows, texts = _pseudolabel_texts(source, profile, int(g["k"]))
     else:
-        raise ValueError(f"guidance {guidance!r}: names must be 'class' or 'pseudolabels', got {g['names']!r}")
+        rows, texts = _pseudolabel_texts(source, profile, int(g["k"]))
     made = language_file(rows, texts, model, template, shuffle_seed=shuffle_seed, profile=profile, tag=source)
+    return {"file": _key_path(made["file"], profile), "sha256": made["sha256"]}
+
+
+def _attribute_file(source: str, profile: str, kind: str, shuffle_seed) -> dict:
+    """The controls without a language model (quick only: UML-Mini's classes are defined by attributes it draws):
+    each class's attribute vector (:func:`umlkit.data.language.attribute_vectors`, cosine = attribute overlap) or its
+    leaf vector on the attribute tree (:func:`~umlkit.data.language.hierarchy_vectors`, cosine = path similarity)."""
+    import hashlib
+
+    import numpy as np
+
+    from umlkit._paths import results_root
+    from umlkit.data import language
+    from umlkit.data.mini import class_attributes
+    if profile != "quick":
+        raise NotImplementedError(f"the {kind!r} control needs the attributes that define each class, which only "
+                                  f"UML-Mini (the quick profile) has; real datasets would need attribute annotations")
+    rows, _, parts = _source_classes(source, profile)
+    attrs = class_attributes(source, size="large")
+    if len(attrs) != len(rows):
+        raise RuntimeError(f"{source}: {len(attrs)} class attribute sets for {len(rows)} classes")
+    emb = (language.attribute_vectors if kind == "attributes" else language.hierarchy_vectors)(attrs)
+    if shuffle_seed is not None:
+        emb = language.shuffle_rows(emb, shuffle_seed)
+    digest = hashlib.sha256(np.ascontiguousarray(np.round(emb, 5)).tobytes() + "\n".join(rows).encode()).hexdigest()
+    tail = f"-shuffled{shuffle_seed}" if shuffle_seed is not None else ""
+    path = results_root(profile) / "language" / f"{source}-{kind}{tail}-{digest[:12]}.npz"
+    made = language.embeddings_file(rows, np.round(emb, 5), path)
     return {"file": _key_path(made["file"], profile), "sha256": made["sha256"]}
 
 
@@ -207,14 +268,20 @@ def _locked(path: Path):
 
 def _split_row(method: str) -> tuple[str, str | None]:
     """'Margin + PLG Top-5' -> ('Margin', 'PLG Top-5'); 'Multisimilarity + S2SD' -> (that, None)."""
-    for g in lg_config()["guidance"]:
+    for g in [*lg_config()["guidance"], *(lg_config().get("variants") or {})]:
         if method.endswith(f" + {g}"):
             return method[: -len(g) - 3], g
     return method, None
 
 
 def chosen_omega(method: str, guidance: str, source: str, profile: str) -> float:
-    omegas = (lg_config()["omega"].get(profile) or {}).get(f"{method} + {guidance}")
+    """The configured omega of "<method> + <guidance>" in a profile; a variant the profile gives none (full: the
+    official scripts tune no ablation) takes its base guidance's."""
+    table = lg_config()["omega"].get(profile) or {}
+    omegas = table.get(f"{method} + {guidance}")
+    base = guidance_spec(guidance)["base"]
+    if omegas is None and profile == "full" and base != guidance:
+        omegas = table.get(f"{method} + {base}")
     if omegas is None:
         raise KeyError(f"configs/language_guidance/language_guidance.yaml has no {profile} omega for "
                        f"{method + ' + ' + guidance!r} (run the omega sweep)")
@@ -242,7 +309,8 @@ def run_config(profile: str = "quick", *, method: str = "Multisimilarity", sourc
         w = float(omega) if omega is not None else chosen_omega(base, guidance, source, profile)
         ref = language if language is not None else language_ref(source, guidance, profile)
         out["objective"].append({"name": "language_guidance", "weight": w,
-                                 "options": {**cfg["loss"], "language_embeddings": ref}})
+                                 "options": {**cfg["loss"], **guidance_spec(guidance)["loss"],
+                                             "language_embeddings": ref}})
     out["name"] = f"language_guidance-{source}-{method}"
     return out
 
@@ -275,7 +343,7 @@ def omega_jobs(profile: str = "quick", seed: int = 0) -> list[tuple[str, str, di
     """(record folder, label, key) of the sweep: every guided row x ``omega_grid``, and each base method without
     guidance (the reference the sweep's gain is read against)."""
     jobs = []
-    for row in guided_rows():
+    for row in [*guided_rows(), *(variant_rows(profile) if profile == "quick" else [])]:
         _, g = _split_row(row)
         if g is None:
             key = {"config": run_config(profile, method=row, source="cub", seed=seed, validation=True),
@@ -327,23 +395,154 @@ def _claims(metric: str = "R@1") -> list[Claim]:
     return out
 
 
-def table(name: str = "Table 2") -> Table:
-    """Table 2 (R@1) or Table S1 (R@1, NMI, mAP@1000): the same runs."""
+def table(name: str = "Table 2", profile: str = "quick") -> Table:
+    """Table 2 (R@1) or Table S1 (R@1, NMI, mAP@1000) - the same runs -, an ablation table (3, S2, 4, 5, S3) or the
+    controls (:func:`ablation_table`)."""
+    if name in ABLATIONS:
+        return ablation_table(name, profile)
     if name not in ("Table 2", "Table S1"):
-        raise KeyError(f"language-guidance tables built so far: Table 2, Table S1; not {name!r}")
+        raise KeyError(f"language-guidance tables: Table 2, Table S1, {', '.join(ABLATIONS)}; not {name!r}")
     return Table(PAPER, name, _rows(), config_for, seeds=SEEDS, scores=_scores,
                  claims=_claims() if name == "Table 2" else [], params=False,
                  unmeasured={"quick": "not measured in this profile"})
 
 
+# ------------------------------------------------------------------------------------------------ ablations
+_Q, _F, _QF = ("quick",), ("full",), ("quick", "full")
+_NO_SAMPLE = ("not built: per-sample language embeddings (captions, per-sample pseudolabels) need the image's index "
+              "in the loss, which the training engine does not pass yet")
+_HUB_ONLY = "full-profile only: the language model's weights come from the Hugging Face hub"
+# (section, the paper's row, the run's row, the profiles that measure it). The run's row is a Table 2 row or
+# "Multisimilarity + <variant>" (configs/language_guidance/language_guidance.yaml: variants); the same run shows up
+# in every table that lists it (e.g. the quick ELG run is "Baseline + ELG" of Tables 4, 5, S3 and "Baseline +
+# MiniLM" of Table 3). Rows without a paper value are the quick profile's own (stand-ins, controls).
+ABLATIONS: dict[str, dict] = {
+    "Table 3": {"rows": [
+        ("", "Baseline", BASELINE, _QF),
+        ("", "Baseline + MiniLM", f"{BASELINE} + ELG", _Q),
+        ("", "Baseline + CLIP-B/32", f"{BASELINE} + ELG", _F),
+        ("(a) Language Models", "Baseline + BERT", f"{BASELINE} + BERT", _F),
+        ("(a) Language Models", "Baseline + Roberta-L", f"{BASELINE} + Roberta-L", _F),
+        ("(a) Language Models", "Baseline + GPT2", f"{BASELINE} + GPT2", _F),
+        ("(b) Word Embeddings", "Baseline + MiniLM tokens", f"{BASELINE} + MiniLM tokens", _Q),
+        ("(c) Word Hierarchies", "Baseline + attribute tree", f"{BASELINE} + attribute tree", _Q)],
+        "unmeasured": {"quick": {"*": _HUB_ONLY + " (the quick stand-ins are the MiniLM rows and the attribute tree)",
+                                 "Baseline + CLIP-L": "the quick profile's language model is MiniLM (row 'Baseline + "
+                                                      "MiniLM'); the full profile runs CLIP ViT-B/32, the official "
+                                                      "code's default",
+                                 "Baseline + FastText": "no offline back end; stand-in: 'Baseline + MiniLM tokens'",
+                                 "Baseline + GloVe": "no offline back end; stand-in: 'Baseline + MiniLM tokens'",
+                                 "Baseline + WordNet": "no offline back end; stand-in: 'Baseline + attribute tree'",
+                                 "Baseline + HierMatch": "not built (hierarchical matching of WordNet synsets)",
+                                 "Baseline + Top 3": "not built (an ensemble of the three best language models)"},
+                       "full": {"*": "not built: no back end for this language model yet",
+                                "Baseline + CLIP-L": "the full profile runs CLIP ViT-B/32 (the official code's "
+                                                     "default), row 'Baseline + CLIP-B/32'"}}},
+    "Table 4": {"rows": [
+        ("", "Baseline", BASELINE, _QF),
+        ("", "Baseline + ELG", f"{BASELINE} + ELG", _QF),
+        ("(a) Vision-Language representation matching", "DeVise-Style", f"{BASELINE} + DeVise-Style", _QF),
+        ("(a) Vision-Language representation matching", "CLIP-style", f"{BASELINE} + CLIP-style", _QF),
+        ("(b) Methods of incorporation", "Row-wise L2", f"{BASELINE} + Row-wise L2", _QF),
+        ("(b) Methods of incorporation", "Full Similarity", f"{BASELINE} + Full Similarity", _QF),
+        ("(b) Methods of incorporation", "No stop grad.", f"{BASELINE} + No stop grad.", _QF)],
+        "unmeasured": {p: {"ViT Prediction": "not built (a ViT over the feature map predicting the language embedding)",
+                           "Mining mask": "not built (language similarities as a mining mask)",
+                           "Weight scaling": "not built (language similarities as loss weights)"}
+                       for p in _QF}},
+    "Table 5": {"rows": [
+        ("", "Baseline", BASELINE, _QF),
+        ("", "Baseline + ELG", f"{BASELINE} + ELG", _QF),
+        ("", "Classname only", f"{BASELINE} + class name only", _QF),
+        ("", "Other primer", f"{BASELINE} + other primer", _QF)],
+        "unmeasured": {p: {"*": "the paper's text merges the four rows' labels and keeps one partial set of values; "
+                                "the caption rows are " + _NO_SAMPLE.split(": ", 1)[1].join(("not built (", ")"))}
+                       for p in _QF}},
+    "Table S3": {"rows": [
+        ("", "Baseline", BASELINE, _QF),
+        ("", "Baseline + ELG", f"{BASELINE} + ELG", _QF),
+        ("Number of pseudolabels", "Baseline + PLG", f"{BASELINE} + PLG Top-1", _QF),
+        ("Number of pseudolabels", "Baseline + PLG (Top-5)", f"{BASELINE} + PLG Top-5", _QF),
+        ("Number of pseudolabels", "Baseline + PLG (Top-10)", f"{BASELINE} + PLG Top-10", _QF),
+        ("Number of pseudolabels", "Baseline + PLG (Top-20)", f"{BASELINE} + PLG Top-20", _QF)],
+        "unmeasured": {p: {"*": _NO_SAMPLE, "PLG+WordNet (Top-5)": "not built (WordNet)",
+                           "pseudo-HierMatch": "not built (WordNet)"} for p in _QF}},
+    "Controls": {"rows": [
+        ("", "Multisimilarity", BASELINE, _Q),
+        ("", "Multisimilarity + ELG", f"{BASELINE} + ELG", _Q),
+        ("", "+ ELG, shuffled names", f"{BASELINE} + ELG shuffled", _Q),
+        ("", "+ attribute overlap (no language model)", f"{BASELINE} + attribute overlap", _Q),
+        ("", "+ attribute tree (no language model)", f"{BASELINE} + attribute tree", _Q)],
+        "columns": ["CUB", "Cars", "SOP"], "metrics": ("R@1", "mAP@1000", "MAP@R")},
+}
+ABLATIONS["Table S2"] = {**ABLATIONS["Table 3"], "rows": [r for r in ABLATIONS["Table 3"]["rows"]
+                                                            if not r[0].startswith(("(b)", "(c)"))]}
+
+
+def _ablation_claims(name: str) -> list[Claim]:
+    """The paper's Sec. 4.4-4.6 readings as claims on the cells a profile measures."""
+    q = {"section": "", "setting": ""}
+    cell = {r[1]: {**q, "section": r[0], "method": r[1]} for r in ABLATIONS[name]["rows"]}
+    out = []
+    for d in ("CUB", "Cars"):
+        if name == "Table 4":
+            out += [Claim(f"ELG's row-wise KL beats {alt} ({d})", {**cell["Baseline + ELG"], "dataset": d},
+                          {**cell[alt], "dataset": d}) for alt in list(cell)[2:]]
+        elif name == "Table S3":
+            out.append(Claim(f"PLG with the top-5 pseudolabels beats the top-1 ({d})",
+                             {**cell["Baseline + PLG (Top-5)"], "dataset": d}, {**cell["Baseline + PLG"], "dataset": d}))
+        elif name == "Table 5":
+            out.append(Claim(f"the primer beats the bare class name ({d})", {**cell["Baseline + ELG"], "dataset": d},
+                             {**cell["Classname only"], "dataset": d}))
+    if name == "Controls":
+        for d in ("CUB", "Cars", "SOP"):
+            out += [Claim(f"ELG with the right names beats ELG with shuffled names ({d})",
+                          {**cell["Multisimilarity + ELG"], "dataset": d}, {**cell["+ ELG, shuffled names"], "dataset": d}),
+                    Claim(f"the language model's similarities beat the attribute overlap ({d})",
+                          {**cell["Multisimilarity + ELG"], "dataset": d},
+                          {**cell["+ attribute overlap (no language model)"], "dataset": d})]
+    return out
+
+
+def ablation_table(name: str, profile: str = "quick") -> Table:
+    """One of Tables 3, S2, 4, 5, S3 (CUB- and Cars-like sources, R@1 and mAP@1000) or the book's controls
+    (every source): the rows of :data:`ABLATIONS` that ``profile`` measures; the paper's other rows get its reason."""
+    spec = ABLATIONS[name]
+    columns = spec.get("columns", ["CUB", "Cars"])
+    metrics = spec.get("metrics", ("R@1", "mAP@1000"))
+    sources = [s for s in SOURCES if SOURCE_NAMES[s] in columns]
+    rows = [Row(method=m, section=sec, spec={"method": run, "source": s}, runner="train_analysis", group=s,
+                label=f"{s}-{run.replace(' + ', '+').replace(' ', '_')}")
+            for s in sources for sec, m, run, profiles in spec["rows"] if profile in profiles]
+
+    def scores(result: dict, row: Row) -> dict:
+        return {(d, m): v for m, per in result["test"].items() for d, v in per.items() if m in metrics}
+    return Table(PAPER, name, rows, config_for, seeds=SEEDS, scores=scores,
+                 claims=_ablation_claims(name) if profile == "quick" or name != "Controls" else [], params=False,
+                 unmeasured=spec.get("unmeasured", {}), columns=columns if name == "Controls" else None)
+
+
 def TABLES(profile: str = "quick") -> dict[str, Table]:  # noqa: N802 - same signature as the other papers
-    """The language-guidance tables built so far; the others (3-5, S2, S3) join as they are written."""
-    return {"Table 2": table("Table 2"), "Table S1": table("Table S1")}
+    """The language-guidance tables built so far (Table 1, the state of the art, is quoted, not run)."""
+    return {"Table 2": table("Table 2"), "Table S1": table("Table S1"),
+            **{n: ablation_table(n, profile) for n in ABLATIONS}}
 
 
 def table_jobs(profile: str = "quick", seeds=SEEDS) -> list[tuple[str, str, dict]]:
-    spec = table("Table 2")
-    return [("table2", f"{r.label}-seed{s}", config_for(r, s, profile)) for s in seeds for r in spec.rows]
+    """Every run of the tables, each once (a run that several tables list, e.g. the baseline, is one job)."""
+    jobs, seen = [], set()
+    for name, spec in TABLES(profile).items():
+        if name == "Table S1":
+            continue
+        folder = "table2" if name == "Table 2" else "ablations"
+        for s in seeds:
+            for r in spec.rows:
+                label = f"{r.label}-seed{s}"
+                if label in seen:
+                    continue
+                seen.add(label)
+                jobs.append((folder, label, config_for(r, s, profile)))
+    return jobs
 
 
 def job_list(name: str, profile: str = "quick") -> list[tuple[str, str, dict]]:

@@ -94,7 +94,10 @@ class Table:
     seeds: Sequence[int] = (0,)
     scores: Callable[[dict, Row], dict] | None = None  # record result -> {dataset: value}; default result["test"]
     claims: list[Claim] = field(default_factory=list)
-    unmeasured: Mapping[str, str] = field(default_factory=dict)  # profile -> reason for unmeasured paper cells
+    unmeasured: Mapping[str, str | Mapping[str, str]] = field(default_factory=dict)  # profile -> reason for the
+                                    # unmeasured paper cells, or {paper method: reason, "*": every other method}
+    columns: Sequence[str] | None = None  # the datasets in display order (default: the paper table's); a table
+                                          # beyond the paper (no paper rows) must name them
     metric: str = "R@1"
     params: bool = True             # also report the trainable parameters (TrainableParams(M))
     derive: Callable[..., pd.DataFrame] | None = None  # (profile, train) -> measured frame, for a table computed
@@ -126,6 +129,8 @@ def params_rows(table: str, row: Row, seed: int, n: int):
 
 
 def _columns(spec: Table) -> list[str]:
+    if spec.columns is not None:
+        return list(spec.columns)
     p = paper_table(spec.paper, spec.table)
     return [d for d in dict.fromkeys(p["dataset"].dropna()) if d]
 
@@ -193,7 +198,7 @@ def compare(measured: pd.DataFrame, paper: str | pd.DataFrame) -> pd.DataFrame:
         out["stale"] = g["stale"].agg(lambda s: ",".join(sorted({p for v in s for p in v.split(",") if p})))
     out = out.reset_index()
     if isinstance(paper, str):
-        paper = pd.concat([paper_table(paper, t) for t in measured["table"].unique()])
+        paper = pd.concat([paper_table(paper, t, missing_ok=True) for t in measured["table"].unique()])
     p = paper[KEYS + ["value"]].rename(columns={"value": "paper"}).fillna({k: "" for k in KEYS})
     out = out.merge(p, on=KEYS, how="left")
     out["delta"] = out["measured"] - out["paper"]
@@ -203,7 +208,7 @@ def compare(measured: pd.DataFrame, paper: str | pd.DataFrame) -> pd.DataFrame:
 def results_frame(spec: Table, cmp: pd.DataFrame, profile: str, rows: Sequence[Row] | None = None) -> pd.DataFrame:
     """The saved long format: every measured cell, and every paper cell of the table that no measured cell joins,
     with ``status`` saying why (the table's reason for this profile, or "not run" for a row the chapter skipped)."""
-    p = paper_table(spec.paper, spec.table).fillna({k: "" for k in KEYS})
+    p = paper_table(spec.paper, spec.table, missing_ok=True).fillna({k: "" for k in KEYS})
     measured = cmp.assign(status="")
     have = set(map(tuple, measured[KEYS].astype(str).to_numpy()))
     declared = {(r.section, r.method, r.setting) for r in spec.rows}
@@ -219,6 +224,8 @@ def results_frame(spec: Table, cmp: pd.DataFrame, profile: str, rows: Sequence[R
             status = "not measured: this profile reports no value for this cell"
         else:
             status = spec.unmeasured.get(profile, "not measured in this profile")
+            if isinstance(status, Mapping):
+                status = status.get(c["method"], status.get("*", "not measured in this profile"))
         missing.append({**{k: c[k] for k in KEYS}, "measured": np.nan, "spread": np.nan, "seeds": 0,
                         "paper": c["value"], "delta": np.nan, "status": status})
     out = pd.concat([measured, pd.DataFrame(missing)], ignore_index=True) if missing else measured
