@@ -60,7 +60,8 @@ def test_table2_rows_and_claims_join_the_paper():
     for c in spec.claims:   # every claim is one the paper's own numbers make
         a = value[(c.a["method"], c.a["setting"], c.a["dataset"])]
         b = value[(c.b["method"], c.b["setting"], c.b["dataset"])]
-        assert a > b, c.text
+        assert (abs(a - b) < c.margin if c.margin else a > b), c.text
+    assert sum(c.margin is not None for c in spec.claims) == 7   # PLG ~ ELG where the paper prints both (7 of 9)
     assert not any(c.text.startswith("Multisimilarity + ELG") and c.a["dataset"] == "SOP" for c in spec.claims)
     s1 = paper_table("language_guidance", "Table S1")
     assert set(s1["metric"]) == {"R@1", "NMI", "mAP@1000"} <= set(lg.lg_config()["metrics"])

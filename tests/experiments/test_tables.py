@@ -152,6 +152,36 @@ def test_claim_test_edge_cases():
     assert all(f"'{v}'" in tb.VERDICT_RULE for v in tb.VERDICTS) and f"p < {tb.ALPHA}" in tb.VERDICT_RULE
 
 
+def test_equivalence_is_two_one_sided_welch_tests():
+    """TOST: "A matches B within d" = A + d beats B and A - d loses to B, each a one-sided Welch test (scipy on
+    shifted values); p is the larger p-value."""
+    from scipy import stats
+    rng = np.random.default_rng(1)
+    seen = set()
+    for _ in range(30):
+        a, b = rng.normal(rng.normal(0, 1.5), 0.6, int(rng.integers(3, 7))), rng.normal(0, 0.6, int(rng.integers(3, 7)))
+        d = float(rng.uniform(0.3, 2.0))
+        lo = stats.ttest_ind(a + d, b, equal_var=False, alternative="greater").pvalue
+        hi = stats.ttest_ind(a - d, b, equal_var=False, alternative="less").pvalue
+        out = min(stats.ttest_ind(a + d, b, equal_var=False, alternative="less").pvalue,
+                  stats.ttest_ind(a - d, b, equal_var=False, alternative="greater").pvalue)
+        got = tb.claim_test(list(a), list(b), margin=d)
+        assert got["p"] == pytest.approx(max(lo, hi)) and got["test"].startswith("TOST (Welch t, margin")
+        want = "supported" if max(lo, hi) < 0.05 else ("contradicted" if out < 0.05 else "inconclusive")
+        assert got["verdict"] == want
+        seen.add(want)
+    assert seen == {"supported", "contradicted", "inconclusive"}
+    # by hand: a = (1, 2, 3), b = (1, 1, 1) exact -> gap 1, se = 1/sqrt(3); margin 3: t = (1 - 3) sqrt(3) = -3.46
+    r = tb.claim_test([1.0, 2.0, 3.0], [1.0], exact_b=True, margin=3.0)
+    assert r["t"] == pytest.approx(-2 * np.sqrt(3)) and r["df"] == 2
+    assert r["p"] == pytest.approx(stats.t.cdf(-2 * np.sqrt(3), 2))
+    assert tb.claim_test([5.0, 5.0], [4.0, 4.0], margin=2.0)["verdict"] == "holds, 2 seeds"
+    assert tb.claim_test([5.0, 5.0], [1.0, 1.0], margin=2.0)["verdict"] == "not reproduced, 2 seeds"
+    assert tb.claim_test([5.0, 5.0, 5.0], [4.5, 4.5, 4.5], margin=1.0)["verdict"] == "supported"    # exact inside
+    with pytest.raises(ValueError, match="margin must be > 0"):
+        tb.claim_test([1.0, 2.0, 3.0], [1.0, 2.0, 3.0], margin=0.0)
+
+
 def test_a_seed_free_cell_counts_as_exact():
     m = pd.concat([_measured({s: {"Harmonic": v} for s, v in enumerate((50.0, 51.0, 52.0))}, section=C, method="Ours"),
                    _measured({0: {"Harmonic": 49.0}}, section=C, method="VPT").assign(seed_free=True)])

@@ -30,8 +30,14 @@ def _oodml_tables(profile: str) -> dict[str, Table]:
     return oodml.TABLES(profile)
 
 
-# paper -> its tables for a profile; the VPTSP and language-guidance modules join here
-PAPERS: dict[str, Callable[[str], dict[str, Table]]] = {"puma": _puma_tables, "oodml": _oodml_tables}
+def _language_guidance_tables(profile: str) -> dict[str, Table]:
+    from umlkit.experiments import language_guidance
+    return language_guidance.TABLES(profile)
+
+
+# paper -> its tables for a profile; the VPTSP module joins here
+PAPERS: dict[str, Callable[[str], dict[str, Table]]] = {"puma": _puma_tables, "oodml": _oodml_tables,
+                                                        "language_guidance": _language_guidance_tables}
 
 
 def scoreboard(profile: str = "quick", papers=None) -> pd.DataFrame:
@@ -73,6 +79,8 @@ def scoreboard_summary(board: pd.DataFrame, declared: dict[str, int] | None = No
 
 
 def _short_test(test: str, p: float) -> str:
+    if test.startswith("TOST"):
+        return f"TOST p={p:.2g}"
     if test.startswith("Welch"):
         return f"Welch p={p:.2g}"
     if test.startswith("paired"):

@@ -40,6 +40,10 @@ VERDICT_RULE = (
     f"'inconclusive' otherwise. A cell whose value does not depend on the seed (a frozen pretrained backbone) counts "
     f"as exact; when the standard error is zero the sign of the gap decides. With fewer seeds the verdict is "
     f"preliminary and only gives the sign of the measured gap: 'holds, n seed(s)' or 'not reproduced, n seed(s)'. "
+    f"A claim 'A matches B within d' (an equivalence) uses two one-sided tests of the same kind (TOST): 'supported' "
+    f"when both the test of gap > -d and the test of gap < +d reject at p < {ALPHA} (p is the larger of the two), "
+    f"'contradicted' when the gap lies beyond +d or -d at p < {ALPHA}, 'inconclusive' otherwise; preliminary: "
+    f"'holds' when |gap| < d. "
     f"No correction for the number of claims is made. A spread beside a mean is the sample standard deviation over "
     f"seeds.")
 
@@ -77,12 +81,14 @@ class Row:
 @dataclass(frozen=True)
 class Claim:
     """"A beats B": two cells (column values of the compared frame) and the metric. ``paired``: both cells are
-    numbers of the same runs (e.g. before and after adaptation), so the test pairs them by seed."""
+    numbers of the same runs (e.g. before and after adaptation), so the test pairs them by seed. ``margin``: the
+    claim is "A matches B within margin" (e.g. "PLG is about as good as ELG"), tested by TOST."""
     text: str
     a: Mapping
     b: Mapping
     metric: str = "R@1"
     paired: bool = False
+    margin: float | None = None   # "A matches B within margin" (equivalence, TOST) instead of "A beats B"
 
 
 @dataclass
@@ -291,7 +297,8 @@ def table_claims(spec: Table, cmp: pd.DataFrame) -> pd.DataFrame:
 
 
 def claim_test(a: Sequence[float] | Mapping[int, float], b: Sequence[float] | Mapping[int, float],
-               paired: bool = False, exact_a: bool = False, exact_b: bool = False) -> dict:
+               paired: bool = False, exact_a: bool = False, exact_b: bool = False,
+               margin: float | None = None) -> dict:
     """The test of "A beats B" on per-seed values (see :data:`VERDICT_RULE`): ``t``, ``df``, the one-sided p-value
     of A > B (``p``), ``n`` (the seeds the test used: the fewer of the two cells', the common seeds when paired,
     0 when both cells are exact), the verdict and a short description (``test``).
@@ -300,8 +307,14 @@ def claim_test(a: Sequence[float] | Mapping[int, float], b: Sequence[float] | Ma
     exact cell (``exact_*``: seed-free) contributes no variance, which makes it the one-sample t-test against that
     value. Paired (``a`` and ``b`` as ``{seed: value}``): the one-sample t-test of the differences over the common
     seeds. Non-finite values are dropped first. A gap or a standard error below 1e-9 of the values' scale counts
-    as zero (float noise); a zero standard error with a nonzero gap is decided by the gap's sign."""
+    as zero (float noise); a zero standard error with a nonzero gap is decided by the gap's sign.
+
+    With ``margin`` d the claim is "A matches B within d": two one-sided tests (TOST) with the same standard error and
+    degrees of freedom, of gap > -d (t = (gap + d) / se) and of gap < d (t = (gap - d) / se); ``p`` is the larger of
+    their p-values."""
     from scipy import stats
+    if margin is not None and not margin > 0:
+        raise ValueError(f"an equivalence margin must be > 0, got {margin!r}")
 
     def finite(x):
         if isinstance(x, Mapping):
@@ -337,9 +350,12 @@ def claim_test(a: Sequence[float] | Mapping[int, float], b: Sequence[float] | Ma
         gap = 0.0
     if not final:
         shown = max(n, 1)
-        verdict = ("holds" if gap > 0 else "not reproduced") + f", {shown} seed{'s' if shown != 1 else ''}"
+        holds = abs(gap) < margin if margin is not None else gap > 0
+        verdict = ("holds" if holds else "not reproduced") + f", {shown} seed{'s' if shown != 1 else ''}"
         return {"t": float("nan"), "df": float("nan"), "p": float("nan"), "n": n, "verdict": verdict,
                 "test": f"none (fewer than {MIN_SEEDS} {'common ' if paired else ''}seeds)"}
+    if margin is not None:
+        return _equivalence(gap, se2, df, n, margin, kind, scale)
     if se2 > (1e-9 * scale) ** 2:
         t = gap / np.sqrt(se2)
         p = float(stats.t.sf(t, df))
@@ -349,6 +365,26 @@ def claim_test(a: Sequence[float] | Mapping[int, float], b: Sequence[float] | Ma
     verdict = "supported" if p < ALPHA else ("contradicted" if 1 - p < ALPHA else "inconclusive")
     return {"t": float(t), "df": float(df), "p": p, "n": n, "verdict": verdict,
             "test": f"{kind}: t={t:.2f}, df={df:.1f}, p={p:.3g}" if n else "exact values: the sign of the gap"}
+
+
+def _equivalence(gap: float, se2: float, df: float, n: int, margin: float, kind: str, scale: float) -> dict:
+    """TOST of |gap| < margin (see :func:`claim_test`)."""
+    from scipy import stats
+    if se2 > (1e-9 * scale) ** 2:
+        se = float(np.sqrt(se2))
+        t_low, t_up = (gap + margin) / se, (gap - margin) / se
+        p_low, p_up = float(stats.t.sf(t_low, df)), float(stats.t.cdf(t_up, df))   # H0: gap <= -d; H0: gap >= d
+        p_out = min(float(stats.t.cdf(t_low, df)), float(stats.t.sf(t_up, df)))   # evidence that |gap| > d
+        t = t_low if p_low >= p_up else t_up
+    else:   # exact values: the gap itself decides
+        inside = abs(gap) < margin
+        p_low = p_up = 0.0 if inside else 1.0
+        p_out = 1.0 if inside else 0.0
+        t = float("inf") if inside else float("-inf")
+    p = max(p_low, p_up)
+    verdict = "supported" if p < ALPHA else ("contradicted" if p_out < ALPHA else "inconclusive")
+    return {"t": float(t), "df": float(df), "p": p, "n": n, "verdict": verdict,
+            "test": f"TOST ({kind}, margin {margin:g}): t={t:.2f}, df={df:.1f}, p={p:.3g}"}
 
 
 def verdict_group(verdict: str) -> str:
@@ -386,11 +422,12 @@ def check_claims(cmp: pd.DataFrame, claims: Sequence[Claim]) -> pd.DataFrame:
             return v if isinstance(v, Mapping) and v else {0: float(x["measured"])}
 
         res = claim_test(values(ca), values(cb), paired=c.paired, exact_a=bool(ca.get("seed_free", False)),
-                         exact_b=bool(cb.get("seed_free", False)))
+                         exact_b=bool(cb.get("seed_free", False)), margin=c.margin)
         gap = ca["measured"] - cb["measured"]
         both = pd.notna(ca["paper"]) and pd.notna(cb["paper"])
+        in_paper = (abs(ca["paper"] - cb["paper"]) < c.margin if c.margin is not None else ca["paper"] > cb["paper"])
         rows.append({"claim": c.text, "paper A": ca["paper"], "paper B": cb["paper"],
-                     "holds in paper": bool(ca["paper"] > cb["paper"]) if both else None,
+                     "holds in paper": bool(in_paper) if both else None,
                      "measured A": round(ca["measured"], 1), "measured B": round(cb["measured"], 1),
                      "gap": round(gap, 1), "seeds": res["n"],
                      "seed spread": round(max(ca["spread"], cb["spread"]), 1), "p": res["p"], "test": res["test"],
