@@ -87,12 +87,33 @@ def variant_rows(profile: str = "quick") -> list[str]:
     return [f"{BASELINE} + {v}" for v in (lg_config().get("variants") or {}) if profile in guidance_spec(v)["profiles"]]
 
 
+UNIFIED = "unified"   # the pseudo-source of the unified setting: PUMA's eight sources on PUMA's data
+
+
+def _parts_of(source: str) -> list[tuple[str, str]]:
+    """(dataset, loader split) pairs whose classes a language file covers: both splits of one source (ooDML's splits
+    move classes between them), or the training split of each of PUMA's eight sources (unified: only training
+    classes meet the loss)."""
+    from umlkit.data.unified import PUMA_ORDER
+    if source == UNIFIED:
+        return [(n, "train") for n in PUMA_ORDER]
+    return [(source, "train"), (source, "test")]
+
+
+def _base_config(source: str, profile: str) -> dict:
+    """The configuration whose data a language file describes: PUMA's for the unified setting, else ooDML's."""
+    if source == UNIFIED:
+        from umlkit.experiments import puma
+        return puma.run_config(profile)
+    return oodml.run_config(profile, source=source)
+
+
 def _source_root(source: str, profile: str):
     if profile == "quick":
         from umlkit.data.mini import ensure_mini
-        return ensure_mini(size="large")
+        return ensure_mini() if source == UNIFIED else ensure_mini(size="large")
     from umlkit.train.engine import data_root_of
-    return data_root_of(oodml.run_config(profile, source=source))
+    return data_root_of(_base_config(source, profile))
 
 
 def _key_path(path: str | Path, profile: str) -> str:
@@ -103,11 +124,12 @@ def _key_path(path: str | Path, profile: str) -> str:
 
 
 def _source_classes(source: str, profile: str):
-    """(row names, language names, [dataset per loader split]) of every class of a source (both loader splits)."""
+    """(row names, language names, [dataset per loader split]) of every class a language file covers
+    (:func:`_parts_of`)."""
     from umlkit.data import load_dataset
     from umlkit.data.language import class_texts
     root = _source_root(source, profile)
-    parts = [load_dataset(source, root, split) for split in ("train", "test")]
+    parts = [load_dataset(name, root, split) for name, split in _parts_of(source)]
     rows, texts = [], []
     for ds in parts:
         r, t = class_texts(ds)
@@ -136,8 +158,8 @@ def _pseudolabel_texts(source: str, profile: str, k: int) -> tuple[list[str], li
     tf = build_transforms("mini", backbone_data_config("vit_tiny_uml_v2"), train=False)
     root = _source_root(source, profile)
     rows, out = [], []
-    for split in ("train", "test"):
-        ds = load_dataset(source, root, split, transform=tf, cache=True)
+    for name, split in _parts_of(source):
+        ds = load_dataset(name, root, split, transform=tf, cache=True)
         feats, labels = extract_embeddings(model, ds, batch_size=512)
         with torch.no_grad():
             logits = class_logits({n: h(feats) for n, h in heads.items()}).numpy()
@@ -155,7 +177,7 @@ def _identity(source: str, guidance: str, profile: str, model: str, template: st
     import json
 
     from umlkit.experiments.fingerprint import data_fingerprint
-    cfg = oodml.run_config(profile, source=source)
+    cfg = _base_config(source, profile)
     spec = guidance_spec(guidance)
     g = {"names": spec["names"], "k": spec["k"]}
     from umlkit.data import language, names
@@ -242,7 +264,7 @@ def _attribute_file(source: str, profile: str, kind: str, shuffle_seed) -> dict:
     from umlkit._paths import results_root
     from umlkit.data import language
     from umlkit.data.mini import class_attributes
-    if profile != "quick":
+    if profile != "quick" or source == UNIFIED:
         raise NotImplementedError(f"the {kind!r} control needs the attributes that define each class, which only "
                                   f"UML-Mini (the quick profile) has; real datasets would need attribute annotations")
     rows, _, parts = _source_classes(source, profile)
@@ -631,12 +653,18 @@ def table_jobs(profile: str = "quick", seeds=SEEDS) -> list[tuple[str, str, dict
 
 
 def job_list(name: str, profile: str = "quick") -> list[tuple[str, str, dict]]:
-    """A named job list for ``umlkit records train language_guidance NAME``: ``omega_sweep`` or ``tables``."""
+    """A named job list for ``umlkit records train language_guidance NAME``: ``omega_sweep``, ``tables``,
+    ``unified_sweep`` or ``unified`` (the unified setting, beyond the paper)."""
     if name == "omega_sweep":
         return omega_jobs(profile)
     if name == "tables":
         return table_jobs(profile)
-    raise KeyError(f"unknown language-guidance job list {name!r}; choose omega_sweep or tables")
+    if name == "unified_sweep":
+        return unified_sweep_jobs(profile)
+    if name == "unified":
+        spec = unified_table(profile)
+        return [("unified", f"{r.label}-seed{s}", spec.config(r, s, profile)) for s in SEEDS for r in spec.rows]
+    raise KeyError(f"unknown language-guidance job list {name!r}; choose omega_sweep, tables, unified_sweep or unified")
 
 
 def omega_table(profile: str = "quick", select_on: str = "MAP@R") -> "pd.DataFrame":  # noqa: F821
@@ -664,3 +692,226 @@ def omega_table(profile: str = "quick", select_on: str = "MAP@R") -> "pd.DataFra
     out["interior"] = out["row"].map({r["row"]: min(omega_grid(r["row"])) < r["omega"] < max(omega_grid(r["row"]))
                                       for _, r in best.iterrows()})
     return out
+
+
+# ------------------------------------------------------------------------------------------------ chapter views
+def similarity_guidances(profile: str = "quick") -> list[str]:
+    """The guidances whose class similarities a profile can show without training (PLG and the controls need the
+    quick profile's classifier and UML-Mini's attributes)."""
+    return ["ELG", "PLG Top-5", "attribute overlap", "ELG shuffled"] if profile == "quick" else ["ELG"]
+
+
+def guidance_gains(cmp: "pd.DataFrame", metric: str = "R@1") -> "pd.DataFrame":  # noqa: F821
+    """Table 2 as gains: per base method, guidance and dataset, (with guidance) - (without), measured and in the
+    paper (long: ``numbers`` = measured / paper)."""
+    import pandas as pd
+    sub = cmp[cmp["metric"] == metric]
+    value = {(r["method"], r["dataset"]): (r["measured"], r["paper"]) for _, r in sub.iterrows()}
+    lines = []
+    for (method, d), (m, p) in value.items():
+        base, g = _split_row(method)
+        if g is None or (base, d) not in value:
+            continue
+        bm, bp = value[(base, d)]
+        lines += [{"method": base, "guidance": g, "dataset": d, "numbers": "measured", "gain": m - bm},
+                  {"method": base, "guidance": g, "dataset": d, "numbers": "paper", "gain": p - bp}]
+    return pd.DataFrame(lines)
+
+
+def curve_frame(cmp: "pd.DataFrame") -> "pd.DataFrame":  # noqa: F821
+    """The compared Fig. S1 table as learning curves: dataset, method, epoch, measured (seed mean), spread."""
+    sub = cmp[cmp["metric"].str.startswith("R@1 epoch ")].copy()
+    sub["epoch"] = sub["metric"].str.rsplit(" ", n=1).str[1].astype(int)
+    return sub[["dataset", "method", "epoch", "measured", "spread", "seeds"]].sort_values(["dataset", "method", "epoch"])
+
+
+def _value(cmp, method: str, dataset: str, metric: str = "R@1", field: str = "measured") -> float:
+    """One cell of a compared table by method and dataset; NaN when it was not measured."""
+    if cmp is None or cmp.empty:
+        return float("nan")
+    hit = cmp[(cmp["method"] == method) & (cmp["dataset"] == dataset) & (cmp["metric"] == metric)]
+    return float(hit[field].iloc[0]) if len(hit) == 1 else float("nan")
+
+
+def _num(x: float, signed: bool = False, digits: int = 1) -> str:
+    import math
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    return f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
+
+
+def _verdict_counts(claims, mask) -> str:
+    """"2 supported, 1 inconclusive" (preliminary verdicts grouped) of the selected claims."""
+    from umlkit.experiments.tables import verdict_group
+    sub = claims[mask] if not claims.empty else claims
+    if sub.empty:
+        return "not yet checked (no records)"
+    counts = sub["verdict"].map(verdict_group).value_counts()
+    return ", ".join(f"{n} {v}" for v, n in counts.items())
+
+
+def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: dict | None = None) -> dict:
+    """The numbers the chapter's prose glues, from the compared tables (``{table: compare frame}``), the claims and
+    the omega sweep; "–" where a table has no records yet."""
+    import numpy as np
+    import pandas as pd
+    facts: dict[str, str] = {}
+    t2 = cmp.get("Table 2", pd.DataFrame())
+    seeds = pd.concat([c["seeds"] for c in cmp.values() if not c.empty]) if any(not c.empty for c in cmp.values()) \
+        else pd.Series(dtype=float)
+    facts["seeds_min"] = str(int(seeds.min())) if len(seeds) else "0"
+    facts["seeds_max"] = str(int(seeds.max())) if len(seeds) else "0"
+    if measured:
+        recs = {r for m in measured.values() if not m.empty for r in m["record"]}
+        facts["n_records"] = str(len(recs))
+    for g, key in (("ELG", "elg"), ("PLG Top-5", "plg")):
+        for s in SOURCES:
+            d = SOURCE_NAMES[s]
+            for field, prefix in (("measured", ""), ("paper", "paper_")):
+                gains = [_value(t2, f"{m} + {g}", d, field=field) - _value(t2, m, d, field=field)
+                         for m in lg_config()["methods"]]
+                gains = [x for x in gains if np.isfinite(x)]
+                facts[f"{prefix}{key}_gain_{s}"] = _num(float(np.mean(gains)), signed=True) if gains else "–"
+    is_t2 = claims["claim"].isin([c.text for c in table("Table 2").claims]) if not claims.empty else []
+    equiv = claims["test"].str.startswith("TOST") if not claims.empty else []
+    if not claims.empty:
+        facts["t2_beats"] = str(int((is_t2 & ~equiv).sum()))
+        facts["t2_equiv"] = str(int((is_t2 & equiv).sum()))
+        facts["t2_beats_verdicts"] = _verdict_counts(claims, is_t2 & ~equiv)
+        facts["t2_equiv_verdicts"] = _verdict_counts(claims, is_t2 & equiv)
+        t4 = claims["claim"].str.startswith("ELG's row-wise KL beats")
+        facts["t4_verdicts"] = _verdict_counts(claims, t4)
+        ctl = claims["claim"].isin([c.text for c in ablation_table("Controls", profile).claims])
+        facts["ctl_verdicts"] = _verdict_counts(claims, ctl)
+    else:
+        for k in ("t2_beats", "t2_equiv"):
+            facts[k] = "0"
+        for k in ("t2_beats_verdicts", "t2_equiv_verdicts", "t4_verdicts", "ctl_verdicts"):
+            facts[k] = "not yet checked (no records)"
+    r1 = t2[t2["metric"] == "R@1"] if not t2.empty else t2
+    facts["max_spread"] = _num(float(r1["spread"].max())) if not r1.empty else "–"
+    ctl = cmp.get("Controls", pd.DataFrame())
+    for key, row in (("base", BASELINE), ("elg", f"{BASELINE} + ELG"), ("shuffled", "+ ELG, shuffled names"),
+                     ("attr", "+ attribute overlap (no language model)"), ("tree", "+ attribute tree (no language model)")):
+        vals = [_value(ctl, row, SOURCE_NAMES[s]) for s in SOURCES]
+        facts[f"ctl_{key}"] = _num(float(np.nanmean(vals))) if any(np.isfinite(vals)) else "–"
+    t4c = cmp.get("Table 4", pd.DataFrame())
+    alts = [_value(t4c, r[1], "CUB") for r in ABLATIONS["Table 4"]["rows"][2:]]
+    alts = [a for a in alts if np.isfinite(a)]
+    facts["t4_range"] = f"{min(alts):.1f} to {max(alts):.1f}" if alts else "–"
+    facts["t4_elg"] = _num(_value(t4c, "Baseline + ELG", "CUB"))
+    s3 = cmp.get("Table S3", pd.DataFrame())
+    for k, row in (("top1", "Baseline + PLG"), ("top5", "Baseline + PLG (Top-5)"), ("top10", "Baseline + PLG (Top-10)"),
+                   ("top20", "Baseline + PLG (Top-20)")):
+        facts[f"s3_{k}"] = _num(_value(s3, row, "CUB"))
+    conv = cmp.get("Fig. S1", pd.DataFrame())
+    metric = f"R@1 epoch {FIRST_EPOCH}"
+    early = [_value(conv, g, d, metric) - _value(conv, BASELINE, d, metric) for g in CURVE_ROWS[1:] for d in ("CUB", "Cars")]
+    early = [e for e in early if np.isfinite(e)]
+    facts["first_epoch"] = str(FIRST_EPOCH)
+    facts["early_gap"] = _num(float(np.mean(early)), signed=True) if early else "–"
+    ratio = [_value(conv, g, SOURCE_NAMES[s], "train seconds") / _value(conv, BASELINE, SOURCE_NAMES[s], "train seconds")
+             for g in CURVE_ROWS[1:] for s in SOURCES]
+    ratio = [r for r in ratio if np.isfinite(r)]
+    facts["time_ratio"] = _num(float(np.mean(ratio)), digits=2) if ratio else "–"
+    return facts
+
+
+# ------------------------------------------------------------------------------------------------ unified setting
+def unified_config(profile: str = "quick", *, method: str = "PUMA", guidance: str | None = None, seed: int = 0,
+                   omega: float | None = None, validation: bool = False) -> dict:
+    """Beyond the paper: one row of the unified setting - PUMA's configuration of ``method`` ("PUMA" or "full
+    fine-tuning", :func:`umlkit.experiments.puma.run_config`) and, with ``guidance``, the language term over the eight
+    sources' training classes with weight ``omega`` (default: the chosen one). Without guidance the configuration is
+    PUMA's own, so the PUMA chapter's records serve."""
+    from umlkit.experiments import puma
+    u = lg_config()["unified"]
+    if method not in u["methods"]:
+        raise KeyError(f"unified method must be one of {list(u['methods'])}, got {method!r}")
+    overrides = [f"data.val_fraction={u['val_fraction']}"] if validation else []
+    cfg = puma.run_config(profile, method=u["methods"][method], seed=seed, overrides=overrides)
+    if guidance is None:
+        return cfg
+    if guidance not in u["guidance"]:
+        raise KeyError(f"unified guidance must be one of {u['guidance']}, got {guidance!r}")
+    if omega is None:
+        chosen = (u["omega"].get(profile) or {}).get(f"{method} + {guidance}")
+        if chosen is None:
+            raise KeyError(f"configs/language_guidance/language_guidance.yaml has no unified {profile} omega for "
+                           f"{method + ' + ' + guidance!r} (run the unified omega sweep)")
+        omega = chosen
+    out = copy.deepcopy(cfg)
+    out["objective"].append({"name": "language_guidance", "weight": float(omega),
+                             "options": {**lg_config()["loss"], **guidance_spec(guidance)["loss"],
+                                         "language_embeddings": language_ref(UNIFIED, guidance, profile)}})
+    out["name"] = f"language_guidance-unified-{method.replace(' ', '_')}+{guidance.replace(' ', '_')}"
+    return out
+
+
+def unified_rows() -> list[tuple[str, str | None]]:
+    u = lg_config()["unified"]
+    return [(m, g) for m in u["methods"] for g in (None, *u["guidance"])]
+
+
+def _unified_label(method: str, guidance: str | None) -> str:
+    return method if guidance is None else f"{method} + {guidance}"
+
+
+def unified_sweep_jobs(profile: str = "quick", seed: int = 0) -> list[tuple[str, str, dict]]:
+    """The unified setting's omega sweep: every guided row x ``unified.omega_grid`` on PUMA's validation split,
+    and each method without guidance (the reference; PUMA's own learning-rate sweep has the same run)."""
+    u = lg_config()["unified"]
+    jobs = []
+    for m, g in unified_rows():
+        name = _unified_label(m, g).replace(" ", "_")
+        if g is None:
+            jobs.append(("unified_sweep", f"{name}-seed{seed}", unified_config(profile, method=m, seed=seed,
+                                                                                 validation=True)))
+        else:
+            jobs += [("unified_sweep", f"{name}-w{w:g}-seed{seed}",
+                      unified_config(profile, method=m, guidance=g, seed=seed, omega=float(w), validation=True))
+                     for w in u["omega_grid"]]
+    return jobs
+
+
+def unified_sweep(profile: str = "quick") -> "pd.DataFrame":  # noqa: F821
+    """The stored unified sweep: validation and test Unified / Harmonic R@1 per (row, omega), the chosen omega
+    (best validation Unified R@1) marked."""
+    import pandas as pd
+
+    from umlkit.experiments.records import find_record, load_record, normalise_key
+    lines = []
+    for _, label, cfg in unified_sweep_jobs(profile):
+        path = find_record(normalise_key(cfg), profile)
+        if path is None:
+            continue
+        r = load_record(path)["result"]
+        terms = [t for t in cfg["objective"] if t["name"] == "language_guidance"]
+        lines.append({"row": label.rsplit("-w", 1)[0].rsplit("-seed", 1)[0].replace("_", " "),
+                      "omega": terms[0]["weight"] if terms else 0.0,
+                      "val Unified": r["val"]["Unified"], "val Harmonic": r["val"]["Harmonic"],
+                      "test Unified": r["test"]["Unified"]})
+    out = pd.DataFrame(lines)
+    if out.empty:
+        return out
+    best = out[out["omega"] > 0].loc[lambda d: d.groupby("row")["val Unified"].idxmax()]
+    out["chosen"] = out.index.isin(best.index)
+    return out
+
+
+def unified_table(profile: str = "quick") -> Table:
+    """Beyond the paper: PUMA and unified full fine-tuning with and without ELG / PLG over the eight sources
+    (per-source R@1, Unified and Harmonic), with the claims that guidance raises Unified and Harmonic R@1."""
+    from umlkit.experiments.puma import PUMA_ORDER
+    rows = [Row(method=_unified_label(m, g), spec={"method": m, "guidance": g}, runner="train", group=m,
+                label=f"unified-{_unified_label(m, g).replace(' + ', '+').replace(' ', '_')}")
+            for m, g in unified_rows()]
+
+    def config(row: Row, seed: int, profile: str = "quick", overrides=()) -> dict:
+        return unified_config(profile, method=row.spec["method"], guidance=row.spec["guidance"], seed=seed)
+    claims = [Claim(f"{m} + {g} beats {m} in the unified setting ({d})",
+                    {"section": "", "method": f"{m} + {g}", "setting": "", "dataset": d},
+                    {"section": "", "method": m, "setting": "", "dataset": d})
+              for m, g in unified_rows() if g is not None for d in ("Unified", "Harmonic")]
+    return Table(PAPER, "Unified setting", rows, config, seeds=SEEDS, claims=claims, params=False,
+                 columns=[SOURCE_NAMES[s] for s in PUMA_ORDER] + ["Unified", "Harmonic"])

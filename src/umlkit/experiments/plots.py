@@ -188,3 +188,77 @@ def plot_rank_slopes(views, title: str = "rank in the paper (left) and measured 
     fig.suptitle(title, y=1.02)
     fig.tight_layout()
     return fig
+
+
+def plot_similarity_panels(mats: dict, ncols: int = 2, title: str = "cosine similarity of the class rows"):
+    """One heat map per named square matrix (e.g. the language similarities each guidance distils), sharing the
+    colour scale; row labels on the first column only."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+    names = list(mats)
+    nrows = -(-len(names) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(6.2 * ncols, 5.2 * nrows), squeeze=False)
+    lo = min(float(m.to_numpy().min()) for m in mats.values())
+    for i, ax in enumerate(axes.flat):
+        if i >= len(names):
+            ax.axis("off")
+            continue
+        m = mats[names[i]]
+        sns.heatmap(m, vmin=min(lo, 0.0), vmax=1.0, cmap="magma", ax=ax, cbar=i % ncols == ncols - 1,
+                    xticklabels=False, yticklabels=list(m.index) if i % ncols == 0 else False, square=True)
+        ax.set_title(names[i], fontsize=10)
+        ax.tick_params(axis="y", labelsize=7)
+    fig.suptitle(title, y=1.0)
+    fig.tight_layout()
+    return fig
+
+
+def plot_sweep(frame: pd.DataFrame, x: str, y: str, hue: str, chosen: str | None = "chosen", logx: bool = True,
+               ax=None):
+    """A validation sweep: ``y`` against ``x`` per ``hue`` (one line each), the chosen value of each line ringed."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 4.5))
+    sns.lineplot(data=frame, x=x, y=y, hue=hue, marker="o", ax=ax)
+    if chosen and chosen in frame:
+        pick = frame[frame[chosen].astype(bool)]
+        ax.scatter(pick[x], pick[y], s=160, facecolors="none", edgecolors="black", linewidths=1.2, zorder=5,
+                   label="chosen")
+    if logx:
+        ax.set_xscale("log")
+    ax.legend(fontsize=7, bbox_to_anchor=(1.02, 1), loc="upper left")
+    return ax
+
+
+def plot_gains(frame: pd.DataFrame, x: str = "dataset", col: str = "method", row: str | None = None,
+               value: str = "gain", hue: str = "numbers", order: Sequence[str] | None = None):
+    """Bars of a gain (e.g. R@1 with guidance minus without), measured beside the paper's, one panel per ``col``
+    (and ``row``)."""
+    import seaborn as sns
+    g = sns.catplot(data=frame, x=x, y=value, hue=hue, col=col, row=row, kind="bar", errorbar=None, height=2.8,
+                    aspect=1.4, order=order)
+    g.set_titles("{row_name}: {col_name}" if row is not None else "{col_name}", size=9)
+    for ax in g.axes.flat:
+        ax.axhline(0, color="black", lw=0.8)
+    return g
+
+
+def plot_curves(frame: pd.DataFrame, x: str = "epoch", y: str = "measured", hue: str = "method", col: str = "dataset",
+                err: str | None = "spread", ylabel: str = "R@1 (%)"):
+    """Learning curves (seed means, with a band of ± ``err``), one panel per ``col``."""
+    import matplotlib.pyplot as plt
+    cols = list(dict.fromkeys(frame[col]))
+    fig, axes = plt.subplots(1, len(cols), figsize=(4.2 * len(cols), 3.4), squeeze=False)
+    for ax, c in zip(axes.flat, cols):
+        for h, sub in frame[frame[col] == c].groupby(hue, sort=False):
+            sub = sub.sort_values(x)
+            ax.plot(sub[x], sub[y], marker="o", label=h)
+            if err and err in sub:
+                ax.fill_between(sub[x], sub[y] - sub[err], sub[y] + sub[err], alpha=0.15)
+        ax.set_title(c)
+        ax.set_xlabel(x)
+    axes.flat[0].set_ylabel(ylabel)
+    axes.flat[-1].legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    return fig
