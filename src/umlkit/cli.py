@@ -230,8 +230,9 @@ def _cmd_records_train(args: argparse.Namespace) -> int:
     todo = [j for j in jobs if find_record(normalise_key(j[2]), args.profile) is None]
     print(f"worker {i}/{n}: {len(jobs)} jobs, {len(jobs) - len(todo)} already stored, {len(todo)} to train")
     start = time.perf_counter()
-    for table, label, key in tqdm(todo, desc=f"{args.paper} {args.jobs} [{i}/{n}]", unit="run"):
-        cached_record(args.paper, table, label, key, args.runner, args.profile, log=None)
+    for table, label, key, *runner in tqdm(todo, desc=f"{args.paper} {args.jobs} [{i}/{n}]", unit="run"):
+        # a job names its runner when it is not the default (e.g. the unified setting's plain "train" runs)
+        cached_record(args.paper, table, label, key, runner[0] if runner else args.runner, args.profile, log=None)
     print(f"worker {i}/{n}: trained {len(todo)} record(s) in {time.perf_counter() - start:.0f} s")
     return 0
 

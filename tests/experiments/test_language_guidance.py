@@ -112,11 +112,11 @@ def test_quick_pseudolabels_name_the_attributes_that_define_a_cars_like_class():
 
 
 def test_the_configured_quick_omegas_are_the_sweeps_interior_choice():
-    """configs/language_guidance/language_guidance.yaml holds, for every guided row, the omega with the best
-    validation MAP@R in the stored sweep, and that value is interior to the row's grid."""
+    """configs/language_guidance/language_guidance.yaml holds, for every guided row and every ablation row, the
+    omega with the best validation MAP@R in the stored sweep, and that value is interior to the row's grid."""
     sweep = lg.omega_table("quick")
     chosen = sweep[sweep["chosen"]].set_index("row")
-    assert set(chosen.index) == {r for r in lg.guided_rows() if " + ELG" in r or " + PLG" in r}
+    assert set(chosen.index) == {r for r in lg.guided_rows() if " + ELG" in r or " + PLG" in r} | set(lg.variant_rows())
     for row, r in chosen.iterrows():
         base, guidance = lg._split_row(row)
         assert lg.chosen_omega(base, guidance, "cub", "quick") == r["omega"], row
@@ -171,3 +171,32 @@ def test_unmeasured_paper_rows_say_why(monkeypatch):
     assert tables.results_frame(controls, tables.compare(pd.DataFrame(
         [{"table": "Controls", "section": "", "method": "Multisimilarity", "setting": "", "row": "m", "seed": 0,
           "dataset": "SOP", "metric": "R@1", "value": 40.0}]), "language_guidance"), "quick")["paper"].isna().all()
+
+
+def test_the_unified_setting_is_pumas_configuration_plus_one_language_term(monkeypatch):
+    from umlkit.experiments import puma
+    for method, code in (("PUMA", "puma"), ("full fine-tuning", "full")):
+        assert lg.unified_config(method=method, seed=2) == puma.run_config(method=code, seed=2)   # PUMA's records serve
+    ref = {"file": "results/quick/language/u.npz", "sha256": "1" * 64}
+    monkeypatch.setattr(lg, "language_ref", lambda source, guidance, profile="quick": ref)
+    guided = lg.unified_config(method="PUMA", guidance="ELG", omega=0.5, seed=1)
+    plain = puma.run_config(method="puma", seed=1)
+    assert guided["objective"][:-1] == plain["objective"] and guided["data"] == plain["data"]
+    assert guided["objective"][-1] == {"name": "language_guidance", "weight": 0.5,
+                                       "options": {**lg.lg_config()["loss"], "language_embeddings": ref}}
+    val = lg.unified_config(method="PUMA", guidance="ELG", omega=0.5, validation=True)
+    assert val["data"]["val_fraction"] == lg.lg_config()["unified"]["val_fraction"] > 0
+    with pytest.raises(KeyError, match="unified method must be one of"):
+        lg.unified_config(method="VPT")
+    spec = lg.unified_table()
+    assert len(spec.rows) == 6 and len(spec.claims) == 8 and spec.columns[-2:] == ["Unified", "Harmonic"]
+
+
+@pytest.mark.slow
+def test_the_unified_language_file_covers_every_training_class_of_the_eight_sources():
+    from umlkit.data import load_dataset
+    from umlkit.data.mini import ensure_mini
+    from umlkit.data.unified import PUMA_ORDER
+    rows, texts, parts = lg._source_classes(lg.UNIFIED, "quick")
+    want = [f"{s}#{k}" for s in PUMA_ORDER for k in load_dataset(s, ensure_mini(), "train").class_keys]
+    assert rows == want and len(set(rows)) == len(rows) and len(texts) == len(rows)

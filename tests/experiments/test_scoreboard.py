@@ -27,11 +27,16 @@ def test_scoreboard_checks_every_declared_claim_from_records(no_training):
     assert len(board[board["paper"] == "oodml"]) <= declared["oodml"]
     summary = scoreboard_summary(board, declared)
     assert summary.loc["puma", "checked"] == len(puma) == summary.loc["puma", "declared"]
-    for _, row in board[~board["verdict"].map(is_final)].iterrows():   # too few seeds: the sign of the gap
+    beats, equiv = board[board["margin"].isna()], board[board["margin"].notna()]
+    for _, row in beats[~beats["verdict"].map(is_final)].iterrows():   # too few seeds: the sign of the gap
         if abs(row["gap"]) >= 0.1:                                       # (the board's gap is rounded)
             assert (row["gap"] > 0) == row["verdict"].startswith("holds, ") and row["seeds"] < 3
-    for _, row in board[board["verdict"] == "supported"].iterrows():
+    for _, row in beats[beats["verdict"] == "supported"].iterrows():
         assert row["p"] < 0.05 and row["measured A"] > row["measured B"] and row["seeds"] >= 3
+    for _, row in equiv[equiv["verdict"] == "supported"].iterrows():    # "within d": the gap is inside the margin
+        assert row["p"] < 0.05 and abs(row["gap"]) < row["margin"] and row["test"].startswith("TOST")
+    lg = board[board["paper"] == "language_guidance"]
+    assert 0 < len(lg) <= declared["language_guidance"] and "Table 2" in set(lg["table"])
 
 
 def test_a_profile_without_records_gives_an_empty_board(no_training, monkeypatch, tmp_path):

@@ -609,7 +609,8 @@ FIRST_EPOCH = 2   # the first epoch the quick runs evaluate (configs/oodml: ever
 def TABLES(profile: str = "quick") -> dict[str, Table]:  # noqa: N802 - same signature as the other papers
     """The language-guidance tables built so far (Table 1, the state of the art, is quoted, not run)."""
     return {"Table 2": table("Table 2"), "Table S1": table("Table S1"),
-            **{n: ablation_table(n, profile) for n in ABLATIONS}, "Fig. S1": convergence_table()}
+            **{n: ablation_table(n, profile) for n in ABLATIONS}, "Fig. S1": convergence_table(),
+            "Unified setting": unified_table(profile)}
 
 
 def similarities(source: str, guidances, profile: str = "quick", n: int = 12) -> dict[str, "pd.DataFrame"]:  # noqa: F821
@@ -639,7 +640,7 @@ def table_jobs(profile: str = "quick", seeds=SEEDS) -> list[tuple[str, str, dict
     """Every run of the tables, each once (a run that several tables list, e.g. the baseline, is one job)."""
     jobs, seen = [], set()
     for name, spec in TABLES(profile).items():
-        if name in ("Table S1", "Fig. S1"):   # the same runs as Table 2
+        if name in ("Table S1", "Fig. S1", "Unified setting"):   # Table 2's runs; the unified job lists
             continue
         folder = "table2" if name == "Table 2" else "ablations"
         for s in seeds:
@@ -652,9 +653,10 @@ def table_jobs(profile: str = "quick", seeds=SEEDS) -> list[tuple[str, str, dict
     return jobs
 
 
-def job_list(name: str, profile: str = "quick") -> list[tuple[str, str, dict]]:
+def job_list(name: str, profile: str = "quick") -> list[tuple]:
     """A named job list for ``umlkit records train language_guidance NAME``: ``omega_sweep``, ``tables``,
-    ``unified_sweep`` or ``unified`` (the unified setting, beyond the paper)."""
+    ``unified_sweep`` or ``unified`` (the unified setting, beyond the paper). A job is (record folder, label, key)
+    for the default runner (``train_analysis``), or (folder, label, key, runner)."""
     if name == "omega_sweep":
         return omega_jobs(profile)
     if name == "tables":
@@ -663,7 +665,7 @@ def job_list(name: str, profile: str = "quick") -> list[tuple[str, str, dict]]:
         return unified_sweep_jobs(profile)
     if name == "unified":
         spec = unified_table(profile)
-        return [("unified", f"{r.label}-seed{s}", spec.config(r, s, profile)) for s in SEEDS for r in spec.rows]
+        return [("unified", f"{r.label}-seed{s}", spec.config(r, s, profile), r.runner) for s in SEEDS for r in spec.rows]
     raise KeyError(f"unknown language-guidance job list {name!r}; choose omega_sweep, tables, unified_sweep or unified")
 
 
@@ -814,6 +816,12 @@ def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: di
              for g in CURVE_ROWS[1:] for s in SOURCES]
     ratio = [r for r in ratio if np.isfinite(r)]
     facts["time_ratio"] = _num(float(np.mean(ratio)), digits=2) if ratio else "–"
+    uni = cmp.get("Unified setting", pd.DataFrame())
+    for m, key in (("PUMA", "puma"), ("full fine-tuning", "full")):
+        for g, gk in (("ELG", "elg"), ("PLG Top-5", "plg")):
+            facts[f"uni_{key}_{gk}"] = _num(_value(uni, f"{m} + {g}", "Unified") - _value(uni, m, "Unified"), signed=True)
+    facts["uni_verdicts"] = (_verdict_counts(claims, claims["claim"].str.contains("in the unified setting"))
+                             if not claims.empty else "not yet checked (no records)")
     return facts
 
 
@@ -866,11 +874,11 @@ def unified_sweep_jobs(profile: str = "quick", seed: int = 0) -> list[tuple[str,
         name = _unified_label(m, g).replace(" ", "_")
         if g is None:
             jobs.append(("unified_sweep", f"{name}-seed{seed}", unified_config(profile, method=m, seed=seed,
-                                                                                 validation=True)))
+                                                                                 validation=True), "train"))
         else:
             jobs += [("unified_sweep", f"{name}-w{w:g}-seed{seed}",
-                      unified_config(profile, method=m, guidance=g, seed=seed, omega=float(w), validation=True))
-                     for w in u["omega_grid"]]
+                      unified_config(profile, method=m, guidance=g, seed=seed, omega=float(w), validation=True),
+                      "train") for w in u["omega_grid"]]
     return jobs
 
 
@@ -881,7 +889,7 @@ def unified_sweep(profile: str = "quick") -> "pd.DataFrame":  # noqa: F821
 
     from umlkit.experiments.records import find_record, load_record, normalise_key
     lines = []
-    for _, label, cfg in unified_sweep_jobs(profile):
+    for _, label, cfg, _ in unified_sweep_jobs(profile):
         path = find_record(normalise_key(cfg), profile)
         if path is None:
             continue

@@ -431,7 +431,7 @@ def check_claims(cmp: pd.DataFrame, claims: Sequence[Claim]) -> pd.DataFrame:
                      "measured A": round(ca["measured"], 1), "measured B": round(cb["measured"], 1),
                      "gap": round(gap, 1), "seeds": res["n"],
                      "seed spread": round(max(ca["spread"], cb["spread"]), 1), "p": res["p"], "test": res["test"],
-                     "verdict": res["verdict"]})
+                     "margin": c.margin if c.margin is not None else float("nan"), "verdict": res["verdict"]})
     return pd.DataFrame(rows)
 
 
