@@ -188,8 +188,12 @@ def test_the_unified_setting_is_pumas_configuration_plus_one_language_term(monke
     assert val["data"]["val_fraction"] == lg.lg_config()["unified"]["val_fraction"] > 0
     with pytest.raises(KeyError, match="unified method must be one of"):
         lg.unified_config(method="VPT")
-    spec = lg.unified_table()
-    assert len(spec.rows) == 6 and len(spec.claims) == 8 and spec.columns[-2:] == ["Unified", "Harmonic"]
+    cfg = copy.deepcopy(lg.lg_config())
+    cfg["unified"]["omega"]["quick"] = {"PUMA + ELG": 1.0}
+    monkeypatch.setattr(lg, "lg_config", lambda: cfg)
+    spec = lg.unified_table()      # the guided rows without a chosen omega wait for the sweep
+    assert [r.method for r in spec.rows] == ["PUMA", "PUMA + ELG", "full fine-tuning"]
+    assert len(spec.claims) == 8 and spec.columns[-2:] == ["Unified", "Harmonic"]
 
 
 @pytest.mark.slow

@@ -909,11 +909,14 @@ def unified_sweep(profile: str = "quick") -> "pd.DataFrame":  # noqa: F821
 
 def unified_table(profile: str = "quick") -> Table:
     """Beyond the paper: PUMA and unified full fine-tuning with and without ELG / PLG over the eight sources
-    (per-source R@1, Unified and Harmonic), with the claims that guidance raises Unified and Harmonic R@1."""
+    (per-source R@1, Unified and Harmonic), with the claims that guidance raises Unified and Harmonic R@1. A guided
+    row is part of the table once the unified sweep's omega for it is configured."""
     from umlkit.experiments.puma import PUMA_ORDER
+    chosen = lg_config()["unified"]["omega"].get(profile) or {}
     rows = [Row(method=_unified_label(m, g), spec={"method": m, "guidance": g}, runner="train", group=m,
                 label=f"unified-{_unified_label(m, g).replace(' + ', '+').replace(' ', '_')}")
-            for m, g in unified_rows()]
+            for m, g in unified_rows() if g is None or f"{m} + {g}" in chosen]   # a guided row joins once its
+                                                                                 # omega is chosen
 
     def config(row: Row, seed: int, profile: str = "quick", overrides=()) -> dict:
         return unified_config(profile, method=row.spec["method"], guidance=row.spec["guidance"], seed=seed)
