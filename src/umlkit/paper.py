@@ -14,6 +14,12 @@ __all__ = ["PAPERS", "paper_tables_dir", "paper_table"]
 
 PAPERS = ("puma", "oodml", "vptsp", "language_guidance")
 
+# Cells a table's text lost that another table of the same paper prints for the same runs: (paper, table) ->
+# (the table that has them, the metrics to take). Language guidance: Table S1 is Table 2 with two more metrics
+# (the same runs, identical R@1 wherever both print one); Table 2's text lacks Margin on CUB and SOP and
+# MS + S2SD + ELG on CUB and SOP.
+FILL_FROM = {("language_guidance", "Table 2"): ("Table S1", ("R@1",))}
+
 
 def paper_tables_dir() -> Path:
     return repo_folder("data", "paper_tables", what="the papers' tables")
@@ -29,4 +35,18 @@ def paper_table(paper: str, table: str | None = None, missing_ok: bool = False) 
         df = df[df["table"] == table]
         if df.empty and not missing_ok:
             raise ValueError(f"{paper} has no rows for {table!r}")
+        if (paper, table) in FILL_FROM:
+            df = _fill(df, paper, table)
     return df.reset_index(drop=True)
+
+
+def _fill(df: pd.DataFrame, paper: str, table: str) -> pd.DataFrame:
+    """``df`` (one table) plus the cells :data:`FILL_FROM` names that it lacks, noted as taken from the other table."""
+    other, metrics = FILL_FROM[(paper, table)]
+    keys = ["section", "method", "setting", "dataset", "metric"]
+    src = paper_table(paper, other)
+    src = src[src["metric"].isin(metrics)]
+    have = set(map(tuple, df[keys].fillna("").astype(str).to_numpy()))
+    add = src[[tuple(r) not in have for r in src[keys].fillna("").astype(str).to_numpy()]]
+    add = add.assign(table=table, note=f"missing in {table}'s text; the same runs' value from {other}")
+    return pd.concat([df, add], ignore_index=True)

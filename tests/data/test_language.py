@@ -82,8 +82,8 @@ def test_attribute_vectors_give_the_attribute_overlap():
 
 
 def test_hierarchy_vectors_give_the_path_similarity_of_the_attribute_tree():
-    """Cosines equal 1 / (1 + shortest path) between the leaves of the tree built edge by edge (networkx), as
-    WordNet's path similarity is defined."""
+    """Cosines equal 1 / (1 + shortest path) between the class leaves of the tree built edge by edge (networkx), as
+    WordNet's path similarity is defined; every class is a leaf of its own under its attribute path."""
     import itertools
 
     import networkx as nx
@@ -92,17 +92,31 @@ def test_hierarchy_vectors_give_the_path_similarity_of_the_attribute_tree():
               "hue": float(rng.random())} for _ in range(25)]
     v = lg.hierarchy_vectors(attrs, bins=4)
     tree = nx.Graph()
-    for a in attrs:   # root -> shape -> texture -> hue bin: one node per path prefix
-        path = [("root",), (a["shape"],), (a["shape"], a["texture"]), (a["shape"], a["texture"], int(a["hue"] * 4))]
+    for i, a in enumerate(attrs):   # root -> shape -> texture -> hue bin -> the class: one node per path prefix
+        path = [("root",), (a["shape"],), (a["shape"], a["texture"]), (a["shape"], a["texture"], int(a["hue"] * 4)),
+                (a["shape"], a["texture"], int(a["hue"] * 4), i)]
         nx.add_path(tree, path)
-    leaf = [(a["shape"], a["texture"], int(a["hue"] * 4)) for a in attrs]
+    leaf = [(a["shape"], a["texture"], int(a["hue"] * 4), i) for i, a in enumerate(attrs)]
     for i, j in itertools.combinations(range(len(attrs)), 2):
         want = 1.0 / (1 + nx.shortest_path_length(tree, leaf[i], leaf[j]))
         assert v[i] @ v[j] == pytest.approx(want, abs=1e-6)
     assert np.allclose(np.linalg.norm(v, axis=1), 1.0)
     assert v[0] @ v[0] == pytest.approx(1.0)
+    twins = lg.hierarchy_vectors([{"shape": "star"}, {"shape": "star"}])       # same attributes, two classes
+    assert twins[0] @ twins[1] == pytest.approx(1 / 3)
     with pytest.raises(ValueError, match="same attributes to form one tree"):
         lg.hierarchy_vectors([{"shape": "star"}, {"shape": "disc", "texture": "plain"}])
+
+
+def test_name_attributes_word_the_attributes_as_the_names_do():
+    from umlkit.data import names
+    bird = lg.name_attributes("cub", {"hue": 0.99, "disc_hue": 0.56})
+    assert bird == {"hue": "red", "disc_hue": "azure"}          # 0.99 rounds and wraps to red, as hue_name does
+    assert names.class_name("cub", {"hue": 0.99, "disc_hue": 0.56}).startswith("red bird with an azure")
+    assert lg.name_attributes("sop", {"shape": "star", "texture": "plain", "aspect": 1.0, "disc_pos": "N",
+                                      "scale": 7.0}) == {"shape": "star"}   # SOP's language name: the super-class
+    car = lg.name_attributes("cars", {"shape": "disc", "texture": "checkered", "aspect": 1.33, "scale": 10.0})
+    assert car == {"shape": "disc", "texture": "checkered", "aspect": "wide", "scale": "large"}
 
 
 def test_pseudolabels_by_hand_and_against_a_loop():

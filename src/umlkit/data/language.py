@@ -25,7 +25,8 @@ Back ends (:data:`LANGUAGE_MODELS`, a registry like timm's; each declares what i
   the ``lang`` extra) whose weights come from the Hugging Face hub once; offline without a cached copy they fail in
   seconds (the backbones' hub check), naming the hub id to download. FastText, GloVe and WordNet rows of Table 3
   have no back end yet: the quick profile's stand-in for word vectors is ``minilm-static``.
-* Controls that use no language model at all (quick, UML-Mini only): :func:`attribute_vectors` - a class's multi-hot
+* Controls that use no language model at all (quick, UML-Mini only; built from :func:`name_attributes`, the
+  attributes as the names word them): :func:`attribute_vectors` - a class's multi-hot
   vector of its class-defining attribute values, so similarity = attribute overlap; :func:`hierarchy_vectors` - the
   offline **stand-in** for Table 3's word-hierarchy rows (WordNet's path similarity): the class-defining attributes
   read as a tree (first attribute at the top) and the cosine of two rows equal to the path similarity of the two
@@ -223,6 +224,20 @@ def attribute_vectors(attributes: Sequence[dict], bins: int = 12, continuous: Se
     return out / np.linalg.norm(out, axis=1, keepdims=True)
 
 
+def name_attributes(source: str, cls: dict) -> dict:
+    """The attributes of a UML-Mini class as its *language name* words them (:mod:`umlkit.data.names`; the loaders'
+    ``language_names``), so that a control built from them carries what the names spell out and nothing more: hues
+    as the 16 hue words (rounded, wrapping around the circle), saturation as its word, sizes and aspects as words,
+    and on the SOP-like source only the shape (its language name is the super-class, as the official code uses)."""
+    from umlkit.data import names
+    words = {"hue": names.hue_name, "disc_hue": names.hue_name,
+             "sat": lambda s: next(w for bound, w in names.SAT_WORDS if s < bound),
+             "scale": lambda v: names.SCALE_WORDS[float(v)], "aspect": lambda v: names.ASPECT_WORDS[float(v)] or "square",
+             "period": lambda v: names.PERIOD_WORDS[int(v)]}
+    keep = ("shape",) if source == "sop" else tuple(cls)
+    return {k: (words[k](v) if k in words else str(v)) for k, v in cls.items() if k in keep}
+
+
 def _attribute_slot(k, v, bins: int, continuous: Sequence[str]):
     return (k, min(int(float(v) * bins), bins - 1)) if k in continuous else (k, str(v))
 
@@ -232,7 +247,9 @@ def hierarchy_vectors(attributes: Sequence[dict], bins: int = 12,
     """Unit vectors whose cosines are WordNet-style path similarities on an attribute tree (Table 3's "word
     hierarchy" rows without WordNet): each class is a leaf under the path of its attribute values in the dict's order
     (values binned as in :func:`attribute_vectors`), and two leaves whose paths share the first ``l`` of ``D`` levels
-    are ``2 (D - l)`` edges apart, so their similarity is ``1 / (1 + 2 (D - l))`` (NLTK's ``path_similarity``).
+    are ``2 (D + 1 - l)`` edges apart - every class is a leaf of its own below its attribute path, so two classes
+    with the same attributes are 2 edges apart, not one node -, and their similarity is ``1 / (1 + 2 (D + 1 - l))``
+    (NLTK's ``path_similarity``); a class with itself has 1.
 
     Such a similarity is a non-decreasing function of the shared depth, so it is a sum of block-constant
     positive semi-definite matrices, and one block per tree level realises it: the row of a class is the
@@ -242,8 +259,9 @@ def hierarchy_vectors(attributes: Sequence[dict], bins: int = 12,
     depth = {len(a) for a in attributes}
     if len(depth) != 1:
         raise ValueError(f"every class needs the same attributes to form one tree, got {sorted(depth)} attributes")
-    d_max = depth.pop()
-    paths = [tuple(_attribute_slot(k, v, bins, continuous) for k, v in a.items()) for a in attributes]
+    d_max = depth.pop() + 1   # the attribute levels and the class's own leaf
+    paths = [(*(_attribute_slot(k, v, bins, continuous) for k, v in a.items()), ("class", i))
+             for i, a in enumerate(attributes)]
     sim = [1.0 / (1 + 2 * (d_max - lv)) for lv in range(d_max + 1)]
     weights = [sim[0]] + [sim[lv] - sim[lv - 1] for lv in range(1, d_max + 1)]
     blocks = []
