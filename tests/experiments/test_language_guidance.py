@@ -210,3 +210,51 @@ def test_the_unified_language_file_covers_every_training_class_of_the_eight_sour
     rows, texts, parts = lg._source_classes(lg.UNIFIED, "quick")
     want = [f"{s}#{k}" for s in PUMA_ORDER for k in load_dataset(s, ensure_mini(), "train").class_keys]
     assert rows == want and len(set(rows)) == len(rows) and len(texts) == len(rows)
+
+
+def test_full_profile_pseudolabels_average_an_imagenet_classifiers_logits_per_class():
+    import torch
+    names = lg.imagenet_names()
+    assert len(names) == 1000 and names[:2] == ["tench", "goldfish"] and not any("," in n for n in names)
+
+    class Tiny(torch.utils.data.Dataset):   # a dataset as the loaders give it: items (image, label) + class keys
+        def __init__(self, name, n_classes, per_class, seed):
+            g = torch.Generator().manual_seed(seed)
+            self.x = torch.rand(n_classes * per_class, 3, 8, 8, generator=g)
+            self.y = torch.arange(n_classes).repeat_interleave(per_class)
+            self.name, self.class_keys = name, [10 + c for c in range(n_classes)]
+            self.class_names = [f"class {c}" for c in range(n_classes)]
+
+        def __len__(self):
+            return len(self.y)
+
+        def __getitem__(self, i):
+            return self.x[i], int(self.y[i])
+    torch.manual_seed(0)
+    clf = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 8 * 8, 1000))
+    parts = [Tiny("cub", 3, 4, 0), Tiny("cars", 2, 5, 1)]
+    rows, top = lg.imagenet_pseudolabels(parts, 5, clf, names, batch_size=3)
+    assert rows == ["cub#10", "cub#11", "cub#12", "cars#10", "cars#11"]
+    i = 0
+    for ds in parts:   # brute force: mean logits of the class's images, then the five largest
+        for c in range(len(ds.class_names)):
+            with torch.no_grad():
+                mean = clf(ds.x[ds.y == c]).double().mean(0)
+            assert top[i] == [names[j] for j in torch.argsort(mean, descending=True)[:5].tolist()]
+            i += 1
+    x = lg.imagenet_transform()(__import__("PIL.Image", fromlist=["Image"]).new("RGB", (32, 48)))
+    assert tuple(x.shape) == (3, 299, 299)
+
+
+def test_full_profile_classifier_offline_names_the_file_to_download(monkeypatch, tmp_path):
+    from umlkit.models import backbones
+    monkeypatch.setattr(backbones, "_in_hf_cache", lambda cfg: False)
+    monkeypatch.setattr(backbones, "hub_unreachable", lambda timeout=None: "no network")
+    with pytest.raises(ConnectionError, match=r"resnet50\.tv_in1k .*no network.*plg_classifier\.weights"):
+        lg.imagenet_classifier()
+    with pytest.raises(FileNotFoundError, match="plg_classifier.weights: .*missing.safetensors does not exist"):
+        lg.imagenet_classifier(weights=tmp_path / "missing.safetensors")
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="plg_classifier.weights: .*bad.safetensors cannot be loaded"):
+        lg.imagenet_classifier(weights=bad)

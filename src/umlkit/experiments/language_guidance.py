@@ -11,8 +11,8 @@ learning", CVPR 2022): configurations, language files, tables and claims as data
 * **Language files** (:func:`language_ref`): ELG embeds each class's cleaned name (the loaders' ``language_names``,
   as the official ``language_conversion``); PLG embeds the top-k pseudolabels of a classifier averaged over each
   class's images (official ``relabel``). Quick: the sentence model all-MiniLM-L6-v2 and the tiny ViT v2's named
-  320-way pretraining classifier; full: CLIP ViT-B/32's text encoder and an ImageNet classifier (the full
-  profile's pseudolabel back end is not wired yet: :func:`language_ref` says so).
+  320-way pretraining classifier; full: CLIP ViT-B/32's text encoder and torchvision's ImageNet ResNet-50
+  (timm ``resnet50.tv_in1k``, the official ``pretrainedmodels`` weights) with the ImageNet class names.
 * **Tuning** (:func:`omega_sweep`): the learning rate is the base method's (chosen by ooDML's protocol on the
   validation split of the CUB-like default split's training classes); omega is chosen on that same validation
   split from ``omega_grid``, for every (method, guidance) row - the paper's protocol of adding guidance to a tuned
@@ -140,16 +140,21 @@ def _source_classes(source: str, profile: str):
 
 
 def _pseudolabel_texts(source: str, profile: str, k: int) -> tuple[list[str], list[list[str]]]:
-    """Row names and the top-k pseudolabels of every class of a source (PLG): quick, the tiny ViT v2's named
-    320-way classifier (:func:`umlkit.models.pretrain.class_logits`), logits averaged over each class's images."""
-    if profile != "quick":
-        raise NotImplementedError("PLG's full-profile pseudolabels need an ImageNet classifier and the ImageNet class "
-                                  "names; that back end is not wired yet (the quick profile uses the tiny ViT's "
-                                  "named 320-way pretraining classifier)")
-    import torch
-
+    """Row names and the top-k pseudolabels of every class a language file covers (PLG), logits averaged over each
+    class's images: quick, the tiny ViT v2's named 320-way classifier (:func:`umlkit.models.pretrain.class_logits`);
+    full, an ImageNet ResNet-50 with the ImageNet class names (:func:`imagenet_pseudolabels`, the official
+    ``relabel``)."""
     from umlkit.data import build_transforms, load_dataset
     from umlkit.data.language import pseudolabels
+    root = _source_root(source, profile)
+    if profile != "quick":
+        c = lg_config()["plg_classifier"]
+        tf = imagenet_transform(c["resize"], c["crop"])
+        parts = [load_dataset(name, root, split, transform=tf) for name, split in _parts_of(source)]
+        return imagenet_pseudolabels(parts, k, imagenet_classifier(c["model"], c["weights"]), imagenet_names(),
+                                     batch_size=int(c["batch_size"]))
+    import torch
+
     from umlkit.models.backbones import backbone_data_config, create_backbone
     from umlkit.models.pretrain import class_logits, class_names, load_heads, weight_files
     from umlkit.train.evaluate import extract_embeddings
@@ -157,7 +162,6 @@ def _pseudolabel_texts(source: str, profile: str, k: int) -> tuple[list[str], li
     model = create_backbone("vit_tiny_uml_patch8_32", weights=files["weights"]).eval()
     heads = load_heads(files["heads"]).eval()
     tf = build_transforms("mini", backbone_data_config("vit_tiny_uml_v2"), train=False)
-    root = _source_root(source, profile)
     rows, out = [], []
     for name, split in _parts_of(source):
         ds = load_dataset(name, root, split, transform=tf, cache=True)
@@ -165,7 +169,71 @@ def _pseudolabel_texts(source: str, profile: str, k: int) -> tuple[list[str], li
         with torch.no_grad():
             logits = class_logits({n: h(feats) for n, h in heads.items()}).numpy()
         top = pseudolabels(logits, labels, class_names(), k=k)
-        rows += [f"{ds.name}#{k}" for k in ds.class_keys]
+        rows += [f"{ds.name}#{key}" for key in ds.class_keys]
+        out += [top[c] for c in range(len(ds.class_names))]
+    return rows, out
+
+
+# ------------------------------------------------------------------------------------------------ full-profile PLG
+def imagenet_names() -> list[str]:
+    """The 1,000 ImageNet class names as the official ``relabel`` uses them: the first comma-separated synonym of each
+    class's description ("tench, Tinca tinca" -> "tench"), from timm's ImageNet metadata (the same synsets in the same
+    order as the official ``imagenet_classes.txt``)."""
+    from timm.data import ImageNetInfo
+    info = ImageNetInfo()
+    return [info.index_to_description(i).split(",")[0].strip() for i in range(info.num_classes())]
+
+
+def imagenet_transform(resize: int = 320, crop: int = 299):
+    """The official pseudolabel transform: Resize(320), CenterCrop(299), ImageNet normalisation."""
+    import torchvision.transforms as T
+    return T.Compose([T.Resize(resize), T.CenterCrop(crop), T.ToTensor(),
+                      T.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))])
+
+
+def imagenet_classifier(model: str = "resnet50.tv_in1k", weights: str | None = None):
+    """An ImageNet classifier with its 1,000-way head (timm), from a local ``weights`` file or timm's hub copy; offline
+    without a cached copy it fails within seconds, naming the file to download (the backbones' check)."""
+    import timm
+
+    from umlkit.models.backbones import _hub_source, _in_hf_cache, hub_unreachable
+    if weights is not None:
+        path = Path(weights).expanduser()
+        if not path.is_file():
+            raise FileNotFoundError(f"plg_classifier.weights: {path} does not exist (expected a checkpoint of {model}, "
+                                    f"e.g. its model.safetensors)")
+        try:
+            return timm.create_model(model, pretrained=True, pretrained_cfg_overlay=dict(file=str(path), hf_hub_id=None,
+                                                                                         url=None)).eval()
+        except Exception as err:
+            raise ValueError(f"plg_classifier.weights: {path} cannot be loaded into {model} ({type(err).__name__}: "
+                             f"{str(err).splitlines()[0][:200] if str(err) else ''})") from err
+    cfg = timm.models.get_pretrained_cfg(model)
+    if cfg is not None and not _in_hf_cache(cfg):
+        reason = hub_unreachable()
+        if reason is not None:
+            raise ConnectionError(f"PLG's classifier {model} is not in the Hugging Face cache and the hub is "
+                                  f"unreachable ({reason}); download {_hub_source(cfg)} and set plg_classifier.weights "
+                                  f"in configs/language_guidance/language_guidance.yaml")
+    return timm.create_model(model, pretrained=True).eval()
+
+
+def imagenet_pseudolabels(datasets, k: int, classifier, names: list[str], batch_size: int = 64):
+    """(row names, top-k names per class) over ``datasets`` (each with ``name``, ``class_keys``, ``class_names``;
+    items (image, label)): the classifier's logits averaged over each class's images, as the official ``relabel``."""
+    import torch
+
+    from umlkit.data.language import pseudolabels
+    rows, out = [], []
+    for ds in datasets:
+        loader = torch.utils.data.DataLoader(ds, batch_size=batch_size, shuffle=False)
+        logits, labels = [], []
+        with torch.no_grad():
+            for x, y in loader:
+                logits.append(classifier(x).float())
+                labels.append(y)
+        top = pseudolabels(torch.cat(logits).numpy(), torch.cat(labels).numpy(), names, k=k)
+        rows += [f"{ds.name}#{key}" for key in ds.class_keys]
         out += [top[c] for c in range(len(ds.class_names))]
     return rows, out
 
@@ -192,6 +260,8 @@ def _identity(source: str, guidance: str, profile: str, model: str, template: st
         from umlkit.models.pretrain import weight_files
         from umlkit.results import file_sha256
         parts["classifier"] = {k: file_sha256(weight_files("v2")[k]) for k in ("weights", "heads")}
+    elif g["names"] == "pseudolabels":
+        parts["classifier"] = dict(lg_config()["plg_classifier"])
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 
