@@ -111,7 +111,7 @@ class Table:
 
     @property
     def slug(self) -> str:
-        return self.table.lower().replace(" ", "")
+        return "".join(ch for ch in self.table.lower() if ch.isalnum())   # "Table S1" -> "tables1", "Fig. S1" -> "figs1"
 
     def select(self, groups: Sequence[str] | None = None, names: Sequence[str] | None = None) -> list[Row]:
         """Rows of the chosen groups whose title, method or setting is in ``names`` (None: all)."""
