@@ -203,7 +203,7 @@ def _parse_worker(text: str) -> tuple[int, int]:
 def _cmd_records_status(args: argparse.Namespace) -> int:
     from umlkit.experiments.records import find_record, normalise_key
     jobs = _job_list(args.paper, args.jobs, args.profile)
-    have = sum(find_record(normalise_key(k), args.profile) is not None for _, _, k in jobs)
+    have = sum(find_record(normalise_key(job[2]), args.profile) is not None for job in jobs)
     print(f"{args.paper} {args.jobs} ({args.profile}): {have} of {len(jobs)} records stored, {len(jobs) - have} to train")
     return 0
 

@@ -1009,9 +1009,11 @@ def unified_sweep_jobs(profile: str = "quick", seed: int = 0) -> list[tuple[str,
             jobs.append(("unified_sweep", f"{name}-seed{seed}", unified_config(profile, method=m, seed=seed,
                                                                                  validation=True), "train"))
         else:
+            grid = sorted({float(w) for w in [*u["omega_grid"],
+                                               *(u.get("omega_grid_extra") or {}).get(_unified_label(m, g), [])]})
             jobs += [("unified_sweep", f"{name}-w{w:g}-seed{seed}",
-                      unified_config(profile, method=m, guidance=g, seed=seed, omega=float(w), validation=True),
-                      "train") for w in u["omega_grid"]]
+                      unified_config(profile, method=m, guidance=g, seed=seed, omega=w, validation=True),
+                      "train") for w in grid]
     return jobs
 
 
