@@ -1018,8 +1018,9 @@ def unified_sweep_jobs(profile: str = "quick", seed: int = 0) -> list[tuple[str,
 
 
 def unified_sweep(profile: str = "quick") -> "pd.DataFrame":  # noqa: F821
-    """The stored unified sweep: validation and test Unified / Harmonic R@1 per (row, omega), the chosen omega
-    (best validation Unified R@1) marked."""
+    """The stored unified sweep: validation and test Unified / Harmonic R@1 per (row, omega), the best omega so far
+    (best validation Unified R@1) marked, and whether it is interior to the values measured for the row (once it is,
+    it is configured in ``unified.omega``)."""
     import pandas as pd
 
     from umlkit.experiments.records import find_record, load_record, normalise_key
@@ -1039,6 +1040,9 @@ def unified_sweep(profile: str = "quick") -> "pd.DataFrame":  # noqa: F821
         return out
     best = out[out["omega"] > 0].loc[lambda d: d.groupby("row")["val Unified"].idxmax()]
     out["chosen"] = out.index.isin(best.index)
+    tried = out[out["omega"] > 0].groupby("row")["omega"].agg(["min", "max"])   # the values measured so far
+    out["interior"] = out["row"].map({r["row"]: tried.loc[r["row"], "min"] < r["omega"] < tried.loc[r["row"], "max"]
+                                      for _, r in best.iterrows()})
     return out
 
 
