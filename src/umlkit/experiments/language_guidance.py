@@ -813,6 +813,7 @@ def _num(x: float, signed: bool = False, digits: int = 1) -> str:
     import math
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "–"
+    x = 0.0 if round(x, digits) == 0 else x   # no "-0.0"
     return f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
 
 
