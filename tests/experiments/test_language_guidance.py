@@ -258,3 +258,13 @@ def test_full_profile_classifier_offline_names_the_file_to_download(monkeypatch,
     bad.write_bytes(b"not a checkpoint")
     with pytest.raises(ValueError, match="plg_classifier.weights: .*bad.safetensors cannot be loaded"):
         lg.imagenet_classifier(weights=bad)
+
+
+def test_the_detectable_margin_is_the_gap_plus_a_one_sided_critical_t_times_the_standard_error():
+    from scipy import stats
+    claims = pd.DataFrame({"margin": [1.0, 1.0, float("nan")], "measured A": [60.5, 70.0, 50.0],
+                           "measured B": [60.0, 71.0, 40.0], "se": [1.0, 0.5, 2.0], "df": [4.0, 2.0, 4.0]})
+    # by hand: 0.5 + t(0.95, 4) * 1 = 2.632 and 1.0 + t(0.95, 2) * 0.5 = 2.460; the "beats" claim does not count
+    want = sorted([0.5 + stats.t.ppf(0.95, 4), 1.0 + 0.5 * stats.t.ppf(0.95, 2)])
+    assert lg.detectable_margin(claims) == pytest.approx(sum(want) / 2)
+    assert want[0] == pytest.approx(2.460, abs=1e-3) and want[1] == pytest.approx(2.632, abs=1e-3)

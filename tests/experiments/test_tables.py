@@ -112,6 +112,7 @@ def test_claim_test_welch_by_hand_and_against_scipy():
     r = tb.claim_test([1.0, 2.0, 3.0], [0.0, 0.0, 1.0])
     # by hand: gap 5/3, s² = 1 and 1/3, se² = 1/3 + 1/9 = 4/9 -> t = 2.5; df = (4/9)² / ((1/3)²/2 + (1/9)²/2) = 3.2
     assert r["t"] == pytest.approx(2.5) and r["df"] == pytest.approx(3.2)
+    assert r["se"] == pytest.approx(2 / 3)
     rng = np.random.default_rng(0)
     for _ in range(20):
         a, b = rng.normal(1, 1, int(rng.integers(3, 8))), rng.normal(0, 2, int(rng.integers(3, 8)))

@@ -23,6 +23,7 @@ learning", CVPR 2022): configurations, language files, tables and claims as data
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
@@ -145,7 +146,6 @@ def _pseudolabel_texts(source: str, profile: str, k: int) -> tuple[list[str], li
     full, an ImageNet ResNet-50 with the ImageNet class names (:func:`imagenet_pseudolabels`, the official
     ``relabel``)."""
     from umlkit.data import build_transforms, load_dataset
-    from umlkit.data.language import pseudolabels
     root = _source_root(source, profile)
     if profile != "quick":
         c = lg_config()["plg_classifier"]
@@ -168,10 +168,17 @@ def _pseudolabel_texts(source: str, profile: str, k: int) -> tuple[list[str], li
         feats, labels = extract_embeddings(model, ds, batch_size=512)
         with torch.no_grad():
             logits = class_logits({n: h(feats) for n, h in heads.items()}).numpy()
-        top = pseudolabels(logits, labels, class_names(), k=k)
-        rows += [f"{ds.name}#{key}" for key in ds.class_keys]
-        out += [top[c] for c in range(len(ds.class_names))]
+        _add_class_tops(rows, out, ds, logits, labels, class_names(), k)
     return rows, out
+
+
+def _add_class_tops(rows: list, out: list, ds, logits, labels, names, k: int) -> None:
+    """Append one dataset's row names (``"<source>#<class key>"``) and each class's top-k names (logits averaged
+    over the class's images, :func:`umlkit.data.language.pseudolabels`) to ``rows`` and ``out``."""
+    from umlkit.data.language import pseudolabels
+    top = pseudolabels(logits, labels, names, k=k)
+    rows += [f"{ds.name}#{key}" for key in ds.class_keys]
+    out += [top[c] for c in range(len(ds.class_names))]
 
 
 # ------------------------------------------------------------------------------------------------ full-profile PLG
@@ -222,8 +229,6 @@ def imagenet_pseudolabels(datasets, k: int, classifier, names: list[str], batch_
     """(row names, top-k names per class) over ``datasets`` (each with ``name``, ``class_keys``, ``class_names``;
     items (image, label)): the classifier's logits averaged over each class's images, as the official ``relabel``."""
     import torch
-
-    from umlkit.data.language import pseudolabels
     rows, out = [], []
     for ds in datasets:
         loader = torch.utils.data.DataLoader(ds, batch_size=batch_size, shuffle=False)
@@ -232,9 +237,7 @@ def imagenet_pseudolabels(datasets, k: int, classifier, names: list[str], batch_
             for x, y in loader:
                 logits.append(classifier(x).float())
                 labels.append(y)
-        top = pseudolabels(torch.cat(logits).numpy(), torch.cat(labels).numpy(), names, k=k)
-        rows += [f"{ds.name}#{key}" for key in ds.class_keys]
-        out += [top[c] for c in range(len(ds.class_names))]
+        _add_class_tops(rows, out, ds, torch.cat(logits).numpy(), torch.cat(labels).numpy(), names, k)
     return rows, out
 
 
@@ -258,8 +261,7 @@ def _identity(source: str, guidance: str, profile: str, model: str, template: st
         parts.update(model=None, template=None)
     if g["names"] == "pseudolabels" and profile == "quick":
         from umlkit.models.pretrain import weight_files
-        from umlkit.results import file_sha256
-        parts["classifier"] = {k: file_sha256(weight_files("v2")[k]) for k in ("weights", "heads")}
+        parts["classifier"] = {k: sha(weight_files("v2")[k]) for k in ("weights", "heads")}
     elif g["names"] == "pseudolabels":
         parts["classifier"] = dict(lg_config()["plg_classifier"])
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
@@ -338,7 +340,7 @@ def _attribute_file(source: str, profile: str, kind: str, shuffle_seed) -> dict:
     if profile != "quick" or source == UNIFIED:
         raise NotImplementedError(f"the {kind!r} control needs the attributes that define each class, which only "
                                   f"UML-Mini (the quick profile) has; real datasets would need attribute annotations")
-    rows, _, parts = _source_classes(source, profile)
+    rows, _, _ = _source_classes(source, profile)
     attrs = [language.name_attributes(source, a) for a in class_attributes(source, size="large")]
     if len(attrs) != len(rows):
         raise RuntimeError(f"{source}: {len(attrs)} class attribute sets for {len(rows)} classes")
@@ -426,10 +428,11 @@ def guided_rows() -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------------ tuning
-def omega_grid(row: str) -> list[float]:
+def omega_grid(row: str, block: dict | None = None) -> list[float]:
     """The omega values a guided row is validated at: the shared grid, extended for the rows whose best value lay
-    on its edge (``omega_grid_extra``)."""
-    cfg = lg_config()
+    on its edge (``omega_grid_extra``); ``block`` is the configuration block that holds both (default: the
+    paper's rows; the unified setting passes its own)."""
+    cfg = lg_config() if block is None else block
     return sorted({float(w) for w in [*cfg["omega_grid"], *(cfg.get("omega_grid_extra") or {}).get(row, [])]})
 
 
@@ -462,8 +465,16 @@ def config_for(row: Row, seed: int, profile: str = "quick", overrides=()) -> dic
             "analysis": _analysis()}
 
 
-def _scores(result: dict, row: Row) -> dict:
-    return {(d, m): v for m, per in result["test"].items() for d, v in per.items() if m in ("R@1", "NMI", "mAP@1000")}
+def _scores_in(metrics) -> Callable[[dict, Row], dict]:
+    """A table's scores: ``{(dataset, metric): value}`` of a record's test scores in ``metrics``."""
+    def scores(result: dict, row: Row) -> dict:
+        return {(d, m): v for m, per in result["test"].items() for d, v in per.items() if m in metrics}
+    return scores
+
+
+def _label(source: str, run: str) -> str:
+    """A record label: "cub-Margin+PLG_Top-5"."""
+    return f"{source}-{run.replace(' + ', '+').replace(' ', '_')}"
 
 
 def _cell(method: str, dataset: str) -> dict:
@@ -473,7 +484,7 @@ def _cell(method: str, dataset: str) -> dict:
 
 def _rows() -> list[Row]:
     return [Row(method=m, setting="beta=1.2" if m.startswith("Margin") else "", spec={"method": m, "source": s},
-                runner="train_analysis", group=s, label=f"{s}-{m.replace(' + ', '+').replace(' ', '_')}")
+                runner="train_analysis", group=s, label=_label(s, m))
             for s in SOURCES for m in guided_rows()]
 
 
@@ -508,7 +519,7 @@ def table(name: str = "Table 2", profile: str = "quick") -> Table:
         return ablation_table(name, profile)
     if name not in ("Table 2", "Table S1"):
         raise KeyError(f"language-guidance tables: Table 2, Table S1, {', '.join(ABLATIONS)}; not {name!r}")
-    return Table(PAPER, name, _rows(), config_for, seeds=SEEDS, scores=_scores,
+    return Table(PAPER, name, _rows(), config_for, seeds=SEEDS, scores=_scores_in(("R@1", "NMI", "mAP@1000")),
                  claims=_claims() if name == "Table 2" else [], params=False,
                  unmeasured={"quick": "not measured in this profile"})
 
@@ -635,12 +646,9 @@ def ablation_table(name: str, profile: str = "quick") -> Table:
     metrics = spec.get("metrics", ("R@1", "mAP@1000"))
     sources = [s for s in SOURCES if SOURCE_NAMES[s] in columns]
     rows = [Row(method=m, section=sec, setting=rest[0] if rest else "", spec={"method": run, "source": s},
-                runner="train_analysis", group=s, label=f"{s}-{run.replace(' + ', '+').replace(' ', '_')}")
+                runner="train_analysis", group=s, label=_label(s, run))
             for s in sources for sec, m, run, profiles, *rest in spec["rows"] if profile in profiles]
-
-    def scores(result: dict, row: Row) -> dict:
-        return {(d, m): v for m, per in result["test"].items() for d, v in per.items() if m in metrics}
-    return Table(PAPER, name, rows, config_for, seeds=SEEDS, scores=scores,
+    return Table(PAPER, name, rows, config_for, seeds=SEEDS, scores=_scores_in(metrics),
                  claims=_ablation_claims(name) if profile == "quick" or name not in ("Controls", "Table 3") else [],
                  params=False,
                  unmeasured=spec.get("unmeasured", {}), columns=columns if name == "Controls" else None)
@@ -842,21 +850,15 @@ def paper_equivalence_gaps() -> dict[str, float]:
 
 def detectable_margin(claims, alpha: float = 0.05) -> float:
     """The median, over the equivalence claims with a test, of the smallest margin their TOST could have supported:
-    |gap| + t_(1-alpha, df) x se, from each claim's own gap, t and df (se = (|gap| - margin) / -t at the binding
-    side)."""
+    |gap| + t_(1-alpha, df) x se, from each claim's measured gap and the test's standard error and degrees of
+    freedom (:func:`umlkit.experiments.tables.check_claims`)."""
     import numpy as np
     from scipy import stats
-    eq = claims[claims["margin"].notna() & claims["test"].str.startswith("TOST")] if not claims.empty else claims
-    out = []
-    for _, c in eq.iterrows():
-        import re
-        m = re.search(r"t=(-?[\d.inf]+), df=([\d.]+)", c["test"])
-        if not m or not np.isfinite(float(m.group(1))) or float(m.group(1)) == 0:
-            continue
-        t, df = float(m.group(1)), float(m.group(2))
-        se = abs((abs(c["gap"]) - c["margin"]) / t)
-        out.append(abs(c["gap"]) + stats.t.ppf(1 - alpha, df) * se)
-    return float(np.median(out)) if out else float("nan")
+    if claims.empty:
+        return float("nan")
+    eq = claims[claims["margin"].notna() & claims["se"].gt(0) & claims["df"].gt(0)]
+    out = (eq["measured A"] - eq["measured B"]).abs() + stats.t.ppf(1 - alpha, eq["df"]) * eq["se"]
+    return float(np.median(out)) if len(out) else float("nan")
 
 
 def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: dict | None = None) -> dict:
@@ -1010,8 +1012,7 @@ def unified_sweep_jobs(profile: str = "quick", seed: int = 0) -> list[tuple[str,
             jobs.append(("unified_sweep", f"{name}-seed{seed}", unified_config(profile, method=m, seed=seed,
                                                                                  validation=True), "train"))
         else:
-            grid = sorted({float(w) for w in [*u["omega_grid"],
-                                               *(u.get("omega_grid_extra") or {}).get(_unified_label(m, g), [])]})
+            grid = omega_grid(_unified_label(m, g), u)
             jobs += [("unified_sweep", f"{name}-w{w:g}-seed{seed}",
                       unified_config(profile, method=m, guidance=g, seed=seed, omega=w, validation=True),
                       "train") for w in grid]

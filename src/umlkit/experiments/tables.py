@@ -299,7 +299,8 @@ def table_claims(spec: Table, cmp: pd.DataFrame) -> pd.DataFrame:
 def claim_test(a: Sequence[float] | Mapping[int, float], b: Sequence[float] | Mapping[int, float],
                paired: bool = False, exact_a: bool = False, exact_b: bool = False,
                margin: float | None = None) -> dict:
-    """The test of "A beats B" on per-seed values (see :data:`VERDICT_RULE`): ``t``, ``df``, the one-sided p-value
+    """The test of "A beats B" on per-seed values (see :data:`VERDICT_RULE`): ``t``, ``df``, ``se`` (the standard
+    error of the gap), the one-sided p-value
     of A > B (``p``), ``n`` (the seeds the test used: the fewer of the two cells', the common seeds when paired,
     0 when both cells are exact), the verdict and a short description (``test``).
 
@@ -352,8 +353,8 @@ def claim_test(a: Sequence[float] | Mapping[int, float], b: Sequence[float] | Ma
         shown = max(n, 1)
         holds = abs(gap) < margin if margin is not None else gap > 0
         verdict = ("holds" if holds else "not reproduced") + f", {shown} seed{'s' if shown != 1 else ''}"
-        return {"t": float("nan"), "df": float("nan"), "p": float("nan"), "n": n, "verdict": verdict,
-                "test": f"none (fewer than {MIN_SEEDS} {'common ' if paired else ''}seeds)"}
+        return {"t": float("nan"), "df": float("nan"), "se": float("nan"), "p": float("nan"), "n": n,
+                "verdict": verdict, "test": f"none (fewer than {MIN_SEEDS} {'common ' if paired else ''}seeds)"}
     if margin is not None:
         return _equivalence(gap, se2, df, n, margin, kind, scale)
     if se2 > (1e-9 * scale) ** 2:
@@ -363,7 +364,7 @@ def claim_test(a: Sequence[float] | Mapping[int, float], b: Sequence[float] | Ma
         t = float(np.sign(gap)) * np.inf if gap else 0.0
         p = 0.0 if gap > 0 else (1.0 if gap < 0 else 0.5)
     verdict = "supported" if p < ALPHA else ("contradicted" if 1 - p < ALPHA else "inconclusive")
-    return {"t": float(t), "df": float(df), "p": p, "n": n, "verdict": verdict,
+    return {"t": float(t), "df": float(df), "se": float(np.sqrt(max(se2, 0.0))), "p": p, "n": n, "verdict": verdict,
             "test": f"{kind}: t={t:.2f}, df={df:.1f}, p={p:.3g}" if n else "exact values: the sign of the gap"}
 
 
@@ -383,7 +384,7 @@ def _equivalence(gap: float, se2: float, df: float, n: int, margin: float, kind:
         t = float("inf") if inside else float("-inf")
     p = max(p_low, p_up)
     verdict = "supported" if p < ALPHA else ("contradicted" if p_out < ALPHA else "inconclusive")
-    return {"t": float(t), "df": float(df), "p": p, "n": n, "verdict": verdict,
+    return {"t": float(t), "df": float(df), "se": float(np.sqrt(max(se2, 0.0))), "p": p, "n": n, "verdict": verdict,
             "test": f"TOST ({kind}, margin {margin:g}): t={t:.2f}, df={df:.1f}, p={p:.3g}"}
 
 
@@ -430,7 +431,8 @@ def check_claims(cmp: pd.DataFrame, claims: Sequence[Claim]) -> pd.DataFrame:
                      "holds in paper": bool(in_paper) if both else None,
                      "measured A": round(ca["measured"], 1), "measured B": round(cb["measured"], 1),
                      "gap": round(gap, 1), "seeds": res["n"],
-                     "seed spread": round(max(ca["spread"], cb["spread"]), 1), "p": res["p"], "test": res["test"],
+                     "seed spread": round(max(ca["spread"], cb["spread"]), 1), "p": res["p"], "se": res["se"],
+                     "df": res["df"], "test": res["test"],
                      "margin": c.margin if c.margin is not None else float("nan"), "verdict": res["verdict"]})
     return pd.DataFrame(rows)
 
