@@ -345,7 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
         p = rsub.add_parser(name, help=text)
         p.add_argument("paper", choices=("oodml", "language_guidance"))
         p.add_argument("jobs", help="the paper's job list: oodml: lr_sweep, tables; language_guidance: omega_sweep, "
-                       "tables, unified_sweep, unified")
+                       "tables, semantic, unified_sweep, unified")
         p.add_argument("--profile", choices=("quick", "full"), default="quick")
         if name == "train":
             p.add_argument("--worker", default="0/1", help="I/N: this process takes every N-th job from the I-th")

@@ -217,6 +217,39 @@ def test_ties_broken_by_index_and_duplicates():
     assert torch.equal(i, ri)
 
 
+def test_one_key_sort_matches_python_sorted():
+    """The 64-bit key sort against Python's sorted() on (-value, index), with ties, -0.0 / +0.0, -inf and
+    negative values."""
+    from umlkit.metrics.knn import _sort_desc_by_value_then_index
+    gen = torch.Generator().manual_seed(0)
+    values = (torch.randn(40, 30, generator=gen) * 4).round() / 4  # many exact ties
+    values[:, 3], values[:, 4], values[:, 5], values[:, 6] = float("-inf"), -0.0, 0.0, -1e-30
+    index = torch.stack([torch.randperm(10_000, generator=gen)[:30] for _ in range(40)])
+    v, i = _sort_desc_by_value_then_index(values, index)
+    for r in range(40):
+        expect = sorted(zip(values[r].tolist(), index[r].tolist()), key=lambda p: (-p[0], p[1]))
+        assert i[r].tolist() == [p[1] for p in expect]
+        assert v[r].tolist() == [p[0] for p in expect]
+
+
+def test_rescore_equals_gathered_einsum_bitwise():
+    """The re-scoring's row gather (embedding) and its row blocking change no value: the same fp32 numbers as one
+    einsum over the advanced-indexed candidates."""
+    from umlkit.metrics import knn
+    gen = torch.Generator().manual_seed(3)
+    q = torch.nn.functional.normalize(torch.randn(70, 24, generator=gen), dim=1)
+    g = torch.nn.functional.normalize(torch.randn(90, 24, generator=gen), dim=1)
+    index = torch.stack([torch.randperm(90, generator=gen)[:37] for _ in range(70)])
+    expect = torch.einsum("bd,bkd->bk", q, g[index])
+    old = knn._RESCORE_ELEMENTS
+    try:
+        for elements in (1, 24 * 37 * 5, 1 << 30):
+            knn._RESCORE_ELEMENTS = elements
+            assert torch.equal(knn._rescore(q, g, index, None), expect)
+    finally:
+        knn._RESCORE_ELEMENTS = old
+
+
 def test_per_query_depth():
     x = torch.nn.functional.normalize(torch.randn(300, 8, generator=torch.Generator().manual_seed(1)), dim=1)
     depth = torch.randint(1, 40, (300,), generator=torch.Generator().manual_seed(2))
@@ -248,3 +281,21 @@ def test_read_only_arrays_are_accepted_without_a_warning():
         warnings.simplefilter("error")
         out = check_embeddings(x)
     assert torch.equal(out, torch.from_numpy(x.copy()))
+
+
+def test_neighbour_class_counts_brute_force():
+    from umlkit.metrics import neighbour_class_counts
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randn(60, 6, generator=gen)
+    y = torch.randint(0, 5, (60,), generator=gen)
+    counts = neighbour_class_counts(x, y, k=7)
+    xn = torch.nn.functional.normalize(x, dim=1).double()
+    expect = np.zeros((5, 5), dtype=np.int64)
+    for i in range(60):
+        sims = [(-(xn[i] @ xn[j]).item(), j) for j in range(60) if j != i]
+        for _, j in sorted(sims)[:7]:
+            expect[y[i], y[j]] += 1
+    assert (counts == expect).all()
+    assert counts.sum() == 60 * 7
+    with pytest.raises(ValueError, match="k=60"):
+        neighbour_class_counts(x, y, k=60)

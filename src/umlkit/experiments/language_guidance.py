@@ -687,12 +687,116 @@ def convergence_table(profile: str = "quick") -> Table:
                  columns=[SOURCE_NAMES[s] for s in SOURCES])
 
 
+# ------------------------------------------------------------------------------------------------ Fig. 3
+SEMANTIC = {"source": "cub", "neighbours": 20, "related": 5, "judge": "ELG"}
+"""Fig. 3 (Sec. 4.3): the top-``neighbours`` retrieved images of every test image of ``source``, counted per
+retrieved class; the ``related`` test classes closest to a query class by the ``judge`` guidance's language rows
+(the sentence model on the class names, for every row alike) are its semantically related classes."""
+
+
+def semantic_config(row: Row, seed: int, profile: str = "quick", overrides=()) -> dict:
+    """A Table 2 run's key with the neighbour counts of Fig. 3 added to its analysis (so a run of its own)."""
+    key = config_for(row, seed, profile, overrides)
+    return {**key, "analysis": {**key["analysis"], "neighbour_classes": SEMANTIC["neighbours"]}}
+
+
+def class_similarity(source: str, guidance: str = "ELG", profile: str = "quick") -> "pd.DataFrame":  # noqa: F821
+    """Cosine similarity of every class row of ``source``'s language file for ``guidance`` (PLG: averaged over the
+    pseudolabel slots), indexed by row name ("cub#017")."""
+    import numpy as np
+    import pandas as pd
+
+    from umlkit._paths import results_root
+    ref = language_ref(source, guidance, profile)
+    with np.load(results_root(profile) / "language" / Path(ref["file"]).name, allow_pickle=False) as f:
+        names, emb = [str(x) for x in f["class_names"]], np.array(f["embeddings"], dtype=np.float64)
+    e = emb[:, None, :] if emb.ndim == 2 else emb
+    e = e / np.linalg.norm(e, axis=-1, keepdims=True)
+    return pd.DataFrame(np.einsum("ikd,jkd->ijk", e, e).mean(-1), index=names, columns=names)
+
+
+def related_classes(counts: dict, sim: "pd.DataFrame", n: int) -> dict[str, list[str]]:  # noqa: F821
+    """For every query class of a record's ``neighbour_classes``, the ``n`` other test classes (those the record
+    lists as queries) closest to it by ``sim``, closest first (ties by name)."""
+    test = sorted(counts)
+    out = {}
+    for q in test:
+        others = sorted((c for c in test if c != q), key=lambda c: (-float(sim.at[q, c]), c))
+        out[q] = others[:n]
+    return out
+
+
+def semantic_shares(counts: dict, related: dict) -> dict[str, float]:
+    """Percent of the retrieved neighbours, averaged over query classes: ``same class`` and ``related classes`` (of
+    the neighbours from another class, the share from the query's related classes)."""
+    import numpy as np
+    same, rel = [], []
+    for q, row in counts.items():
+        total = sum(row.values())
+        wrong = total - row.get(q, 0)
+        same.append(row.get(q, 0) / total)
+        if wrong:
+            rel.append(sum(row.get(c, 0) for c in related[q]) / wrong)
+    return {"same class": 100.0 * float(np.mean(same)), "related classes": 100.0 * float(np.mean(rel))}
+
+
+def semantic_table(profile: str = "quick") -> Table:
+    """Fig. 3 as a table: per row, the share of retrieved neighbours from the query's own class and from its
+    semantically related classes, with the claims that guidance raises the related share (the paper's reading:
+    "language-guided models retrieve more samples from semantically related classes")."""
+    src = SEMANTIC["source"]
+    d = SOURCE_NAMES[src]
+    rows = [Row(method=r.method, setting=r.setting, spec=r.spec, runner=r.runner, group=r.group, label=r.label)
+            for r in _rows() if r.method in CURVE_ROWS and r.group == src]
+
+    def scores(result: dict, row: Row) -> dict:
+        counts = result["neighbour_classes"]
+        rel = related_classes(counts, class_similarity(src, SEMANTIC["judge"], profile), SEMANTIC["related"])
+        return {(d, m): v for m, v in semantic_shares(counts, rel).items()}
+    claims = [Claim(f"{m} retrieves more from semantically related classes than {BASELINE} ({d})", _cell(m, d),
+                    _cell(BASELINE, d), metric="related classes") for m in CURVE_ROWS[1:]]
+    return Table(PAPER, "Fig. 3", rows, semantic_config, seeds=SEEDS, scores=scores, claims=claims, params=False,
+                 columns=[d])
+
+
+def semantic_counts(profile: str = "quick", queries: int = 4) -> "pd.DataFrame":  # noqa: F821
+    """The figure's data: for ``queries`` test classes (those whose images the baseline most often confuses with
+    other classes, over its seeds), the query and its ``related - 1`` closest classes, with the mean retrieved count
+    per row over seeds. Columns: query, rank (0 = the query class), class, similarity, method, count."""
+    import numpy as np
+    import pandas as pd
+
+    from umlkit.experiments.records import find_record, load_record
+    spec = semantic_table(profile)
+    src = SEMANTIC["source"]
+    sim = class_similarity(src, SEMANTIC["judge"], profile)
+    names = dict(zip(*_source_classes(src, profile)[:2]))
+    per = {}
+    for r in spec.rows:
+        found = [find_record(spec.config(r, s, profile), profile) for s in spec.seeds]
+        per[r.method] = [load_record(p)["result"]["neighbour_classes"] for p in found if p is not None]
+    if not per.get(BASELINE):
+        return pd.DataFrame(columns=["query", "rank", "class", "similarity", "method", "count"])
+    base = per[BASELINE]
+    confused = {q: np.mean([sum(v for c, v in run[q].items() if c != q) for run in base]) for q in base[0]}
+    chosen = sorted(confused, key=lambda q: (-confused[q], q))[:queries]
+    rel = related_classes(base[0], sim, SEMANTIC["related"] - 1)
+    lines = []
+    for q in chosen:
+        for rank, c in enumerate([q, *rel[q]]):
+            for m, runs in per.items():
+                if runs:
+                    lines.append({"query": names[q], "rank": rank, "class": names[c], "similarity": float(sim.at[q, c]),
+                                  "method": m, "count": float(np.mean([run[q].get(c, 0) for run in runs]))})
+    return pd.DataFrame(lines)
+
+
 def TABLES(profile: str = "quick") -> dict[str, Table]:  # noqa: N802 - same signature as the other papers
     """The language-guidance tables: Table 1 (the state of the art: quoted, no rows run), Tables 2 / S1, the ablation
     tables, Fig. S1 and, beyond the paper, the controls and the unified setting."""
     return {"Table 2": table("Table 2"), "Table S1": table("Table S1"),
             **{n: ablation_table(n, profile) for n in ABLATIONS}, "Fig. S1": convergence_table(profile),
-            "Unified setting": unified_table(profile)}
+            "Fig. 3": semantic_table(profile), "Unified setting": unified_table(profile)}
 
 
 def similarities(source: str, guidances, profile: str = "quick", n: int = 12) -> dict[str, "pd.DataFrame"]:  # noqa: F821
@@ -722,7 +826,7 @@ def table_jobs(profile: str = "quick", seeds=SEEDS) -> list[tuple[str, str, dict
     """Every run of the tables, each once (a run that several tables list, e.g. the baseline, is one job)."""
     jobs, seen = [], set()
     for name, spec in TABLES(profile).items():
-        if name in ("Table S1", "Fig. S1", "Unified setting"):   # Table 2's runs; the unified job lists
+        if name in ("Table S1", "Fig. S1", "Fig. 3", "Unified setting"):   # Table 2's runs; job lists of their own
             continue
         folder = "table2" if name == "Table 2" else "ablations"
         for s in seeds:
@@ -737,7 +841,7 @@ def table_jobs(profile: str = "quick", seeds=SEEDS) -> list[tuple[str, str, dict
 
 def job_list(name: str, profile: str = "quick") -> list[tuple]:
     """A named job list for ``umlkit records train language_guidance NAME``: ``omega_sweep``, ``tables``,
-    ``unified_sweep`` or ``unified`` (the unified setting, beyond the paper). A job is (record folder, label, key)
+    ``semantic`` (Fig. 3), ``unified_sweep`` or ``unified`` (the unified setting, beyond the paper). A job is (record folder, label, key)
     for the default runner (``train_analysis``), or (folder, label, key, runner)."""
     if name == "omega_sweep":
         return omega_jobs(profile)
@@ -745,10 +849,14 @@ def job_list(name: str, profile: str = "quick") -> list[tuple]:
         return table_jobs(profile)
     if name == "unified_sweep":
         return unified_sweep_jobs(profile)
+    if name == "semantic":
+        spec = semantic_table(profile)
+        return [("fig3", f"{r.label}-seed{s}", spec.config(r, s, profile)) for s in SEEDS for r in spec.rows]
     if name == "unified":
         spec = unified_table(profile)
         return [("unified", f"{r.label}-seed{s}", spec.config(r, s, profile), r.runner) for s in SEEDS for r in spec.rows]
-    raise KeyError(f"unknown language-guidance job list {name!r}; choose omega_sweep, tables, unified_sweep or unified")
+    raise KeyError(f"unknown language-guidance job list {name!r}; choose omega_sweep, tables, semantic, unified_sweep "
+                   f"or unified")
 
 
 def omega_table(profile: str = "quick", select_on: str = "MAP@R") -> "pd.DataFrame":  # noqa: F821
@@ -945,6 +1053,15 @@ def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: di
     spread = float(r1.loc[r1["seeds"] > 1, "spread"].median()) if not r1.empty else float("nan")
     facts["gains_below_spread"] = (f"{sum(abs(x) < spread for x in t2p)} of {len(t2p)}" if t2p and np.isfinite(spread)
                                    else "–")
+    sem = cmp.get("Fig. 3", pd.DataFrame())
+    sd = SOURCE_NAMES[SEMANTIC["source"]]
+    for key, row in (("base", BASELINE), ("elg", f"{BASELINE} + ELG"), ("plg", f"{BASELINE} + PLG Top-5")):
+        facts[f"sem_rel_{key}"] = _num(_value(sem, row, sd, "related classes"))
+        facts[f"sem_same_{key}"] = _num(_value(sem, row, sd, "same class"))
+    facts["sem_k"], facts["sem_related"] = str(SEMANTIC["neighbours"]), str(SEMANTIC["related"])
+    in_sem = claims["claim"].isin([c.text for c in semantic_table(profile).claims]) if not claims.empty else []
+    facts["sem_verdicts"] = (_verdict_counts(claims, in_sem) if not claims.empty and in_sem.any()
+                             else "not checked yet (no records)")
     u = lg_config()["unified"]
     facts["unified_grid"] = ", ".join(f"{w:g}" for w in u["omega_grid"])
     facts["unified_val"] = f"{100 * u['val_fraction']:.0f} %"

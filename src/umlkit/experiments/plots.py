@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 __all__ = ["plot_measured_vs_paper", "plot_seeds", "plot_setting_deltas", "plot_grouped_bars", "plot_heatmap",
-           "plot_fid_progression", "plot_metric_vs_fid", "plot_rank_slopes"]
+           "plot_fid_progression", "plot_metric_vs_fid", "plot_rank_slopes", "plot_retrieved_classes"]
 
 
 def plot_measured_vs_paper(cmp: pd.DataFrame, dataset: str = "Harmonic", metric: str = "R@1", hue: str = "section",
@@ -260,5 +260,35 @@ def plot_curves(frame: pd.DataFrame, x: str = "epoch", y: str = "measured", hue:
         ax.set_xlabel(x)
     axes.flat[0].set_ylabel(ylabel)
     axes.flat[-1].legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
+def plot_retrieved_classes(frame: pd.DataFrame, ncols: int = 2):
+    """The language-guidance paper's Fig. 3: per query class (one panel each), how many of the top-k neighbours of
+    its images fall in the query class and in its most related classes (left to right by language similarity),
+    one bar per method. ``frame``: query, rank, class, similarity, method, count
+    (:func:`umlkit.experiments.language_guidance.semantic_counts`)."""
+    import matplotlib.pyplot as plt
+    queries = list(dict.fromkeys(frame["query"]))
+    methods = list(dict.fromkeys(frame["method"]))
+    nrows = -(-len(queries) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(6.2 * ncols, 2.9 * nrows), squeeze=False)
+    width = 0.8 / max(1, len(methods))
+    for ax, q in zip(axes.flat, queries):
+        sub = frame[frame["query"] == q].sort_values("rank")
+        ranks = list(dict.fromkeys(sub["rank"]))
+        names = [sub.loc[sub["rank"] == r, "class"].iloc[0] for r in ranks]
+        sims = [sub.loc[sub["rank"] == r, "similarity"].iloc[0] for r in ranks]
+        for i, m in enumerate(methods):
+            counts = [float(sub.loc[(sub["rank"] == r) & (sub["method"] == m), "count"].sum()) for r in ranks]
+            ax.bar([r + (i - (len(methods) - 1) / 2) * width for r in range(len(ranks))], counts, width, label=m)
+        ax.set_xticks(range(len(ranks)))
+        ax.set_xticklabels([f"{n}\n(sim {s:.2f})" for n, s in zip(names, sims)], fontsize=6.5)
+        ax.set_title(f"query: {q}", fontsize=9)
+        ax.set_ylabel("retrieved images", fontsize=8)
+    for ax in list(axes.flat)[len(queries):]:
+        ax.set_visible(False)
+    axes.flat[0].legend(fontsize=7)
     fig.tight_layout()
     return fig

@@ -217,11 +217,12 @@ def fixed_class_recall(emb, labels, n_classes: int, draws: int = 5, seed: int = 
 def train_analysis_run(key: dict) -> dict:
     """``{"config": a resolved configuration, "analysis": {...}}``: one training run (as ``train``), then, with the
     last epoch's model, on its test split every metric of ``analysis["metrics"]``, R@1 at ``fixed_classes`` test classes, the structure of the
-    train and test embeddings (pi_intra, pi_inter, pi_ratio, spectral decay rho), ``few_shot`` adaptation
+    train and test embeddings (pi_intra, pi_inter, pi_ratio, spectral decay rho), with ``neighbour_classes: k`` the
+    classes of each test class's k nearest neighbours ({query class key: {class key: count}}), ``few_shot`` adaptation
     (:func:`umlkit.train.adapt.few_shot_adaptation` with ``{shots, episodes, iterations, lr_mult}``) and the scores
     on the default test split of every ``transfer`` source. Scores in percent, keyed by the source's paper name."""
     from umlkit.data import load_dataset
-    from umlkit.metrics import embedding_structure, evaluate_retrieval, spectral_decay
+    from umlkit.metrics import embedding_structure, evaluate_retrieval, neighbour_class_counts, spectral_decay
     from umlkit.models.backbones import backbone_data_config
     from umlkit.train.adapt import adaptable_head, few_shot_adaptation
     from umlkit.train.engine import build_data
@@ -259,6 +260,11 @@ def train_analysis_run(key: dict) -> dict:
     if ana.get("fixed_classes"):
         k = int(ana["fixed_classes"])
         out["test"][f"R@1@{k}cls"] = {name: fixed_class_recall(emb, labels, k, seed=int(cfg["seed"]))}
+    if ana.get("neighbour_classes"):  # Fig. 3 of the language-guidance paper: retrieved classes per query class
+        counts = neighbour_class_counts(emb, labels, int(ana["neighbour_classes"]))
+        keys = test.class_keys()
+        out["neighbour_classes"] = {keys[c]: {keys[j]: int(v) for j, v in enumerate(row) if v}
+                                    for c, row in enumerate(counts) if row.any()}
     if ana.get("structure", False):
         _, tr_emb, tr_labels = embed(train)
         out["structure"] = {part: {**{k: round(v, 5) for k, v in embedding_structure(e, y).items()},

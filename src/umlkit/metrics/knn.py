@@ -34,10 +34,15 @@ _BLOCK = 128
 
 
 def _sort_desc_by_value_then_index(values: torch.Tensor, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sort each row by value descending, ties by index ascending (two stable sorts)."""
-    order = torch.argsort(index, dim=1, stable=True)
-    values, index = values.gather(1, order), index.gather(1, order)
-    order = torch.argsort(values, dim=1, descending=True, stable=True)
+    """Sort each row by value descending, ties by index ascending, with one sort of a 64-bit key.
+
+    The float's bits, made monotone as a signed integer (negative floats have their magnitude bits flipped;
+    ``+ 0.0`` turns -0.0 into +0.0 so the two tie as floats do), are negated into the high 32 bits and the
+    (non-negative, distinct) index fills the low 32: ascending keys are the wanted order, so the result is the
+    same as two stable sorts (index, then value) at a third of their cost on a 1,000-wide row."""
+    bits = (values + 0.0).view(torch.int32)
+    monotone = torch.where(bits < 0, bits ^ 0x7FFFFFFF, bits).long()
+    order = ((-monotone) * (1 << 32) + index).argsort(dim=1)
     return values.gather(1, order), index.gather(1, order)
 
 
@@ -64,7 +69,8 @@ def _rescore(q: torch.Tensor, g: torch.Tensor, index: torch.Tensor, self_index: 
     size (mAP@1000 on a test set of ~1,000 items) one gather of every row would move gigabytes (4x slower on
     one core); the per-element arithmetic, and so every value, is the same either way."""
     rows = max(1, _RESCORE_ELEMENTS // max(1, index.shape[1] * g.shape[1]))
-    v = torch.cat([torch.einsum("bd,bkd->bk", q[i:i + rows], g[index[i:i + rows]])
+    # embedding() copies whole rows; advanced indexing g[index] computes every element's offset (4x slower at k=1000)
+    v = torch.cat([torch.einsum("bd,bkd->bk", q[i:i + rows], torch.nn.functional.embedding(index[i:i + rows], g))
                    for i in range(0, q.shape[0], rows)]) if q.shape[0] else q.new_zeros(index.shape)
     if self_index is not None:
         v[index == self_index[:, None]] = _NEG_INF

@@ -42,6 +42,7 @@ __all__ = [
     "r_precision",
     "map_at_1000",
     "nmi",
+    "neighbour_class_counts",
     "check_embeddings",
     "check_labels",
     "DEFAULT_KS",
@@ -340,3 +341,21 @@ def evaluate_retrieval(
         emb, labels, query_index, gallery_index, recall_ks=recall_ks, others=others,
         map_at_r_convention=map_at_r_convention, search_dtype=search_dtype, seed=seed,
     )
+
+
+def neighbour_class_counts(embeddings, labels, k: int = 20) -> np.ndarray:
+    """(C, C) counts: row c, column j = how many of the ``k`` nearest neighbours of class c's images (each image a
+    query against the rest of the set, itself excluded) carry label j. The language-guidance paper's Fig. 3
+    (Sec. 4.3) reads the top-20 neighbours of every test image this way and compares, per query class, the counts
+    of its semantically closest classes with and without guidance. Labels must be 0..C-1."""
+    emb = torch.nn.functional.normalize(check_embeddings(embeddings), dim=1)
+    y = check_labels(labels, emb.shape[0])
+    if int(y.min()) < 0:
+        raise ValueError(f"labels must be 0..C-1, got {int(y.min())}")
+    n = emb.shape[0]
+    if not 1 <= k < n:
+        raise ValueError(f"k={k} neighbours need 1 <= k < {n} (the number of embeddings)")
+    _, idx = knn_search(emb, emb, k, self_index=torch.arange(n))
+    c = int(y.max()) + 1
+    flat = y[:, None].expand(-1, k).reshape(-1) * c + y[idx].reshape(-1)
+    return torch.bincount(flat, minlength=c * c).reshape(c, c).numpy()
