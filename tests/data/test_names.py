@@ -125,3 +125,13 @@ def test_flowers_names_from_file_or_the_shipped_list(tmp_path):
 ])
 def test_clean_class_name_as_language_guidance_does(dataset, raw, clean):
     assert clean_class_name(dataset, raw) == clean
+
+
+def test_caption_insertion_replaces_the_object_word_once():
+    from umlkit.data.names import insert_class_name
+    cap = "a small tall amber diamond with a cobalt dot on the left, on a pale chartreuse background"
+    assert insert_class_name(cap, "amber bird with a cobalt head") == \
+        "a small tall amber amber bird with a cobalt head with a cobalt dot on the left, on a pale chartreuse background"
+    assert insert_class_name("a star and a ring", "X") == "a X and a ring"
+    with pytest.raises(ValueError, match="names no shape"):
+        insert_class_name("a blue bird on a branch", "X")

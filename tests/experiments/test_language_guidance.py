@@ -268,3 +268,35 @@ def test_the_detectable_margin_is_the_gap_plus_a_one_sided_critical_t_times_the_
     want = sorted([0.5 + stats.t.ppf(0.95, 4), 1.0 + 0.5 * stats.t.ppf(0.95, 2)])
     assert lg.detectable_margin(claims) == pytest.approx(sum(want) / 2)
     assert want[0] == pytest.approx(2.460, abs=1e-3) and want[1] == pytest.approx(2.632, abs=1e-3)
+
+
+def test_per_image_guidance_gives_every_training_image_its_own_row():
+    """The caption and per-sample PLG rows: the loss option per_sample, one language row per training image of the
+    run (by image key), and for the captions the image's own caption text."""
+    from umlkit.models.backbones import backbone_data_config
+    from umlkit.train.engine import build_data, build_objective
+    for g in ("caption", "PLG per-sample Top-5"):
+        cfg = lg.run_config(method=f"Multisimilarity + {g}", source="cub", omega=1.0)
+        assert cfg["objective"][1]["options"]["per_sample"] is True
+        train, _, _ = build_data(cfg, backbone_data_config(cfg["model"]["backbone"]))
+        term = build_objective(cfg, train, embed_dim=8)[1]
+        assert term.inputs == ("embeddings", "labels", "indices")
+        assert term.language.shape[:2] == (len(train), 1 if g == "caption" else 5)
+    # the caption rows are the sentence model's embedding of each image's caption, no primer
+    keys, texts = lg._image_texts("cub", "quick", "captions", 1)
+    i = keys.index(train.sample_keys()[7])
+    want = language.embed_texts([texts[i]], "minilm", "{}")[0]
+    got = build_objective(lg.run_config(method="Multisimilarity + caption", source="cub", omega=1.0), train, 8)[1]
+    assert np.allclose(got.language[7, 0].numpy(), want / np.linalg.norm(want), atol=1e-4)
+
+
+def test_semantic_shares_by_hand():
+    """Fig. 3's shares: of all neighbours the query class's own, and of the others those from the related classes."""
+    sim = pd.DataFrame([[1.0, 0.9, 0.1, 0.5], [0.9, 1.0, 0.2, 0.3], [0.1, 0.2, 1.0, 0.4], [0.5, 0.3, 0.4, 1.0]],
+                       index=list("abcd"), columns=list("abcd"))
+    counts = {"a": {"a": 10, "b": 6, "c": 4}, "b": {"b": 20}, "c": {"c": 5, "d": 3, "a": 2}, "d": {"d": 1, "a": 1}}
+    related = lg.related_classes(counts, sim, 1)
+    assert related == {"a": ["b"], "b": ["a"], "c": ["d"], "d": ["a"]}
+    shares = lg.semantic_shares(counts, related)
+    assert shares["same class"] == pytest.approx(100 * np.mean([10 / 20, 1.0, 5 / 10, 1 / 2]))
+    assert shares["related classes"] == pytest.approx(100 * np.mean([6 / 10, 3 / 5, 1 / 1]))   # b has no errors

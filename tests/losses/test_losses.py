@@ -127,6 +127,25 @@ def test_language_guidance_hand_example():
     assert torch.allclose(s_img_plg, torch.tensor(s_img, dtype=torch.float64))
 
 
+def test_language_guidance_per_sample_rows_by_index():
+    """Per-image rows are looked up by the images' indices: each image carrying its class's row gives the class-level
+    loss; errors name what is missing or out of range."""
+    lang = torch.nn.functional.normalize(torch.randn(3, 4, generator=torch.Generator().manual_seed(0)), dim=1)
+    x, y = _batch(3, 2, 5, seed=3)
+    images = torch.tensor([2, 0, 1, 1, 0, 2, 1, 2])   # the class of each of 8 training images
+    batch = torch.tensor([1, 4, 2, 3, 0, 5])          # training-set indices of the batch, with these labels
+    assert torch.equal(images[batch], y)
+    per = LanguageGuidanceLoss(lang[images], per_sample=True, num_classes=3)
+    assert per.inputs == ("embeddings", "labels", "indices")
+    assert torch.equal(per(x, y, indices=batch), LanguageGuidanceLoss(lang)(x, y))
+    with pytest.raises(ValueError, match="needs indices"):
+        per(x, y)
+    with pytest.raises(ValueError, match=r"values in 0..7"):
+        per(x, y, indices=batch + 5)
+    with pytest.raises(ValueError, match="needs num_classes"):
+        LanguageGuidanceLoss(lang[images], per_sample=True)
+
+
 # --------------------------------------------------------------------------------------------------- gradcheck
 def test_gradchecks():
     x, y = _batch(3, 2, 5, seed=2, dtype=torch.float64)

@@ -174,3 +174,67 @@ def test_the_engine_resolves_a_language_embedding_reference_into_the_training_cl
     cfg["objective"][1]["options"]["language_embeddings"]["sha256"] = "f" * 64
     with pytest.raises(SideInfoError, match=r"objective.1.options.language_embeddings: .*names.npz has sha256"):
         build_objective(cfg, train, embed_dim=8)
+
+
+# ------------------------------------------------------------------------------------------------ per-image rows
+def test_sample_embeddings_round_trip_in_the_requested_image_order(tmp_path):
+    from umlkit.train.side_info import load_sample_embeddings, save_sample_embeddings
+    rng = np.random.default_rng(1)
+    vocab = rng.normal(size=(5, 3)).astype(np.float32)
+    slots = rng.integers(0, 5, size=(7, 2))
+    keys = [f"cub#c{i}/img{i}.jpg" for i in range(7)]
+    sha = save_sample_embeddings(tmp_path / "s.npz", keys, vocab, slots)
+    want = [6, 0, 3]
+    got = load_sample_embeddings({"file": str(tmp_path / "s.npz"), "sha256": sha}, [keys[i] for i in want])
+    assert got.shape == (3, 2, 3)
+    for row, i in enumerate(want):
+        for slot in range(2):
+            assert torch.equal(got[row, slot], torch.from_numpy(vocab[slots[i, slot]]))
+    with pytest.raises(SideInfoError, match=r"no row for 1 training image\(s\), e.g. \['cub#x/y.jpg'\]"):
+        load_sample_embeddings({"file": str(tmp_path / "s.npz"), "sha256": sha}, ["cub#x/y.jpg"])
+    with pytest.raises(ValueError, match="slots must index the 5 vocabulary rows"):
+        save_sample_embeddings(tmp_path / "t.npz", keys, vocab, slots + 5)
+
+
+def test_sample_keys_name_every_training_image_once(mini_root):
+    cfg = resolve_config({"data": {"root": str(mini_root), "datasets": ["cub", "flowers"]}})
+    train, _, _ = build_data(cfg, DATA_CONFIG)
+    keys = train.sample_keys()
+    assert len(keys) == len(train) == len(set(keys))
+    source, local = train._index[5]
+    path = train.datasets[source].paths[local]
+    assert keys[5] == f"{train.datasets[source].name}#{path.parent.name}/{path.name}"
+
+
+@pytest.mark.slow
+def test_per_image_rows_equal_to_the_class_rows_give_the_class_level_loss(mini_root, tmp_path):
+    """With lr 0, a per-image file whose every image carries its class's row must reproduce the class-level run's
+    losses exactly: the engine hands the loss each image's own training-set index."""
+    from umlkit.train import fit
+    from umlkit.train.side_info import save_sample_embeddings
+    base = {"data": {"root": str(mini_root), "datasets": ["cub"], "batch_size": 32, "few_shot": 4,
+                     "augment": False, "sampler": "m_per_class"},
+            "model": {"method": "linear", "pretrained": False, "embed_dim": 16},
+            "optimizer": {"name": "sgd", "lr": 0.0, "momentum": 0.0}, "train": {"epochs": 1, "progress": False}}
+    cfg = resolve_config(base)
+    train, _, _ = build_data(cfg, DATA_CONFIG)
+    emb = np.random.default_rng(2).normal(size=(train.num_classes, 6)).astype(np.float32)
+    cls = {"file": str(tmp_path / "c.npz"), "sha256": save_class_embeddings(tmp_path / "c.npz", train.class_names(), emb)}
+    per = {"file": str(tmp_path / "s.npz"),
+           "sha256": save_sample_embeddings(tmp_path / "s.npz", train.sample_keys(), emb, train.labels)}
+    losses = {}
+    for name, ref, extra in (("class", cls, {}), ("image", per, {"per_sample": True})):
+        c = resolve_config(base)
+        c["objective"] = [{"name": "multisimilarity", "weight": 1.0, "options": {}},
+                          {"name": "language_guidance", "weight": 10.0, "options": {"language_embeddings": ref, **extra}}]
+        losses[name] = fit(c, run_dir=tmp_path / name).history[0]["loss"]
+    assert losses["image"] == losses["class"]
+    # rows of the wrong images (shifted by one) change the loss: the indices matter
+    shifted = np.roll(np.asarray(train.labels), 1)
+    bad = {"file": str(tmp_path / "b.npz"),
+           "sha256": save_sample_embeddings(tmp_path / "b.npz", train.sample_keys(), emb, shifted)}
+    c = resolve_config(base)
+    c["objective"] = [{"name": "multisimilarity", "weight": 1.0, "options": {}},
+                      {"name": "language_guidance", "weight": 10.0,
+                       "options": {"language_embeddings": bad, "per_sample": True}}]
+    assert fit(c, run_dir=tmp_path / "bad").history[0]["loss"] != losses["class"]

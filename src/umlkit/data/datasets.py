@@ -130,6 +130,12 @@ class ImageListDataset(torch.utils.data.Dataset):
         from umlkit.data.names import clean_class_name
         return [clean_class_name(self.name, n) for n in self.class_names]
 
+    @property
+    def sample_keys(self) -> list[str]:
+        """``"<source>#<folder>/<file>"`` of every image: how per-image side information (captions, per-sample
+        pseudolabels) names its rows, independent of the data root."""
+        return [f"{self.name}#{p.parent.name}/{p.name}" for p in self.paths]
+
     @staticmethod
     def _read(path: Path) -> Image.Image:
         try:

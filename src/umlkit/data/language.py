@@ -53,7 +53,7 @@ import numpy as np
 
 __all__ = ["TEMPLATE", "LanguageModel", "LANGUAGE_MODELS", "register_language_model", "embed_texts",
            "class_texts", "language_file", "embeddings_file", "pseudolabels", "attribute_vectors", "hierarchy_vectors",
-           "shuffle_rows"]
+           "shuffle_rows", "sample_language_file"]
 
 TEMPLATE = "a photo of a {}"
 FILE_VERSION = 1  # bump when a change here changes what a language file holds (its name and the caches follow)
@@ -346,4 +346,34 @@ def embeddings_file(row_names: Sequence[str], embeddings: np.ndarray, path: str 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     save_class_embeddings(path, list(row_names), np.asarray(embeddings, dtype=np.float32))
+    return _ref(path)
+
+
+def sample_language_file(sample_keys: Sequence[str], texts: Sequence[str] | Sequence[Sequence[str]],
+                         model: str = "minilm", template: str = TEMPLATE, out_dir: str | Path | None = None,
+                         profile: str = "quick", tag: str = "") -> dict:
+    """Per-image language rows (Table 5's captions, Table S3's per-sample pseudolabels): ``texts`` holds one text
+    (or k texts) per image named by ``sample_keys``; each distinct text is embedded once and the file stores the
+    vocabulary and every image's slots (:func:`umlkit.train.side_info.save_sample_embeddings`). Named by a hash of
+    its inputs and :data:`FILE_VERSION`, reused when present, rounded to 5 decimals like :func:`language_file`;
+    returns ``{"file", "sha256"}``."""
+    from umlkit._paths import results_root
+    from umlkit.train.side_info import save_sample_embeddings
+    if len(sample_keys) != len(texts):
+        raise ValueError(f"{len(sample_keys)} image keys but {len(texts)} texts")
+    per = [[t] if isinstance(t, str) else list(t) for t in texts]
+    if len({len(t) for t in per}) > 1:
+        raise ValueError(f"every image needs the same number of texts, got {sorted({len(t) for t in per})}")
+    ident = json.dumps({"keys": list(sample_keys), "texts": per, "model": model, "template": template,
+                        "version": FILE_VERSION}, sort_keys=True)
+    digest = hashlib.sha256(ident.encode()).hexdigest()[:12]
+    folder = Path(out_dir) if out_dir is not None else results_root(profile) / "language"
+    path = folder / f"{'-'.join(p for p in (_slug(tag), model, 'per-image', digest) if p)}.npz"
+    if path.exists():
+        return _ref(path)
+    vocab = sorted({t for row in per for t in row})
+    where = {t: i for i, t in enumerate(vocab)}
+    emb = np.round(embed_texts(vocab, model, template), 5)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_sample_embeddings(path, list(sample_keys), emb, np.array([[where[t] for t in row] for row in per]))
     return _ref(path)

@@ -22,7 +22,8 @@ import json
 import re
 from pathlib import Path
 
-__all__ = ["HUES16", "hue_name", "colour_phrase", "background_phrase", "class_name", "caption", "clean_class_name",
+__all__ = ["HUES16", "hue_name", "colour_phrase", "background_phrase", "class_name", "caption", "insert_class_name",
+           "clean_class_name",
            "flowers102_names", "dedupe"]
 
 # 16 hue names at 22.5 degree steps of the HSV circle (0 = red). With 16 bins the cell diagonal (0.088 of the hue
@@ -112,6 +113,16 @@ def caption(source: str, a: dict) -> str:
     if extras:
         text += " with " + " and ".join(extras)
     return f"{text}, on {_article(background_phrase(a))} background"
+
+
+def insert_class_name(caption_text: str, name: str) -> str:
+    """"Caption + insertion" (the language-guidance paper's Table 5): the caption with its object noun (UML-Mini's
+    shape word, the analogue of "bird" in "a blue bird sitting on a branch") replaced by the class name."""
+    from umlkit.data.mini import SHAPES
+    pattern = re.compile(r"\b(" + "|".join(SHAPES) + r")\b")
+    if not pattern.search(caption_text):
+        raise ValueError(f"caption {caption_text!r} names no shape ({', '.join(SHAPES)}) to replace")
+    return pattern.sub(name, caption_text, count=1)
 
 
 def dedupe(names: list[str]) -> list[str]:

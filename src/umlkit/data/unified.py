@@ -56,6 +56,18 @@ class UnifiedDataset(torch.utils.data.Dataset):
         classes are named by their super-category)."""
         return [f"{d.name}#{k}" for d in self.datasets for k in d.class_keys]
 
+    def sample_keys(self) -> list[str]:
+        """``"<source>#<folder>/<file>"`` of every image in item order (the image file and its parent folder: unique
+        in every supported layout, checked): how per-image side information (captions, per-sample pseudolabels)
+        names its rows."""
+        keys = [k for d in self.datasets for k in d.sample_keys]
+        if len(set(keys)) != len(keys):
+            seen: set = set()
+            dup = next(k for k in keys if k in seen or seen.add(k))
+            raise ValueError(f"two images share the key {dup!r} (folder/file); per-image side information cannot "
+                             f"name them apart")
+        return keys
+
     def __repr__(self) -> str:
         parts = ", ".join(f"{d.name} {len(d)}" for d in self.datasets)
         return f"UnifiedDataset({len(self)} images, {self.num_classes} classes: {parts})"

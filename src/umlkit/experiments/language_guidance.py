@@ -61,9 +61,17 @@ def lg_config() -> dict:
     return _coerce(yaml.safe_load((_config_dir() / "language_guidance.yaml").read_text()))
 
 
+# what a guidance's language rows come from: per class (class names, pseudolabels averaged over a class's images,
+# UML-Mini's attributes or attribute tree) or per image (captions, captions with the class name inserted, each
+# image's own pseudolabels), the per-image kinds with the loss option per_sample
+NAME_KINDS = ("class", "pseudolabels", "attributes", "hierarchy", "captions", "captions+insertion",
+              "sample pseudolabels")
+PER_IMAGE = ("captions", "captions+insertion", "sample pseudolabels")
+
+
 def guidance_spec(name: str) -> dict:
-    """The resolved guidance of a row suffix ("ELG", "PLG Top-5" or a variant): ``names`` (class / pseudolabels /
-    attributes / hierarchy), ``k``, ``model`` and ``template`` (None: the profile's language model, the primer),
+    """The resolved guidance of a row suffix ("ELG", "PLG Top-5" or a variant): ``names`` (one of
+    :data:`NAME_KINDS`), ``k``, ``model`` and ``template`` (None: the profile's language model, the primer),
     ``shuffle`` (None or a seed), ``loss`` (options over the shared ``loss`` block) and ``base`` (the guidance a
     variant changes; itself for ELG and PLG)."""
     cfg = lg_config()
@@ -78,9 +86,8 @@ def guidance_spec(name: str) -> dict:
                        f"{list(cfg.get('variants') or {})}")
     spec = {"names": "class", "k": 1, "model": None, "template": None, "shuffle": None, "loss": {},
             "profiles": ["quick", "full"], **g, "base": base}
-    if spec["names"] not in ("class", "pseudolabels", "attributes", "hierarchy"):
-        raise ValueError(f"guidance {name!r}: names must be class, pseudolabels, attributes or hierarchy, "
-                         f"got {spec['names']!r}")
+    if spec["names"] not in NAME_KINDS:
+        raise ValueError(f"guidance {name!r}: names must be one of {', '.join(NAME_KINDS)}, got {spec['names']!r}")
     return spec
 
 
@@ -170,6 +177,52 @@ def _pseudolabel_texts(source: str, profile: str, k: int) -> tuple[list[str], li
             logits = class_logits({n: h(feats) for n, h in heads.items()}).numpy()
         _add_class_tops(rows, out, ds, logits, labels, class_names(), k)
     return rows, out
+
+
+def _image_texts(source: str, profile: str, kind: str, k: int) -> tuple[list[str], list]:
+    """(image keys, texts) of every image a per-image language file covers (both loader splits, as
+    :func:`_parts_of`): its caption, its caption with the class name inserted
+    (:func:`umlkit.data.names.insert_class_name`), or its own top-k pseudolabels (quick: the tiny ViT v2's named
+    classifier, as :func:`_pseudolabel_texts` but per image)."""
+    from umlkit.data import load_dataset
+    from umlkit.data.language import pseudolabels
+    from umlkit.data.names import insert_class_name
+    if profile != "quick":
+        raise NotImplementedError(f"per-image guidance ({kind}) is built for the quick profile (UML-Mini's captions, "
+                                  "the tiny ViT's classifier); the full profile has no caption model or per-image "
+                                  "ImageNet pseudolabels yet")
+    root = _source_root(source, profile)
+    keys, texts = [], []
+    if kind == "sample pseudolabels":
+        import torch
+
+        from umlkit.data import build_transforms
+        from umlkit.models.backbones import backbone_data_config, create_backbone
+        from umlkit.models.pretrain import class_logits, class_names, load_heads, weight_files
+        from umlkit.train.evaluate import extract_embeddings
+        files = weight_files("v2")
+        model = create_backbone("vit_tiny_uml_patch8_32", weights=files["weights"]).eval()
+        heads = load_heads(files["heads"]).eval()
+        tf = build_transforms("mini", backbone_data_config("vit_tiny_uml_v2"), train=False)
+        for name, split in _parts_of(source):
+            ds = load_dataset(name, root, split, transform=tf, cache=True)
+            feats, labels = extract_embeddings(model, ds, batch_size=512)
+            with torch.no_grad():
+                logits = class_logits({n: h(feats) for n, h in heads.items()}).numpy()
+            top = pseudolabels(logits, labels, class_names(), k=k, per="sample")
+            keys += ds.sample_keys
+            texts += [top[i] for i in range(len(ds))]
+        return keys, texts
+    for name, split in _parts_of(source):
+        ds = load_dataset(name, root, split)
+        if ds.captions is None:
+            raise ValueError(f"{name}/{split} under {root} has no captions (UML-Mini v2's uml_mini_text.tsv)")
+        keys += ds.sample_keys
+        if kind == "captions":
+            texts += ds.captions
+        else:
+            texts += [insert_class_name(c, ds.language_names[int(y)]) for c, y in zip(ds.captions, ds.labels)]
+    return keys, texts
 
 
 def _add_class_tops(rows: list, out: list, ds, logits, labels, names, k: int) -> None:
@@ -318,6 +371,11 @@ def _make(source, guidance, profile, model, template, shuffle_seed, g) -> dict:
     from umlkit.data.language import language_file
     if g["names"] in ("attributes", "hierarchy"):
         return _attribute_file(source, profile, g["names"], shuffle_seed)
+    if g["names"] in PER_IMAGE:
+        from umlkit.data.language import sample_language_file
+        keys, texts = _image_texts(source, profile, g["names"], int(g["k"]))
+        made = sample_language_file(keys, texts, model, template, profile=profile, tag=source)
+        return {"file": _key_path(made["file"], profile), "sha256": made["sha256"]}
     if g["names"] == "class":
         rows, texts, _ = _source_classes(source, profile)
     else:
@@ -526,8 +584,8 @@ def table(name: str = "Table 2", profile: str = "quick") -> Table:
 
 # ------------------------------------------------------------------------------------------------ ablations
 _Q, _F, _QF = ("quick",), ("full",), ("quick", "full")
-_NO_SAMPLE = ("not built: per-sample language embeddings (captions, per-sample pseudolabels) need the image's index "
-              "in the loss, which the training engine does not pass yet")
+_NO_CAPTIONS = ("full-profile only through the quick stand-ins: the full profile has no caption model and no "
+                "per-image ImageNet pseudolabels yet")
 _HUB_ONLY = "full-profile only: the language model's weights come from the Hugging Face hub"
 # (section, the paper's row, the run's row, the profiles that measure it). The run's row is a Table 2 row or
 # "Multisimilarity + <variant>" (configs/language_guidance/language_guidance.yaml: variants); the same run shows up
@@ -578,19 +636,25 @@ ABLATIONS: dict[str, dict] = {
         ("", "Baseline", BASELINE, _QF),
         ("", "Baseline + ELG", f"{BASELINE} + ELG", _QF),
         ("", "Classname only", f"{BASELINE} + class name only", _QF),
-        ("", "Other primer", f"{BASELINE} + other primer", _QF)],
-        "unmeasured": {p: {"*": "the paper's text merges the four rows' labels and keeps one partial set of values; "
-                                "the caption rows are " + _NO_SAMPLE.split(": ", 1)[1].join(("not built (", ")"))}
-                       for p in _QF}},
+        ("", "Other primer", f"{BASELINE} + other primer", _QF),
+        ("", "Caption", f"{BASELINE} + caption", _Q),
+        ("", "Caption + insertion", f"{BASELINE} + caption + insertion", _Q)],
+        "unmeasured": {"quick": {"*": "the paper's text merges the four rows' labels and keeps one partial set of "
+                                      "values"},
+                       "full": {"*": "the paper's text merges the four rows' labels and keeps one partial set of "
+                                     "values", "Caption": _NO_CAPTIONS, "Caption + insertion": _NO_CAPTIONS}}},
     "Table S3": {"rows": [
         ("", "Baseline", BASELINE, _QF),
         ("", "Baseline + ELG", f"{BASELINE} + ELG", _QF),
         ("Number of pseudolabels", "Baseline + PLG", f"{BASELINE} + PLG Top-1", _QF),
         ("Number of pseudolabels", "Baseline + PLG (Top-5)", f"{BASELINE} + PLG Top-5", _QF),
         ("Number of pseudolabels", "Baseline + PLG (Top-10)", f"{BASELINE} + PLG Top-10", _QF),
-        ("Number of pseudolabels", "Baseline + PLG (Top-20)", f"{BASELINE} + PLG Top-20", _QF)],
-        "unmeasured": {p: {"*": _NO_SAMPLE, "PLG+WordNet (Top-5)": "not built (WordNet)",
-                           "pseudo-HierMatch": "not built (WordNet)"} for p in _QF}},
+        ("Number of pseudolabels", "Baseline + PLG (Top-20)", f"{BASELINE} + PLG Top-20", _QF),
+        ("Different pseudolabel matching methods", "Sample (Top-5)", f"{BASELINE} + PLG per-sample Top-5", _Q)],
+        "unmeasured": {p: {"*": "not built: pseudolabels from the feature map's positions (Dense) and from several "
+                                "classifiers (Multi)", "PLG+WordNet (Top-5)": "not built (WordNet)",
+                           "pseudo-HierMatch": "not built (WordNet)",
+                           **({"Sample (Top-5)": _NO_CAPTIONS} if p == "full" else {})} for p in _QF}},
     "Controls": {"rows": [
         ("", "Multisimilarity", BASELINE, _Q),
         ("", "Multisimilarity + ELG", f"{BASELINE} + ELG", _Q),
@@ -616,12 +680,20 @@ def _ablation_claims(name: str) -> list[Claim]:
             out += [Claim(f"ELG's row-wise KL beats {alt} ({d})", {**cell["Baseline + ELG"], "dataset": d},
                           {**cell[alt], "dataset": d}) for alt in list(cell)[2:]]
         elif name == "Table S3":
-            out.append(Claim(f"PLG with the top-5 pseudolabels beats the top-1 ({d})",
-                             {**cell["Baseline + PLG (Top-5)"], "dataset": d}, {**cell["Baseline + PLG"], "dataset": d}))
-        elif name == "Table 5":   # Sec. 4.6: the wording of the primer does not matter
+            out += [Claim(f"PLG with the top-5 pseudolabels beats the top-1 ({d})",
+                          {**cell["Baseline + PLG (Top-5)"], "dataset": d}, {**cell["Baseline + PLG"], "dataset": d}),
+                    Claim(f"per-sample top-5 pseudolabels match per-class ones within {MARGIN:g} ({d})",
+                          {**cell["Sample (Top-5)"], "dataset": d}, {**cell["Baseline + PLG (Top-5)"], "dataset": d},
+                          margin=MARGIN)]
+        elif name == "Table 5":   # Sec. 4.6: the primer's wording does not matter; class names beat captions,
+            # and inserting the class name into the caption helps
             out += [Claim(f"ELG with '{alt}' matches the primer 'a photo of a' within {MARGIN:g} ({d})",
                           {**cell[alt], "dataset": d}, {**cell["Baseline + ELG"], "dataset": d}, margin=MARGIN)
                     for alt in ("Classname only", "Other primer")]
+            out += [Claim(f"class names beat captions ({d})", {**cell["Baseline + ELG"], "dataset": d},
+                          {**cell["Caption"], "dataset": d}),
+                    Claim(f"inserting the class name into the caption beats the caption ({d})",
+                          {**cell["Caption + insertion"], "dataset": d}, {**cell["Caption"], "dataset": d})]
         elif name == "Table 3":   # Sec. 4.3: the language model matters little; hierarchies guide less
             out += [Claim(f"static token embeddings match the sentence model within {MARGIN:g} ({d})",
                           {**cell["Baseline + MiniLM tokens"], "dataset": d}, {**cell["Baseline + MiniLM"], "dataset": d},
@@ -1024,6 +1096,13 @@ def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: di
     for k, row in (("top1", "Baseline + PLG"), ("top5", "Baseline + PLG (Top-5)"), ("top10", "Baseline + PLG (Top-10)"),
                    ("top20", "Baseline + PLG (Top-20)")):
         facts[f"s3_{k}"] = _num(_value(s3, row, "CUB"))
+    facts["s3_sample"] = _num(_value(s3, "Sample (Top-5)", "CUB"))
+    t5c = cmp.get("Table 5", pd.DataFrame())
+    facts["t5_caption"] = _num(_value(t5c, "Caption", "CUB"))
+    facts["t5_insertion"] = _num(_value(t5c, "Caption + insertion", "CUB"))
+    t5 = claims["claim"].str.contains("caption") if not claims.empty else []
+    facts["t5_caption_verdicts"] = (_verdict_counts(claims, t5) if not claims.empty and t5.any()
+                                    else "not checked yet (no records)")
     conv = cmp.get("Fig. S1", pd.DataFrame())
     first = first_epoch(profile)
     metric = f"R@1 epoch {first}"

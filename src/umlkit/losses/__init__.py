@@ -141,6 +141,8 @@ def _proxy_anchor_external(num_classes, embedding_size, **options):
 def _language_guidance(num_classes, embedding_size, **options):
     if options.get("language_embeddings") is None:
         raise ValueError("language_guidance needs language_embeddings=(n_classes, [k,] d) class-name embeddings")
+    if options.get("per_sample"):
+        options["num_classes"] = num_classes
     return LanguageGuidanceLoss(embedding_size=embedding_size, **options)
 
 

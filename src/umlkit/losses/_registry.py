@@ -24,8 +24,9 @@ __all__ = ["INPUTS", "LossEntry", "LOSSES", "TERMS", "register_loss", "loss_entr
 # what the training engine can pass to a loss (umlkit.train.engine._TrainStep): ``embeddings`` (B, E) and
 # ``labels`` (B,) gathered over ranks, ``aux`` {head: (B, d)}, ``features`` (backbone output), ``views`` (the
 # self-supervised head on a second view of the batch), ``proxies`` (the model's class proxies, VPTSP) and
-# ``model`` (the model itself, for its own regulariser)
-INPUTS = ("embeddings", "labels", "aux", "features", "views", "proxies", "model")
+# ``model`` (the model itself, for its own regulariser) and ``indices`` (each image's index in the training set,
+# for per-image side information such as captions)
+INPUTS = ("embeddings", "labels", "aux", "features", "views", "proxies", "model", "indices")
 
 
 @dataclass(frozen=True)

@@ -237,15 +237,18 @@ def build_model(cfg: dict, num_classes: int | None = None, load_weights: bool = 
 
 def build_objective(cfg: dict, train_set, embed_dim: int) -> nn.ModuleList:
     """One module per objective term (in order); a ``language_embeddings`` reference ``{file, sha256}`` becomes
-    the matrix of the training classes' rows (matched by class key, then by class name)."""
-    from umlkit.train.side_info import load_class_embeddings
+    the matrix of the training classes' rows (matched by class key, then by class name), or with the term's option
+    ``per_sample`` the training images' rows (matched by image key, :meth:`UnifiedDataset.sample_keys`)."""
+    from umlkit.train.side_info import load_class_embeddings, load_sample_embeddings
     terms = []
     for i, term in enumerate(cfg["objective"]):
         opts = dict(term["options"])
         ref = opts.get("language_embeddings")
-        if isinstance(ref, dict):
-            opts["language_embeddings"] = load_class_embeddings(ref, train_set.class_names(),
-                                                                where=f"objective.{i}.options.language_embeddings",
+        where = f"objective.{i}.options.language_embeddings"
+        if isinstance(ref, dict) and opts.get("per_sample"):   # one row per training image, by the image's key
+            opts["language_embeddings"] = load_sample_embeddings(ref, train_set.sample_keys(), where=where)
+        elif isinstance(ref, dict):
+            opts["language_embeddings"] = load_class_embeddings(ref, train_set.class_names(), where=where,
                                                                 class_keys=train_set.class_keys())
         module = create_loss(term["name"], num_classes=train_set.num_classes, embedding_size=embed_dim, **opts)
         loss_inputs(module)  # an undeclared or unknown input fails here, before training starts
@@ -269,7 +272,7 @@ class _TrainStep(nn.Module):
         import torch.distributed.nn.functional as dnn
         return torch.cat(dnn.all_gather(t))
 
-    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, y: torch.Tensor, indices: torch.Tensor | None = None) -> torch.Tensor:
         out = self.model.forward_train(x, y)
         cache: dict = {}
 
@@ -280,6 +283,10 @@ class _TrainStep(nn.Module):
                     cache[name] = self._gather(out[name])
                 elif name == "labels":
                     cache[name] = self._gather(y)
+                elif name == "indices":  # the training set's index of each image (the loader adds it on request)
+                    if indices is None:
+                        raise ValueError("a loss asks for the images' indices but the batch carries none")
+                    cache[name] = self._gather(indices)
                 elif name == "aux":
                     cache[name] = {k: self._gather(v) for k, v in out["aux"].items()}
                 elif name == "proxies":  # the model's class proxies are the same on every rank
@@ -337,6 +344,20 @@ def _resume_mismatch(what: str, path: Path, err: Exception, old_config: Path, cf
     return RuntimeError(f"cannot resume from {path}: the checkpoint's {what} state does not fit the configured "
                         f"{what} ({first}).{hint} Resume with the configuration the checkpoint was written with, or "
                         f"train into a new run folder.")
+
+
+class _WithIndex(torch.utils.data.Dataset):
+    """The training set with each item's index appended: ``(image, label, index)``, for losses that declare the
+    input ``indices`` (per-image side information). Wrapping changes neither the items nor any random stream."""
+
+    def __init__(self, dataset):
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, i: int):
+        return (*self.dataset[i], i)
 
 
 def _second_view(x: torch.Tensor) -> torch.Tensor:
@@ -433,7 +454,9 @@ def fit(config: dict | None = None, *, run_dir: str | Path | None = None, resume
     d = cfg["data"]
     sampler = build_sampler(d["sampler"], train_set.labels, d["batch_size"], d["samples_per_class"],
                             train_set.sources, seed, rank, world)
-    loader = torch.utils.data.DataLoader(train_set, batch_sampler=sampler, num_workers=d["num_workers"])
+    wants_index = any("indices" in loss_inputs(t) for t in loss)
+    loader = torch.utils.data.DataLoader(_WithIndex(train_set) if wants_index else train_set, batch_sampler=sampler,
+                                         num_workers=d["num_workers"])
     torch.manual_seed(seed + 1000 * rank)  # each rank augments its slice with its own random stream
     step_module = _TrainStep(model, loss, [float(t["weight"]) for t in cfg["objective"]], world)
     runner = step_module
@@ -490,14 +513,15 @@ def fit(config: dict | None = None, *, run_dir: str | Path | None = None, resume
         sampler.set_epoch(epoch)
         te = time.perf_counter()
         total, n_steps = 0.0, 0
-        for step, (x, y) in enumerate(loader):
-            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        for step, batch in enumerate(loader):
+            x, y = batch[0].to(device, non_blocking=True), batch[1].to(device, non_blocking=True)
+            idx = batch[2].to(device, non_blocking=True) if wants_index else None
             if _poison_at_step is not None and epoch * len(sampler) + step == _poison_at_step:
                 with torch.no_grad():  # test hook: the weights diverged, so the embeddings are NaN
                     next(p for p in model.parameters() if p.requires_grad).fill_(float("nan"))
             try:
                 with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-                    value = runner(x, y)
+                    value = runner(x, y) if idx is None else runner(x, y, idx)
             except NonFiniteEmbeddingsError as err:
                 value, what = None, f"the embeddings became NaN or inf ({err})"
             else:

@@ -32,7 +32,8 @@ import torch
 
 from umlkit.results import _atomic_write, file_sha256
 
-__all__ = ["save_class_embeddings", "load_class_embeddings", "write_split_file", "read_split_file", "SideInfoError",
+__all__ = ["save_class_embeddings", "load_class_embeddings", "save_sample_embeddings", "load_sample_embeddings",
+           "write_split_file", "read_split_file", "SideInfoError",
            "file_sha256"]
 
 
@@ -136,6 +137,49 @@ def load_class_embeddings(ref: dict, class_names: Sequence[str], where: str = "l
         raise SideInfoError(f"{where}: {path} has no row for {len(missing)} training class(es): {missing[:10]}{more};"
                             f" its names look like {names[:3]}")
     return emb[rows].float()
+
+
+def save_sample_embeddings(path: str | Path, sample_keys: Sequence[str], vocabulary, slots,
+                           overwrite: bool = False) -> str:
+    """Per-image language rows, factored: ``vocabulary`` (V, d) embeddings of distinct texts (captions, classifier
+    class names) and ``slots`` (n, k) indices into it, one row per image named by ``sample_keys``
+    (:meth:`umlkit.data.UnifiedDataset.sample_keys`). Image i's rows are ``vocabulary[slots[i]]``; stored this way
+    because many images share a text. Writes ``path`` (.npz, atomically); returns its sha256."""
+    path = Path(path)
+    if path.suffix != ".npz":
+        raise ValueError(f"sample-embedding files are .npz, got {path}")
+    vocab = np.asarray(vocabulary, np.float32)
+    slots = np.asarray(slots)
+    keys = np.asarray([str(k) for k in sample_keys], dtype=str)
+    if slots.ndim == 1:
+        slots = slots[:, None]
+    if vocab.ndim != 2 or slots.ndim != 2 or slots.shape[0] != len(keys):
+        raise ValueError(f"need vocabulary (V, d) and slots (n, k) with n = {len(keys)} keys; got {vocab.shape} and "
+                         f"{slots.shape}")
+    if slots.size and (slots.min() < 0 or slots.max() >= len(vocab)):
+        raise ValueError(f"slots must index the {len(vocab)} vocabulary rows, got values {slots.min()}..{slots.max()}")
+    if len(set(keys.tolist())) != len(keys):
+        raise ValueError("sample keys must be unique")
+    return _write_once(path, _npz_bytes({"sample_keys": keys, "vocabulary": vocab,
+                                         "slots": slots.astype(np.int32)}), overwrite)
+
+
+def load_sample_embeddings(ref: dict, sample_keys: Sequence[str], where: str = "language_embeddings") -> torch.Tensor:
+    """The verified per-image file's rows for ``sample_keys`` (in that order) as a float32 tensor (n, k, d)."""
+    path = _verified(ref, where)
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            keys, vocab, slots = [str(k) for k in data["sample_keys"]], np.array(data["vocabulary"]), np.array(data["slots"])
+    except (KeyError, ValueError, OSError, zipfile.BadZipFile) as err:
+        raise SideInfoError(f"{where}: {path} is not a per-image embedding file (.npz with sample_keys, vocabulary "
+                            f"and slots): {err}") from err
+    index = {k: i for i, k in enumerate(keys)}
+    missing = [k for k in sample_keys if k not in index]
+    if missing:
+        raise SideInfoError(f"{where}: {path} has no row for {len(missing)} training image(s), e.g. {missing[:3]}; "
+                            f"its keys look like {keys[:3]}")
+    rows = slots[[index[k] for k in sample_keys]]
+    return torch.from_numpy(vocab[rows]).float()
 
 
 def write_split_file(path: str | Path, splits: dict, overwrite: bool = False) -> str:
