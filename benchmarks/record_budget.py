@@ -34,8 +34,9 @@ def _group(job: tuple) -> tuple:
     cfg = key.get("config", key)
     ana = key.get("analysis", {})
     runner = job[3] if len(job) > 3 else "train_analysis"
-    objective = tuple((t["name"], json.dumps(t.get("options", {}).get("base"), default=str)) for t in cfg["objective"])
-    return (runner, cfg["model"]["method"], objective, tuple(cfg["data"]["datasets"]),
+    objective = tuple((t["name"], str(t.get("options", {}).get("base")), bool(t.get("options", {}).get("per_sample")))
+                      for t in cfg["objective"])
+    return (job[0], runner, cfg["model"]["method"], objective, tuple(cfg["data"]["datasets"]),
             tuple(sorted(k for k, v in ana.items() if v and k not in ("metrics", "fixed_classes"))))
 
 
