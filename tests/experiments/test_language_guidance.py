@@ -300,3 +300,14 @@ def test_semantic_shares_by_hand():
     shares = lg.semantic_shares(counts, related)
     assert shares["same class"] == pytest.approx(100 * np.mean([10 / 20, 1.0, 5 / 10, 1 / 2]))
     assert shares["related classes"] == pytest.approx(100 * np.mean([6 / 10, 3 / 5, 1 / 1]))   # b has no errors
+
+
+def test_word_order_pairs_are_found_by_their_words():
+    """The CUB-like names swap body and head colours; such pairs share their words, and the count is checked by a
+    brute-force pass over the names."""
+    rows, texts, _ = lg._source_classes("cub", "quick")
+    bags = [sorted(w for w in t.lower().split() if w not in ("a", "an")) for t in texts]
+    want = sum(bags[i] == bags[j] for i in range(len(bags)) for j in range(i + 1, len(bags)))
+    wo = lg.word_order_pairs("cub")
+    assert wo["pairs"] == want > 0
+    assert wo["min"] <= wo["mean"] <= 1.0 + 1e-6

@@ -812,6 +812,22 @@ def semantic_shares(counts: dict, related: dict) -> dict[str, float]:
     return {"same class": 100.0 * float(np.mean(same)), "related classes": 100.0 * float(np.mean(rel))}
 
 
+def word_order_pairs(source: str = "cub", guidance: str = "ELG", profile: str = "quick") -> dict[str, float]:
+    """How the language rows treat class names made of the same words in another order ("amber bird with a blue
+    head" / "blue bird with an amber head", distinct classes): the number of such pairs among a source's classes, their
+    lowest and mean cosine similarity, and the highest similarity of any other pair. Articles ("a"/"an") are ignored."""
+    import numpy as np
+    sim = class_similarity(source, guidance, profile)
+    rows, texts, _ = _source_classes(source, profile)
+    words = {r: sorted(w for w in t.lower().split() if w not in ("a", "an")) for r, t in zip(rows, texts)}
+    same, other = [], []
+    for i, a in enumerate(rows):
+        for b in rows[i + 1:]:
+            (same if words[a] == words[b] else other).append(float(sim.at[a, b]))
+    return {"pairs": len(same), "min": float(np.min(same)) if same else float("nan"),
+            "mean": float(np.mean(same)) if same else float("nan"), "other_max": float(np.max(other))}
+
+
 def semantic_table(profile: str = "quick") -> Table:
     """Fig. 3 as a table: per row, the share of retrieved neighbours from the query's own class and from its
     semantically related classes, with the claims that guidance raises the related share (the paper's reading:
@@ -1138,6 +1154,12 @@ def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: di
         facts[f"sem_rel_{key}"] = _num(_value(sem, row, sd, "related classes"))
         facts[f"sem_same_{key}"] = _num(_value(sem, row, sd, "same class"))
     facts["sem_k"], facts["sem_related"] = str(SEMANTIC["neighbours"]), str(SEMANTIC["related"])
+    if profile == "quick":
+        wo = word_order_pairs(SEMANTIC["source"], SEMANTIC["judge"], profile)
+        facts["wo_pairs"], facts["wo_min"] = str(wo["pairs"]), _num(wo["min"], digits=3)
+        facts["wo_other_max"] = _num(wo["other_max"], digits=3)
+    else:
+        facts["wo_pairs"] = facts["wo_min"] = facts["wo_other_max"] = "–"
     in_sem = claims["claim"].isin([c.text for c in semantic_table(profile).claims]) if not claims.empty else []
     facts["sem_verdicts"] = (_verdict_counts(claims, in_sem) if not claims.empty and in_sem.any()
                              else "not checked yet (no records)")
