@@ -13,6 +13,8 @@ Every sampled job is also compared with its stored record: the result must be id
 fields. That makes the run the evidence a restamp after a refactoring needs (``tools/restamp_records.py``).
 
     python benchmarks/record_budget.py oodml tables [--per-group 1] [--workers 2] [--budget-hours 3]
+    python benchmarks/record_budget.py language_guidance omega_sweep tables semantic unified_sweep unified \
+        --budget-hours 2
 
 CPUs differ: the estimate holds for the CPU printed, not for another.
 """
@@ -67,19 +69,26 @@ def _work(args):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("paper", choices=("oodml", "language_guidance"))
-    parser.add_argument("jobs")
+    parser.add_argument("jobs", nargs="+", help="one or more job lists (their union is the record set)")
     parser.add_argument("--per-group", type=int, default=1)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--budget-hours", type=float, default=None)
     args = parser.parse_args()
     from umlkit.experiments import language_guidance, oodml
     module = {"oodml": oodml, "language_guidance": language_guidance}[args.paper]
-    jobs = module.job_list(args.jobs, "quick")
+    from umlkit.experiments.records import config_hash, normalise_key
+    jobs, seen = [], set()
+    for name in args.jobs:   # a run listed by two job lists is one record
+        for job in module.job_list(name, "quick"):
+            h = config_hash(normalise_key(job[2]))
+            if h not in seen:
+                seen.add(h)
+                jobs.append(job)
     groups: dict[tuple, list] = defaultdict(list)
     for job in jobs:
         groups[_group(job)].append(job)
     sample = [(j, j[3] if len(j) > 3 else "train_analysis") for g in groups.values() for j in g[:args.per_group]]
-    print(f"{args.paper} {args.jobs}: {len(jobs)} jobs in {len(groups)} cost groups; timing {len(sample)} with "
+    print(f"{args.paper} {' + '.join(args.jobs)}: {len(jobs)} jobs in {len(groups)} cost groups; timing {len(sample)} with "
           f"{args.workers} single-thread workers", flush=True)
     with mp.get_context("spawn").Pool(args.workers) as pool:
         timed = {}
@@ -92,7 +101,7 @@ def main() -> None:
         measured = [timed[j[1]] for j in members[:args.per_group]]
         total += sum(measured) / len(measured) * len(members)
     hours = total / args.workers / 3600
-    print(describe())
+    print(describe().split("; torch")[0] + f"; {args.workers} workers of 1 thread each")
     print(f"estimated retrain time: {hours:.2f} h on {args.workers} workers ({total / 3600:.2f} h of single-thread "
           f"work)")
     if args.budget_hours:

@@ -88,3 +88,21 @@ def test_transforms_sizes_and_normalisation():
     assert mini.shape == (3, 32, 32) and float(mini.min()) == -1.0
     with pytest.raises(ValueError, match="unknown transform"):
         build_transforms("simclr")
+
+
+def test_mini_train_transform_equals_torchvisions_padded_random_crop():
+    """EdgeShift on the tensor gives the pixels and the random draws of RandomCrop(padding=2, edge) on the PIL image."""
+    import numpy as np
+    import torch
+    from torchvision import transforms as T
+    cfg = {"input_size": (3, 32, 32), "mean": (0.4, 0.5, 0.6), "std": (0.2, 0.3, 0.4)}
+    ours = build_transforms("mini", cfg, train=True)
+    ref = T.Compose([T.RandomCrop(32, padding=2, padding_mode="edge"), T.ToTensor(), T.Normalize(cfg["mean"], cfg["std"])])
+    rng = np.random.default_rng(0)
+    images = [Image.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)) for _ in range(200)]
+    torch.manual_seed(3)
+    want = [ref(im) for im in images] + [torch.rand(2)]
+    torch.manual_seed(3)
+    got = [ours(im) for im in images] + [torch.rand(2)]
+    assert all(torch.equal(a, b) for a, b in zip(want, got))
+    assert len({tuple(g.flatten()[:5].tolist()) for g in got[:-1]}) > 1   # the crops do move
