@@ -152,7 +152,7 @@ def _pseudolabel_texts(source: str, profile: str, k: int) -> tuple[list[str], li
     class's images: quick, the tiny ViT v2's named 320-way classifier (:func:`umlkit.models.pretrain.class_logits`);
     full, an ImageNet ResNet-50 with the ImageNet class names (:func:`imagenet_pseudolabels`, the official
     ``relabel``)."""
-    from umlkit.data import build_transforms, load_dataset
+    from umlkit.data import load_dataset
     root = _source_root(source, profile)
     if profile != "quick":
         c = lg_config()["plg_classifier"]
@@ -160,23 +160,30 @@ def _pseudolabel_texts(source: str, profile: str, k: int) -> tuple[list[str], li
         parts = [load_dataset(name, root, split, transform=tf) for name, split in _parts_of(source)]
         return imagenet_pseudolabels(parts, k, imagenet_classifier(c["model"], c["weights"]), imagenet_names(),
                                      batch_size=int(c["batch_size"]))
+    from umlkit.models.pretrain import class_names
+    rows, out = [], []
+    for name, split in _parts_of(source):
+        ds, logits, labels = _quick_logits(name, root, split)
+        _add_class_tops(rows, out, ds, logits, labels, class_names(), k)
+    return rows, out
+
+
+def _quick_logits(name: str, root, split: str):
+    """(dataset, logits, labels) of one loader split under the tiny ViT v2's named 320-way classifier (quick PLG)."""
     import torch
 
+    from umlkit.data import build_transforms, load_dataset
     from umlkit.models.backbones import backbone_data_config, create_backbone
-    from umlkit.models.pretrain import class_logits, class_names, load_heads, weight_files
+    from umlkit.models.pretrain import class_logits, load_heads, weight_files
     from umlkit.train.evaluate import extract_embeddings
     files = weight_files("v2")
     model = create_backbone("vit_tiny_uml_patch8_32", weights=files["weights"]).eval()
     heads = load_heads(files["heads"]).eval()
     tf = build_transforms("mini", backbone_data_config("vit_tiny_uml_v2"), train=False)
-    rows, out = [], []
-    for name, split in _parts_of(source):
-        ds = load_dataset(name, root, split, transform=tf, cache=True)
-        feats, labels = extract_embeddings(model, ds, batch_size=512)
-        with torch.no_grad():
-            logits = class_logits({n: h(feats) for n, h in heads.items()}).numpy()
-        _add_class_tops(rows, out, ds, logits, labels, class_names(), k)
-    return rows, out
+    ds = load_dataset(name, root, split, transform=tf, cache=True)
+    feats, labels = extract_embeddings(model, ds, batch_size=512)
+    with torch.no_grad():
+        return ds, class_logits({n: h(feats) for n, h in heads.items()}).numpy(), labels
 
 
 def _image_texts(source: str, profile: str, kind: str, k: int) -> tuple[list[str], list]:
@@ -194,21 +201,9 @@ def _image_texts(source: str, profile: str, kind: str, k: int) -> tuple[list[str
     root = _source_root(source, profile)
     keys, texts = [], []
     if kind == "sample pseudolabels":
-        import torch
-
-        from umlkit.data import build_transforms
-        from umlkit.models.backbones import backbone_data_config, create_backbone
-        from umlkit.models.pretrain import class_logits, class_names, load_heads, weight_files
-        from umlkit.train.evaluate import extract_embeddings
-        files = weight_files("v2")
-        model = create_backbone("vit_tiny_uml_patch8_32", weights=files["weights"]).eval()
-        heads = load_heads(files["heads"]).eval()
-        tf = build_transforms("mini", backbone_data_config("vit_tiny_uml_v2"), train=False)
+        from umlkit.models.pretrain import class_names
         for name, split in _parts_of(source):
-            ds = load_dataset(name, root, split, transform=tf, cache=True)
-            feats, labels = extract_embeddings(model, ds, batch_size=512)
-            with torch.no_grad():
-                logits = class_logits({n: h(feats) for n, h in heads.items()}).numpy()
+            ds, logits, labels = _quick_logits(name, root, split)
             top = pseudolabels(logits, labels, class_names(), k=k, per="sample")
             keys += ds.sample_keys
             texts += [top[i] for i in range(len(ds))]
