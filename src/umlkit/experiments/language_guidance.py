@@ -829,12 +829,14 @@ def semantic_table(profile: str = "quick") -> Table:
     "language-guided models retrieve more samples from semantically related classes")."""
     src = SEMANTIC["source"]
     d = SOURCE_NAMES[src]
-    rows = [Row(method=r.method, setting=r.setting, spec=r.spec, runner=r.runner, group=r.group, label=r.label)
-            for r in _rows() if r.method in CURVE_ROWS and r.group == src]
+    rows = [r for r in _rows() if r.method in CURVE_ROWS and r.group == src]
+    judge: dict = {}   # the language similarities, read once per table when the first record is scored
 
     def scores(result: dict, row: Row) -> dict:
+        if not judge:
+            judge["sim"] = class_similarity(src, SEMANTIC["judge"], profile)
         counts = result["neighbour_classes"]
-        rel = related_classes(counts, class_similarity(src, SEMANTIC["judge"], profile), SEMANTIC["related"])
+        rel = related_classes(counts, judge["sim"], SEMANTIC["related"])
         return {(d, m): v for m, v in semantic_shares(counts, rel).items()}
     claims = [Claim(f"{m} retrieves more from semantically related classes than {BASELINE} ({d})", _cell(m, d),
                     _cell(BASELINE, d), metric="related classes") for m in CURVE_ROWS[1:]]
@@ -884,24 +886,13 @@ def TABLES(profile: str = "quick") -> dict[str, Table]:  # noqa: N802 - same sig
 
 def similarities(source: str, guidances, profile: str = "quick", n: int = 12) -> dict[str, "pd.DataFrame"]:  # noqa: F821
     """What each guidance would distil on ``n`` training classes of a source: the cosine similarity of their stored
-    language rows (PLG: averaged over the k pseudolabel slots, as the loss does), before the loss's shift, indexed by
-    the classes' names. Reads the language files (computing one only if it is missing)."""
-    import numpy as np
-    import pandas as pd
-
-    from umlkit._paths import results_root
+    language rows (:func:`class_similarity`), before the loss's shift, indexed by the classes' names. Reads the
+    language files (computing one only if it is missing)."""
     rows, texts, _ = _source_classes(source, profile)
     out = {}
     for g in guidances:
-        ref = language_ref(source, g, profile)
-        with np.load(results_root(profile) / "language" / Path(ref["file"]).name, allow_pickle=False) as f:
-            names, emb = [str(x) for x in f["class_names"]], np.array(f["embeddings"], dtype=np.float64)
-        index = {k: i for i, k in enumerate(names)}
-        e = emb[[index[r] for r in rows[:n]]]
-        e = e[:, None, :] if e.ndim == 2 else e
-        e = e / np.linalg.norm(e, axis=-1, keepdims=True)
-        sim = np.einsum("ikd,jkd->ijk", e, e).mean(-1)
-        out[g] = pd.DataFrame(sim, index=texts[:n], columns=texts[:n])
+        sim = class_similarity(source, g, profile).loc[rows[:n], rows[:n]]
+        out[g] = sim.set_axis(texts[:n], axis=0).set_axis(texts[:n], axis=1)
     return out
 
 

@@ -521,7 +521,7 @@ def fit(config: dict | None = None, *, run_dir: str | Path | None = None, resume
                     next(p for p in model.parameters() if p.requires_grad).fill_(float("nan"))
             try:
                 with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-                    value = runner(x, y) if idx is None else runner(x, y, idx)
+                    value = runner(x, y, idx)
             except NonFiniteEmbeddingsError as err:
                 value, what = None, f"the embeddings became NaN or inf ({err})"
             else:
