@@ -166,7 +166,15 @@ def test_vptsp_cpu_class_prompts():
     proxies = model.forward_train(_images(2), torch.tensor([3, 3]))["proxies"]
     proxies.sum().backward()
     grads = model.sparse_parameters()[0].grad
-    assert grads is not None and grads[3].abs().sum() > 0 and grads[0].abs().sum() == 0
+    assert grads.is_sparse and grads.coalesce().indices().tolist() == [[3]]   # only the batch's class has a row
+    assert grads.to_dense()[3].abs().sum() > 0
+    state = model.state_dict()
+    assert tuple(state["cpu_class_prompts.0"].shape) == (5, model.sparse_parameters()[0].shape[1])
+    other = create_model(TINY, "vptsp", embed_dim=8, num_classes=5, class_prompts_device="cpu")
+    other.load_state_dict(state)
+    assert torch.equal(other.sparse_parameters()[0], model.sparse_parameters()[0])
+    with pytest.raises(RuntimeError, match="cpu_class_prompts.0"):
+        create_model(TINY, "vptsp", embed_dim=8, num_classes=4, class_prompts_device="cpu").load_state_dict(state)
 
 
 @pytest.mark.parametrize("name", ACCUMULATORS)

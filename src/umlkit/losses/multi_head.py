@@ -33,7 +33,8 @@ them.
   (margin); ``shared`` learns cross-class characteristics with triplets whose positive is the anchor's nearest
   neighbour *from another class*; ``intra`` learns intra-class variation with triplets drawn inside one class
   (positive = nearest same-class sample, negative = the farthest); ``selfsup`` is instance discrimination (PML's
-  NTXentLoss, temperature 0.1 **[open]**) between two augmented views of each image (``views=`` the selfsup
+  NTXentLoss, temperature 0.1 **[open]**; computed by :mod:`umlkit.losses.ntxent`, PML's numbers at a seventh
+  of the cost) between two augmented views of each image (``views=`` the selfsup
   embeddings of the second view). Heads are decorrelated adversarially: a projector g_h maps the discriminative
   embedding towards head h and maximises their squared element-wise agreement; both embeddings receive the
   reversed gradient. Weights 0.3 per auxiliary task and decorrelation 1500 follow the DiVA code's documented
@@ -48,6 +49,7 @@ from pytorch_metric_learning import losses as pml_losses
 from torch import nn
 
 from umlkit.losses._checks import check_inputs
+from umlkit.losses.ntxent import NTXentLoss
 
 __all__ = ["DiVALoss", "S2SDLoss", "UniformPriorLoss", "grad_reverse", "similarity_distillation"]
 
@@ -180,7 +182,7 @@ class DiVALoss(nn.Module):
         self.alpha = {"shared": alpha_shared, "intra": alpha_intra, "selfsup": alpha_selfsup}
         self.decorrelation = decorrelation
         self.triplet = pml_losses.TripletMarginLoss(margin=margin)
-        self.ntxent = pml_losses.NTXentLoss(temperature=selfsup_temperature)
+        self.ntxent = NTXentLoss(temperature=selfsup_temperature)
         self.projectors = nn.ModuleDict({
             h: nn.Sequential(nn.Linear(embedding_size, projector_hidden), nn.ReLU(inplace=True),
                              nn.Linear(projector_hidden, embedding_size)) for h in self.HEADS})

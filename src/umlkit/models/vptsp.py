@@ -16,9 +16,11 @@ feed the accumulator), ``"encoder"`` (a trainable copy of the image head on the 
 ``"fixed_encoder"`` (the same, head frozen at its initial value).
 
 Option ``class_prompts_device="cpu"``: the class prompts live on the CPU (a large-class dataset like SOP or the
-UML union) and only the rows of the batch's classes move to the model's device each step. Unlike the official
-memory bank, the optimizer state of those rows is not swapped: class prompts are then trained by a sparse CPU
-optimizer that the training engine owns (``sparse_parameters()``).
+UML union) and only the rows of the batch's classes move to the model's device each step, gathered with a sparse
+gradient. The training engine trains them with :class:`umlkit.train.sparse.RowSparseOptimizer`
+(``sparse_parameters()``): as the official memory bank, only the batch's rows and their optimizer state are updated
+(lazy), while prompts kept on the device take the dense optimizer like every other parameter (the official code
+without the memory bank). Checkpoints carry them as ``cpu_class_prompts.<layer>`` (rows flattened).
 """
 from __future__ import annotations
 
@@ -80,8 +82,8 @@ class VPTSPModel(EmbeddingModel):
                 if n:
                     nn.init.xavier_normal_(t.view(num_classes * n, dim))
                 tensors.append(t)
-            if class_prompts_device == "cpu":
-                self.class_prompts = [nn.Parameter(t) for t in tensors]  # not registered: stays on the CPU
+            if class_prompts_device == "cpu":  # not registered (stays on the CPU); rows flattened for sparse gathers
+                self.class_prompts = [nn.Parameter(t.reshape(num_classes, -1)) for t in tensors]
                 self._cpu_prompts = True
             else:
                 self.class_prompts = nn.ParameterList(nn.Parameter(t) for t in tensors)
@@ -99,14 +101,42 @@ class VPTSPModel(EmbeddingModel):
         """Class prompts kept on the CPU (empty unless ``class_prompts_device="cpu"``)."""
         return list(self.class_prompts) if self.class_prompts is not None and self._cpu_prompts else []
 
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        for i, p in enumerate(self.sparse_parameters()):  # CPU-resident prompts are not registered; save them too
+            destination[f"{prefix}cpu_class_prompts.{i}"] = p if keep_vars else p.detach()
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
+        for i, p in enumerate(self.sparse_parameters()):
+            key = f"{prefix}cpu_class_prompts.{i}"
+            if key not in state_dict:
+                missing_keys.append(key)
+                continue
+            if key in unexpected_keys:
+                unexpected_keys.remove(key)
+            if tuple(state_dict[key].shape) != tuple(p.shape):
+                error_msgs.append(f"size mismatch for {key}: copying a param with shape {tuple(state_dict[key].shape)}"
+                                  f", the model has {tuple(p.shape)}")
+                continue
+            with torch.no_grad():
+                p.copy_(state_dict[key])
+
     def _proxy_features(self, x: torch.Tensor, labels: torch.Tensor, image_feat: torch.Tensor,
                         image_emb: torch.Tensor) -> torch.Tensor:
         if self.proxy_source == "sample":
             return image_emb
         if self.proxy_source in ("encoder", "fixed_encoder"):
             return nn.functional.normalize(self.proxy_head(image_feat.detach()), dim=-1)
-        idx = labels.to("cpu" if self._cpu_prompts else labels.device)
-        prompts = [p[idx].to(x.device) if p.shape[1] else None for p in self.class_prompts]
+        if self._cpu_prompts:  # the batch's rows only, with a sparse gradient for the engine's row-sparse optimizer
+            rows, inverse = torch.unique(labels.cpu(), return_inverse=True)
+            inverse = inverse.to(x.device)
+            prompts = [nn.functional.embedding(rows, p, sparse=True).view(len(rows), n, -1).to(x.device)[inverse]
+                       if n else None for p, n in zip(self.class_prompts, self.class_prompt_counts)]
+        else:
+            prompts = [p[labels] if p.shape[1] else None for p in self.class_prompts]
         feat = self.backbone.forward_features(x, layer_prompts=prompts, use_task_prompts=False)
         return nn.functional.normalize(self.proxy_head(feat), dim=-1)
 

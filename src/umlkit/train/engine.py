@@ -47,6 +47,7 @@ from umlkit.models.backbones import backbone_data_config
 from umlkit.train.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from umlkit.train.config import config_hash, legacy_objective, resolve_config
 from umlkit.train.evaluate import evaluate_model
+from umlkit.train.sparse import RowSparseOptimizer, sparse_grads
 
 __all__ = ["FitResult", "TrainingDivergedError", "fit", "build_data", "build_model", "build_optimizer", "param_groups", "plot_history",
            "run_dir_for", "read_log"]
@@ -193,13 +194,36 @@ def build_optimizer(cfg: dict, groups: dict[str, list[nn.Parameter]]) -> torch.o
           for name, ps in groups.items() if ps]
     if not pg:
         raise ValueError("the model and loss have no trainable parameters")
+    cls, options = _optimizer_type(o)
+    return cls(pg, lr=o["lr"], **options)
+
+
+def _optimizer_type(o: dict) -> tuple[type, dict]:
+    """The torch optimizer class of the config's ``optimizer`` section and its settings other than ``lr``."""
     if o["name"] == "adamw":
-        return torch.optim.AdamW(pg, lr=o["lr"], weight_decay=o["weight_decay"])
+        return torch.optim.AdamW, {"weight_decay": o["weight_decay"]}
     if o["name"] == "adam":
-        return torch.optim.Adam(pg, lr=o["lr"], weight_decay=o["weight_decay"])
+        return torch.optim.Adam, {"weight_decay": o["weight_decay"]}
     if o["name"] == "sgd":
-        return torch.optim.SGD(pg, lr=o["lr"], weight_decay=o["weight_decay"], momentum=o["momentum"])
+        return torch.optim.SGD, {"weight_decay": o["weight_decay"], "momentum": o["momentum"]}
     raise ValueError(f"optimizer.name must be adamw, adam or sgd, got {o['name']!r}")
+
+
+def _sparse_optimizer(cfg: dict, opt: torch.optim.Optimizer, sparse: list, world: int) -> RowSparseOptimizer:
+    """The row-sparse optimizer of a model's off-device parameters (``model.sparse_parameters()``, e.g. VPTSP's
+    CPU-resident class prompts): the configured optimizer's type and settings, the learning rate of the ``new``
+    parameter group as the schedule sets it, each row updated only when its class is in the batch."""
+    if world > 1:
+        raise ValueError("parameters kept off the training device (model.options.class_prompts_device='cpu') are not "
+                         "synchronised across processes; train them in one process or leave class_prompts_device unset")
+    if cfg["precision"] == "fp16":
+        raise ValueError("precision fp16 scales gradients the sparse optimizer of model.options.class_prompts_device="
+                         "'cpu' does not see; use bf16 or fp32")
+    group = next((g for g in opt.param_groups if g["name"] == "new"), None)
+    if group is None:
+        raise ValueError("model.sparse_parameters() needs a 'new' parameter group to take its learning rate from")
+    cls, options = _optimizer_type(cfg["optimizer"])
+    return RowSparseOptimizer(sparse, lambda ps: cls(ps, lr=group["lr"], **options), lambda: group["lr"])
 
 
 def _scheduler(cfg: dict, opt):
@@ -443,13 +467,11 @@ def fit(config: dict | None = None, *, run_dir: str | Path | None = None, resume
     train_set, test_set, val_set = build_data(cfg, backbone_data_config(m["backbone"]))
     torch.manual_seed(seed)
     model = build_model(cfg, train_set.num_classes, load_weights=True).to(device)
-    if getattr(model, "sparse_parameters", lambda: [])():
-        raise NotImplementedError("model.options.class_prompts_device='cpu' keeps VPTSP's class prompts outside the "
-                                  "model's parameters, and the engine has no sparse optimizer for them yet: they would "
-                                  "never train. Leave class_prompts_device unset (the prompts train on the device).")
     loss = build_objective(cfg, train_set, model.embed_dim).to(device)
     groups = param_groups(model, loss)
     opt = build_optimizer(cfg, groups)
+    sparse = [p for p in getattr(model, "sparse_parameters", lambda: [])() if p.requires_grad]
+    sparse_opt = _sparse_optimizer(cfg, opt, sparse, world) if sparse else None
     sched = _scheduler(cfg, opt)
     d = cfg["data"]
     sampler = build_sampler(d["sampler"], train_set.labels, d["batch_size"], d["samples_per_class"],
@@ -483,6 +505,11 @@ def fit(config: dict | None = None, *, run_dir: str | Path | None = None, resume
                     target.load_state_dict(saved)
                 except (RuntimeError, ValueError, KeyError) as err:
                     raise _resume_mismatch(what, path, err, run_dir / "config.json", cfg) from err
+            if sparse_opt is not None:
+                try:
+                    sparse_opt.load_state_dict(state.get("sparse_optimizer"))
+                except (ValueError, TypeError) as err:
+                    raise _resume_mismatch("sparse optimizer", path, err, run_dir / "config.json", cfg) from err
             sched.load_state_dict(state["scheduler"])
             sampler.load_state_dict(state["sampler"])
             set_rng_state(state["rng"])
@@ -537,15 +564,19 @@ def fit(config: dict | None = None, *, run_dir: str | Path | None = None, resume
                 raise TrainingDivergedError(f"{what} at epoch {epoch + 1}, step {step + 1} (run {cfg['name']}){good}. "
                                             "Lower the learning rate, enable gradient clipping (clip.mode) or use fp32.")
             opt.zero_grad(set_to_none=True)
+            if sparse_opt is not None:
+                sparse_opt.zero_grad()
             if scaler is not None:
                 scaler.scale(value).backward()
                 scaler.unscale_(opt)
             else:
                 value.backward()
             if epoch < warm:  # Proxy-Anchor warm-up: only the head and the loss proxies move
-                for p in frozen_in_warmup:
+                for p in frozen_in_warmup + sparse:
                     p.grad = None
             params = [p for g in opt.param_groups for p in g["params"] if p.grad is not None]
+            if sparse_opt is not None:
+                params += sparse_grads(sparse)
             if clip["mode"] == "value":
                 torch.nn.utils.clip_grad_value_(params, clip["max"])
             elif clip["mode"] == "norm":
@@ -557,6 +588,8 @@ def fit(config: dict | None = None, *, run_dir: str | Path | None = None, resume
                 scaler.update()
             else:
                 opt.step()
+            if sparse_opt is not None:
+                sparse_opt.step()
             total += float(value.detach())
             n_steps += 1
             if bar is not None:
@@ -587,6 +620,8 @@ def fit(config: dict | None = None, *, run_dir: str | Path | None = None, resume
                      "config_hash": config_hash(_hashable(cfg))}
             if scaler is not None:
                 state["scaler"] = scaler.state_dict()
+            if sparse_opt is not None:
+                state["sparse_optimizer"] = sparse_opt.state_dict()
             save_checkpoint(state, ckpt_path)
             if best_epoch == epoch + 1:
                 save_checkpoint({"model": model.state_dict(), "epoch": epoch + 1,
