@@ -25,6 +25,8 @@ by :func:`umlkit.data.make_mini` carries its own counts in ``UML_MINI.json``, wh
 from __future__ import annotations
 
 import json
+import os
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,7 +119,8 @@ class ImageListDataset(torch.utils.data.Dataset):
         self.captions = list(captions) if captions is not None else None
         if self.captions is not None and len(self.captions) != len(self.paths):
             raise ValueError(f"{name}/{split}: {len(self.captions)} captions for {len(self.paths)} images")
-        self._cache = [self._read(p) for p in self.paths] if cache else None
+        self._keys = [_file_key(p) for p in self.paths] if cache else None
+        self._cache = [_decoded(k, p) for k, p in zip(self._keys, self.paths)] if cache else None
 
     @property
     def num_classes(self) -> int:
@@ -152,8 +155,18 @@ class ImageListDataset(torch.utils.data.Dataset):
         return self._cache[i] if self._cache is not None else self._read(self.paths[i])
 
     def __getitem__(self, i: int):
+        return self.transformed(i, self.transform), int(self.labels[i])
+
+    def transformed(self, i: int, transform: Callable | None):
+        """Item ``i`` through ``transform``; a cached dataset keeps the result of a deterministic transform (one
+        with ``deterministic = True``, as :func:`umlkit.data.build_transforms` marks its evaluation pipelines) in
+        the process-wide memo and returns a copy."""
         img = self.image(i)
-        return (self.transform(img) if self.transform is not None else img), int(self.labels[i])
+        if transform is None:
+            return img
+        if self._keys is None or not getattr(transform, "deterministic", False):
+            return transform(img)
+        return _transformed(self._keys[i], transform, img)
 
     def subset(self, indices, relabel: bool = True) -> "ImageListDataset":
         """The items at ``indices`` (cache shared); ``relabel`` renumbers the kept classes 0..k-1."""
@@ -168,10 +181,66 @@ class ImageListDataset(torch.utils.data.Dataset):
                                captions=[self.captions[i] for i in idx] if self.captions is not None else None)
         if self._cache is not None:
             out._cache = [self._cache[i] for i in idx]
+            out._keys = [self._keys[i] for i in idx]
         return out
 
     def __repr__(self) -> str:
         return f"ImageListDataset({self.name}/{self.split}: {len(self)} images, {self.num_classes} classes)"
+
+
+# ------------------------------------------------------------------------------------- decoded-image memo
+# Training one record after another in one process (``umlkit records train``) loads the same UML-Mini files many
+# times: every run, and its analysis, builds its datasets anew. Cached datasets (``cache=True``) therefore share one
+# process-wide memo of decoded images, and of their deterministic evaluation transforms, keyed by the file's
+# absolute path, modification time and size (a rewritten file is decoded again). The values are the ones decoding
+# gives; least recently used entries leave once the memo holds MEMO_BYTES.
+MEMO_BYTES = 1 << 30
+_MEMO: OrderedDict = OrderedDict()
+_MEMO_SIZE = [0]
+
+
+def _file_key(path: Path) -> tuple:
+    try:
+        st = os.stat(path)
+    except OSError as err:
+        raise OSError(f"cannot read image {path}: {err}") from err
+    return os.path.abspath(path), st.st_mtime_ns, st.st_size
+
+
+def _remember(key: tuple, value, nbytes: int):
+    _MEMO[key] = value
+    _MEMO_SIZE[0] += nbytes
+    while _MEMO_SIZE[0] > MEMO_BYTES and len(_MEMO) > 1:
+        _, (_, size) = _MEMO.popitem(last=False)
+        _MEMO_SIZE[0] -= size
+    return value
+
+
+def _decoded(key: tuple, path: Path) -> Image.Image:
+    hit = _MEMO.get(key)
+    if hit is not None:
+        _MEMO.move_to_end(key)
+        return hit[0]
+    img = ImageListDataset._read(path)
+    size = img.width * img.height * len(img.getbands())
+    return _remember(key, (img, size), size)[0]
+
+
+def _transformed(key: tuple, transform, img: Image.Image) -> torch.Tensor:
+    sig = getattr(transform, "_umlkit_signature", None)
+    if sig is None:
+        sig = repr(transform)
+        transform._umlkit_signature = sig
+    tkey = (key, sig)
+    hit = _MEMO.get(tkey)
+    if hit is not None:
+        _MEMO.move_to_end(tkey)
+        return hit[0].clone()
+    out = transform(img)
+    if not torch.is_tensor(out):
+        return out
+    size = out.numel() * out.element_size()
+    return _remember(tkey, (out, size), size)[0].clone()
 
 
 # --------------------------------------------------------------------------------------------- format readers

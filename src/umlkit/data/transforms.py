@@ -24,7 +24,15 @@ _INTERP = {"bicubic": T.InterpolationMode.BICUBIC, "bilinear": T.InterpolationMo
 
 
 def build_transforms(name: str, data_config: dict | None = None, train: bool = True):
-    """A torchvision transform mapping a PIL image to a normalised (3, S, S) float tensor."""
+    """A torchvision transform mapping a PIL image to a normalised (3, S, S) float tensor. Evaluation transforms
+    (``train=False``) draw nothing at random and say so (``deterministic = True``): cached datasets keep their
+    output (:meth:`umlkit.data.ImageListDataset.transformed`)."""
+    tf = _build(name, data_config, train)
+    tf.deterministic = not train
+    return tf
+
+
+def _build(name: str, data_config: dict | None, train: bool):
     if name not in TRANSFORMS:
         raise ValueError(f"unknown transform {name!r}; choose one of {TRANSFORMS}")
     cfg = data_config or {}

@@ -44,9 +44,8 @@ class UnifiedDataset(torch.utils.data.Dataset):
     def __getitem__(self, k: int):
         i, j = self._index[k]
         d = self.datasets[i]
-        img = d.image(j)
         tf = self.transform if self.transform is not None else d.transform
-        return (tf(img) if tf is not None else img), int(self.labels[k])
+        return d.transformed(j, tf), int(self.labels[k])
 
     def class_names(self) -> list[str]:
         return [f"{d.name}:{c}" for d in self.datasets for c in d.class_names]
