@@ -180,14 +180,14 @@ def _cmd_stale(args: argparse.Namespace) -> int:
     return 0
 
 
+JOB_PAPERS = ("oodml", "language_guidance", "vptsp")   # papers whose record sets train outside their chapter
+
+
 def _job_list(paper: str, name: str, profile: str):
-    if paper == "oodml":
-        from umlkit.experiments import oodml
-        return oodml.job_list(name, profile)
-    if paper == "language_guidance":
-        from umlkit.experiments import language_guidance
-        return language_guidance.job_list(name, profile)
-    raise ValueError(f"paper {paper!r} has no job lists; choose oodml or language_guidance")
+    if paper not in JOB_PAPERS:
+        raise ValueError(f"paper {paper!r} has no job lists; choose one of {', '.join(JOB_PAPERS)}")
+    import importlib
+    return importlib.import_module(f"umlkit.experiments.{paper}").job_list(name, profile)
 
 
 def _parse_worker(text: str) -> tuple[int, int]:
@@ -343,9 +343,9 @@ def build_parser() -> argparse.ArgumentParser:
     for name, func, text in (("train", _cmd_records_train, "train the missing records of a job list"),
                              ("status", _cmd_records_status, "how many records of a job list are stored")):
         p = rsub.add_parser(name, help=text)
-        p.add_argument("paper", choices=("oodml", "language_guidance"))
+        p.add_argument("paper", choices=JOB_PAPERS)
         p.add_argument("jobs", help="the paper's job list: oodml: lr_sweep, tables; language_guidance: omega_sweep, "
-                       "tables, semantic, unified_sweep, unified")
+                       "tables, semantic, unified_sweep, unified; vptsp: lr_sweep, tables")
         p.add_argument("--profile", choices=("quick", "full"), default="quick")
         if name == "train":
             p.add_argument("--worker", default="0/1", help="I/N: this process takes every N-th job from the I-th")

@@ -96,6 +96,7 @@ class VPTSPModel(EmbeddingModel):
         self.accumulator = build_accumulator(accumulator, embed_dim, dropout=rnn_dropout, keep=ema_keep)
         self.register_buffer("container", nn.functional.normalize(_xavier_over8(num_classes, embed_dim), dim=1))
         self.proxy_bias = nn.Parameter(_xavier_over8(num_classes, embed_dim))
+        self.proxy_bias._umlkit_group = "proxy"  # the official second optimizer at lr_proxy (optimizer.lr_mult.proxy)
 
     def sparse_parameters(self) -> list[nn.Parameter]:
         """Class prompts kept on the CPU (empty unless ``class_prompts_device="cpu"``)."""

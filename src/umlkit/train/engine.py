@@ -175,13 +175,20 @@ def _load_listed(name: str, root: Path, part: str, keys: list, d: dict):
 def param_groups(model: nn.Module, loss: nn.Module) -> dict[str, list[nn.Parameter]]:
     """Trainable parameters by role: ``backbone`` (pretrained timm weights, incl. BitFit biases), ``new``
     (adapters, prompts, LoRA, VPTSP proxy branch), ``head`` (embedding + auxiliary heads), ``loss`` (proxies,
-    discriminators)."""
+    discriminators), and ``proxy``: model parameters that carry ``_umlkit_group = "proxy"`` (VPTSP's learnable
+    proxy bias, which the official code trains with its own optimizer at ``lr_proxy``). Without an
+    ``optimizer.lr_mult.proxy`` entry the ``proxy`` group takes the ``new`` group's multiple (see
+    :func:`build_optimizer`)."""
     body = getattr(model.backbone, "vit", model.backbone)
     backbone_ids = {id(p) for n, p in body.named_parameters() if not getattr(p, "_umlkit_new", False)}
     head_ids = {id(p) for p in model.head.parameters()} | {id(p) for p in getattr(model, "aux_heads", nn.Module()).parameters()}
-    groups = {"backbone": [], "new": [], "head": [], "loss": []}
+    groups = {"backbone": [], "new": [], "head": [], "loss": [], "proxy": []}
     for p in model.parameters():
-        if p.requires_grad:
+        if not p.requires_grad:
+            continue
+        if getattr(p, "_umlkit_group", None) == "proxy":
+            groups["proxy"].append(p)
+        else:
             groups["backbone" if id(p) in backbone_ids else "head" if id(p) in head_ids else "new"].append(p)
     groups["loss"] = [p for p in loss.parameters() if p.requires_grad]
     return groups
@@ -189,7 +196,8 @@ def param_groups(model: nn.Module, loss: nn.Module) -> dict[str, list[nn.Paramet
 
 def build_optimizer(cfg: dict, groups: dict[str, list[nn.Parameter]]) -> torch.optim.Optimizer:
     o = cfg["optimizer"]
-    mult = o["lr_mult"]
+    mult = dict(o["lr_mult"])
+    mult.setdefault("proxy", mult.get("new", 1.0))
     pg = [{"params": ps, "lr": o["lr"] * float(mult.get(name, 1.0)), "name": name}
           for name, ps in groups.items() if ps]
     if not pg:
@@ -528,7 +536,7 @@ def fit(config: dict | None = None, *, run_dir: str | Path | None = None, resume
     t_cfg = cfg["train"]
     epochs, warm = int(t_cfg["epochs"]), int(t_cfg["warmup_epochs"])
     clip = cfg["clip"]
-    frozen_in_warmup = [p for g in ("backbone", "new") for p in groups[g]]
+    frozen_in_warmup = [p for g in ("backbone", "new", "proxy") for p in groups[g]]
     bar = None
     if t_cfg["progress"] and is_main:
         from umlkit._progress import tqdm

@@ -1,0 +1,114 @@
+"""umlkit.experiments.vptsp: configurations composed from configs/vptsp, the tuning protocol on training classes
+only, the proxy learning-rate group, and rows that join the paper's cells."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from umlkit.experiments import oodml, vptsp
+from umlkit.paper import paper_table
+
+
+def test_run_config_composes_row_source_and_classes():
+    cfg = vptsp.run_config("quick", row="VPTSP-G (B)", source="cars", lr=3e-3)
+    m = cfg["model"]
+    assert (m["method"], m["backbone"], m["embed_dim"]) == ("vptsp", "vit_tiny_uml_v2", 128)
+    assert m["options"] == {"accumulator": "gru_relu", "class_prompts": 3, "num_prompts": 2, "prompt_depth": 6,
+                            "proxy_bias_ratio": 0.7}   # the official Cars alpha
+    assert cfg["objective"] == [{"name": "proxy_anchor_external", "weight": 1.0, "options": {}}]
+    assert (cfg["data"]["sampler"], cfg["data"]["samples_per_class"], cfg["data"]["batch_size"]) == ("class_random", 2, 64)
+    assert cfg["optimizer"]["lr"] == 3e-3 and cfg["optimizer"]["lr_mult"]["proxy"] == 20.0
+    default = oodml.split_of("cars", oodml.default_split_id("cars"))
+    assert cfg["data"]["splits"]["cars"] == {"train": default["train"], "test": default["test"]}
+    no_bitfit = vptsp.run_config("quick", row="VPTSP-M", source="cub", lr=1e-3)["model"]["options"]
+    assert no_bitfit["bitfit_backbone"] is False and no_bitfit["accumulator"] == "ema" and no_bitfit["proxy_bias_ratio"] == 0.5
+    base = vptsp.run_config("quick", row="VPT (B)", source="cub", lr=1e-3)
+    assert base["model"]["method"] == "vpt_deep" and base["model"]["options"]["bitfit"] is True
+    assert base["objective"][0]["name"] == "proxy_anchor"
+    table7 = vptsp.run_config("quick", row="VPTSP-G (B)", source="cub", lr=1e-3, options={"accumulator": "lstm"})
+    assert table7["model"]["options"]["accumulator"] == "lstm"
+    full = vptsp.run_config("full", row="VPTSP-G (B)", source="cub")
+    assert full["model"]["backbone"] == "vit_s16_in21k" and full["model"]["options"]["num_prompts"] == 10
+    with pytest.raises(KeyError, match="unknown VPTSP row"):
+        vptsp.run_config("quick", row="VPTSP-X", lr=1e-3)
+    with pytest.raises(KeyError, match="no VPTSP settings for source"):
+        vptsp.run_config("quick", row="VPT", source="mars", lr=1e-3)
+
+
+def test_tuning_never_sees_a_test_class():
+    default = oodml.split_of("cub", oodml.default_split_id("cub"))
+    for _, label, key in vptsp.sweep_jobs("quick"):
+        s = key["config"]["data"]["splits"]["cub"]
+        assert set(s["train"]) | set(s["test"]) == set(default["train"]), label
+        assert not set(s["test"]) & set(default["test"])
+        assert s["test"] == default["train"][-len(s["test"]):] and len(s["test"]) == round(0.3 * len(default["train"]))
+    rows = {label.rsplit("-lr", 1)[0] for _, label, _ in vptsp.sweep_jobs("quick")}
+    assert rows == set(vptsp.methods_config()["rows"])
+
+
+def test_table_rows_join_paper_cells():
+    for name, spec in vptsp.TABLES("quick").items():
+        paper = paper_table("vptsp", name)
+        methods = set(paper["method"])
+        assert {r.method for r in spec.rows} == methods, name
+        for claim in spec.claims:
+            for cell in (claim.a, claim.b):
+                hit = paper[(paper["method"] == cell["method"]) & (paper["dataset"] == cell["dataset"])
+                            & (paper["metric"] == cell["metric"])]
+                assert len(hit) == 1, (name, claim.text)
+
+
+def test_tables_share_identical_runs_once():
+    jobs = vptsp.table_jobs("quick", seeds=(0,))
+    labels = [label for _, label, _ in jobs]
+    assert len(labels) == len(set(labels))
+    # Table 4's CUB rows and Table 5/7's GRU-ReLU row are Table 1's runs: 11 + 6 Cars + 3 x 2 (Table 5) + 4 (Table 7)
+    assert len(jobs) == 11 + 6 + 6 + 2 + 4
+
+
+def test_proxy_bias_trains_in_its_own_group():
+    from umlkit.models import create_model
+    from umlkit.train.engine import build_optimizer, param_groups
+    from umlkit.losses import create_loss
+    model = create_model("vit_tiny_uml", "vptsp", pretrained=False, embed_dim=8, num_classes=4, num_prompts=1,
+                         prompt_depth=2, class_prompts=1)
+    groups = param_groups(model, create_loss("proxy_anchor_external"))
+    assert [p is model.proxy_bias for p in groups["proxy"]] == [True]
+    assert not any(p is model.proxy_bias for g in ("backbone", "new", "head") for p in groups[g])
+    cfg = {"optimizer": {"name": "adamw", "lr": 0.01, "weight_decay": 0.0,
+                         "lr_mult": {"backbone": 1.0, "new": 3.0, "head": 2.0, "loss": 1.0}}}
+    lrs = {g["name"]: g["lr"] for g in build_optimizer(cfg, groups).param_groups}
+    assert lrs["proxy"] == pytest.approx(0.03) and lrs["new"] == pytest.approx(0.03)   # default: the new group's
+    cfg["optimizer"]["lr_mult"]["proxy"] = 20.0
+    lrs = {g["name"]: g["lr"] for g in build_optimizer(cfg, groups).param_groups}
+    assert lrs["proxy"] == pytest.approx(0.2) and lrs["head"] == pytest.approx(0.02)
+
+
+def test_separate_proxy_group_changes_no_update():
+    """Moving the proxy bias into its own group (same multiple) leaves AdamW's update of every parameter unchanged."""
+    from umlkit.models import create_model
+    from umlkit.train.engine import param_groups
+    from umlkit.losses import create_loss
+    torch.manual_seed(0)
+    model = create_model("vit_tiny_uml", "vptsp", pretrained=False, embed_dim=8, num_classes=4, num_prompts=1,
+                         prompt_depth=2, class_prompts=1)
+    groups = param_groups(model, create_loss("proxy_anchor_external"))
+    params = [p for g in groups.values() for p in g]
+    start = [p.detach().clone() for p in params]
+    grads = [torch.randn_like(p) for p in params]
+
+    def step(split: bool):
+        for p, s, g in zip(params, start, grads):
+            p.data.copy_(s)
+            p.grad = g.clone()
+        if split:
+            pg = [{"params": ps, "lr": 0.01} for ps in groups.values() if ps]
+        else:
+            pg = [{"params": [p for name, ps in groups.items() if name != "proxy" for p in ps] + groups["proxy"],
+                   "lr": 0.01}]
+        opt = torch.optim.AdamW(pg, weight_decay=1e-4)
+        opt.step()
+        return [p.detach().clone() for p in params]
+
+    for a, b in zip(step(True), step(False)):
+        assert torch.equal(a, b)
