@@ -46,15 +46,27 @@ def test_tuning_never_sees_a_test_class():
     assert rows == set(vptsp.methods_config()["rows"])
 
 
+def test_chosen_learning_rates_are_the_sweeps_choice():
+    sweep = vptsp.lr_sweep("quick")
+    chosen = sweep[sweep["chosen"]].set_index("row")["lr"]
+    assert set(chosen.index) == set(vptsp.methods_config()["rows"])
+    for row, lr in chosen.items():
+        assert vptsp.chosen_lr(row, "quick") == pytest.approx(lr), row
+    assert sweep.loc[sweep["chosen"], "interior"].all()  # every best value lies inside its grid
+
+
 def test_table_rows_join_paper_cells():
     for name, spec in vptsp.TABLES("quick").items():
         paper = paper_table("vptsp", name)
         methods = set(paper["method"])
         assert {r.method for r in spec.rows} == methods, name
+        keys = {(m, s) for m, s in zip(paper["method"], paper["setting"].fillna(""))}
+        assert {(r.method, r.setting) for r in spec.rows} == keys, name    # every row joins its paper cells
+        assert ("VPT", "L=12;N=10") in keys or name != "Table 1"
         for claim in spec.claims:
             for cell in (claim.a, claim.b):
-                hit = paper[(paper["method"] == cell["method"]) & (paper["dataset"] == cell["dataset"])
-                            & (paper["metric"] == cell["metric"])]
+                hit = paper[(paper["method"] == cell["method"]) & (paper["setting"].fillna("") == cell["setting"])
+                            & (paper["dataset"] == cell["dataset"]) & (paper["metric"] == cell["metric"])]
                 assert len(hit) == 1, (name, claim.text)
 
 
@@ -62,8 +74,9 @@ def test_tables_share_identical_runs_once():
     jobs = vptsp.table_jobs("quick", seeds=(0,))
     labels = [label for _, label, _ in jobs]
     assert len(labels) == len(set(labels))
-    # Table 4's CUB rows and Table 5/7's GRU-ReLU row are Table 1's runs: 11 + 6 Cars + 3 x 2 (Table 5) + 4 (Table 7)
-    assert len(jobs) == 11 + 6 + 6 + 2 + 4
+    # Table 4's CUB rows and Tables 5/7's VPTSP-G (B) rows are runs of Tables 1 and 4: 11 (Table 1) + 6 (Table 4,
+    # Cars) + 3 proxy sources x 2 sources (Table 5) + 4 accumulators (Table 7)
+    assert len(jobs) == 11 + 6 + 6 + 4
 
 
 def test_proxy_bias_trains_in_its_own_group():

@@ -1000,21 +1000,13 @@ def _value(cmp, method: str, dataset: str, metric: str = "R@1", field: str = "me
 
 
 def _num(x: float, signed: bool = False, digits: int = 1) -> str:
-    import math
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "–"
-    x = 0.0 if round(x, digits) == 0 else x   # no "-0.0"
-    return f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
+    from umlkit.experiments.prose import number
+    return number(x, signed, digits)
 
 
 def _verdict_counts(claims, mask) -> str:
-    """"2 supported, 1 inconclusive" (preliminary verdicts grouped) of the selected claims."""
-    from umlkit.experiments.tables import verdict_group
-    sub = claims[mask] if not claims.empty else claims
-    if sub.empty:
-        return "not yet checked (no records)"
-    counts = sub["verdict"].map(verdict_group).value_counts()
-    return ", ".join(f"{n} {v}" for v, n in counts.items())
+    from umlkit.experiments.prose import verdict_counts
+    return verdict_counts(claims, mask)
 
 
 def paper_equivalence_gaps() -> dict[str, float]:

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-__all__ = ["cell", "fmt", "gap", "verdict", "glue_facts"]
+__all__ = ["cell", "fmt", "gap", "verdict", "glue_facts", "number", "verdict_counts"]
 
 
 def cell(cmp: pd.DataFrame, row: str, dataset: str, metric: str = "R@1", field: str = "measured",
@@ -46,3 +46,22 @@ def glue_facts(facts: Mapping[str, str | float]) -> None:
     from myst_nb import glue
     for name, value in facts.items():
         glue(name, value, display=False)
+
+
+def number(x: float | None, signed: bool = False, digits: int = 1) -> str:
+    """``x`` rounded for prose ("–" for a missing value, never "-0.0")."""
+    import math
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    x = 0.0 if round(x, digits) == 0 else x
+    return f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
+
+
+def verdict_counts(claims: pd.DataFrame, mask) -> str:
+    """"2 supported, 1 inconclusive" for the selected claims (preliminary verdicts grouped with final ones)."""
+    from umlkit.experiments.tables import verdict_group
+    sub = claims[mask] if not claims.empty else claims
+    if sub.empty:
+        return "not yet checked (no records)"
+    counts = sub["verdict"].map(verdict_group).value_counts()
+    return ", ".join(f"{n} {v}" for v, n in counts.items())

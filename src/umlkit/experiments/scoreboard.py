@@ -35,9 +35,15 @@ def _language_guidance_tables(profile: str) -> dict[str, Table]:
     return language_guidance.TABLES(profile)
 
 
-# paper -> its tables for a profile; the VPTSP module joins here
+def _vptsp_tables(profile: str) -> dict[str, Table]:
+    from umlkit.experiments import vptsp
+    return vptsp.TABLES(profile)
+
+
+# paper -> its tables for a profile
 PAPERS: dict[str, Callable[[str], dict[str, Table]]] = {"puma": _puma_tables, "oodml": _oodml_tables,
-                                                        "language_guidance": _language_guidance_tables}
+                                                        "language_guidance": _language_guidance_tables,
+                                                        "vptsp": _vptsp_tables}
 
 
 def scoreboard(profile: str = "quick", papers=None) -> pd.DataFrame:

@@ -31,7 +31,7 @@ from umlkit.experiments.runners import SOURCE_NAMES
 from umlkit.experiments.tables import Claim, Row, Table
 
 __all__ = ["PAPER", "SOURCES", "SEEDS", "methods_config", "run_config", "chosen_lr", "sweep_jobs", "lr_sweep",
-           "TABLES", "table_jobs", "job_list"]
+           "TABLES", "table_jobs", "job_list", "chapter_facts"]
 
 PAPER = "vptsp"
 SOURCES = ("cub", "cars")   # the sources of the tables built so far (Tables 1, 4, 5, 7); Table 2 adds SOP and In-shop
@@ -178,15 +178,25 @@ def _scores(result: dict, row: Row) -> dict:
     return {(name, m): v[name] for m, v in result["test"].items() if m in METRICS}
 
 
+@lru_cache(maxsize=None)
+def _paper_setting(table: str, method: str) -> str:
+    """The paper's setting cell of a row (Table 1 spells the modules' sizes there, e.g. "L=12;N=10")."""
+    from umlkit.paper import paper_table
+    p = paper_table(PAPER, table)
+    settings = p.loc[p["method"] == method, "setting"].fillna("").unique()
+    return str(settings[0]) if len(settings) == 1 else ""
+
+
 def _rows(table: str, names: dict[str, tuple[str, dict]], sources=("cub",)) -> list[Row]:
     """Rows of a table: paper method name -> (methods.yaml row, options), one Row per source."""
-    return [Row(method=paper_name, spec={"row": base, "source": s, "options": opts}, runner="train_analysis",
-                label=f"{s}-{paper_name}")
+    return [Row(method=paper_name, setting=_paper_setting(table, paper_name),
+                spec={"row": base, "source": s, "options": opts}, runner="train_analysis", label=f"{s}-{paper_name}")
             for paper_name, (base, opts) in names.items() for s in sources]
 
 
-def _cell(method: str, dataset: str = "CUB", metric: str = "R@1") -> dict:
-    return {"section": "", "method": method, "setting": "", "dataset": dataset, "metric": metric}
+def _cell(method: str, dataset: str = "CUB", metric: str = "R@1", table: str = "Table 1") -> dict:
+    return {"section": "", "method": method, "setting": _paper_setting(table, method), "dataset": dataset,
+            "metric": metric}
 
 
 # Table 1's rows are methods.yaml's rows; "Memory(GB)" is a GPU measurement (Table 10's benchmark in the full profile)
@@ -206,9 +216,9 @@ TABLE7 = {"LSTM": ("VPTSP-G (B)", {"accumulator": "lstm"}), "RNN Unit": ("VPTSP-
 _PLAIN = ("Full Fine-tuning (PA)", "Linear Prob", "BitFit", "Adapter", "Adapter (B)", "VPT", "VPT (B)")
 
 
-def _beats(a: str, b: str, dataset: str = "CUB", metric: str = "R@1", what: str = "") -> Claim:
-    return Claim(f"{a} beats {b}{what} ({dataset}, {metric})", _cell(a, dataset, metric), _cell(b, dataset, metric),
-                 metric=metric)
+def _beats(a: str, b: str, dataset: str = "CUB", metric: str = "R@1", what: str = "", table: str = "Table 1") -> Claim:
+    return Claim(f"{a} beats {b}{what} ({dataset}, {metric})", _cell(a, dataset, metric, table),
+                 _cell(b, dataset, metric, table), metric=metric)
 
 
 def table1(profile: str = "quick") -> Table:
@@ -224,22 +234,23 @@ def table1(profile: str = "quick") -> Table:
 def table4(profile: str = "quick") -> Table:
     claims = []
     for d in ("CUB", "Cars"):
-        claims += [_beats("VPTSP (GRU) + Bias", "VPT+Bias (Baseline)", d, m, " (semantic proxies)") for m in METRICS]
-        claims += [_beats("VPTSP (GRU)", "VPTSP (EMA)", d, what=" (GRU beats EMA)"),
-                   _beats("VPTSP (GRU) + Bias", "VPTSP (EMA) + Bias", d, what=" (GRU beats EMA)")]
+        claims += [_beats("VPTSP (GRU) + Bias", "VPT+Bias (Baseline)", d, m, " (semantic proxies)", "Table 4")
+                   for m in METRICS]
+        claims += [_beats("VPTSP (GRU)", "VPTSP (EMA)", d, what=" (GRU beats EMA)", table="Table 4"),
+                   _beats("VPTSP (GRU) + Bias", "VPTSP (EMA) + Bias", d, what=" (GRU beats EMA)", table="Table 4")]
     return Table(PAPER, "Table 4", _rows("Table 4", TABLE4, SOURCES), config_for, seeds=SEEDS, scores=_scores,
                  claims=claims, params=False)
 
 
 def table5(profile: str = "quick") -> Table:
-    claims = [_beats("VPTSP-G", m, d, what=" (class prompts are needed)")
+    claims = [_beats("VPTSP-G", m, d, what=" (class prompts are needed)", table="Table 5")
               for d in ("CUB", "Cars") for m in ("Sample", "Encoder", "Fixed Encoder")]
     return Table(PAPER, "Table 5", _rows("Table 5", TABLE5, SOURCES), config_for, seeds=SEEDS, scores=_scores,
                  claims=claims, params=False)
 
 
 def table7(profile: str = "quick") -> Table:
-    claims = [_beats("GRU with Relu", m) for m in TABLE7 if m != "GRU with Relu"]
+    claims = [_beats("GRU with Relu", m, table="Table 7") for m in TABLE7 if m != "GRU with Relu"]
     return Table(PAPER, "Table 7", _rows("Table 7", TABLE7), config_for, seeds=SEEDS, scores=_scores, claims=claims,
                  params=False)
 
@@ -277,3 +288,64 @@ def job_list(name: str, profile: str = "quick") -> list[tuple[str, str, dict]]:
     if name == "tables":
         return table_jobs(profile)
     raise KeyError(f"unknown VPTSP job list {name!r}; choose lr_sweep or tables")
+
+
+# ------------------------------------------------------------------------------------------------ prose
+def _value(cmp, method: str, dataset: str, metric: str = "R@1", field: str = "measured") -> float:
+    """One cell of a compared table by method and dataset; NaN when it was not measured."""
+    if cmp is None or cmp.empty:
+        return float("nan")
+    hit = cmp[(cmp["method"] == method) & (cmp["dataset"] == dataset) & (cmp["metric"] == metric)]
+    return float(hit[field].iloc[0]) if len(hit) == 1 else float("nan")
+
+
+def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: dict | None = None) -> dict:
+    """The numbers the chapter's prose glues, from the compared tables (``{table: compare frame}``), the claims and
+    the learning-rate sweep; "–" where a table has no records yet."""
+    import pandas as pd
+    from umlkit.experiments.prose import number, verdict_counts
+    facts = {"val_share": f"{100 * float(methods_config()['val_fraction']):.0f} %"}
+    cfg = run_config(profile, row="VPT (B)", source="cub", lr=1e-3)
+    n_train = len(cfg["data"]["splits"]["cub"]["train"]) if cfg["data"]["splits"] else float("nan")
+    facts["proxy_params"] = f"{n_train} x {cfg['model']['embed_dim']}" if cfg["data"]["splits"] else "–"
+    recs = {r for m in (measured or {}).values() if not m.empty for r in m["record"]}
+    facts["n_records"] = str(len(recs))
+    if sweep is not None and not sweep.empty:
+        chosen = sweep[sweep["chosen"]].set_index("row")
+        facts["vptsp_val"] = number(float(chosen.loc["VPTSP-G (B)", "val MAP@R"]))
+        facts["vpt_val"] = number(float(chosen.loc["VPT (B)", "val MAP@R"]))
+        low = sweep[(sweep["lr"] == 1e-3)].set_index("row")
+        facts["vptsp_val_1e3"] = number(float(low.loc["VPTSP-G (B)", "val MAP@R"]))
+        facts["vpt_val_1e3"] = number(float(low.loc["VPT (B)", "val MAP@R"]))
+    t1, t4 = cmp.get("Table 1", pd.DataFrame()), cmp.get("Table 4", pd.DataFrame())
+    for metric, key in (("R@1", "r1"), ("MAP@R", "mapr")):
+        for field, prefix in (("measured", ""), ("paper", "paper_")):
+            facts[f"{prefix}sp_gap_cub_{key}"] = number(_value(t1, "VPTSP-G (B)", "CUB", metric, field)
+                                                        - _value(t1, "VPT (B)", "CUB", metric, field), signed=True)
+            facts[f"{prefix}sp_gap_cars_{key}"] = number(
+                _value(t4, "VPTSP (GRU) + Bias", "Cars", metric, field)
+                - _value(t4, "VPT+Bias (Baseline)", "Cars", metric, field), signed=True)
+    plain = t1[(t1["metric"] == "MAP@R") & t1["method"].isin(_PLAIN)] if not t1.empty else t1
+    if not plain.empty:
+        best = plain.loc[plain["measured"].idxmax()]
+        facts["best_plain"], facts["best_plain_mapr"] = str(best["method"]), number(float(best["measured"]))
+    else:
+        facts["best_plain"], facts["best_plain_mapr"] = "–", "–"
+    for name, d in (("cars_vptsp", "VPTSP (GRU) + Bias"), ("cars_vpt", "VPT+Bias (Baseline)"),
+                    ("cars_full", "Full Fine-tuning (PA)"), ("cars_ema", "VPTSP (EMA)")):
+        facts[name] = number(_value(t4, d, "Cars"))
+    if claims is None or claims.empty:
+        for k in ("baseline_verdicts", "bitfit_verdicts", "proxy_verdicts", "gru_verdicts", "source_verdicts",
+                  "acc_verdicts", "all_verdicts"):
+            facts[k] = "not yet checked (no records)"
+        return facts
+    text = claims["claim"]
+    facts["baseline_verdicts"] = verdict_counts(claims, text.str.startswith("VPT (B) beats"))
+    facts["bitfit_verdicts"] = verdict_counts(claims, text.str.contains("(BitFit helps)", regex=False))
+    facts["proxy_verdicts"] = verdict_counts(claims, text.str.contains("(semantic proxies)", regex=False))
+    facts["gru_verdicts"] = verdict_counts(claims, text.str.contains("(GRU beats EMA)", regex=False))
+    facts["source_verdicts"] = verdict_counts(claims, text.str.contains("(class prompts are needed)", regex=False))
+    facts["acc_verdicts"] = verdict_counts(claims, text.str.startswith("GRU with Relu beats"))
+    facts["all_verdicts"] = verdict_counts(claims, text.notna())
+    facts["n_claims"] = str(len(claims))
+    return facts
