@@ -334,6 +334,7 @@ def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: di
     for name, d in (("cars_vptsp", "VPTSP (GRU) + Bias"), ("cars_vpt", "VPT+Bias (Baseline)"),
                     ("cars_full", "Full Fine-tuning (PA)"), ("cars_ema", "VPTSP (EMA)")):
         facts[name] = number(_value(t4, d, "Cars"))
+    facts["cars_sample"] = number(_value(cmp.get("Table 5", pd.DataFrame()), "Sample", "Cars"))
     if claims is None or claims.empty:
         for k in ("baseline_verdicts", "bitfit_verdicts", "proxy_verdicts", "gru_verdicts", "source_verdicts",
                   "acc_verdicts", "all_verdicts"):
