@@ -98,30 +98,32 @@ def test_proxy_bias_trains_in_its_own_group():
 
 
 def test_separate_proxy_group_changes_no_update():
-    """Moving the proxy bias into its own group (same multiple) leaves AdamW's update of every parameter unchanged."""
+    """build_optimizer with the proxy bias in its own group (no lr_mult.proxy) updates every parameter exactly as it
+    did when the bias sat in the ``new`` group (the records trained before the group existed)."""
     from umlkit.models import create_model
-    from umlkit.train.engine import param_groups
+    from umlkit.train.engine import build_optimizer, param_groups
     from umlkit.losses import create_loss
     torch.manual_seed(0)
     model = create_model("vit_tiny_uml", "vptsp", pretrained=False, embed_dim=8, num_classes=4, num_prompts=1,
                          prompt_depth=2, class_prompts=1)
-    groups = param_groups(model, create_loss("proxy_anchor_external"))
-    params = [p for g in groups.values() for p in g]
+    split = param_groups(model, create_loss("proxy_anchor_external"))
+    merged = {**split, "new": split["new"] + split["proxy"], "proxy": []}
+    params = [p for g in split.values() for p in g]
     start = [p.detach().clone() for p in params]
     grads = [torch.randn_like(p) for p in params]
+    cfg = {"optimizer": {"name": "adamw", "lr": 0.01, "weight_decay": 1e-4,
+                         "lr_mult": {"backbone": 1.0, "new": 10.0, "head": 2.0, "loss": 20.0}}}
 
-    def step(split: bool):
+    def steps(groups):
         for p, s, g in zip(params, start, grads):
             p.data.copy_(s)
             p.grad = g.clone()
-        if split:
-            pg = [{"params": ps, "lr": 0.01} for ps in groups.values() if ps]
-        else:
-            pg = [{"params": [p for name, ps in groups.items() if name != "proxy" for p in ps] + groups["proxy"],
-                   "lr": 0.01}]
-        opt = torch.optim.AdamW(pg, weight_decay=1e-4)
-        opt.step()
+        opt = build_optimizer(cfg, groups)
+        for _ in range(3):
+            opt.step()
         return [p.detach().clone() for p in params]
 
-    for a, b in zip(step(True), step(False)):
+    after_split, after_merged = steps(split), steps(merged)
+    assert not torch.equal(after_split[-1], start[-1])   # the parameters did move
+    for a, b in zip(after_split, after_merged):
         assert torch.equal(a, b)

@@ -31,6 +31,7 @@ from pathlib import Path
 import yaml
 
 from umlkit.experiments import oodml
+from umlkit.experiments.prose import number as _num, verdict_counts as _verdict_counts
 from umlkit.experiments.runners import SOURCE_NAMES
 from umlkit.experiments.tables import Claim, Row, Table
 from umlkit.paper import paper_table
@@ -997,16 +998,6 @@ def _value(cmp, method: str, dataset: str, metric: str = "R@1", field: str = "me
         return float("nan")
     hit = cmp[(cmp["method"] == method) & (cmp["dataset"] == dataset) & (cmp["metric"] == metric)]
     return float(hit[field].iloc[0]) if len(hit) == 1 else float("nan")
-
-
-def _num(x: float, signed: bool = False, digits: int = 1) -> str:
-    from umlkit.experiments.prose import number
-    return number(x, signed, digits)
-
-
-def _verdict_counts(claims, mask) -> str:
-    from umlkit.experiments.prose import verdict_counts
-    return verdict_counts(claims, mask)
 
 
 def paper_equivalence_gaps() -> dict[str, float]:

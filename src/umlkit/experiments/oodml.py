@@ -33,7 +33,7 @@ import yaml
 from umlkit.data import build_transforms, load_dataset
 from umlkit.data.shift import Split, removal_progression, swap_progression
 from umlkit.experiments.runners import SOURCE_NAMES
-from umlkit.experiments.tables import Claim, Row, Table, measure
+from umlkit.experiments.tables import Claim, Row, Table, measure, lr_sweep_frame
 from umlkit.metrics.distribution import class_means
 from umlkit.models.backbones import backbone_data_config, create_backbone
 from umlkit.train.evaluate import extract_embeddings
@@ -535,24 +535,8 @@ def lr_sweep(profile: str = "quick", train: bool = False, select_on: str = "MAP@
     """The tuning protocol's results: per method and learning rate, the validation scores (R@1, mAP@1000, MAP@R on
     the held-out training classes of the CUB-like default split); ``chosen`` marks each method's best by
     ``select_on``, and ``interior`` says whether that best lies inside the grid (not on its edge)."""
-    from umlkit.experiments.records import cached_record, find_record, normalise_key
-    rows = []
-    for table, label, key in sweep_jobs(profile):
-        if not train and find_record(normalise_key(key), profile) is None:
-            continue
-        rec = cached_record(PAPER, table, label, key, "train_analysis", profile, log=None)
-        rows.append({"method": label.split("-lr")[0], "lr": key["config"]["optimizer"]["lr"],
-                     **{f"val {m}": v["CUB"] for m, v in rec["result"]["test"].items() if m in ANALYSIS_METRICS},
-                     "seconds": rec["seconds"]})
-    out = pd.DataFrame(rows)
-    if out.empty:
-        return out
-    best = out.loc[out.groupby("method", sort=False)[f"val {select_on}"].idxmax()]
-    out["chosen"] = out.index.isin(best.index)
-    grid = out.groupby("method", sort=False)["lr"].agg(["min", "max"])
-    out["interior"] = [bool(c and grid.loc[m, "min"] < lr < grid.loc[m, "max"]) if c else None
-                       for m, lr, c in zip(out["method"], out["lr"], out["chosen"])]
-    return out
+    return lr_sweep_frame(PAPER, sweep_jobs(profile), profile, train, name="method", metrics=ANALYSIS_METRICS,
+                          select_on=select_on)
 
 
 # ------------------------------------------------------------------------------------------------ FID tables

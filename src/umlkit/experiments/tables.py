@@ -48,7 +48,7 @@ VERDICT_RULE = (
     f"seeds.")
 
 __all__ = ["Row", "Claim", "Table", "KEYS", "RESULT_COLUMNS", "ALPHA", "MIN_SEEDS", "VERDICTS", "VERDICT_RULE",
-           "claim_test", "is_final", "verdict_group", "measure", "compare", "results_frame", "save_results", "table_claims",
+           "claim_test", "is_final", "verdict_group", "measure", "lr_sweep_frame", "compare", "results_frame", "save_results", "table_claims",
            "side_by_side", "check_claims", "stale_note", "params_rows", "score_rows", "rank_view", "rank_views"]
 
 KEYS = ["table", "section", "method", "setting", "dataset", "metric"]
@@ -479,4 +479,30 @@ def rank_views(cmps: Mapping[str, pd.DataFrame], dataset: str = "Harmonic", metr
                      & cmp["measured"].notna()]
         if len(joined) >= 2:
             out[f"{name} ({dataset})"] = rank_view(cmp, dataset, metric)
+    return out
+
+
+def lr_sweep_frame(paper: str, jobs, profile: str = "quick", train: bool = False, *, name: str = "method",
+                   metrics: Sequence[str] = ("R@1", "MAP@R"), dataset: str = "CUB", select_on: str = "MAP@R",
+                   runner: str = "train_analysis") -> pd.DataFrame:
+    """A learning-rate sweep's validation scores from its records: one line per job ``(folder, "<row>-lr<x>-...",
+    key)`` with the row (column ``name``), ``lr``, ``val <metric>`` on ``dataset`` and the record's seconds;
+    ``chosen`` marks each row's best by ``val <select_on>`` and ``interior`` says whether that best lies strictly
+    inside the rates the row tried (None on the other lines). Missing records are skipped unless ``train``."""
+    lines = []
+    for table, label, key in jobs:
+        if not train and find_record(normalise_key(key), profile) is None:
+            continue
+        rec = cached_record(paper, table, label, key, runner, profile, log=None)
+        lines.append({name: label.rsplit("-lr", 1)[0], "lr": key["config"]["optimizer"]["lr"],
+                      **{f"val {m}": v[dataset] for m, v in rec["result"]["test"].items() if m in metrics},
+                      "seconds": rec["seconds"]})
+    out = pd.DataFrame(lines)
+    if out.empty:
+        return out
+    best = out.loc[out.groupby(name, sort=False)[f"val {select_on}"].idxmax()]
+    out["chosen"] = out.index.isin(best.index)
+    grid = out.groupby(name, sort=False)["lr"].agg(["min", "max"])
+    out["interior"] = [bool(grid.loc[r, "min"] < lr < grid.loc[r, "max"]) if c else None
+                       for r, lr, c in zip(out[name], out["lr"], out["chosen"])]
     return out

@@ -20,6 +20,7 @@ ICLR 2024): configurations, the tuning protocol, tables and claims as data for t
 from __future__ import annotations
 
 import copy
+import json
 from functools import lru_cache
 from pathlib import Path
 
@@ -28,7 +29,7 @@ import yaml
 
 from umlkit.experiments import oodml
 from umlkit.experiments.runners import SOURCE_NAMES
-from umlkit.experiments.tables import Claim, Row, Table
+from umlkit.experiments.tables import Claim, Row, Table, lr_sweep_frame
 
 __all__ = ["PAPER", "SOURCES", "SEEDS", "methods_config", "run_config", "chosen_lr", "sweep_jobs", "lr_sweep",
            "TABLES", "table_jobs", "job_list", "chapter_facts"]
@@ -145,24 +146,8 @@ def sweep_jobs(profile: str = "quick", rows=None, seed: int = 0) -> list[tuple[s
 def lr_sweep(profile: str = "quick", train: bool = False, select_on: str = "MAP@R") -> pd.DataFrame:
     """Per row and learning rate, the validation R@1 and MAP@R; ``chosen`` marks each row's best by ``select_on``
     and ``interior`` says whether it lies inside the grid."""
-    from umlkit.experiments.records import cached_record, find_record, normalise_key
-    rows = []
-    for table, label, key in sweep_jobs(profile):
-        if not train and find_record(normalise_key(key), profile) is None:
-            continue
-        rec = cached_record(PAPER, table, label, key, "train_analysis", profile, log=None)
-        rows.append({"row": label.rsplit("-lr", 1)[0], "lr": key["config"]["optimizer"]["lr"],
-                     **{f"val {m}": v["CUB"] for m, v in rec["result"]["test"].items() if m in METRICS},
-                     "seconds": rec["seconds"]})
-    out = pd.DataFrame(rows)
-    if out.empty:
-        return out
-    best = out.loc[out.groupby("row", sort=False)[f"val {select_on}"].idxmax()]
-    out["chosen"] = out.index.isin(best.index)
-    grid = out.groupby("row", sort=False)["lr"].agg(["min", "max"])
-    out["interior"] = [bool(grid.loc[r, "min"] < lr < grid.loc[r, "max"]) if c else None
-                       for r, lr, c in zip(out["row"], out["lr"], out["chosen"])]
-    return out
+    return lr_sweep_frame(PAPER, sweep_jobs(profile), profile, train, name="row", metrics=METRICS,
+                          select_on=select_on)
 
 
 # ------------------------------------------------------------------------------------------------ tables
@@ -264,11 +249,11 @@ def TABLES(profile: str = "quick") -> dict[str, Table]:
 def table_jobs(profile: str = "quick", seeds=SEEDS, tables=None) -> list[tuple[str, str, dict]]:
     """(record folder, label, key) of every training run of the tables, seed-major; a run two tables share (the
     same configuration) is listed once."""
-    jobs, seen = [], set()
     from umlkit.experiments.records import normalise_key
-    import json
+    jobs, seen = [], set()
+    specs = TABLES(profile)
     for seed in seeds:
-        for name, spec in TABLES(profile).items():
+        for name, spec in specs.items():
             if tables is not None and name not in tables:
                 continue
             for row in spec.rows:
@@ -302,12 +287,11 @@ def _value(cmp, method: str, dataset: str, metric: str = "R@1", field: str = "me
 def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: dict | None = None) -> dict:
     """The numbers the chapter's prose glues, from the compared tables (``{table: compare frame}``), the claims and
     the learning-rate sweep; "–" where a table has no records yet."""
-    import pandas as pd
     from umlkit.experiments.prose import number, verdict_counts
     facts = {"val_share": f"{100 * float(methods_config()['val_fraction']):.0f} %"}
     cfg = run_config(profile, row="VPT (B)", source="cub", lr=1e-3)
-    n_train = len(cfg["data"]["splits"]["cub"]["train"]) if cfg["data"]["splits"] else float("nan")
-    facts["proxy_params"] = f"{n_train} x {cfg['model']['embed_dim']}" if cfg["data"]["splits"] else "–"
+    splits = cfg["data"]["splits"]
+    facts["proxy_params"] = f"{len(splits['cub']['train'])} x {cfg['model']['embed_dim']}" if splits else "–"
     recs = {r for m in (measured or {}).values() if not m.empty for r in m["record"]}
     facts["n_records"] = str(len(recs))
     if sweep is not None and not sweep.empty:
