@@ -294,3 +294,27 @@ def plot_retrieved_classes(frame: pd.DataFrame, ncols: int = 2):
     axes.flat[0].legend(fontsize=7)
     fig.tight_layout()
     return fig
+
+
+def plot_setting_panels(measured: pd.DataFrame, metrics: Sequence[str] = ("R@1", "MAP@R"), ncols: int = 4):
+    """One panel per ``section`` of a measured frame whose ``setting`` reads ``name=value`` (a one-setting sweep,
+    e.g. VPTSP's Fig. 3): each metric against the value, mean and standard deviation over seeds."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+    d = measured[measured["metric"].isin(metrics)].copy()
+    d["value of the setting"] = d["setting"].str.split("=", n=1).str[1].astype(float)
+    panels = list(dict.fromkeys(d["section"]))
+    nrows = -(-len(panels) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.4 * ncols, 3.0 * nrows), squeeze=False, sharey=True)
+    for ax, panel in zip(axes.flat, panels):
+        sub = d[d["section"] == panel]
+        sns.lineplot(data=sub, x="value of the setting", y="value", hue="metric", marker="o", errorbar="sd", ax=ax,
+                     legend=ax is axes.flat[0])
+        ax.set_title(panel, fontsize=9)
+        ax.set_xticks(sorted(sub["value of the setting"].unique()))
+        ax.set_xlabel(sub["setting"].iloc[0].split("=", 1)[0], fontsize=8)
+        ax.set_ylabel("")
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    return fig

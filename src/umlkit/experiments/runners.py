@@ -220,7 +220,9 @@ def train_analysis_run(key: dict) -> dict:
     train and test embeddings (pi_intra, pi_inter, pi_ratio, spectral decay rho), with ``neighbour_classes: k`` the
     classes of each test class's k nearest neighbours ({query class key: {class key: count}}), ``few_shot`` adaptation
     (:func:`umlkit.train.adapt.few_shot_adaptation` with ``{shots, episodes, iterations, lr_mult}``) and the scores
-    on the default test split of every ``transfer`` source. Scores in percent, keyed by the source's paper name."""
+    on the default test split of every ``transfer`` source. Scores in percent, keyed by the source's paper name.
+    ``evaluate: val`` scores the validation classes instead of the test split (the tuning protocol); a test split
+    with query and gallery roles (In-shop) is searched query against gallery."""
     from umlkit.data import load_dataset
     from umlkit.metrics import embedding_structure, evaluate_retrieval, neighbour_class_counts, spectral_decay
     from umlkit.models.backbones import backbone_data_config
@@ -244,7 +246,14 @@ def train_analysis_run(key: dict) -> dict:
                "train_seconds": round(res.seconds, 1),
                "curves": [{"epoch": h["epoch"], "loss": round(h["loss"], 4), "test": _epoch_scores(h, "test")}
                           for h in res.history if "test" in h]}
-    train, test, _ = build_data(resolved, backbone_data_config(cfg["model"]["backbone"]))
+    train, test, val = build_data(resolved, backbone_data_config(cfg["model"]["backbone"]))
+    if ana.get("evaluate", "test") == "val":  # a tuning run: scored on the held-out training classes, never on test
+        if val is None:
+            raise ValueError("analysis.evaluate='val' needs validation classes (data.val_fraction or "
+                             f"data.splits.{src}.val), the configuration holds none out")
+        test = val
+    elif ana.get("evaluate", "test") != "test":
+        raise ValueError(f"analysis.evaluate must be 'test' or 'val', got {ana['evaluate']!r}")
     train.transform = test.transform  # structure of the training set without augmentation
     model = model.eval()
     heads = adaptable_head(model).eval()
@@ -256,7 +265,16 @@ def train_analysis_run(key: dict) -> dict:
 
     feat, emb, labels = embed(test)
     metrics = list(ana.get("metrics", ["R@1"]))
-    out["test"] = {m: {name: v} for m, v in _percent(evaluate_retrieval(emb, labels, metrics=metrics)).items()}
+    query = np.asarray(test.is_query, bool)
+    if not query.all():  # In-shop: its queries against its gallery (nothing excluded), as every In-shop table reports
+        gallery = np.asarray(test.is_gallery, bool)
+        scores = evaluate_retrieval(emb[query], labels[query], emb[gallery], labels[gallery], metrics=metrics)
+        if any(ana.get(k) for k in ("fixed_classes", "neighbour_classes", "structure", "few_shot")):
+            raise ValueError(f"the {name} test split is a query/gallery split; the analysis options fixed_classes, "
+                             "neighbour_classes, structure and few_shot need a self-retrieval test set")
+    else:
+        scores = evaluate_retrieval(emb, labels, metrics=metrics)
+    out["test"] = {m: {name: v} for m, v in _percent(scores).items()}
     if ana.get("fixed_classes"):
         k = int(ana["fixed_classes"])
         out["test"][f"R@1@{k}cls"] = {name: fixed_class_recall(emb, labels, k, seed=int(cfg["seed"]))}

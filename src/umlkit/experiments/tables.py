@@ -215,7 +215,7 @@ def results_frame(spec: Table, cmp: pd.DataFrame, profile: str, rows: Sequence[R
     """The saved long format: every measured cell, and every paper cell of the table that no measured cell joins,
     with ``status`` saying why (the table's reason for this profile, or "not run" for a row the chapter skipped)."""
     p = paper_table(spec.paper, spec.table, missing_ok=True).fillna({k: "" for k in KEYS})
-    measured = cmp.assign(status="")
+    measured = cmp.assign(status="") if not cmp.empty else pd.DataFrame(columns=[*RESULT_COLUMNS])
     have = set(map(tuple, measured[KEYS].astype(str).to_numpy()))
     declared = {(r.section, r.method, r.setting) for r in spec.rows}
     chosen = {(r.section, r.method, r.setting) for r in (rows if rows is not None else spec.rows)}

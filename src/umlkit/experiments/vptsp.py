@@ -65,21 +65,25 @@ def _row_block(row: str) -> dict:
     return rows[row]
 
 
-def chosen_lr(row: str, profile: str) -> float:
+def chosen_lr(row: str, profile: str, source: str = "cub") -> float:
+    """The row's learning rate on ``source``: ``lr.<profile>.<source>.<row>`` in methods.yaml (chosen by that source's
+    validation sweep), else ``lr.<profile>.default``."""
     lrs = methods_config()["lr"].get(profile) or {}
-    if row in lrs:
-        return float(lrs[row])
+    if row in (lrs.get(source) or {}):
+        return float(lrs[source][row])
     if "default" in lrs:
         return float(lrs["default"])
-    raise KeyError(f"configs/vptsp/methods.yaml has no {profile} learning rate for {row!r} (run the lr sweep: "
-                   "umlkit records train vptsp lr_sweep)")
+    raise KeyError(f"configs/vptsp/methods.yaml has no {profile} learning rate for {row!r} on {source!r} (run the "
+                   "lr sweep, umlkit records train vptsp lr_sweep, and enter the chosen rate under "
+                   f"lr.{profile}.{source})")
 
 
 def _classes(source: str, profile: str, validation: bool) -> dict | None:
     """Quick: the source's default train/test classes (ooDML's default split, as the language-guidance chapter);
-    with ``validation`` the first (1 - val_fraction) training classes train and the rest are the test set. Full:
-    None (the dataset's own split, the paper's; validation then holds classes out with ``data.val_fraction``)."""
-    if profile != "quick":
+    with ``validation`` the first (1 - val_fraction) training classes train and the rest are the test set. None for
+    the full profile and for a source ooDML has no split of (In-shop): the dataset's own split, whose validation
+    classes ``data.val_fraction`` holds out (and the analysis evaluates, ``evaluate: val``)."""
+    if profile != "quick" or source not in oodml.SOURCES:
         return None
     s = oodml.split_of(source, oodml.default_split_id(source, profile), profile)
     train, test = list(s["train"]), list(s["test"])
@@ -110,57 +114,81 @@ def run_config(profile: str = "quick", *, row: str = "VPTSP-G (B)", source: str 
     cfg["model"]["method"] = block["method"]
     cfg["model"]["options"] = opts
     cfg["objective"] = [{"name": block["loss"], "weight": 1.0, "options": {}}]
-    cfg["optimizer"]["lr"] = float(lr) if lr is not None else chosen_lr(row, profile)
+    cfg["optimizer"]["lr"] = float(lr) if lr is not None else chosen_lr(row, profile, source)
     cfg["train"]["epochs"] = int(src["epochs"][profile])
     cfg["train"]["eval_every"] = cfg["train"]["epochs"]
     cfg["train"]["progress"] = False
     cfg["seed"] = int(seed)
     cfg["name"] = f"vptsp-{source}-{row}"
-    if validation and profile != "quick":
+    classes = _classes(source, profile, validation)
+    if validation and classes is None:
         cfg["data"]["val_fraction"] = float(mc["val_fraction"])
     out = resolve_config(cfg, overrides=list(overrides))
-    classes = _classes(source, profile, validation)
     if classes is not None:
         out["data"]["splits"] = {source: classes}
     return out
 
 
-def _key(cfg: dict) -> dict:
-    return {"config": cfg, "analysis": {"metrics": METRICS}}
+def _key(cfg: dict, metrics=None) -> dict:
+    """A ``train_analysis`` record key; a run that holds validation classes out by ``data.val_fraction`` is scored
+    on them (``evaluate: val``), never on the test classes."""
+    ana = {"metrics": list(metrics or METRICS)}
+    if cfg["data"].get("val_fraction"):
+        ana["evaluate"] = "val"
+    return {"config": cfg, "analysis": ana}
 
 
 # ------------------------------------------------------------------------------------------------ tuning
-def sweep_jobs(profile: str = "quick", rows=None, seed: int = 0) -> list[tuple[str, str, dict]]:
-    """(record folder, label, key) of every validation run: each row x each rate of its grid (the row's
-    ``lr_grid`` in methods.yaml, else the shared one), on the CUB-like validation split."""
+def sweep_rows(source: str) -> list[str]:
+    """The rows whose rate is searched on ``source`` (methods.yaml ``sweep``: the rows its tables train)."""
+    mc = methods_config()
+    rows = (mc.get("sweep") or {}).get(source, [])
+    return list(mc["rows"]) if rows == "all" else list(rows)
+
+
+def sweep_jobs(profile: str = "quick", rows=None, seed: int = 0, sources=None) -> list[tuple[str, str, dict]]:
+    """(record folder, label, key) of every validation run: per source of methods.yaml's ``sweep``, each of its
+    rows x each rate of the row's grid (``lr_grid`` in methods.yaml, else the shared one), trained on the source's
+    training classes less the validation share and scored on that share."""
     mc = methods_config()
     jobs = []
-    for row in rows or mc["rows"]:
-        grid = _row_block(row).get("lr_grid") or mc["lr_grid"]
-        jobs += [("lr_sweep", f"{row}-lr{float(lr):g}-seed{seed}",
-                  _key(run_config(profile, row=row, source="cub", seed=seed, lr=float(lr), validation=True)))
-                 for lr in grid]
+    for source in sources or (mc.get("sweep") or {"cub": "all"}):
+        tag = "" if source == "cub" else f"-{source}"   # the CUB-like labels predate the other sources
+        for row in sweep_rows(source):
+            if rows is not None and row not in rows:
+                continue
+            grid = _row_block(row).get("lr_grid") or mc["lr_grid"]
+            jobs += [("lr_sweep", f"{row}-lr{float(lr):g}{tag}-seed{seed}",
+                      _key(run_config(profile, row=row, source=source, seed=seed, lr=float(lr), validation=True)))
+                     for lr in grid]
     return jobs
 
 
-def lr_sweep(profile: str = "quick", train: bool = False, select_on: str = "MAP@R") -> pd.DataFrame:
-    """Per row and learning rate, the validation R@1 and MAP@R; ``chosen`` marks each row's best by ``select_on``
-    and ``interior`` says whether it lies inside the grid."""
-    return lr_sweep_frame(PAPER, sweep_jobs(profile), profile, train, name="row", metrics=METRICS,
-                          select_on=select_on)
+def lr_sweep(profile: str = "quick", train: bool = False, select_on: str = "MAP@R", sources=None) -> pd.DataFrame:
+    """Per source, row and learning rate, the validation R@1 and MAP@R; ``chosen`` marks each row's best on each
+    source by ``select_on`` and ``interior`` says whether it lies inside the grid."""
+    parts = []
+    for source in sources or (methods_config().get("sweep") or {"cub": "all"}):
+        part = lr_sweep_frame(PAPER, sweep_jobs(profile, sources=[source]), profile, train, name="row",
+                              metrics=METRICS, dataset=SOURCE_NAMES[source], select_on=select_on)
+        if not part.empty:
+            parts.append(part.assign(source=source)[["source", *part.columns]])
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
 # ------------------------------------------------------------------------------------------------ tables
 def config_for(row: Row, seed: int, profile: str = "quick", overrides=()) -> dict:
-    """The record key of a table row (``spec``: the methods.yaml row, the source, options on top)."""
+    """The record key of a table row (``spec``: the methods.yaml row, the source, options on top, ``overrides``
+    such as another backbone, ``metrics`` when the table reports others than R@1 and MAP@R)."""
     sp = row.spec
-    return _key(run_config(profile, row=sp["row"], source=sp["source"], seed=seed, options=dict(sp.get("options", {})),
-                           overrides=overrides))
+    return _key(run_config(profile, row=sp["row"], source=sp["source"], seed=seed, lr=sp.get("lr"),
+                           options=dict(sp.get("options", {})), overrides=[*sp.get("overrides", ()), *overrides]),
+                sp.get("metrics"))
 
 
 def _scores(result: dict, row: Row) -> dict:
-    name = SOURCE_NAMES[row.spec["source"]]
-    return {(name, m): v[name] for m, v in result["test"].items() if m in METRICS}
+    name, metrics = SOURCE_NAMES[row.spec["source"]], row.spec.get("metrics") or METRICS
+    return {(name, m): v[name] for m, v in result["test"].items() if m in metrics}
 
 
 @lru_cache(maxsize=None)
@@ -172,16 +200,21 @@ def _paper_setting(table: str, method: str) -> str:
     return str(settings[0]) if len(settings) == 1 else ""
 
 
-def _rows(table: str, names: dict[str, tuple[str, dict]], sources=("cub",)) -> list[Row]:
-    """Rows of a table: paper method name -> (methods.yaml row, options), one Row per source."""
-    return [Row(method=paper_name, setting=_paper_setting(table, paper_name),
-                spec={"row": base, "source": s, "options": opts}, runner="train_analysis", label=f"{s}-{paper_name}")
+def _rows(table: str, names: dict[str, tuple[str, dict]], sources=("cub",), setting: str | None = None,
+          metrics: dict | None = None, **spec) -> list[Row]:
+    """Rows of a table: paper method name -> (methods.yaml row, options), one Row per source; ``setting`` when the
+    paper's method name has several settings, ``metrics`` per source when the table reports other recalls."""
+    return [Row(method=paper_name, setting=_paper_setting(table, paper_name) if setting is None else setting,
+                spec={"row": base, "source": s, "options": opts, **spec,
+                      **({"metrics": metrics[s]} if metrics else {})},
+                runner="train_analysis", label=f"{s}-{paper_name}")
             for paper_name, (base, opts) in names.items() for s in sources]
 
 
-def _cell(method: str, dataset: str = "CUB", metric: str = "R@1", table: str = "Table 1") -> dict:
-    return {"section": "", "method": method, "setting": _paper_setting(table, method), "dataset": dataset,
-            "metric": metric}
+def _cell(method: str, dataset: str = "CUB", metric: str = "R@1", table: str = "Table 1",
+          setting: str | None = None) -> dict:
+    return {"section": "", "method": method, "setting": _paper_setting(table, method) if setting is None else setting,
+            "dataset": dataset, "metric": metric}
 
 
 # Table 1's rows are methods.yaml's rows; "Memory(GB)" is a GPU measurement (Table 10's benchmark in the full profile)
@@ -201,9 +234,11 @@ TABLE7 = {"LSTM": ("VPTSP-G (B)", {"accumulator": "lstm"}), "RNN Unit": ("VPTSP-
 _PLAIN = ("Full Fine-tuning (PA)", "Linear Prob", "BitFit", "Adapter", "Adapter (B)", "VPT", "VPT (B)")
 
 
-def _beats(a: str, b: str, dataset: str = "CUB", metric: str = "R@1", what: str = "", table: str = "Table 1") -> Claim:
-    return Claim(f"{a} beats {b}{what} ({dataset}, {metric})", _cell(a, dataset, metric, table),
-                 _cell(b, dataset, metric, table), metric=metric)
+def _beats(a: str, b: str, dataset: str = "CUB", metric: str = "R@1", what: str = "", table: str = "Table 1",
+           settings: dict | None = None) -> Claim:
+    st = settings or {}
+    return Claim(f"{a} beats {b}{what} ({dataset}, {metric})", _cell(a, dataset, metric, table, st.get(a)),
+                 _cell(b, dataset, metric, table, st.get(b)), metric=metric)
 
 
 def table1(profile: str = "quick") -> Table:
@@ -240,10 +275,201 @@ def table7(profile: str = "quick") -> Table:
                  params=False)
 
 
+# Table 2: the paper's ViT-S/16 rows (VPT-Base is VPT with BitFit: its Cars value is Table 4's VPT+Bias); each source
+# reports its own recalls (and MAP@R, which Table 6 prints for CUB)
+ALL_SOURCES = ("cub", "cars", "sop", "inshop")
+TABLE2_METRICS = {"cub": ["R@1", "R@2", "R@4", "MAP@R"], "cars": ["R@1", "R@2", "R@4", "MAP@R"],
+                  "sop": ["R@1", "R@10", "R@100", "MAP@R"], "inshop": ["R@1", "R@10", "R@20", "MAP@R"]}
+TABLE2 = {"Hyp-ViT": ("Hyp-ViT", {}), "VPT-Base": ("VPT (B)", {}), "VPTSP-M": ("VPTSP-M (B)", {}),
+          "VPTSP-G": ("VPTSP-G (B)", {})}
+_T2_SMALL = "batch_size=64/32;arch=ViT-S16;dim=384"
+T2_SETTINGS = {"Hyp-ViT": "batch_size=882/900;arch=ViT-S16;dim=384", "VPT-Base": _T2_SMALL, "VPTSP-M": _T2_SMALL,
+               "VPTSP-G": _T2_SMALL}
+
+
+def table2(profile: str = "quick") -> Table:
+    rows = [r for name, spec in TABLE2.items()
+            for r in _rows("Table 2", {name: spec}, ALL_SOURCES, T2_SETTINGS[name], TABLE2_METRICS)]
+    claims = []
+    for s in ALL_SOURCES:
+        d = SOURCE_NAMES[s]
+        claims += [_beats("VPTSP-G", "VPT-Base", d, what=" (semantic proxies)", table="Table 2", settings=T2_SETTINGS),
+                   _beats("VPTSP-M", "VPT-Base", d, what=" (semantic proxies)", table="Table 2", settings=T2_SETTINGS),
+                   _beats("VPTSP-G", "VPTSP-M", d, what=" (GRU beats EMA)", table="Table 2", settings=T2_SETTINGS)]
+    claims += [_beats("VPTSP-G", "Hyp-ViT", d, what=" (beats full fine-tuning)", table="Table 2", settings=T2_SETTINGS)
+               for d in ("CUB", "Cars")]
+    claims += [_beats("Hyp-ViT", "VPTSP-G", d, what=" (the gain turns on many-class sources)", table="Table 2",
+                      settings=T2_SETTINGS) for d in ("SOP", "InShop")]
+    return Table(PAPER, "Table 2", rows, config_for, seeds=SEEDS, scores=_scores, claims=claims, params=False,
+                 unmeasured={profile: {"RS@K": "quoted: Patel et al. (2022), ViT-B/16 with batches over 200 (another "
+                                                "work's number)",
+                                       "VPTSP-G": "full-profile only: ViT-B/16 with a 512-d embedding (the quick "
+                                                  "profile has one tiny backbone)"}})
+
+
+def table3(profile: str = "quick") -> Table:
+    """iNaturalist: UML-Mini has no iNaturalist-like source, so every cell is the paper's (status rows only)."""
+    why = ("full-profile only: UML-Mini has no iNaturalist-like source; the full profile reads iNaturalist 2018 with "
+           "the Smooth-AP split (umlkit data check lists the layout), ViT-B/16 with a 512-d embedding")
+    return Table(PAPER, "Table 3", [], config_for, seeds=SEEDS, scores=_scores, params=False,
+                 unmeasured={profile: {"SAP": "quoted: Brown et al. (2020), another work's number",
+                                       "Recall@K": "quoted: Patel et al. (2022), another work's number", "*": why}})
+
+
+# Table 6: the CNN rows are other works' numbers; its ViT-S/16 rows are Table 2's CUB runs (Hyp = Hyp-ViT, VPTSP =
+# VPTSP-G with BitFit) and full fine-tuning with Proxy-Anchor, all with Table 2's CUB metrics
+TABLE6 = {"Hyp": ("Hyp-ViT", {}), "Full fine-tuning (PA)": ("Full Fine-tuning (PA)", {}),
+          "VPTSP": ("VPTSP-G (B)", {})}
+
+
+def table6(profile: str = "quick") -> Table:
+    rows = _rows("Table 6", TABLE6, ("cub",), "arch=ViT-S/16", TABLE2_METRICS)
+    st = {m: "arch=ViT-S/16" for m in TABLE6}
+    claims = [_beats("VPTSP", "Full fine-tuning (PA)", "CUB", m, table="Table 6", settings=st) for m in METRICS]
+    claims += [_beats("VPTSP", "Hyp", "CUB", table="Table 6", settings=st)]
+    cnn = "quoted: a CNN backbone of another work (ResNet-50 or Inception-BN); the quick profile has no CNN"
+    return Table(PAPER, "Table 6", rows, config_for, seeds=SEEDS, scores=_scores, claims=claims, params=False,
+                 unmeasured={profile: {"*": cnn, "Full fine-tuning (PA)": "not measured: the paper prints Params(M) "
+                                       "(the parameter-budget chapter counts them)",
+                                       "Hyp": "not measured: the paper prints Params(M) (the parameter-budget chapter "
+                                              "counts them)",
+                                       "VPTSP": "not measured: the paper prints Params(M) (the parameter-budget "
+                                                "chapter counts them)"}})
+
+
+# Table 8: VPTSP on other pretrainings. Full: the paper's four backbones; quick: the two shipped tiny ViTs (v1: 12
+# epochs on the synthetic set, texture not learned; v2: 24 epochs on 4.8x the images), each row at the learning
+# rate VPTSP-G (B) was tuned to on v2
+TABLE8_FULL = {"arch=Vit-S/16;model=DINO;pretraining=ImageNet 1K": ("dino_s16", 384),
+               "arch=Vit-S/16;model=DeiT;pretraining=ImageNet 1K": ("deit_s16", 384),
+               "arch=Vit-B/16;model=MAE;pretraining=ImageNet 1K": ("mae_b16", 768),
+               "arch=Vit-L/14;model=CLIP (vision);pretraining=Laion2b": ("vit_large_patch14_clip_224.laion2b", 768)}
+TABLE8_QUICK = {"model=tiny ViT v1;pretraining=UML synthetic, 12 epochs": "vit_tiny_uml",
+                "model=tiny ViT v2;pretraining=UML synthetic, 24 epochs": "vit_tiny_uml_v2"}
+
+
+def table8(profile: str = "quick") -> Table:
+    metrics = {s: ["R@1"] + [m for m in TABLE2_METRICS[s] if m != "R@1"] for s in ALL_SOURCES}
+    if profile == "quick":
+        backbones = {k: [f"model.backbone={b}"] for k, b in TABLE8_QUICK.items()}
+    else:
+        backbones = {k: [f"model.backbone={b}", f"model.embed_dim={d}"] for k, (b, d) in TABLE8_FULL.items()}
+    rows = [Row(method="VPTSP", setting=setting, name=setting.split(";")[0].split("=", 1)[1],
+                spec={"row": "VPTSP-G (B)", "source": s, "options": {}, "overrides": ov, "metrics": metrics[s]},
+                runner="train_analysis", label=f"{s}-{setting.split(';')[0].split('=', 1)[1]}")
+            for setting, ov in backbones.items() for s in ALL_SOURCES]
+    v1, v2 = (_cell("VPTSP", "", "R@1", "Table 8", k) for k in TABLE8_QUICK)
+    claims = []
+    if profile == "quick":
+        claims = [Claim(f"the longer-pretrained tiny ViT (v2) gives VPTSP the higher R@1 ({SOURCE_NAMES[s]})",
+                        {**v2, "dataset": SOURCE_NAMES[s]}, {**v1, "dataset": SOURCE_NAMES[s]}) for s in ALL_SOURCES]
+    return Table(PAPER, "Table 8", rows, config_for, seeds=SEEDS, scores=_scores, claims=claims, params=False,
+                 columns=[SOURCE_NAMES[s] for s in ALL_SOURCES],
+                 unmeasured={"quick": "full-profile only: the paper's ImageNet / LAION backbones (hub weights, ViT-S "
+                                      "to ViT-L at 224 px)"})
+
+
+# Fig. 3: VPTSP-G (B) on the CUB-like source with one setting changed (the paper's panels a, b, d, e, f: prompts per
+# layer, prompted layers, batch size, alpha); the table runs' values are 2 prompts in 6 layers, batch 64, alpha 0.5
+FIG3 = {"prompts per layer": ("num_prompts", [1, 2, 4, 8]), "prompted layers": ("prompt_depth", [2, 4, 6]),
+        "batch size": ("batch_size", [32, 64, 128]), "alpha": ("proxy_bias_ratio", [0.2, 0.5, 0.8])}
+
+
+def fig3(profile: str = "quick") -> Table:
+    rows = []
+    for panel, (option, values) in FIG3.items():
+        for v in values:
+            spec = {"row": "VPTSP-G (B)", "source": "cub", "options": {}, "overrides": []}
+            if option == "batch_size":
+                spec["overrides"] = [f"data.batch_size={v}"]
+            else:
+                spec["options"] = {option: v}
+            rows.append(Row(method="VPTSP-G (B)", setting=f"{option}={v}", section=panel, spec=spec,
+                            runner="train_analysis", label=f"cub-{option}{v}", name=f"{option}={v}"))
+    return Table(PAPER, "Fig. 3", rows, config_for, seeds=SEEDS, scores=_scores, params=False, columns=["CUB"])
+
+
+def rate_transfer(profile: str = "quick") -> Table:
+    """Not a paper table: Table 4's rows on the Cars-like source at the rate chosen on the CUB-like validation
+    classes beside the rate chosen on the Cars-like ones (the second are Table 4's runs)."""
+    rows = []
+    for name, (base, opts) in TABLE4.items():
+        for where in ("cub", "cars"):
+            rows.append(Row(method=name, setting=f"lr chosen on {SOURCE_NAMES[where]}", name=name,
+                            section=f"rate chosen on the {SOURCE_NAMES[where]}-like validation classes",
+                            spec={"row": base, "source": "cars", "options": opts,
+                                  "lr": chosen_lr(base, profile, where)},
+                            runner="train_analysis", label=f"cars-{name}-lr-{where}"))
+    return Table(PAPER, "Rate transfer", rows, config_for, seeds=SEEDS, scores=_scores, params=False,
+                 columns=["Cars"])
+
+
+# Table 10 (step time): a benchmark, not a training record (benchmarks/bench_vptsp_step.py writes the file)
+TABLE10_ROWS = {"Full Fine-tuning (PA)": "Full Fine-tuning (PA)", "linear": "Linear Prob", "BitFit": "BitFit",
+                "Adapter": "Adapter", "VPT": "VPT", "VPTSP": "VPTSP-G (B)"}
+
+
+def table10_file(profile: str = "quick", device: str = "cpu") -> Path:
+    from umlkit._paths import repo_folder
+    return repo_folder("benchmarks", "results", what="the benchmark results") / f"vptsp_table10_{profile}_{device}.json"
+
+
+def table10(path: str | Path | None = None, profile: str = "quick") -> tuple[pd.DataFrame, dict]:
+    """Table 10 from a step-time benchmark file: per method and batch size the mean step time (ms) and its ratio to
+    full fine-tuning's in the same round (``Latency (x full)``; the paper's ratio from its printed times), with the
+    rounds as the repeated measurements (column ``values``, as seeds elsewhere); and the file's header (machine,
+    backbone, ...). An empty frame when the file does not exist."""
+    path = Path(path) if path is not None else table10_file(profile)
+    if not path.is_file():
+        return pd.DataFrame(), {}
+    raw = json.loads(path.read_text())
+    res = pd.DataFrame(raw["results"])
+    unknown = sorted(set(res["method"]) - set(TABLE10_ROWS))
+    if unknown:
+        raise ValueError(f"{path}: methods {unknown} are not Table 10's {list(TABLE10_ROWS)}")
+    full = res[res["method"] == "Full Fine-tuning (PA)"].set_index(["batch_size", "round"])["ms"]
+    res["ratio"] = res["ms"] / full.reindex(list(zip(res["batch_size"], res["round"]))).to_numpy()
+    from umlkit.paper import paper_table
+    paper = paper_table(PAPER, "Table 10").set_index(["method", "setting"])["value"]
+    lines = []
+    for (method, batch), g in res.groupby(["method", "batch_size"], sort=False):
+        setting = f"batch_size={int(batch)}"
+        p_ms = paper.get((method, setting), float("nan"))
+        p_full = paper.get(("Full Fine-tuning (PA)", setting), float("nan"))
+        for metric, col, p in (("Latency(ms)", "ms", p_ms), ("Latency (x full)", "ratio", p_ms / p_full)):
+            v = g[col].astype(float)
+            lines.append({"table": "Table 10", "section": "", "method": method, "setting": setting, "dataset": "Cars",
+                          "metric": metric, "row": method, "measured": v.mean(),
+                          "spread": v.std(ddof=1) if len(v) > 1 else 0.0, "seeds": len(v),
+                          "values": dict(zip(g["round"].astype(int), v)), "seed_free": False, "stale": "",
+                          "paper": p, "delta": v.mean() - p})
+    head = {k: v for k, v in raw.items() if k != "results"}
+    return pd.DataFrame(lines), head
+
+
+def table10_claims() -> list[Claim]:
+    """The paper's reading of Table 10 (Appendix): VPTSP's step takes longer than every other parameter-efficient
+    method's and less long than full fine-tuning's, at both batch sizes (on the step-time ratio to full
+    fine-tuning, the number that carries across machines)."""
+    claims = []
+    for b in (32, 64):
+        st = f"batch_size={b}"
+
+        def cell(m):
+            return {"section": "", "method": m, "setting": st, "dataset": "Cars"}
+        claims += [Claim(f"VPTSP's step takes longer than {m}'s (batch {b})", cell("VPTSP"), cell(m),
+                         metric="Latency (x full)") for m in ("linear", "BitFit", "Adapter", "VPT")]
+        claims.append(Claim(f"full fine-tuning's step takes longer than VPTSP's (batch {b})",
+                            cell("Full Fine-tuning (PA)"), cell("VPTSP"), metric="Latency (x full)"))
+    return claims
+
+
 def TABLES(profile: str = "quick") -> dict[str, Table]:
-    """The VPTSP tables built so far, by the paper's name."""
-    return {"Table 1": table1(profile), "Table 4": table4(profile), "Table 5": table5(profile),
-            "Table 7": table7(profile)}
+    """The VPTSP tables with training records, by the paper's name (Table 10 is a benchmark: :func:`table10`)."""
+    return {"Table 1": table1(profile), "Table 2": table2(profile), "Table 3": table3(profile),
+            "Table 4": table4(profile), "Table 5": table5(profile), "Table 6": table6(profile),
+            "Table 7": table7(profile), "Table 8": table8(profile), "Fig. 3": fig3(profile),
+            "Rate transfer": rate_transfer(profile)}
 
 
 def table_jobs(profile: str = "quick", seeds=SEEDS, tables=None) -> list[tuple[str, str, dict]]:
@@ -267,7 +493,8 @@ def table_jobs(profile: str = "quick", seeds=SEEDS, tables=None) -> list[tuple[s
 
 
 def job_list(name: str, profile: str = "quick") -> list[tuple[str, str, dict]]:
-    """A named job list: ``lr_sweep`` (the tuning protocol) or ``tables`` (every run of Tables 1, 4, 5 and 7)."""
+    """A named job list: ``lr_sweep`` (the tuning protocol, every source) or ``tables`` (every run of Tables 1, 2, 4-8
+    and Fig. 3)."""
     if name == "lr_sweep":
         return sweep_jobs(profile)
     if name == "tables":
