@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from umlkit.experiments import oodml, vptsp
+from umlkit.experiments import oodml, tables, vptsp
 from umlkit.paper import paper_table
 
 
@@ -36,47 +36,114 @@ def test_run_config_composes_row_source_and_classes():
 
 
 def test_tuning_never_sees_a_test_class():
-    default = oodml.split_of("cub", oodml.default_split_id("cub"))
-    for _, label, key in vptsp.sweep_jobs("quick"):
-        s = key["config"]["data"]["splits"]["cub"]
-        assert set(s["train"]) | set(s["test"]) == set(default["train"]), label
-        assert not set(s["test"]) & set(default["test"])
-        assert s["test"] == default["train"][-len(s["test"]):] and len(s["test"]) == round(0.3 * len(default["train"]))
-    rows = {label.rsplit("-lr", 1)[0] for _, label, _ in vptsp.sweep_jobs("quick")}
+    jobs = vptsp.sweep_jobs("quick")
+    assert {key["config"]["data"]["datasets"][0] for _, _, key in jobs} == {"cub", "cars", "sop", "inshop"}
+    for _, label, key in jobs:
+        cfg = key["config"]
+        src = cfg["data"]["datasets"][0]
+        if src in oodml.SOURCES:   # explicit class lists: the last 30 % of the default training classes validate
+            default = oodml.split_of(src, oodml.default_split_id(src))
+            s = cfg["data"]["splits"][src]
+            assert set(s["train"]) | set(s["test"]) == set(default["train"]), label
+            assert not set(s["test"]) & set(default["test"])
+            assert s["test"] == default["train"][-len(s["test"]):] and len(s["test"]) == round(0.3 * len(default["train"]))
+            assert key["analysis"].get("evaluate", "test") == "test"   # its "test" classes are validation classes
+        else:   # In-shop-like: its own split; val_fraction holds classes out and the analysis scores them
+            assert cfg["data"]["splits"] == {} and cfg["data"]["val_fraction"] == 0.3, label
+            assert key["analysis"]["evaluate"] == "val", label
+    rows = {label.rsplit("-lr", 1)[0] for _, label, key in jobs if key["config"]["data"]["datasets"] == ["cub"]}
     assert rows == set(vptsp.methods_config()["rows"])
+    for src in ("cars", "sop", "inshop"):   # every row a table reports on a source is tuned there
+        reported = {r.spec["row"] for t in vptsp.TABLES("quick").values() for r in t.rows
+                    if r.spec["source"] == src and "lr" not in r.spec}
+        assert reported <= set(vptsp.sweep_rows(src)), src
 
 
 def test_chosen_learning_rates_are_the_sweeps_choice():
     sweep = vptsp.lr_sweep("quick")
-    chosen = sweep[sweep["chosen"]].set_index("row")["lr"]
-    assert set(chosen.index) == set(vptsp.methods_config()["rows"])
-    for row, lr in chosen.items():
-        assert vptsp.chosen_lr(row, "quick") == pytest.approx(lr), row
-    assert sweep.loc[sweep["chosen"], "interior"].all()  # every best value lies inside its grid
+    chosen = sweep[sweep["chosen"]]
+    assert set(zip(chosen["source"], chosen["row"])) == {(s, r) for s in vptsp.methods_config()["sweep"]
+                                                          for r in vptsp.sweep_rows(s)}
+    for source, row, lr in zip(chosen["source"], chosen["row"], chosen["lr"]):
+        assert vptsp.chosen_lr(row, "quick", source) == pytest.approx(lr), (source, row)
+    assert chosen["interior"].all()  # every best value lies inside its grid
+    with pytest.raises(KeyError, match="no quick learning rate for 'Linear Prob' on 'sop'"):
+        vptsp.chosen_lr("Linear Prob", "quick", "sop")
 
 
 def test_table_rows_join_paper_cells():
     for name, spec in vptsp.TABLES("quick").items():
-        paper = paper_table("vptsp", name)
-        methods = set(paper["method"])
-        assert {r.method for r in spec.rows} == methods, name
+        paper = paper_table("vptsp", name, missing_ok=True)
         keys = {(m, s) for m, s in zip(paper["method"], paper["setting"].fillna(""))}
-        assert {(r.method, r.setting) for r in spec.rows} == keys, name    # every row joins its paper cells
-        assert ("VPT", "L=12;N=10") in keys or name != "Table 1"
+        rows = {(r.method, r.setting) for r in spec.rows}
+        if name in ("Fig. 3", "Rate transfer") or name == "Table 8":   # beyond the paper's cells (quick rows)
+            assert not rows & keys and spec.columns, name
+        else:
+            assert rows <= keys and (rows or name == "Table 3"), name   # every row joins its paper cells
+        status = spec.unmeasured.get("quick", {})
+        for method, setting in keys - rows:                       # every other paper cell says why
+            reason = status.get(method, status.get("*")) if isinstance(status, dict) else status
+            assert reason and reason.split(":")[0] in ("quoted", "full-profile only", "not measured"), (name, method)
         for claim in spec.claims:
             for cell in (claim.a, claim.b):
+                if name == "Table 8":
+                    assert (cell["method"], cell["setting"]) in rows
+                    continue
                 hit = paper[(paper["method"] == cell["method"]) & (paper["setting"].fillna("") == cell["setting"])
                             & (paper["dataset"] == cell["dataset"]) & (paper["metric"] == cell["metric"])]
                 assert len(hit) == 1, (name, claim.text)
+    t2 = vptsp.TABLES("quick")["Table 2"]
+    assert {(r.method, r.spec["source"]) for r in t2.rows} == {(m, s) for m in vptsp.TABLE2 for s in vptsp.ALL_SOURCES}
+    assert [r.spec["metrics"] for r in t2.rows if r.spec["source"] == "sop"][0] == ["R@1", "R@10", "R@100", "MAP@R"]
+    full8 = vptsp.table8("full")
+    assert {r.setting for r in full8.rows} == set(paper_table("vptsp", "Table 8")["setting"])
+    key = full8.config(full8.rows[0], 0, "full", ())
+    assert key["config"]["model"]["backbone"] == "dino_s16" and key["config"]["model"]["embed_dim"] == 384
 
 
 def test_tables_share_identical_runs_once():
     jobs = vptsp.table_jobs("quick", seeds=(0,))
     labels = [label for _, label, _ in jobs]
     assert len(labels) == len(set(labels))
-    # Table 4's CUB rows and Tables 5/7's VPTSP-G (B) rows are runs of Tables 1 and 4: 11 (Table 1) + 6 (Table 4,
-    # Cars) + 3 proxy sources x 2 sources (Table 5) + 4 accumulators (Table 7)
-    assert len(jobs) == 11 + 6 + 6 + 4
+    # runs two tables share are listed once: 11 (Table 1) + 16 (Table 2: other metrics) + 6 (Table 4, Cars) + 3 proxy
+    # sources x 2 sources (Table 5) + 1 (Table 6's full fine-tuning; Hyp and VPTSP are Table 2's) + 4 accumulators
+    # (Table 7) + 4 (Table 8's v1; v2 is Table 2's VPTSP-G) + 9 (Fig. 3; the tables' values are Table 1's run) + 6
+    # (Cars at the CUB-like rates)
+    assert len(jobs) == 11 + 16 + 6 + 6 + 1 + 4 + 4 + 9 + 6
+    t1 = vptsp.TABLES("quick")["Table 1"]
+    g = [r for r in t1.rows if r.method == "VPTSP-G (B)"][0]
+    f3 = vptsp.TABLES("quick")["Fig. 3"]
+    for r in f3.rows:
+        same = f3.config(r, 0, "quick", ()) == t1.config(g, 0, "quick", ())
+        assert same == (r.setting in ("num_prompts=2", "prompt_depth=6", "batch_size=64", "proxy_bias_ratio=0.5"))
+    cars_at_cub = [r for r in vptsp.TABLES("quick")["Rate transfer"].rows if r.spec["lr"] == 1e-2]
+    assert len(cars_at_cub) == 6   # the first chapter's Cars runs: every row at its CUB-like rate, 1e-2
+
+
+def test_table10_reads_a_benchmark_file(tmp_path):
+    import json
+    results = [{"method": m, "row": r, "batch_size": b, "round": k, "ms": ms}
+               for k, scale in ((0, 1.0), (1, 2.0), (2, 1.0))
+               for b in (32,)
+               for (m, r), ms in zip(vptsp.TABLE10_ROWS.items(), (100.0 * scale, 20.0, 40.0, 40.0, 50.0, 80.0 * scale))]
+    path = tmp_path / "t10.json"
+    path.write_text(json.dumps({"machine": "CPU: test", "device": "cpu", "profile": "quick", "backbone": "tiny",
+                                "image_size": 32, "precision": "fp32", "steps": 1, "warmup": 0, "rounds": 3,
+                                "date": "2026-11-24", "results": results}))
+    frame, head = vptsp.table10(path)
+    assert head["machine"] == "CPU: test" and len(frame) == 6 * 2
+    ratio = frame[frame["metric"] == "Latency (x full)"].set_index("method")
+    assert ratio.loc["VPTSP", "measured"] == pytest.approx(0.8) and ratio.loc["VPTSP", "spread"] == pytest.approx(0.0)
+    # round 1 ran everything but full fine-tuning and VPTSP twice as fast: the ratio follows the round's own baseline
+    assert ratio.loc["VPT", "values"] == pytest.approx({0: 0.5, 1: 0.25, 2: 0.5})
+    assert ratio.loc["VPTSP", "paper"] == pytest.approx(166 / 191) and ratio.loc["linear", "paper"] == pytest.approx(115 / 191)
+    ms = frame[frame["metric"] == "Latency(ms)"].set_index("method")
+    assert ms.loc["Full Fine-tuning (PA)", "measured"] == pytest.approx(400 / 3) and ms.loc["BitFit", "paper"] == 130
+    claims = tables.check_claims(frame, vptsp.table10_claims()[:5])
+    verdicts = dict(zip(claims["claim"], claims["verdict"]))
+    assert verdicts["VPTSP's step takes longer than linear's (batch 32)"] == "supported"
+    assert verdicts["full fine-tuning's step takes longer than VPTSP's (batch 32)"] == "supported"
+    assert vptsp.table10(tmp_path / "missing.json")[0].empty
 
 
 def test_proxy_bias_trains_in_its_own_group():
@@ -127,3 +194,39 @@ def test_separate_proxy_group_changes_no_update():
     assert not torch.equal(after_split[-1], start[-1])   # the parameters did move
     for a, b in zip(after_split, after_merged):
         assert torch.equal(a, b)
+
+
+@pytest.mark.slow
+def test_train_analysis_scores_validation_classes_and_inshop_query_against_gallery(mini_root):
+    """A tuning run (``evaluate: val``) is scored on the held-out training classes only; In-shop's test split is
+    searched query against gallery, as unified_evaluation (and every In-shop table) does."""
+    from umlkit.experiments.runners import run
+    from umlkit.metrics import evaluate_retrieval
+    from umlkit.models import create_model
+    from umlkit.models.backbones import backbone_data_config
+    from umlkit.train.config import DEFAULTS, merge
+    from umlkit.train.engine import build_data
+    from umlkit.train.evaluate import evaluate_model, extract_embeddings
+    cfg = merge(DEFAULTS, {"data": {"root": str(mini_root), "datasets": ["inshop"], "batch_size": 16},
+                           "model": {"method": "zero_shot", "embed_dim": 16, "pretrained": True,
+                                     "backbone": "vit_tiny_uml"},
+                           "train": {"epochs": 1, "progress": False}})
+    out = run("train_analysis", {"config": cfg, "analysis": {"metrics": ["R@1", "R@10"]}})
+    model = create_model("vit_tiny_uml", "zero_shot", pretrained=True)
+    train, test, _ = build_data(cfg, backbone_data_config("vit_tiny_uml"))
+    assert not test.is_query.all()
+    want = evaluate_model(model, test, batch_size=256)
+    assert out["test"]["R@1"]["InShop"] == pytest.approx(100 * want.loc["inshop", "R@1"], abs=1e-3)
+    emb, labels = extract_embeddings(model, test, batch_size=256)
+    self_search = 100 * evaluate_retrieval(emb, labels, metrics=["R@1"])["R@1"]
+    assert out["test"]["R@1"]["InShop"] != pytest.approx(self_search, abs=1e-3)   # not the union searched against itself
+    cub = merge(cfg, {"data": {"datasets": ["cub"], "val_fraction": 0.3}})
+    val = run("train_analysis", {"config": cub, "analysis": {"metrics": ["R@1"], "evaluate": "val"}})
+    _, test_cub, val_cub = build_data(cub, backbone_data_config("vit_tiny_uml"))
+    e, y = extract_embeddings(model, val_cub, batch_size=256)
+    assert val["test"]["R@1"]["CUB"] == pytest.approx(100 * evaluate_retrieval(e, y, metrics=["R@1"])["R@1"], abs=1e-3)
+    with pytest.raises(ValueError, match="needs validation classes"):
+        run("train_analysis", {"config": merge(cub, {"data": {"val_fraction": 0.0}}),
+                               "analysis": {"metrics": ["R@1"], "evaluate": "val"}})
+    with pytest.raises(ValueError, match="query/gallery split"):
+        run("train_analysis", {"config": cfg, "analysis": {"metrics": ["R@1"], "fixed_classes": 5}})

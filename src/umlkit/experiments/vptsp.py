@@ -511,24 +511,48 @@ def _value(cmp, method: str, dataset: str, metric: str = "R@1", field: str = "me
     return float(hit[field].iloc[0]) if len(hit) == 1 else float("nan")
 
 
-def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: dict | None = None) -> dict:
-    """The numbers the chapter's prose glues, from the compared tables (``{table: compare frame}``), the claims and
-    the learning-rate sweep; "–" where a table has no records yet."""
+def _span(values) -> str:
+    """"a to b" of finite values (one decimal), "–" when there are none."""
+    from umlkit.experiments.prose import number
+    v = [float(x) for x in values if x is not None and x == x]
+    if not v:
+        return "–"
+    lo, hi = min(v), max(v)
+    return number(lo, signed=True) if number(lo) == number(hi) else f"{number(lo, signed=True)} to {number(hi, signed=True)}"
+
+
+def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: dict | None = None,
+                  step_times: pd.DataFrame | None = None) -> dict:
+    """The numbers the chapter's prose glues, from the compared tables (``{table: compare frame}``), the claims, the
+    learning-rate sweep and Table 10's step times; "–" where a table has no records yet."""
     from umlkit.experiments.prose import number, verdict_counts
-    facts = {"val_share": f"{100 * float(methods_config()['val_fraction']):.0f} %"}
+    mc = methods_config()
+    facts = {"val_share": f"{100 * float(mc['val_fraction']):.0f} %"}
     cfg = run_config(profile, row="VPT (B)", source="cub", lr=1e-3)
     splits = cfg["data"]["splits"]
     facts["proxy_params"] = f"{len(splits['cub']['train'])} x {cfg['model']['embed_dim']}" if splits else "–"
-    recs = {r for m in (measured or {}).values() if not m.empty for r in m["record"]}
+    recs = {r for m in (measured or {}).values() if not m.empty and "record" in m for r in m["record"]}
     facts["n_records"] = str(len(recs))
+    empty = pd.DataFrame()
     if sweep is not None and not sweep.empty:
-        chosen = sweep[sweep["chosen"]].set_index("row")
+        cub = sweep[sweep["source"] == "cub"]
+        chosen = cub[cub["chosen"]].set_index("row")
         facts["vptsp_val"] = number(float(chosen.loc["VPTSP-G (B)", "val MAP@R"]))
         facts["vpt_val"] = number(float(chosen.loc["VPT (B)", "val MAP@R"]))
-        low = sweep[(sweep["lr"] == 1e-3)].set_index("row")
+        low = cub[(cub["lr"] == 1e-3)].set_index("row")
         facts["vptsp_val_1e3"] = number(float(low.loc["VPTSP-G (B)", "val MAP@R"]))
         facts["vpt_val_1e3"] = number(float(low.loc["VPT (B)", "val MAP@R"]))
-    t1, t4 = cmp.get("Table 1", pd.DataFrame()), cmp.get("Table 4", pd.DataFrame())
+        picked = sweep[sweep["chosen"]]
+        facts["n_sweep"] = str(len(sweep))
+        both = picked[picked["source"].isin(["cub", "cars"])].pivot(index="row", columns="source", values="lr").dropna()
+        facts["n_cars_lower"] = f"{int((both['cars'] < both['cub']).sum())} of {len(both)}"
+        cars = picked[picked["source"] == "cars"].set_index("row")
+        facts["cars_gap_val"] = number(float(cars.loc["VPTSP-G (B)", "val MAP@R"] - cars.loc["VPT (B)", "val MAP@R"]),
+                                       signed=True) if {"VPTSP-G (B)", "VPT (B)"} <= set(cars.index) else "–"
+    else:
+        for k in ("vptsp_val", "vpt_val", "vptsp_val_1e3", "vpt_val_1e3", "n_sweep", "n_cars_lower", "cars_gap_val"):
+            facts[k] = "–"
+    t1, t4 = cmp.get("Table 1", empty), cmp.get("Table 4", empty)
     for metric, key in (("R@1", "r1"), ("MAP@R", "mapr")):
         for field, prefix in (("measured", ""), ("paper", "paper_")):
             facts[f"{prefix}sp_gap_cub_{key}"] = number(_value(t1, "VPTSP-G (B)", "CUB", metric, field)
@@ -545,11 +569,62 @@ def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: di
     for name, d in (("cars_vptsp", "VPTSP (GRU) + Bias"), ("cars_vpt", "VPT+Bias (Baseline)"),
                     ("cars_full", "Full Fine-tuning (PA)"), ("cars_ema", "VPTSP (EMA)")):
         facts[name] = number(_value(t4, d, "Cars"))
-    facts["cars_sample"] = number(_value(cmp.get("Table 5", pd.DataFrame()), "Sample", "Cars"))
+    facts["cars_sample"] = number(_value(cmp.get("Table 5", empty), "Sample", "Cars"))
+    rt = cmp.get("Rate transfer", empty)
+    if not rt.empty:
+        r1 = rt[rt["metric"] == "R@1"]
+        at = {w: r1[r1["setting"] == f"lr chosen on {w}"].set_index("row")["measured"] for w in ("CUB", "Cars")}
+        facts["rt_vptsp_cub"] = number(float(at["CUB"].get("VPTSP (GRU) + Bias", float("nan"))))
+        facts["rt_vptsp_cars"] = number(float(at["Cars"].get("VPTSP (GRU) + Bias", float("nan"))))
+        vptsp_rows = [r for r in at["CUB"].index if r.startswith("VPTSP")]
+        facts["rt_vptsp_span_cub"] = _span([at["CUB"].get(r) for r in vptsp_rows]).replace("+", "")
+        facts["rt_vptsp_span_cars"] = _span([at["Cars"].get(r, float("nan")) for r in vptsp_rows]).replace("+", "")
+    else:
+        for k in ("rt_vptsp_cub", "rt_vptsp_cars", "rt_vptsp_span_cub", "rt_vptsp_span_cars"):
+            facts[k] = "–"
+    t2 = cmp.get("Table 2", empty)
+    for d in ("CUB", "Cars", "SOP", "InShop"):
+        k = d.lower()
+        for field, prefix in (("measured", ""), ("paper", "paper_")):
+            facts[f"{prefix}t2_sp_{k}"] = number(_value(t2, "VPTSP-G", d, "R@1", field)
+                                                 - _value(t2, "VPT-Base", d, "R@1", field), signed=True)
+            facts[f"{prefix}t2_hyp_{k}"] = number(_value(t2, "VPTSP-G", d, "R@1", field)
+                                                  - _value(t2, "Hyp-ViT", d, "R@1", field), signed=True)
+    t6 = cmp.get("Table 6", empty)
+    for metric, key in (("R@1", "r1"), ("MAP@R", "mapr")):
+        for field, prefix in (("measured", ""), ("paper", "paper_")):
+            facts[f"{prefix}t6_full_{key}"] = number(_value(t6, "VPTSP", "CUB", metric, field)
+                                                     - _value(t6, "Full fine-tuning (PA)", "CUB", metric, field),
+                                                     signed=True)
+    t8 = cmp.get("Table 8", empty)
+    if not t8.empty:
+        r1 = t8[t8["metric"] == "R@1"]
+        v1, v2 = (r1[r1["setting"] == k].set_index("dataset")["measured"] for k in TABLE8_QUICK)
+        facts["t8_gain"] = _span((v2 - v1).dropna())
+    else:
+        facts["t8_gain"] = "–"
+    f3 = (measured or {}).get("Fig. 3", empty)
+    for option, _ in FIG3.values():
+        if f3.empty:
+            facts[f"f3_best_{option}"] = "–"
+            continue
+        sub = f3[(f3["metric"] == "MAP@R") & f3["setting"].str.startswith(f"{option}=")]
+        means = sub.groupby("setting")["value"].mean()
+        facts[f"f3_best_{option}"] = means.idxmax().split("=", 1)[1] if not means.empty else "–"
+        facts[f"f3_range_{option}"] = (f"{number(means.min())} to {number(means.max())}" if not means.empty else "–")
+    st = step_times if step_times is not None else empty
+    for b in (32, 64):
+        facts[f"t10_vptsp_{b}"] = number(_value(st.assign(dataset=st.get("setting")), "VPTSP", f"batch_size={b}",
+                                                "Latency (x full)"), digits=2) if not st.empty else "–"
+        facts[f"t10_vpt_{b}"] = number(_value(st.assign(dataset=st.get("setting")), "VPT", f"batch_size={b}",
+                                              "Latency (x full)"), digits=2) if not st.empty else "–"
+    facts["paper_t10_vptsp_32"] = number(166 / 191, digits=2)
     if claims is None or claims.empty:
         for k in ("baseline_verdicts", "bitfit_verdicts", "proxy_verdicts", "gru_verdicts", "source_verdicts",
-                  "acc_verdicts", "all_verdicts"):
+                  "acc_verdicts", "full_verdicts", "many_verdicts", "t6_verdicts", "t8_verdicts", "t10_verdicts",
+                  "all_verdicts"):
             facts[k] = "not yet checked (no records)"
+        facts["n_claims"] = "0"
         return facts
     text = claims["claim"]
     facts["baseline_verdicts"] = verdict_counts(claims, text.str.startswith("VPT (B) beats"))
@@ -558,6 +633,12 @@ def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: di
     facts["gru_verdicts"] = verdict_counts(claims, text.str.contains("(GRU beats EMA)", regex=False))
     facts["source_verdicts"] = verdict_counts(claims, text.str.contains("(class prompts are needed)", regex=False))
     facts["acc_verdicts"] = verdict_counts(claims, text.str.startswith("GRU with Relu beats"))
+    facts["full_verdicts"] = verdict_counts(claims, text.str.contains("(beats full fine-tuning)", regex=False))
+    facts["many_verdicts"] = verdict_counts(claims, text.str.contains("(the gain turns on many-class sources)",
+                                                                      regex=False))
+    facts["t6_verdicts"] = verdict_counts(claims, text.str.startswith("VPTSP beats"))
+    facts["t8_verdicts"] = verdict_counts(claims, text.str.startswith("the longer-pretrained tiny ViT"))
+    facts["t10_verdicts"] = verdict_counts(claims, text.str.contains("step takes longer", regex=False))
     facts["all_verdicts"] = verdict_counts(claims, text.notna())
     facts["n_claims"] = str(len(claims))
     return facts
