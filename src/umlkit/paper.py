@@ -19,6 +19,10 @@ PAPERS = ("puma", "oodml", "vptsp", "language_guidance")
 # (the same runs, identical R@1 wherever both print one); Table 2's text lacks Margin on CUB and SOP and
 # MS + S2SD + ELG on CUB and SOP.
 FILL_FROM = {("language_guidance", "Table 2"): ("Table S1", ("R@1",))}
+# (paper, table) -> (metric, baseline method, derived metric): cells derived from the table's own printed values, each
+# a row's value divided by the baseline's at the same setting (VPTSP Table 10: step time as a multiple of full
+# fine-tuning's, the number that compares across machines)
+RATIO_OF = {("vptsp", "Table 10"): ("Latency(ms)", "Full Fine-tuning (PA)", "Latency (x full)")}
 
 
 def paper_tables_dir() -> Path:
@@ -37,7 +41,20 @@ def paper_table(paper: str, table: str | None = None, missing_ok: bool = False) 
             raise ValueError(f"{paper} has no rows for {table!r}")
         if (paper, table) in FILL_FROM:
             df = _fill(df, paper, table)
+        if (paper, table) in RATIO_OF:
+            df = _ratio(df, paper, table)
     return df.reset_index(drop=True)
+
+
+def _ratio(df: pd.DataFrame, paper: str, table: str) -> pd.DataFrame:
+    """``df`` plus :data:`RATIO_OF`'s derived cells (noted as derived, never typed)."""
+    metric, base, derived = RATIO_OF[(paper, table)]
+    src = df[df["metric"] == metric]
+    ref = src[src["method"] == base].set_index(["setting", "dataset"])["value"]
+    add = src.assign(metric=derived, std=float("nan"),
+                     value=src["value"].to_numpy() / ref.reindex(list(zip(src["setting"], src["dataset"]))).to_numpy(),
+                     note=f"derived: {metric} divided by {base}'s at the same setting")
+    return pd.concat([df, add], ignore_index=True)
 
 
 def _fill(df: pd.DataFrame, paper: str, table: str) -> pd.DataFrame:

@@ -95,10 +95,10 @@ def _classes(source: str, profile: str, validation: bool) -> dict | None:
 
 def run_config(profile: str = "quick", *, row: str = "VPTSP-G (B)", source: str = "cub", seed: int = 0,
                lr: float | None = None, validation: bool = False, options: dict | None = None,
-               overrides=()) -> dict:
+               loss_options: dict | None = None, overrides=()) -> dict:
     """The resolved ``fit`` configuration of one run: ``vptsp.yaml`` (profile block) <- the row's method, loss and
-    options <- ``options`` (a table's variation, e.g. another accumulator) <- the source's alpha and epochs <- the
-    classes. ``lr`` defaults to the row's chosen rate."""
+    options <- ``options`` (a table's variation, e.g. another accumulator) and ``loss_options`` <- the source's alpha
+    and epochs <- the classes. ``lr`` defaults to the row's chosen rate on the source."""
     from umlkit.train.config import resolve_config
     block, mc = _row_block(row), methods_config()
     if source not in mc["sources"]:
@@ -113,7 +113,7 @@ def run_config(profile: str = "quick", *, row: str = "VPTSP-G (B)", source: str 
         opts.setdefault("proxy_bias_ratio", float(src["alpha"]))
     cfg["model"]["method"] = block["method"]
     cfg["model"]["options"] = opts
-    cfg["objective"] = [{"name": block["loss"], "weight": 1.0, "options": {}}]
+    cfg["objective"] = [{"name": block["loss"], "weight": 1.0, "options": dict(loss_options or {})}]
     cfg["optimizer"]["lr"] = float(lr) if lr is not None else chosen_lr(row, profile, source)
     cfg["train"]["epochs"] = int(src["epochs"][profile])
     cfg["train"]["eval_every"] = cfg["train"]["epochs"]
@@ -182,7 +182,8 @@ def config_for(row: Row, seed: int, profile: str = "quick", overrides=()) -> dic
     such as another backbone, ``metrics`` when the table reports others than R@1 and MAP@R)."""
     sp = row.spec
     return _key(run_config(profile, row=sp["row"], source=sp["source"], seed=seed, lr=sp.get("lr"),
-                           options=dict(sp.get("options", {})), overrides=[*sp.get("overrides", ()), *overrides]),
+                           validation=bool(sp.get("validation", False)), options=dict(sp.get("options", {})),
+                           loss_options=sp.get("loss_options"), overrides=[*sp.get("overrides", ()), *overrides]),
                 sp.get("metrics"))
 
 
@@ -404,6 +405,37 @@ def rate_transfer(profile: str = "quick") -> Table:
                  columns=["Cars"])
 
 
+# Diagnosis: why VPTSP-G (B) does not beat VPT (B) here. Its proxies differ from VPT (B)'s learnable Proxy-Anchor
+# proxies in two ways at once: they mix the semantic memory in (alpha < 1) and the loss averages both terms over all
+# classes (the official normalisation). Each row removes one or both, on the validation classes of the CUB- and
+# Cars-like sources at VPTSP-G (B)'s rate there (VPT (B) at its own); alpha = 1 leaves the learnable bias alone.
+DIAGNOSIS = {"VPTSP-G (B)": ("VPTSP-G (B)", {}, {}),
+             "alpha = 1 (no semantic memory)": ("VPTSP-G (B)", {"proxy_bias_ratio": 1.0}, {}),
+             "original normalisation": ("VPTSP-G (B)", {}, {"normalisation": "original"}),
+             "alpha = 1, original normalisation": ("VPTSP-G (B)", {"proxy_bias_ratio": 1.0},
+                                                   {"normalisation": "original"}),
+             "VPT (B)": ("VPT (B)", {}, {})}
+
+
+def diagnosis(profile: str = "quick") -> Table:
+    rows = [Row(method=name, setting="validation classes", name=name,
+                spec={"row": base, "source": s, "options": opts, "loss_options": loss, "validation": True},
+                runner="train_analysis", label=f"{s}-{name}")
+            for name, (base, opts, loss) in DIAGNOSIS.items() for s in SOURCES]
+
+    def cell(m, d):
+        return {"section": "", "method": m, "setting": "validation classes", "dataset": d}
+    claims = []
+    for d in ("CUB", "Cars"):
+        for metric in METRICS:
+            claims += [Claim(f"the semantic memory helps: VPTSP-G (B) beats alpha = 1 ({d} validation, {metric})",
+                             cell("VPTSP-G (B)", d), cell("alpha = 1 (no semantic memory)", d), metric=metric),
+                       Claim(f"VPTSP-G (B) with the original normalisation beats the official one ({d} validation, "
+                             f"{metric})", cell("original normalisation", d), cell("VPTSP-G (B)", d), metric=metric)]
+    return Table(PAPER, "Diagnosis", rows, config_for, seeds=SEEDS, scores=_scores, claims=claims, params=False,
+                 columns=["CUB", "Cars"])
+
+
 # Table 10 (step time): a benchmark, not a training record (benchmarks/bench_vptsp_step.py writes the file)
 TABLE10_ROWS = {"Full Fine-tuning (PA)": "Full Fine-tuning (PA)", "linear": "Linear Prob", "BitFit": "BitFit",
                 "Adapter": "Adapter", "VPT": "VPT", "VPTSP": "VPTSP-G (B)"}
@@ -414,12 +446,12 @@ def table10_file(profile: str = "quick", device: str = "cpu") -> Path:
     return repo_folder("benchmarks", "results", what="the benchmark results") / f"vptsp_table10_{profile}_{device}.json"
 
 
-def table10(path: str | Path | None = None, profile: str = "quick") -> tuple[pd.DataFrame, dict]:
-    """Table 10 from a step-time benchmark file: per method and batch size the mean step time (ms) and its ratio to
-    full fine-tuning's in the same round (``Latency (x full)``; the paper's ratio from its printed times), with the
-    rounds as the repeated measurements (column ``values``, as seeds elsewhere); and the file's header (machine,
-    backbone, ...). An empty frame when the file does not exist."""
-    path = Path(path) if path is not None else table10_file(profile)
+def table10_measured(path: str | Path) -> tuple[pd.DataFrame, dict]:
+    """Table 10 from a step-time benchmark file, in the measured long format (one line per method, batch size,
+    metric and round; the rounds play the part of seeds): the mean step time (``Latency(ms)``) and its ratio to full
+    fine-tuning's in the same round (``Latency (x full)``); and the file's header (machine, backbone, ...). An empty
+    frame when the file does not exist."""
+    path = Path(path)
     if not path.is_file():
         return pd.DataFrame(), {}
     raw = json.loads(path.read_text())
@@ -429,22 +461,11 @@ def table10(path: str | Path | None = None, profile: str = "quick") -> tuple[pd.
         raise ValueError(f"{path}: methods {unknown} are not Table 10's {list(TABLE10_ROWS)}")
     full = res[res["method"] == "Full Fine-tuning (PA)"].set_index(["batch_size", "round"])["ms"]
     res["ratio"] = res["ms"] / full.reindex(list(zip(res["batch_size"], res["round"]))).to_numpy()
-    from umlkit.paper import paper_table
-    paper = paper_table(PAPER, "Table 10").set_index(["method", "setting"])["value"]
-    lines = []
-    for (method, batch), g in res.groupby(["method", "batch_size"], sort=False):
-        setting = f"batch_size={int(batch)}"
-        p_ms = paper.get((method, setting), float("nan"))
-        p_full = paper.get(("Full Fine-tuning (PA)", setting), float("nan"))
-        for metric, col, p in (("Latency(ms)", "ms", p_ms), ("Latency (x full)", "ratio", p_ms / p_full)):
-            v = g[col].astype(float)
-            lines.append({"table": "Table 10", "section": "", "method": method, "setting": setting, "dataset": "Cars",
-                          "metric": metric, "row": method, "measured": v.mean(),
-                          "spread": v.std(ddof=1) if len(v) > 1 else 0.0, "seeds": len(v),
-                          "values": dict(zip(g["round"].astype(int), v)), "seed_free": False, "stale": "",
-                          "paper": p, "delta": v.mean() - p})
-    head = {k: v for k, v in raw.items() if k != "results"}
-    return pd.DataFrame(lines), head
+    lines = [{"table": "Table 10", "section": "", "method": r["method"], "setting": f"batch_size={int(r['batch_size'])}",
+              "row": r["method"], "seed": int(r["round"]), "dataset": "Cars", "metric": metric,
+              "value": float(r[col]), "record": str(path), "stale": "", "seed_free": False}
+             for _, r in res.iterrows() for metric, col in (("Latency(ms)", "ms"), ("Latency (x full)", "ratio"))]
+    return pd.DataFrame(lines), {k: v for k, v in raw.items() if k != "results"}
 
 
 def table10_claims() -> list[Claim]:
@@ -464,11 +485,20 @@ def table10_claims() -> list[Claim]:
     return claims
 
 
+def table10(profile: str = "quick") -> Table:
+    """Table 10 from the profile's benchmark file (:func:`table10_file`; no training records)."""
+    return Table(PAPER, "Table 10", [], config_for, seeds=SEEDS, claims=table10_claims(), params=False,
+                 derive=lambda prof, train: table10_measured(table10_file(prof))[0],
+                 unmeasured={profile: "not measured: no step-time file for this profile (run "
+                                      "benchmarks/bench_vptsp_step.py)"})
+
+
 def TABLES(profile: str = "quick") -> dict[str, Table]:
-    """The VPTSP tables with training records, by the paper's name (Table 10 is a benchmark: :func:`table10`)."""
+    """The VPTSP tables by the paper's name (Table 10 reads a benchmark file, the others training records)."""
     return {"Table 1": table1(profile), "Table 2": table2(profile), "Table 3": table3(profile),
             "Table 4": table4(profile), "Table 5": table5(profile), "Table 6": table6(profile),
-            "Table 7": table7(profile), "Table 8": table8(profile), "Fig. 3": fig3(profile),
+            "Table 7": table7(profile), "Table 8": table8(profile), "Table 10": table10(profile),
+            "Fig. 3": fig3(profile), "Diagnosis": diagnosis(profile),
             "Rate transfer": rate_transfer(profile)}
 
 
@@ -521,10 +551,9 @@ def _span(values) -> str:
     return number(lo, signed=True) if number(lo) == number(hi) else f"{number(lo, signed=True)} to {number(hi, signed=True)}"
 
 
-def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: dict | None = None,
-                  step_times: pd.DataFrame | None = None) -> dict:
-    """The numbers the chapter's prose glues, from the compared tables (``{table: compare frame}``), the claims, the
-    learning-rate sweep and Table 10's step times; "–" where a table has no records yet."""
+def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: dict | None = None) -> dict:
+    """The numbers the chapter's prose glues, from the compared tables (``{table: compare frame}``, Table 10's step
+    times included), the claims and the learning-rate sweep; "–" where a table has no records yet."""
     from umlkit.experiments.prose import number, verdict_counts
     mc = methods_config()
     facts = {"val_share": f"{100 * float(mc['val_fraction']):.0f} %"}
@@ -612,13 +641,13 @@ def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: di
         means = sub.groupby("setting")["value"].mean()
         facts[f"f3_best_{option}"] = means.idxmax().split("=", 1)[1] if not means.empty else "–"
         facts[f"f3_range_{option}"] = (f"{number(means.min())} to {number(means.max())}" if not means.empty else "–")
-    st = step_times if step_times is not None else empty
+    st = cmp.get("Table 10", empty)
     for b in (32, 64):
-        facts[f"t10_vptsp_{b}"] = number(_value(st.assign(dataset=st.get("setting")), "VPTSP", f"batch_size={b}",
-                                                "Latency (x full)"), digits=2) if not st.empty else "–"
-        facts[f"t10_vpt_{b}"] = number(_value(st.assign(dataset=st.get("setting")), "VPT", f"batch_size={b}",
-                                              "Latency (x full)"), digits=2) if not st.empty else "–"
-    facts["paper_t10_vptsp_32"] = number(166 / 191, digits=2)
+        for m, k in (("VPTSP", "vptsp"), ("VPT", "vpt")):
+            hit = st[(st["method"] == m) & (st["setting"] == f"batch_size={b}") & (st["metric"] == "Latency (x full)")] \
+                if not st.empty else st
+            facts[f"t10_{k}_{b}"] = number(float(hit["measured"].iloc[0]), digits=2) if len(hit) == 1 else "–"
+            facts[f"paper_t10_{k}_{b}"] = number(float(hit["paper"].iloc[0]), digits=2) if len(hit) == 1 else "–"
     if claims is None or claims.empty:
         for k in ("baseline_verdicts", "bitfit_verdicts", "proxy_verdicts", "gru_verdicts", "source_verdicts",
                   "acc_verdicts", "full_verdicts", "many_verdicts", "t6_verdicts", "t8_verdicts", "t10_verdicts",
