@@ -95,6 +95,13 @@ def test_table_rows_join_paper_cells():
     t2 = vptsp.TABLES("quick")["Table 2"]
     assert {(r.method, r.spec["source"]) for r in t2.rows} == {(m, s) for m in vptsp.TABLE2 for s in vptsp.ALL_SOURCES}
     assert [r.spec["metrics"] for r in t2.rows if r.spec["source"] == "sop"][0] == ["R@1", "R@10", "R@100", "MAP@R"]
+    t1 = vptsp.TABLES("quick")["Table 1"]   # parameter counts join the paper's cells (filed under CUB)
+    counts = paper_table("vptsp", "Table 1").query("metric == 'TrainableParams(M)'")
+    assert set(counts["dataset"]) == {t1.params_dataset} and t1.params
+    t7 = vptsp.TABLES("quick")["Table 7"]   # its GRU-ReLU row prints Table 1's VPTSP-G (no BitFit): 86.1 / 52.1
+    assert {r.spec["row"] for r in t7.rows} == {"VPTSP-G"}
+    assert paper_table("vptsp", "Table 7").query("method == 'GRU with Relu' and metric == 'R@1'")["value"].item() == \
+        paper_table("vptsp", "Table 1").query("method == 'VPTSP-G' and metric == 'R@1'")["value"].item()
     full8 = vptsp.table8("full")
     assert {r.setting for r in full8.rows} == set(paper_table("vptsp", "Table 8")["setting"])
     key = full8.config(full8.rows[0], 0, "full", ())
@@ -108,9 +115,9 @@ def test_tables_share_identical_runs_once():
     # runs two tables share are listed once: 11 (Table 1) + 16 (Table 2: other metrics) + 6 (Table 4, Cars) + 3 proxy
     # sources x 2 sources (Table 5) + 1 (Table 6's full fine-tuning; Hyp and VPTSP are Table 2's) + 4 accumulators
     # (Table 7) + 4 (Table 8's v1; v2 is Table 2's VPTSP-G) + 9 (Fig. 3; the tables' values are Table 1's run) + 5
-    # (Cars at the CUB-like rates: VPTSP (GRU)'s two rates coincide, 1e-2, so that run is Table 4's) + 10 (the
-    # diagnosis on validation classes: 5 rows x 2 sources)
-    assert len(jobs) == 11 + 16 + 6 + 6 + 1 + 4 + 4 + 9 + 5 + 10
+    # (Cars at the CUB-like rates: VPTSP (GRU)'s two rates coincide, 1e-2, so that run is Table 4's) + 15 (the
+    # diagnosis on validation classes: 5 rows x 3 sources)
+    assert len(jobs) == 11 + 16 + 6 + 6 + 1 + 4 + 4 + 9 + 5 + 15
     t1 = vptsp.TABLES("quick")["Table 1"]
     g = [r for r in t1.rows if r.method == "VPTSP-G (B)"][0]
     f3 = vptsp.TABLES("quick")["Fig. 3"]
@@ -120,6 +127,27 @@ def test_tables_share_identical_runs_once():
     for r in vptsp.TABLES("quick")["Rate transfer"].rows:   # the first chapter's Cars runs used the CUB-like rates
         where = "cub" if r.setting.endswith("CUB") else "cars"
         assert r.spec["lr"] == vptsp.chosen_lr(r.spec["row"], "quick", where) and r.spec["source"] == "cars"
+
+
+def test_full_profile_follows_the_official_configs():
+    """Every full-profile run resolves without data or weights, with each benchmark's official recipe, and the
+    full profile's record labels are unique per table."""
+    cub = vptsp.run_config("full", row="VPTSP-G (B)", source="cub")
+    assert cub["optimizer"]["name"] == "sgd" and cub["optimizer"]["lr"] == 5e-3 and cub["data"]["batch_size"] == 64
+    sop = vptsp.run_config("full", row="VPTSP-G (B)", source="sop")
+    assert (sop["data"]["batch_size"], sop["data"]["samples_per_class"]) == (32, 1)
+    assert sop["optimizer"]["lr"] == 1e-4 and sop["optimizer"]["lr_mult"]["proxy"] == 500.0
+    assert sop["model"]["options"]["class_prompts_device"] == "cpu" and sop["model"]["options"]["num_prompts"] == 90
+    cars = vptsp.run_config("full", row="VPTSP-G (B)", source="cars")
+    assert cars["model"]["options"]["prompt_step"] == 2 and cars["model"]["options"]["proxy_bias_ratio"] == 0.7
+    assert vptsp.run_config("full", row="Hyp-ViT", source="sop")["data"]["samples_per_class"] == 2  # the loss needs 2
+    assert "class_prompts" not in vptsp.run_config("full", row="VPT (B)", source="sop")["model"]["options"]
+    fig3 = vptsp.run_config("full", row="VPTSP-G (B)", source="cub", options={"num_prompts": 50})
+    assert fig3["model"]["options"]["num_prompts"] == 50   # a table's option wins over the source's recipe
+    jobs = vptsp.table_jobs("full", seeds=(0,))
+    assert len({(f, label) for f, label, _ in jobs}) == len(jobs)
+    assert vptsp.table10_file("full").name == "vptsp_table10_full_cuda.json"
+    assert vptsp.table10_file("quick").name == "vptsp_table10_quick_cpu.json"
 
 
 def test_table10_reads_a_benchmark_file(tmp_path):
@@ -243,9 +271,11 @@ def test_diagnosis_changes_one_thing_per_row():
     VPTSP-G (B)'s rate on the source (VPT (B) at its own); nothing else differs."""
     spec = vptsp.TABLES("quick")["Diagnosis"]
     keys = {(r.method, r.spec["source"]): spec.config(r, 0, "quick", ())["config"] for r in spec.rows}
-    for src in vptsp.SOURCES:
+    for src in vptsp.DIAGNOSIS_SOURCES:
         ref = keys[("VPTSP-G (B)", src)]
-        assert ref["data"]["splits"][src]["test"][-1] in oodml.split_of(src, oodml.default_split_id(src))["train"]
+        default = oodml.split_of(src, oodml.default_split_id(src))
+        held_out = ref["data"]["splits"][src]["test"]   # the validation classes: training classes, never test ones
+        assert set(held_out) <= set(default["train"]) and not set(held_out) & set(default["test"])
         a1 = keys[("alpha = 1 (no semantic memory)", src)]
         assert a1["model"]["options"] == {**ref["model"]["options"], "proxy_bias_ratio": 1.0}
         assert {**a1, "model": ref["model"]} == ref

@@ -322,18 +322,12 @@ def plot_setting_panels(measured: pd.DataFrame, metrics: Sequence[str] = ("R@1",
 
 def plot_row_gaps(cmp: pd.DataFrame, reference: str, columns: Sequence[str], metric: str = "R@1"):
     """Per dataset and row: the row's value minus ``reference``'s (a row of the same table), measured beside the
-    paper (e.g. VPTSP Table 2: each method against VPT-Base on every benchmark)."""
-    import seaborn as sns
+    paper (e.g. VPTSP Table 2: each method against VPT-Base on every benchmark); bars of :func:`plot_gains`."""
     sub = cmp[cmp["metric"] == metric]
     ref = sub[sub["row"] == reference].set_index("dataset")[["measured", "paper"]]
     d = sub[sub["row"] != reference].copy()
-    label = f"minus {reference}"
-    d["measured"] = d["measured"].to_numpy() - ref["measured"].reindex(d["dataset"]).to_numpy()
-    d["paper"] = d["paper"].to_numpy() - ref["paper"].reindex(d["dataset"]).to_numpy()
+    label = f"{metric} minus {reference}"
+    for col in ("measured", "paper"):
+        d[col] = d[col].to_numpy() - ref[col].reindex(d["dataset"]).to_numpy()
     d = d.melt(id_vars=["row", "dataset"], value_vars=["measured", "paper"], var_name="numbers", value_name=label)
-    d["dataset"] = pd.Categorical(d["dataset"], list(columns))
-    g = sns.catplot(data=d, x="dataset", y=label, hue="numbers", col="row", kind="bar", height=3.0, aspect=1.2)
-    for ax in g.axes.flat:
-        ax.axhline(0, color="black", lw=0.8)
-    g.set_axis_labels("", f"{metric} {label}")
-    return g
+    return plot_gains(d, col="row", value=label, order=[c for c in columns if c in set(d["dataset"])])

@@ -234,6 +234,19 @@ def train_analysis_run(key: dict) -> dict:
     src = cfg["data"]["datasets"][0]
     name = SOURCE_NAMES.get(src, src)
     resolved = weights_for(cfg)
+    part = ana.get("evaluate", "test")
+    if part not in ("test", "val"):
+        raise ValueError(f"analysis.evaluate must be 'test' or 'val', got {part!r}")
+    train, test, val = build_data(resolved, backbone_data_config(cfg["model"]["backbone"]))
+    if part == "val":  # a tuning run: scored on the held-out training classes, never on test
+        if val is None:
+            raise ValueError("analysis.evaluate='val' needs validation classes (data.val_fraction or "
+                             f"data.splits.{src}.val), the configuration holds none out")
+        test = val
+    query = np.asarray(test.is_query, bool)
+    if not query.all() and any(ana.get(k) for k in ("fixed_classes", "neighbour_classes", "structure", "few_shot")):
+        raise ValueError(f"the {name} test split is a query/gallery split; the analysis options fixed_classes, "
+                         "neighbour_classes, structure and few_shot need a self-retrieval test set")
     if cfg["model"]["method"] == "zero_shot":  # the frozen backbone's feature, nothing trained
         torch.manual_seed(int(cfg["seed"]))
         m = resolved["model"]
@@ -246,14 +259,8 @@ def train_analysis_run(key: dict) -> dict:
                "train_seconds": round(res.seconds, 1),
                "curves": [{"epoch": h["epoch"], "loss": round(h["loss"], 4), "test": _epoch_scores(h, "test")}
                           for h in res.history if "test" in h]}
-    train, test, val = build_data(resolved, backbone_data_config(cfg["model"]["backbone"]))
-    if ana.get("evaluate", "test") == "val":  # a tuning run: scored on the held-out training classes, never on test
-        if val is None:
-            raise ValueError("analysis.evaluate='val' needs validation classes (data.val_fraction or "
-                             f"data.splits.{src}.val), the configuration holds none out")
-        test = val
-    elif ana.get("evaluate", "test") != "test":
-        raise ValueError(f"analysis.evaluate must be 'test' or 'val', got {ana['evaluate']!r}")
+    if part == "val":  # fit's own evaluation saw the test classes: a tuning record keeps none of it
+        out.pop("curves", None)
     train.transform = test.transform  # structure of the training set without augmentation
     model = model.eval()
     heads = adaptable_head(model).eval()
@@ -265,13 +272,9 @@ def train_analysis_run(key: dict) -> dict:
 
     feat, emb, labels = embed(test)
     metrics = list(ana.get("metrics", ["R@1"]))
-    query = np.asarray(test.is_query, bool)
     if not query.all():  # In-shop: its queries against its gallery (nothing excluded), as every In-shop table reports
         gallery = np.asarray(test.is_gallery, bool)
         scores = evaluate_retrieval(emb[query], labels[query], emb[gallery], labels[gallery], metrics=metrics)
-        if any(ana.get(k) for k in ("fixed_classes", "neighbour_classes", "structure", "few_shot")):
-            raise ValueError(f"the {name} test split is a query/gallery split; the analysis options fixed_classes, "
-                             "neighbour_classes, structure and few_shot need a self-retrieval test set")
     else:
         scores = evaluate_retrieval(emb, labels, metrics=metrics)
     out["test"] = {m: {name: v} for m, v in _percent(scores).items()}

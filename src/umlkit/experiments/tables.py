@@ -106,6 +106,7 @@ class Table:
                                           # beyond the paper (no paper rows) must name them
     metric: str = "R@1"
     params: bool = True             # also report the trainable parameters (TrainableParams(M))
+    params_dataset: str = ""        # the dataset cell the paper files its parameter counts under ("" for none)
     derive: Callable[..., pd.DataFrame] | None = None  # (profile, train) -> measured frame, for a table computed
                                                        # from other tables' records (no rows of its own)
 
@@ -129,9 +130,9 @@ def score_rows(table: str, row: Row, seed: int, scores: Mapping, metric: str, co
             for (d, m), v in sorted(cells, key=lambda c: order.get(c[0][0], len(order)))]
 
 
-def params_rows(table: str, row: Row, seed: int, n: int):
+def params_rows(table: str, row: Row, seed: int, n: int, dataset: str = ""):
     return [{"table": table, "section": row.section, "method": row.method, "setting": row.setting, "row": row.title,
-             "seed": seed, "dataset": "", "metric": "TrainableParams(M)", "value": n / 1e6}]
+             "seed": seed, "dataset": dataset, "metric": "TrainableParams(M)", "value": n / 1e6}]
 
 
 def _columns(spec: Table) -> list[str]:
@@ -173,7 +174,7 @@ def measure(spec: Table, profile: str = "quick", rows: Sequence[Row] | None = No
         scores = spec.scores(result, row) if spec.scores else result["test"]
         lines = score_rows(spec.table, row, seed, scores, spec.metric, cols)
         if spec.params and "trainable_model" in result:
-            lines += params_rows(spec.table, row, seed, result["trainable_model"])
+            lines += params_rows(spec.table, row, seed, result["trainable_model"], spec.params_dataset)
         for ln in lines:
             ln.update(record=rec["path"], stale=",".join(rec["stale"]), seed_free=row.seed_free)
         out += lines

@@ -4,18 +4,26 @@ ICLR 2024): configurations, the tuning protocol, tables and claims as data for t
 * **Runs** (:func:`run_config`): one source at a time, as the paper (Sec. 4.1) and the official ``main.py`` train.
   ``configs/vptsp/vptsp.yaml`` holds the shared recipe (class-random batches of 64 with 2 images per class, AdamW,
   cosine schedule; official ``config/cars_small.yaml``), ``configs/vptsp/methods.yaml`` each row's method, options
-  and loss. Baselines train Proxy-Anchor with learnable proxies (the paper's "(PA)"), VPTSP rows Proxy-Anchor over
-  their semantic proxies (official ``criteria/dml_proxy_peft.py``: both terms averaged over all classes). Learnable
-  proxies train at ``lr_mult.loss`` / ``lr_mult.proxy`` times the row's rate: the official second optimizer at
-  ``lr_proxy`` for ``proxies_bias``. Quick: the tiny ViT v2 frozen on the large UML-Mini's default splits (the
-  classes ooDML and the language-guidance chapter use), so the three chapters share their world.
+  and loss, and each source's alpha, epochs and (full profile) the official ``config/<benchmark>_small.yaml``
+  recipe. Baselines train Proxy-Anchor with learnable proxies (the paper's "(PA)"), Hyp-ViT the hyperbolic loss,
+  VPTSP rows Proxy-Anchor over their semantic proxies (official ``criteria/dml_proxy_peft.py``: both terms averaged
+  over all classes). Learnable proxies train at ``lr_mult.loss`` / ``lr_mult.proxy`` times the row's rate: the
+  official second optimizer at ``lr_proxy`` for ``proxies_bias``. Quick: the tiny ViT v2 frozen on the large
+  UML-Mini's default splits (the classes ooDML and the language-guidance chapter use; In-shop-like on its own
+  train / query / gallery split), so the three chapters share their world.
 * **Tuning** (:func:`sweep_jobs`, :func:`lr_sweep`): the paper searched "a pair of proper lr and lr for proxy" per
-  method (Table 9) on the test data's benchmark; here every row's learning rate is chosen by validation MAP@R on the
-  last ``val_fraction`` of the CUB-like training classes, over a grid extended until the best value is interior;
-  the proxy multiple is fixed at the official CUB and Cars configs' ratio (20) for every row.
-* **Tables**: 1 (every parameter-efficient method on CUB), 4 (components on CUB and Cars), 5 (proxy source) and 7
-  (accumulators), with the paper's claims. All runs are ``train_analysis`` records (R@1 and MAP@R of the last
-  epoch; the official code prints the best epoch on the test set, which the book never selects on).
+  method (Table 9) on each benchmark; here every row's learning rate is chosen, per source it is reported on, by
+  validation MAP@R on the last ``val_fraction`` of that source's training classes (``evaluate: val`` where the
+  classes are held out by ``data.val_fraction``), over a grid extended until the best value is interior; the proxy
+  multiple is fixed at the official CUB and Cars configs' ratio (20) for every row.
+* **Tables**: 1 (every parameter-efficient method on CUB), 2 (four benchmarks against Hyp-ViT), 3 (iNaturalist:
+  status rows), 4 (components on CUB and Cars), 5 (proxy source), 6 (the CNN comparison: quoted, and its ViT rows
+  from Table 2's runs), 7 (accumulators), 8 (pretrainings), 10 (step time, read from
+  ``benchmarks/bench_vptsp_step.py``'s file), Fig. 3 (one setting at a time), and two views beyond the paper: the
+  Cars-like rows at the CUB-like rates (*rate transfer*) and a *diagnosis* of the semantic proxies on validation
+  classes. All runs are ``train_analysis`` records (last epoch; the official code prints the best epoch on the test
+  set, which the book never selects on). MAP@R is the book's (Musgrave et al.: R excludes the query); VPTSP's
+  ``mAP_R`` counts the query in R, a slightly lower number.
 """
 from __future__ import annotations
 
@@ -35,7 +43,7 @@ __all__ = ["PAPER", "SOURCES", "SEEDS", "methods_config", "run_config", "chosen_
            "TABLES", "table_jobs", "job_list", "chapter_facts"]
 
 PAPER = "vptsp"
-SOURCES = ("cub", "cars")   # the sources of the tables built so far (Tables 1, 4, 5, 7); Table 2 adds SOP and In-shop
+SOURCES = ("cub", "cars")   # the sources of Tables 4 and 5 (Table 2: ALL_SOURCES, the diagnosis: DIAGNOSIS_SOURCES)
 SEEDS = (0, 1, 2)
 METRICS = ["R@1", "MAP@R"]
 
@@ -67,10 +75,11 @@ def _row_block(row: str) -> dict:
 
 def chosen_lr(row: str, profile: str, source: str = "cub") -> float:
     """The row's learning rate on ``source``: ``lr.<profile>.<source>.<row>`` in methods.yaml (chosen by that source's
-    validation sweep), else ``lr.<profile>.default``."""
+    validation sweep), else ``lr.<profile>.<source>.default``, else ``lr.<profile>.default``."""
     lrs = methods_config()["lr"].get(profile) or {}
-    if row in (lrs.get(source) or {}):
-        return float(lrs[source][row])
+    here = lrs.get(source) or {}
+    if row in here or "default" in here:
+        return float(here.get(row, here.get("default")))
     if "default" in lrs:
         return float(lrs["default"])
     raise KeyError(f"configs/vptsp/methods.yaml has no {profile} learning rate for {row!r} on {source!r} (run the "
@@ -104,11 +113,14 @@ def run_config(profile: str = "quick", *, row: str = "VPTSP-G (B)", source: str 
     if source not in mc["sources"]:
         raise KeyError(f"no VPTSP settings for source {source!r}; configs/vptsp/methods.yaml has {list(mc['sources'])}")
     src = mc["sources"][source]
-    cfg = copy.deepcopy(_base_config(profile))
+    from umlkit.train.config import merge
+    here = src.get(profile) or {}          # the source's own recipe in this profile (full: the official config)
+    cfg = merge(merge(copy.deepcopy(_base_config(profile)), here.get("config") or {}),
+                (block.get("config") or {}).get(profile) or {})
     cfg["data"]["datasets"] = [source]
     cfg["data"]["splits"] = {}
     opts = {**((block.get("options") or {}).get("all") or {}), **((block.get("options") or {}).get(profile) or {}),
-            **(options or {})}
+            **(here.get("vptsp") or {} if block["method"] == "vptsp" else {}), **(options or {})}
     if block["method"] == "vptsp":
         opts.setdefault("proxy_bias_ratio", float(src["alpha"]))
     cfg["model"]["method"] = block["method"]
@@ -228,10 +240,11 @@ TABLE5 = {"Sample": ("VPTSP-G (B)", {"proxy_source": "sample"}),
           "Encoder": ("VPTSP-G (B)", {"proxy_source": "encoder"}),
           "Fixed Encoder": ("VPTSP-G (B)", {"proxy_source": "fixed_encoder"}),
           "VPTSP-G": ("VPTSP-G (B)", {})}
-TABLE7 = {"LSTM": ("VPTSP-G (B)", {"accumulator": "lstm"}), "RNN Unit": ("VPTSP-G (B)", {"accumulator": "rnn"}),
-          "Cross Attention": ("VPTSP-G (B)", {"accumulator": "cross_attention"}),
-          "GRU with Tanh": ("VPTSP-G (B)", {"accumulator": "gru"}),
-          "GRU with Relu": ("VPTSP-G (B)", {})}
+# Table 7's GRU-ReLU row prints Table 1's VPTSP-G without BitFit (86.1 / 52.1): the accumulators are compared there
+TABLE7 = {"LSTM": ("VPTSP-G", {"accumulator": "lstm"}), "RNN Unit": ("VPTSP-G", {"accumulator": "rnn"}),
+          "Cross Attention": ("VPTSP-G", {"accumulator": "cross_attention"}),
+          "GRU with Tanh": ("VPTSP-G", {"accumulator": "gru"}),
+          "GRU with Relu": ("VPTSP-G", {})}
 _PLAIN = ("Full Fine-tuning (PA)", "Linear Prob", "BitFit", "Adapter", "Adapter (B)", "VPT", "VPT (B)")
 
 
@@ -243,13 +256,16 @@ def _beats(a: str, b: str, dataset: str = "CUB", metric: str = "R@1", what: str 
 
 
 def table1(profile: str = "quick") -> Table:
-    claims = [_beats("VPT (B)", m) for m in _PLAIN if m != "VPT (B)"]          # the strongest plain baseline
+    # the strongest plain baseline (VPT itself is the "BitFit helps" claim below)
+    claims = [_beats("VPT (B)", m) for m in _PLAIN if m not in ("VPT (B)", "VPT")]
     claims += [_beats(f"{m} (B)", m, what=" (BitFit helps)") for m in ("Adapter", "VPT", "VPTSP-M", "VPTSP-G")]
     claims += [_beats("VPTSP-G (B)", "VPT (B)", metric=m, what=" (semantic proxies)") for m in METRICS]
     claims += [_beats("VPTSP-G (B)", "Linear Prob")]
     return Table(PAPER, "Table 1", _rows("Table 1", TABLE1), config_for, seeds=SEEDS, scores=_scores, claims=claims,
-                 unmeasured={"quick": {"*": "full-profile only: GPU memory (the quick profile trains on the CPU)"}},
-                 params=True)
+                 unmeasured={"quick": {"*": "full-profile only: GPU memory (the quick profile trains on the CPU)"},
+                             "full": {"*": "not measured: GPU memory of a training step (benchmarks/bench_vptsp_step.py "
+                                           "--profile full --device cuda records peak_mb; not joined to this table)"}},
+                 params=True, params_dataset="CUB")
 
 
 def table4(profile: str = "quick") -> Table:
@@ -302,19 +318,24 @@ def table2(profile: str = "quick") -> Table:
     claims += [_beats("Hyp-ViT", "VPTSP-G", d, what=" (the gain turns on many-class sources)", table="Table 2",
                       settings=T2_SETTINGS) for d in ("SOP", "InShop")]
     return Table(PAPER, "Table 2", rows, config_for, seeds=SEEDS, scores=_scores, claims=claims, params=False,
-                 unmeasured={profile: {"RS@K": "quoted: Patel et al. (2022), ViT-B/16 with batches over 200 (another "
-                                                "work's number)",
-                                       "VPTSP-G": "full-profile only: ViT-B/16 with a 512-d embedding (the quick "
-                                                  "profile has one tiny backbone)"}})
+                 unmeasured={p: {"RS@K": "quoted: Patel et al. (2022), ViT-B/16 with batches over 200 (another "
+                                         "work's number)",
+                                 "VPTSP-G": why} for p, why in (
+                     ("quick", "full-profile only: ViT-B/16 with a 512-d embedding (the quick profile has one tiny "
+                               "backbone)"),
+                     ("full", "not built: the ViT-B/16 (512-d) rows need the official *_basic configurations"))})
 
 
 def table3(profile: str = "quick") -> Table:
     """iNaturalist: UML-Mini has no iNaturalist-like source, so every cell is the paper's (status rows only)."""
     why = ("full-profile only: UML-Mini has no iNaturalist-like source; the full profile reads iNaturalist 2018 with "
            "the Smooth-AP split (umlkit data check lists the layout), ViT-B/16 with a 512-d embedding")
+    full = ("not built: the iNaturalist rows need ViT-B/16 (512-d) and the official inaturalist_basic "
+            "configuration; the data loader (inat) exists")
     return Table(PAPER, "Table 3", [], config_for, seeds=SEEDS, scores=_scores, params=False,
-                 unmeasured={profile: {"SAP": "quoted: Brown et al. (2020), another work's number",
-                                       "Recall@K": "quoted: Patel et al. (2022), another work's number", "*": why}})
+                 unmeasured={p: {"SAP": "quoted: Brown et al. (2020), another work's number",
+                                 "Recall@K": "quoted: Patel et al. (2022), another work's number", "*": reason}
+                             for p, reason in (("quick", why), ("full", full))})
 
 
 # Table 6: the CNN rows are other works' numbers; its ViT-S/16 rows are Table 2's CUB runs (Hyp = Hyp-ViT, VPTSP =
@@ -329,13 +350,9 @@ def table6(profile: str = "quick") -> Table:
     claims = [_beats("VPTSP", "Full fine-tuning (PA)", "CUB", m, table="Table 6", settings=st) for m in METRICS]
     claims += [_beats("VPTSP", "Hyp", "CUB", table="Table 6", settings=st)]
     cnn = "quoted: a CNN backbone of another work (ResNet-50 or Inception-BN); the quick profile has no CNN"
+    params = "not measured: the paper prints Params(M) here (the parameter-budget chapter counts them)"
     return Table(PAPER, "Table 6", rows, config_for, seeds=SEEDS, scores=_scores, claims=claims, params=False,
-                 unmeasured={profile: {"*": cnn, "Full fine-tuning (PA)": "not measured: the paper prints Params(M) "
-                                       "(the parameter-budget chapter counts them)",
-                                       "Hyp": "not measured: the paper prints Params(M) (the parameter-budget chapter "
-                                              "counts them)",
-                                       "VPTSP": "not measured: the paper prints Params(M) (the parameter-budget "
-                                                "chapter counts them)"}})
+                 unmeasured={p: {"*": cnn, **{m: params for m in TABLE6}} for p in ("quick", "full")})
 
 
 # Table 8: VPTSP on other pretrainings. Full: the paper's four backbones; quick: the two shipped tiny ViTs (v1: 12
@@ -350,14 +367,16 @@ TABLE8_QUICK = {"model=tiny ViT v1;pretraining=UML synthetic, 12 epochs": "vit_t
 
 
 def table8(profile: str = "quick") -> Table:
-    metrics = {s: ["R@1"] + [m for m in TABLE2_METRICS[s] if m != "R@1"] for s in ALL_SOURCES}
+    metrics = TABLE2_METRICS   # the same keys as Table 2: v2's rows are its VPTSP-G runs
     if profile == "quick":
         backbones = {k: [f"model.backbone={b}"] for k, b in TABLE8_QUICK.items()}
     else:
         backbones = {k: [f"model.backbone={b}", f"model.embed_dim={d}"] for k, (b, d) in TABLE8_FULL.items()}
-    rows = [Row(method="VPTSP", setting=setting, name=setting.split(";")[0].split("=", 1)[1],
+    def model_name(setting):
+        return dict(part.split("=", 1) for part in setting.split(";"))["model"]
+    rows = [Row(method="VPTSP", setting=setting, name=model_name(setting),
                 spec={"row": "VPTSP-G (B)", "source": s, "options": {}, "overrides": ov, "metrics": metrics[s]},
-                runner="train_analysis", label=f"{s}-{setting.split(';')[0].split('=', 1)[1]}")
+                runner="train_analysis", label=f"{s}-{model_name(setting)}")
             for setting, ov in backbones.items() for s in ALL_SOURCES]
     v1, v2 = (_cell("VPTSP", "", "R@1", "Table 8", k) for k in TABLE8_QUICK)
     claims = []
@@ -374,11 +393,13 @@ def table8(profile: str = "quick") -> Table:
 # layer, prompted layers, batch size, alpha); the table runs' values are 2 prompts in 6 layers, batch 64, alpha 0.5
 FIG3 = {"prompts per layer": ("num_prompts", [1, 2, 4, 8]), "prompted layers": ("prompt_depth", [2, 4, 6]),
         "batch size": ("batch_size", [32, 64, 128]), "alpha": ("proxy_bias_ratio", [0.2, 0.5, 0.8])}
+FIG3_FULL = {"prompts per layer": ("num_prompts", [5, 10, 20, 50]), "prompted layers": ("prompt_depth", [3, 6, 9, 12]),
+             "batch size": ("batch_size", [32, 64, 128]), "alpha": ("proxy_bias_ratio", [0.2, 0.5, 0.8])}
 
 
 def fig3(profile: str = "quick") -> Table:
     rows = []
-    for panel, (option, values) in FIG3.items():
+    for panel, (option, values) in (FIG3 if profile == "quick" else FIG3_FULL).items():
         for v in values:
             spec = {"row": "VPTSP-G (B)", "source": "cub", "options": {}, "overrides": []}
             if option == "batch_size":
@@ -407,8 +428,9 @@ def rate_transfer(profile: str = "quick") -> Table:
 
 # Diagnosis: why VPTSP-G (B) does not beat VPT (B) here. Its proxies differ from VPT (B)'s learnable Proxy-Anchor
 # proxies in two ways at once: they mix the semantic memory in (alpha < 1) and the loss averages both terms over all
-# classes (the official normalisation). Each row removes one or both, on the validation classes of the CUB- and
-# Cars-like sources at VPTSP-G (B)'s rate there (VPT (B) at its own); alpha = 1 leaves the learnable bias alone.
+# classes (the official normalisation). Each row removes one or both, on the validation classes of the CUB-, Cars-
+# and SOP-like sources at VPTSP-G (B)'s rate there (VPT (B) at its own); alpha = 1 leaves the learnable bias alone.
+DIAGNOSIS_SOURCES = ("cub", "cars", "sop")
 DIAGNOSIS = {"VPTSP-G (B)": ("VPTSP-G (B)", {}, {}),
              "alpha = 1 (no semantic memory)": ("VPTSP-G (B)", {"proxy_bias_ratio": 1.0}, {}),
              "original normalisation": ("VPTSP-G (B)", {}, {"normalisation": "original"}),
@@ -421,19 +443,19 @@ def diagnosis(profile: str = "quick") -> Table:
     rows = [Row(method=name, setting="validation classes", name=name,
                 spec={"row": base, "source": s, "options": opts, "loss_options": loss, "validation": True},
                 runner="train_analysis", label=f"{s}-{name}")
-            for name, (base, opts, loss) in DIAGNOSIS.items() for s in SOURCES]
+            for name, (base, opts, loss) in DIAGNOSIS.items() for s in DIAGNOSIS_SOURCES]
 
     def cell(m, d):
         return {"section": "", "method": m, "setting": "validation classes", "dataset": d}
     claims = []
-    for d in ("CUB", "Cars"):
+    for d in (SOURCE_NAMES[s] for s in DIAGNOSIS_SOURCES):
         for metric in METRICS:
             claims += [Claim(f"the semantic memory helps: VPTSP-G (B) beats alpha = 1 ({d} validation, {metric})",
                              cell("VPTSP-G (B)", d), cell("alpha = 1 (no semantic memory)", d), metric=metric),
                        Claim(f"VPTSP-G (B) with the original normalisation beats the official one ({d} validation, "
                              f"{metric})", cell("original normalisation", d), cell("VPTSP-G (B)", d), metric=metric)]
     return Table(PAPER, "Diagnosis", rows, config_for, seeds=SEEDS, scores=_scores, claims=claims, params=False,
-                 columns=["CUB", "Cars"])
+                 columns=[SOURCE_NAMES[s] for s in DIAGNOSIS_SOURCES])
 
 
 # Table 10 (step time): a benchmark, not a training record (benchmarks/bench_vptsp_step.py writes the file)
@@ -441,7 +463,9 @@ TABLE10_ROWS = {"Full Fine-tuning (PA)": "Full Fine-tuning (PA)", "linear": "Lin
                 "Adapter": "Adapter", "VPT": "VPT", "VPTSP": "VPTSP-G (B)"}
 
 
-def table10_file(profile: str = "quick", device: str = "cpu") -> Path:
+def table10_file(profile: str = "quick", device: str | None = None) -> Path:
+    """The benchmark file a profile's chapter reads: the quick profile's CPU run, the full profile's GPU run."""
+    device = device or ("cpu" if profile == "quick" else "cuda")
     from umlkit._paths import repo_folder
     return repo_folder("benchmarks", "results", what="the benchmark results") / f"vptsp_table10_{profile}_{device}.json"
 
@@ -523,8 +547,8 @@ def table_jobs(profile: str = "quick", seeds=SEEDS, tables=None) -> list[tuple[s
 
 
 def job_list(name: str, profile: str = "quick") -> list[tuple[str, str, dict]]:
-    """A named job list: ``lr_sweep`` (the tuning protocol, every source) or ``tables`` (every run of Tables 1, 2, 4-8
-    and Fig. 3)."""
+    """A named job list: ``lr_sweep`` (the tuning protocol, every source) or ``tables`` (every run of Tables 1, 2, 4-8,
+    Fig. 3, the rate transfer and the diagnosis)."""
     if name == "lr_sweep":
         return sweep_jobs(profile)
     if name == "tables":
@@ -541,14 +565,23 @@ def _value(cmp, method: str, dataset: str, metric: str = "R@1", field: str = "me
     return float(hit[field].iloc[0]) if len(hit) == 1 else float("nan")
 
 
-def _span(values) -> str:
-    """"a to b" of finite values (one decimal), "–" when there are none."""
+def _paper(table: str, method: str, dataset: str, metric: str = "R@1", setting: str | None = None) -> float:
+    """One of the paper's cells (NaN when it has none): the prose quotes the paper whether or not a cell was run."""
+    from umlkit.paper import paper_table
+    p = paper_table(PAPER, table)
+    hit = p[(p["method"] == method) & (p["dataset"] == dataset) & (p["metric"] == metric)
+            & ((p["setting"].fillna("") == setting) if setting is not None else True)]
+    return float(hit["value"].iloc[0]) if len(hit) == 1 else float("nan")
+
+
+def _span(values, signed: bool = True) -> str:
+    """"a to b" of the finite values (one decimal), one number when they round alike, "–" when there are none."""
     from umlkit.experiments.prose import number
     v = [float(x) for x in values if x is not None and x == x]
     if not v:
         return "–"
-    lo, hi = min(v), max(v)
-    return number(lo, signed=True) if number(lo) == number(hi) else f"{number(lo, signed=True)} to {number(hi, signed=True)}"
+    lo, hi = (number(x, signed=signed) for x in (min(v), max(v)))
+    return lo if lo == hi else f"{lo} to {hi}"
 
 
 def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: dict | None = None) -> dict:
@@ -563,32 +596,34 @@ def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: di
     recs = {r for m in (measured or {}).values() if not m.empty and "record" in m for r in m["record"]}
     facts["n_records"] = str(len(recs))
     empty = pd.DataFrame()
-    if sweep is not None and not sweep.empty:
-        cub = sweep[sweep["source"] == "cub"]
-        chosen = cub[cub["chosen"]].set_index("row")
-        facts["vptsp_val"] = number(float(chosen.loc["VPTSP-G (B)", "val MAP@R"]))
-        facts["vpt_val"] = number(float(chosen.loc["VPT (B)", "val MAP@R"]))
-        low = cub[(cub["lr"] == 1e-3)].set_index("row")
-        facts["vptsp_val_1e3"] = number(float(low.loc["VPTSP-G (B)", "val MAP@R"]))
-        facts["vpt_val_1e3"] = number(float(low.loc["VPT (B)", "val MAP@R"]))
-        picked = sweep[sweep["chosen"]]
-        facts["n_sweep"] = str(len(sweep))
-        both = picked[picked["source"].isin(["cub", "cars"])].pivot(index="row", columns="source", values="lr").dropna()
-        facts["n_cars_lower"] = f"{int((both['cars'] < both['cub']).sum())} of {len(both)}"
-        cars = picked[picked["source"] == "cars"].set_index("row")
-        facts["cars_gap_val"] = number(float(cars.loc["VPTSP-G (B)", "val MAP@R"] - cars.loc["VPT (B)", "val MAP@R"]),
-                                       signed=True) if {"VPTSP-G (B)", "VPT (B)"} <= set(cars.index) else "–"
-    else:
-        for k in ("vptsp_val", "vpt_val", "vptsp_val_1e3", "vpt_val_1e3", "n_sweep", "n_cars_lower", "cars_gap_val"):
-            facts[k] = "–"
+    sweep = sweep if sweep is not None and not sweep.empty else pd.DataFrame(
+        columns=["source", "row", "lr", "val MAP@R", "chosen"])
+
+    def val(source, row, lr=None):
+        """Validation MAP@R of a sweep line: the row's chosen rate, or ``lr``; NaN when not stored."""
+        sub = sweep[(sweep["source"] == source) & (sweep["row"] == row)]
+        sub = sub[sub["chosen"].astype(bool)] if lr is None else sub[sub["lr"] == lr]
+        return float(sub["val MAP@R"].iloc[0]) if len(sub) == 1 else float("nan")
+    facts["vptsp_val"], facts["vpt_val"] = number(val("cub", "VPTSP-G (B)")), number(val("cub", "VPT (B)"))
+    facts["vptsp_val_1e3"] = number(val("cub", "VPTSP-G (B)", 1e-3))
+    facts["vpt_val_1e3"] = number(val("cub", "VPT (B)", 1e-3))
+    facts["cars_gap_val"] = number(val("cars", "VPTSP-G (B)") - val("cars", "VPT (B)"), signed=True)
+    facts["n_sweep"] = str(len(sweep))
+    picked = sweep[sweep["chosen"].astype(bool)]
+    both = picked[picked["source"].isin(["cub", "cars"])].pivot(index="row", columns="source", values="lr")
+    both = both.dropna() if {"cub", "cars"} <= set(both.columns) else both.iloc[:0]
+    facts["n_cars_lower"] = f"{int((both['cars'] < both['cub']).sum())} of {len(both)}" if len(both) else "–"
     t1, t4 = cmp.get("Table 1", empty), cmp.get("Table 4", empty)
     for metric, key in (("R@1", "r1"), ("MAP@R", "mapr")):
-        for field, prefix in (("measured", ""), ("paper", "paper_")):
-            facts[f"{prefix}sp_gap_cub_{key}"] = number(_value(t1, "VPTSP-G (B)", "CUB", metric, field)
-                                                        - _value(t1, "VPT (B)", "CUB", metric, field), signed=True)
-            facts[f"{prefix}sp_gap_cars_{key}"] = number(
-                _value(t4, "VPTSP (GRU) + Bias", "Cars", metric, field)
-                - _value(t4, "VPT+Bias (Baseline)", "Cars", metric, field), signed=True)
+        facts[f"sp_gap_cub_{key}"] = number(_value(t1, "VPTSP-G (B)", "CUB", metric)
+                                            - _value(t1, "VPT (B)", "CUB", metric), signed=True)
+        facts[f"paper_sp_gap_cub_{key}"] = number(_paper("Table 1", "VPTSP-G (B)", "CUB", metric)
+                                                  - _paper("Table 1", "VPT (B)", "CUB", metric), signed=True)
+        facts[f"sp_gap_cars_{key}"] = number(_value(t4, "VPTSP (GRU) + Bias", "Cars", metric)
+                                             - _value(t4, "VPT+Bias (Baseline)", "Cars", metric), signed=True)
+        facts[f"paper_sp_gap_cars_{key}"] = number(_paper("Table 4", "VPTSP (GRU) + Bias", "Cars", metric)
+                                                   - _paper("Table 4", "VPT+Bias (Baseline)", "Cars", metric),
+                                                   signed=True)
     plain = t1[(t1["metric"] == "MAP@R") & t1["method"].isin(_PLAIN)] if not t1.empty else t1
     if not plain.empty:
         best = plain.loc[plain["measured"].idxmax()]
@@ -606,25 +641,25 @@ def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: di
         facts["rt_vptsp_cub"] = number(float(at["CUB"].get("VPTSP (GRU) + Bias", float("nan"))))
         facts["rt_vptsp_cars"] = number(float(at["Cars"].get("VPTSP (GRU) + Bias", float("nan"))))
         vptsp_rows = [r for r in at["CUB"].index if r.startswith("VPTSP")]
-        facts["rt_vptsp_span_cub"] = _span([at["CUB"].get(r) for r in vptsp_rows]).replace("+", "")
-        facts["rt_vptsp_span_cars"] = _span([at["Cars"].get(r, float("nan")) for r in vptsp_rows]).replace("+", "")
+        facts["rt_vptsp_span_cub"] = _span([at["CUB"].get(r) for r in vptsp_rows], signed=False)
+        facts["rt_vptsp_span_cars"] = _span([at["Cars"].get(r) for r in vptsp_rows], signed=False)
     else:
         for k in ("rt_vptsp_cub", "rt_vptsp_cars", "rt_vptsp_span_cub", "rt_vptsp_span_cars"):
             facts[k] = "–"
     t2 = cmp.get("Table 2", empty)
     for d in ("CUB", "Cars", "SOP", "InShop"):
         k = d.lower()
-        for field, prefix in (("measured", ""), ("paper", "paper_")):
-            facts[f"{prefix}t2_sp_{k}"] = number(_value(t2, "VPTSP-G", d, "R@1", field)
-                                                 - _value(t2, "VPT-Base", d, "R@1", field), signed=True)
-            facts[f"{prefix}t2_hyp_{k}"] = number(_value(t2, "VPTSP-G", d, "R@1", field)
-                                                  - _value(t2, "Hyp-ViT", d, "R@1", field), signed=True)
+        facts[f"t2_sp_{k}"] = number(_value(t2, "VPTSP-G", d) - _value(t2, "VPT-Base", d), signed=True)
+        facts[f"t2_hyp_{k}"] = number(_value(t2, "VPTSP-G", d) - _value(t2, "Hyp-ViT", d), signed=True)
+        p2 = {m: _paper("Table 2", m, d, "R@1", T2_SETTINGS[m]) for m in TABLE2}
+        facts[f"paper_t2_sp_{k}"] = number(p2["VPTSP-G"] - p2["VPT-Base"], signed=True)
+        facts[f"paper_t2_hyp_{k}"] = number(p2["VPTSP-G"] - p2["Hyp-ViT"], signed=True)
     t6 = cmp.get("Table 6", empty)
     for metric, key in (("R@1", "r1"), ("MAP@R", "mapr")):
-        for field, prefix in (("measured", ""), ("paper", "paper_")):
-            facts[f"{prefix}t6_full_{key}"] = number(_value(t6, "VPTSP", "CUB", metric, field)
-                                                     - _value(t6, "Full fine-tuning (PA)", "CUB", metric, field),
-                                                     signed=True)
+        facts[f"t6_full_{key}"] = number(_value(t6, "VPTSP", "CUB", metric)
+                                         - _value(t6, "Full fine-tuning (PA)", "CUB", metric), signed=True)
+        facts[f"paper_t6_full_{key}"] = number(_paper("Table 6", "VPTSP", "CUB", metric)
+                                               - _paper("Table 6", "Full fine-tuning (PA)", "CUB", metric), signed=True)
     t8 = cmp.get("Table 8", empty)
     if not t8.empty:
         r1 = t8[t8["metric"] == "R@1"]
@@ -635,23 +670,31 @@ def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: di
     f3 = (measured or {}).get("Fig. 3", empty)
     for option, _ in FIG3.values():
         if f3.empty:
-            facts[f"f3_best_{option}"] = "–"
+            facts[f"f3_best_{option}"] = facts[f"f3_range_{option}"] = "–"
             continue
         sub = f3[(f3["metric"] == "MAP@R") & f3["setting"].str.startswith(f"{option}=")]
         means = sub.groupby("setting")["value"].mean()
-        facts[f"f3_best_{option}"] = means.idxmax().split("=", 1)[1] if not means.empty else "–"
-        facts[f"f3_range_{option}"] = (f"{number(means.min())} to {number(means.max())}" if not means.empty else "–")
+        several = len(means) >= 2   # a best value needs something to be better than
+        facts[f"f3_best_{option}"] = means.idxmax().split("=", 1)[1] if several else "–"
+        facts[f"f3_range_{option}"] = f"{number(means.min())} to {number(means.max())}" if several else "–"
+    dg = cmp.get("Diagnosis", empty)
+    short = {"VPTSP-G (B)": "vptsp", "alpha = 1 (no semantic memory)": "a1", "original normalisation": "orig",
+             "alpha = 1, original normalisation": "a1orig", "VPT (B)": "vpt"}
+    for src in DIAGNOSIS_SOURCES:
+        for row, k in short.items():
+            facts[f"dg_{src}_{k}"] = number(_value(dg, row, SOURCE_NAMES[src], "MAP@R"))
     st = cmp.get("Table 10", empty)
     for b in (32, 64):
         for m, k in (("VPTSP", "vptsp"), ("VPT", "vpt")):
             hit = st[(st["method"] == m) & (st["setting"] == f"batch_size={b}") & (st["metric"] == "Latency (x full)")] \
                 if not st.empty else st
             facts[f"t10_{k}_{b}"] = number(float(hit["measured"].iloc[0]), digits=2) if len(hit) == 1 else "–"
-            facts[f"paper_t10_{k}_{b}"] = number(float(hit["paper"].iloc[0]), digits=2) if len(hit) == 1 else "–"
+            facts[f"paper_t10_{k}_{b}"] = number(_paper("Table 10", m, "Cars", "Latency (x full)", f"batch_size={b}"),
+                                                 digits=2)
     if claims is None or claims.empty:
         for k in ("baseline_verdicts", "bitfit_verdicts", "proxy_verdicts", "gru_verdicts", "source_verdicts",
                   "acc_verdicts", "full_verdicts", "many_verdicts", "t6_verdicts", "t8_verdicts", "t10_verdicts",
-                  "all_verdicts"):
+                  "dg_verdicts_memory", "dg_verdicts_norm", "all_verdicts"):
             facts[k] = "not yet checked (no records)"
         facts["n_claims"] = "0"
         return facts
@@ -668,6 +711,8 @@ def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: di
     facts["t6_verdicts"] = verdict_counts(claims, text.str.startswith("VPTSP beats"))
     facts["t8_verdicts"] = verdict_counts(claims, text.str.startswith("the longer-pretrained tiny ViT"))
     facts["t10_verdicts"] = verdict_counts(claims, text.str.contains("step takes longer", regex=False))
+    facts["dg_verdicts_memory"] = verdict_counts(claims, text.str.startswith("the semantic memory helps"))
+    facts["dg_verdicts_norm"] = verdict_counts(claims, text.str.contains("original normalisation beats", regex=False))
     facts["all_verdicts"] = verdict_counts(claims, text.notna())
     facts["n_claims"] = str(len(claims))
     return facts
