@@ -7,7 +7,8 @@ other processes shared the cores. This script groups the jobs of a job list (``u
 what decides their cost (runner, method and objective, sources, the analysis after training: few-shot episodes,
 transfer, neighbour counts; the batch size and the prompt and accumulator options), runs ``--per-group`` jobs of
 every group in ``--workers`` single-thread processes with nothing else running, and extrapolates: estimated wall
-time = sum over groups of (mean sampled seconds x group size) / workers. The baseline printed beside it is the issue's budget (the ratio: estimate / budget).
+time = sum over groups of (mean sampled seconds x group size) / workers. The baseline printed beside it is the
+issue's budget (the ratio: estimate / budget).
 
 Every sampled job is also compared with its stored record: the result must be identical except for the timing
 fields. That makes the run the evidence a restamp after a refactoring needs (``tools/restamp_records.py``).

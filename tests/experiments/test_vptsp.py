@@ -116,8 +116,8 @@ def test_tables_share_identical_runs_once():
     # sources x 2 sources (Table 5) + 1 (Table 6's full fine-tuning; Hyp and VPTSP are Table 2's) + 4 accumulators
     # (Table 7) + 4 (Table 8's v1; v2 is Table 2's VPTSP-G) + 9 (Fig. 3; the tables' values are Table 1's run) + 5
     # (Cars at the CUB-like rates: VPTSP (GRU)'s two rates coincide, 1e-2, so that run is Table 4's) + 15 (the
-    # diagnosis on validation classes: 5 rows x 3 sources)
-    assert len(jobs) == 11 + 16 + 6 + 6 + 1 + 4 + 4 + 9 + 5 + 15
+    # diagnosis on validation classes: 7 rows x 3 sources)
+    assert len(jobs) == 11 + 16 + 6 + 6 + 1 + 4 + 4 + 9 + 5 + 21
     t1 = vptsp.TABLES("quick")["Table 1"]
     g = [r for r in t1.rows if r.method == "VPTSP-G (B)"][0]
     f3 = vptsp.TABLES("quick")["Fig. 3"]
@@ -250,10 +250,12 @@ def test_train_analysis_scores_validation_classes_and_inshop_query_against_galle
     train, test, _ = build_data(cfg, backbone_data_config("vit_tiny_uml"))
     assert not test.is_query.all()
     want = evaluate_model(model, test, batch_size=256)
-    assert out["test"]["R@1"]["InShop"] == pytest.approx(want.loc["inshop", "R@1"], abs=1e-3)   # 10.5, the README's v1 zero-shot In-shop R@1
+    # 10.5: the README's v1 zero-shot In-shop R@1
+    assert out["test"]["R@1"]["InShop"] == pytest.approx(want.loc["inshop", "R@1"], abs=1e-3)
     emb, labels = extract_embeddings(model, test, batch_size=256)
     self_search = 100 * evaluate_retrieval(emb, labels, metrics=["R@1"])["R@1"]
-    assert out["test"]["R@1"]["InShop"] != pytest.approx(self_search, abs=1e-3)   # not the union searched against itself
+    # not the union searched against itself
+    assert out["test"]["R@1"]["InShop"] != pytest.approx(self_search, abs=1e-3)
     cub = merge(cfg, {"data": {"datasets": ["cub"], "val_fraction": 0.3}})
     val = run("train_analysis", {"config": cub, "analysis": {"metrics": ["R@1"], "evaluate": "val"}})
     _, test_cub, val_cub = build_data(cub, backbone_data_config("vit_tiny_uml"))
@@ -285,3 +287,22 @@ def test_diagnosis_changes_one_thing_per_row():
         vpt = keys[("VPT (B)", src)]
         assert vpt["optimizer"]["lr"] == vptsp.chosen_lr("VPT (B)", "quick", src)
         assert ref["optimizer"]["lr"] == vptsp.chosen_lr("VPTSP-G (B)", "quick", src)
+
+
+def test_proxy_bias_init_pml_draws_as_pml_proxy_anchor():
+    """``proxy_bias_init="pml"`` (the diagnosis row) draws the bias from PML's ProxyAnchorLoss distribution
+    (kaiming-normal, fan_out: row norm sqrt(2 / classes * dim)); the default keeps the official xavier-uniform / 8."""
+    from pytorch_metric_learning.losses import ProxyAnchorLoss
+    from umlkit.models import create_model
+    kw = dict(pretrained=False, embed_dim=16, num_classes=40, num_prompts=1, prompt_depth=1, class_prompts=1)
+    official = create_model("vit_tiny_uml", "vptsp", **kw).proxy_bias
+    bound = (6 / (40 + 16)) ** 0.5 / 8
+    assert float(official.abs().max()) <= bound + 1e-7 and float(official.abs().max()) > 0.5 * bound
+    torch.manual_seed(3)
+    model = create_model("vit_tiny_uml", "vptsp", proxy_bias_init="pml", **kw)
+    assert torch.allclose(model.proxy_bias.norm(dim=1).mean(), torch.tensor((2 / 40 * 16) ** 0.5), rtol=0.15)
+    torch.manual_seed(0)
+    pml = ProxyAnchorLoss(40, 16).proxies
+    assert torch.allclose(pml.std(), model.proxy_bias.std(), rtol=0.15)   # the same distribution's spread
+    with pytest.raises(ValueError, match="proxy_bias_init must be"):
+        create_model("vit_tiny_uml", "vptsp", proxy_bias_init="zeros", **kw)

@@ -9,7 +9,10 @@
   (EMA or GRU-ReLU; LSTM/RNN/GRU-tanh/cross-attention for the Table 7 ablation);
 * proxies for all classes = alpha * bias + (1 - alpha) * container, where ``container`` is a non-parameter
   (n_classes, E) tensor (xavier-uniform / 8, L2-normalised) whose batch rows carry gradient in the current step
-  and is detached afterwards, and ``bias`` is a learnable (n_classes, E) tensor (xavier-uniform / 8).
+  and is detached afterwards, and ``bias`` is a learnable (n_classes, E) tensor (xavier-uniform / 8;
+  ``proxy_bias_init="pml"`` draws it as PML's Proxy-Anchor proxies instead, kaiming-normal with fan_out, for the
+  chapter's diagnosis: the loss normalises the proxies, so their initial norm sets how far one optimizer step turns
+  them).
 
 Proxy sources of the appendix Table 5: ``"prompt"`` (VPTSP), ``"sample"`` (the image branch's own embeddings
 feed the accumulator), ``"encoder"`` (a trainable copy of the image head on the frozen image feature) and
@@ -58,6 +61,7 @@ class VPTSPModel(EmbeddingModel):
         rnn_dropout: float = 0.0,
         proxy_source: str = "prompt",
         class_prompts_device: str | None = None,
+        proxy_bias_init: str = "official",
         data_config: dict | None = None,
     ):
         head = build_head("ln_linear", backbone.dim, embed_dim)
@@ -66,6 +70,9 @@ class VPTSPModel(EmbeddingModel):
             raise ValueError("vptsp needs num_classes (the number of training classes) to build its proxies")
         if proxy_source not in PROXY_SOURCES:
             raise ValueError(f"proxy_source must be one of {PROXY_SOURCES}, got {proxy_source!r}")
+        if proxy_bias_init not in ("official", "pml"):
+            raise ValueError(f"proxy_bias_init must be 'official' (xavier-uniform / 8) or 'pml' (kaiming-normal, "
+                             f"fan_out, as PML's ProxyAnchorLoss initialises its proxies), got {proxy_bias_init!r}")
         if not 0 <= proxy_bias_ratio <= 1:
             raise ValueError(f"proxy_bias_ratio must be in [0, 1], got {proxy_bias_ratio}")
         self.num_classes = num_classes
@@ -95,7 +102,11 @@ class VPTSPModel(EmbeddingModel):
                 self.proxy_head.requires_grad_(False)
         self.accumulator = build_accumulator(accumulator, embed_dim, dropout=rnn_dropout, keep=ema_keep)
         self.register_buffer("container", nn.functional.normalize(_xavier_over8(num_classes, embed_dim), dim=1))
-        self.proxy_bias = nn.Parameter(_xavier_over8(num_classes, embed_dim))
+        if proxy_bias_init == "official":
+            bias = _xavier_over8(num_classes, embed_dim)
+        else:   # PML's Proxy-Anchor proxies: about 12x the official norm at 100 classes and 128 dimensions
+            bias = nn.init.kaiming_normal_(torch.empty(num_classes, embed_dim), mode="fan_out")
+        self.proxy_bias = nn.Parameter(bias)
         self.proxy_bias._umlkit_group = "proxy"  # the official second optimizer at lr_proxy (optimizer.lr_mult.proxy)
 
     def sparse_parameters(self) -> list[nn.Parameter]:
