@@ -693,6 +693,9 @@ def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: di
         several = len(means) >= 2   # a best value needs something to be better than
         facts[f"f3_best_{option}"] = means.idxmax().split("=", 1)[1] if several else "–"
         facts[f"f3_range_{option}"] = f"{number(means.min())} to {number(means.max())}" if several else "–"
+    for src in DIAGNOSIS_SOURCES:   # alpha: the learnable bias's share of each proxy, the memory has the rest
+        alpha = float(mc["sources"][src]["alpha"])
+        facts[f"alpha_{src}"], facts[f"memory_share_{src}"] = f"{alpha:g}", f"{100 * (1 - alpha):.0f} %"
     dg = cmp.get("Diagnosis", empty)
     short = {"VPTSP-G (B)": "vptsp", "alpha = 1 (no semantic memory)": "a1", "original normalisation": "orig",
              "alpha = 1, original normalisation": "a1orig",
@@ -730,7 +733,7 @@ def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: di
     facts["t6_verdicts"] = verdict_counts(claims, text.str.startswith("VPTSP beats"))
     facts["t8_verdicts"] = verdict_counts(claims, text.str.startswith("the longer-pretrained tiny ViT"))
     facts["t10_verdicts"] = verdict_counts(claims, text.str.contains("step takes longer", regex=False))
-    facts["dg_verdicts_memory"] = verdict_counts(claims, text.str.startswith("the semantic memory helps"))
+    facts["dg_verdicts_memory"] = verdict_counts(claims, text.str.startswith("the semantic memory helps:"))
     facts["dg_verdicts_norm"] = verdict_counts(claims, text.str.contains("original normalisation beats", regex=False))
     facts["dg_verdicts_repaired_memory"] = verdict_counts(claims, text.str.startswith(
         "the semantic memory helps once"))
