@@ -270,10 +270,10 @@ def table1(profile: str = "quick") -> Table:
 
 
 def table4(profile: str = "quick") -> Table:
-    claims = []
+    # semantic proxies on CUB are Table 1's claims (the same runs); Table 4 adds Cars
+    claims = [_beats("VPTSP (GRU) + Bias", "VPT+Bias (Baseline)", "Cars", m, " (semantic proxies)", "Table 4")
+              for m in METRICS]
     for d in ("CUB", "Cars"):
-        claims += [_beats("VPTSP (GRU) + Bias", "VPT+Bias (Baseline)", d, m, " (semantic proxies)", "Table 4")
-                   for m in METRICS]
         claims += [_beats("VPTSP (GRU)", "VPTSP (EMA)", d, what=" (GRU beats EMA)", table="Table 4"),
                    _beats("VPTSP (GRU) + Bias", "VPTSP (EMA) + Bias", d, what=" (GRU beats EMA)", table="Table 4")]
     return Table(PAPER, "Table 4", _rows("Table 4", TABLE4, SOURCES), config_for, seeds=SEEDS, scores=_scores,
@@ -308,11 +308,12 @@ T2_SETTINGS = {"Hyp-ViT": "batch_size=882/900;arch=ViT-S16;dim=384", "VPT-Base":
 def table2(profile: str = "quick") -> Table:
     rows = [r for name, spec in TABLE2.items()
             for r in _rows("Table 2", {name: spec}, ALL_SOURCES, T2_SETTINGS[name], TABLE2_METRICS)]
-    claims = []
-    for s in ALL_SOURCES:
-        d = SOURCE_NAMES[s]
+    # each comparison of the same runs is declared once: VPTSP-G vs VPT-Base and VPTSP-G vs VPTSP-M on CUB and Cars
+    # are Tables 1 and 4's claims (the same configurations), so Table 2 adds them on SOP and In-shop only
+    claims = [_beats("VPTSP-M", "VPT-Base", SOURCE_NAMES[s], what=" (semantic proxies)", table="Table 2",
+                     settings=T2_SETTINGS) for s in ALL_SOURCES]
+    for d in ("SOP", "InShop"):
         claims += [_beats("VPTSP-G", "VPT-Base", d, what=" (semantic proxies)", table="Table 2", settings=T2_SETTINGS),
-                   _beats("VPTSP-M", "VPT-Base", d, what=" (semantic proxies)", table="Table 2", settings=T2_SETTINGS),
                    _beats("VPTSP-G", "VPTSP-M", d, what=" (GRU beats EMA)", table="Table 2", settings=T2_SETTINGS)]
     claims += [_beats("VPTSP-G", "Hyp-ViT", d, what=" (beats full fine-tuning)", table="Table 2", settings=T2_SETTINGS)
                for d in ("CUB", "Cars")]
@@ -626,7 +627,9 @@ def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: di
     facts["cars_gap_val"] = number(val("cars", "VPTSP-G (B)") - val("cars", "VPT (B)"), signed=True)
     facts["n_sweep"] = str(len(sweep))
     picked = sweep[sweep["chosen"].astype(bool)]
-    both = picked[picked["source"].isin(["cub", "cars"])].pivot(index="row", columns="source", values="lr")
+    table4_rows = {base for base, _ in TABLE4.values()}
+    both = picked[picked["source"].isin(["cub", "cars"]) & picked["row"].isin(table4_rows)].pivot(
+        index="row", columns="source", values="lr")
     both = both.dropna() if {"cub", "cars"} <= set(both.columns) else both.iloc[:0]
     facts["n_cars_lower"] = f"{int((both['cars'] < both['cub']).sum())} of {len(both)}" if len(both) else "–"
     t1, t4 = cmp.get("Table 1", empty), cmp.get("Table 4", empty)
@@ -640,7 +643,8 @@ def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: di
         facts[f"paper_sp_gap_cars_{key}"] = number(_paper("Table 4", "VPTSP (GRU) + Bias", "Cars", metric)
                                                    - _paper("Table 4", "VPT+Bias (Baseline)", "Cars", metric),
                                                    signed=True)
-    plain = t1[(t1["metric"] == "MAP@R") & t1["method"].isin(_PLAIN)] if not t1.empty else t1
+    efficient = [m for m in _PLAIN if m != "Full Fine-tuning (PA)"]
+    plain = t1[(t1["metric"] == "MAP@R") & t1["method"].isin(efficient)] if not t1.empty else t1
     if not plain.empty:
         best = plain.loc[plain["measured"].idxmax()]
         facts["best_plain"], facts["best_plain_mapr"] = str(best["method"]), number(float(best["measured"]))
@@ -656,11 +660,16 @@ def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: di
         at = {w: r1[r1["setting"] == f"lr chosen on {w}"].set_index("row")["measured"] for w in ("CUB", "Cars")}
         facts["rt_vptsp_cub"] = number(float(at["CUB"].get("VPTSP (GRU) + Bias", float("nan"))))
         facts["rt_vptsp_cars"] = number(float(at["Cars"].get("VPTSP (GRU) + Bias", float("nan"))))
-        vptsp_rows = [r for r in at["CUB"].index if r.startswith("VPTSP")]
+        moved = [name for name, (base, _) in TABLE4.items()
+                 if chosen_lr(base, profile, "cub") != chosen_lr(base, profile, "cars")]
+        vptsp_rows = [r for r in at["CUB"].index if r.startswith("VPTSP") and r in moved]
         facts["rt_vptsp_span_cub"] = _span([at["CUB"].get(r) for r in vptsp_rows], signed=False)
         facts["rt_vptsp_span_cars"] = _span([at["Cars"].get(r) for r in vptsp_rows], signed=False)
+        facts["rt_n_vptsp_moved"] = str(len(vptsp_rows))
+        facts["rt_gru_same"] = number(float(at["Cars"].get("VPTSP (GRU)", float("nan"))))
     else:
-        for k in ("rt_vptsp_cub", "rt_vptsp_cars", "rt_vptsp_span_cub", "rt_vptsp_span_cars"):
+        for k in ("rt_vptsp_cub", "rt_vptsp_cars", "rt_vptsp_span_cub", "rt_vptsp_span_cars", "rt_n_vptsp_moved",
+                  "rt_gru_same"):
             facts[k] = "–"
     t2 = cmp.get("Table 2", empty)
     for d in ("CUB", "Cars", "SOP", "InShop"):
@@ -704,6 +713,13 @@ def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: di
     for src in DIAGNOSIS_SOURCES:
         for row, k in short.items():
             facts[f"dg_{src}_{k}"] = number(_value(dg, row, SOURCE_NAMES[src], "MAP@R"))
+        facts[f"dg_{src}_a1pml_gap"] = number(_value(dg, "alpha = 1, original normalisation, PML's proxy init",
+                                                     SOURCE_NAMES[src], "MAP@R")
+                                              - _value(dg, "VPT (B)", SOURCE_NAMES[src], "MAP@R"), signed=True)
+    n_cls, dim = len(splits["cub"]["train"]) if splits else 100, int(cfg["model"]["embed_dim"])
+    official = (6 / (n_cls + dim)) ** 0.5 / 8 / 3 ** 0.5     # xavier-uniform / 8: the entries' standard deviation
+    facts["bias_norm_ratio"] = f"{(2 / n_cls) ** 0.5 / official:.0f}"   # kaiming-normal, fan_out: sqrt(2 / classes)
+    facts["f3_seed_spread"] = number(_value(t1, "VPTSP-G (B)", "CUB", "MAP@R", "spread"))
     st = cmp.get("Table 10", empty)
     for b in (32, 64):
         for m, k in (("VPTSP", "vptsp"), ("VPT", "vpt")):
@@ -721,7 +737,8 @@ def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: di
         facts["n_claims"] = "0"
         return facts
     text = claims["claim"]
-    facts["baseline_verdicts"] = verdict_counts(claims, text.str.startswith("VPT (B) beats"))
+    facts["baseline_verdicts"] = verdict_counts(claims, text.str.startswith("VPT (B) beats")
+                                                & ~text.str.contains("(BitFit helps)", regex=False))
     facts["bitfit_verdicts"] = verdict_counts(claims, text.str.contains("(BitFit helps)", regex=False))
     facts["proxy_verdicts"] = verdict_counts(claims, text.str.contains("(semantic proxies)", regex=False))
     facts["gru_verdicts"] = verdict_counts(claims, text.str.contains("(GRU beats EMA)", regex=False))
