@@ -449,6 +449,13 @@ DIAGNOSIS = {"VPTSP-G (B)": ("VPTSP-G (B)", {}, {}),
              "VPT (B)": ("VPT (B)", {}, {})}
 
 
+# shorter names for the chapter's display of the diagnosis rows
+DIAGNOSIS_LABELS = {"alpha = 1 (no semantic memory)": "α = 1", "original normalisation": "PA normalisation",
+                    "alpha = 1, original normalisation": "α = 1 + PA normalisation",
+                    "alpha = 1, original normalisation, PML's proxy init": "α = 1 + PA normalisation + PML init",
+                    "original normalisation, PML's proxy init": "PA normalisation + PML init"}
+
+
 def diagnosis(profile: str = "quick") -> Table:
     rows = [Row(method=name, setting="validation classes", name=name,
                 spec={"row": base, "source": s, "options": opts, "loss_options": loss, "validation": True},
