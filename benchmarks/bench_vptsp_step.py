@@ -149,20 +149,22 @@ def measure(cfg: dict, profile: str, batch: int, device: str, precision: str, st
 
 
 def summarize(results: list[dict]) -> list[dict]:
-    """Per method and batch size: mean and standard deviation of ms over the rounds, and the mean of the per-round
-    ratios to full fine-tuning of the same round and batch size (and the mean peak memory when recorded)."""
-    base = {(r["batch_size"], r["round"]): r["ms"] for r in results if r["method"] == BASELINE}
+    """Per batch size and method: mean and standard deviation of ms over the rounds, and the mean of the per-round
+    ratios to full fine-tuning of the same round and batch size (the chapter's own computation,
+    :func:`umlkit.experiments.vptsp.table10_lines`), and the mean peak memory when recorded."""
+    from umlkit.experiments.vptsp import table10_lines
+    lines = table10_lines(results)
     rows = []
     for batch in sorted({r["batch_size"] for r in results}):
         for method in dict.fromkeys(r["method"] for r in results):
             rs = [r for r in results if r["method"] == method and r["batch_size"] == batch]
             if not rs:
                 continue
-            ms = [r["ms"] for r in rs]
-            ratios = [r["ms"] / base[batch, r["round"]] for r in rs if (batch, r["round"]) in base]
-            row = {"method": method, "row": rs[0]["row"], "batch_size": batch, "ms": statistics.fmean(ms),
-                   "ms_std": statistics.stdev(ms) if len(ms) > 1 else 0.0,
-                   "ratio": statistics.fmean(ratios) if ratios else float("nan")}
+            cell = lines[(lines["method"] == method) & (lines["setting"] == f"batch_size={batch}")]
+            ms = cell.loc[cell["metric"] == "Latency(ms)", "value"]
+            ratio = cell.loc[cell["metric"] == "Latency (x full)", "value"]
+            row = {"method": method, "row": rs[0]["row"], "batch_size": batch, "ms": float(ms.mean()),
+                   "ms_std": float(ms.std(ddof=1)) if len(ms) > 1 else 0.0, "ratio": float(ratio.mean())}
             if "peak_mb" in rs[0]:
                 row["peak_mb"] = statistics.fmean(r["peak_mb"] for r in rs)
             rows.append(row)

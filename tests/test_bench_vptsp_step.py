@@ -64,9 +64,20 @@ def test_bench_writes_the_schema(bench, tmp_path, counted_backbone):
     # one step each (no warm-up): one backbone pass per baseline, two for VPTSP (image branch with the task
     # prompts, then the proxy branch with the class prompts), in the order of the methods
     assert counted_backbone == [True] * 5 + [True, False]
-    summary = bench.summarize(data["results"])
-    assert summary[0]["method"] == "Full Fine-tuning (PA)" and summary[0]["ratio"] == 1.0
     assert "VPTSP" in bench.format_table(report)
+
+
+def test_summary_ratios_follow_each_rounds_baseline(bench):
+    """Hand-computed: full fine-tuning takes 100 then 200 ms, VPT 50 ms both times: VPT's mean ratio is
+    (0.5 + 0.25) / 2, not 50 / 150; its mean time 50 ms with no spread."""
+    results = [{"method": m, "row": row, "batch_size": 32, "round": k, "ms": ms}
+               for k, full in ((0, 100.0), (1, 200.0))
+               for m, row, ms in (("Full Fine-tuning (PA)", "Full Fine-tuning (PA)", full), ("VPT", "VPT", 50.0))]
+    summary = {r["method"]: r for r in bench.summarize(results)}
+    assert summary["VPT"]["ratio"] == pytest.approx(0.375) and summary["VPT"]["ms"] == pytest.approx(50.0)
+    assert summary["VPT"]["ms_std"] == 0.0
+    assert summary["Full Fine-tuning (PA)"]["ms"] == pytest.approx(150.0)
+    assert summary["Full Fine-tuning (PA)"]["ms_std"] == pytest.approx(70.7107, rel=1e-4)
 
 
 def test_vptsp_step_trains_both_branches(bench, counted_backbone):

@@ -493,27 +493,33 @@ def table10_file(profile: str = "quick", device: str | None = None) -> Path:
     return repo_folder("benchmarks", "results", what="the benchmark results") / f"vptsp_table10_{profile}_{device}.json"
 
 
+def table10_lines(results: list[dict], source: str = "") -> pd.DataFrame:
+    """The measured long format of a step-time benchmark's raw results (``[{method, row, batch_size, round, ms}]``):
+    one line per method, batch size, metric and round (the rounds play the part of seeds), the step time
+    (``Latency(ms)``) and its ratio to full fine-tuning's in the same round and batch size (``Latency (x full)``).
+    ``source`` names where the results came from (the ``record`` column)."""
+    res = pd.DataFrame(results)
+    unknown = sorted(set(res["method"]) - set(TABLE10_ROWS))
+    if unknown:
+        raise ValueError(f"{source or 'step-time results'}: methods {unknown} are not Table 10's {list(TABLE10_ROWS)}")
+    full = res[res["method"] == "Full Fine-tuning (PA)"].set_index(["batch_size", "round"])["ms"]
+    res["ratio"] = res["ms"] / full.reindex(list(zip(res["batch_size"], res["round"]))).to_numpy()
+    return pd.DataFrame([{"table": "Table 10", "section": "", "method": r["method"],
+                          "setting": f"batch_size={int(r['batch_size'])}", "row": r["method"], "seed": int(r["round"]),
+                          "dataset": "Cars", "metric": metric, "value": float(r[col]), "record": source, "stale": "",
+                          "seed_free": False}
+                         for _, r in res.iterrows()
+                         for metric, col in (("Latency(ms)", "ms"), ("Latency (x full)", "ratio"))])
+
+
 def table10_measured(path: str | Path) -> tuple[pd.DataFrame, dict]:
-    """Table 10 from a step-time benchmark file, in the measured long format (one line per method, batch size,
-    metric and round; the rounds play the part of seeds): the mean step time (``Latency(ms)``) and its ratio to full
-    fine-tuning's in the same round (``Latency (x full)``); and the file's header (machine, backbone, ...). An empty
-    frame when the file does not exist."""
+    """Table 10 from a step-time benchmark file (:func:`table10_lines`) and the file's header (machine, backbone,
+    ...); an empty frame when the file does not exist."""
     path = Path(path)
     if not path.is_file():
         return pd.DataFrame(), {}
     raw = json.loads(path.read_text())
-    res = pd.DataFrame(raw["results"])
-    unknown = sorted(set(res["method"]) - set(TABLE10_ROWS))
-    if unknown:
-        raise ValueError(f"{path}: methods {unknown} are not Table 10's {list(TABLE10_ROWS)}")
-    full = res[res["method"] == "Full Fine-tuning (PA)"].set_index(["batch_size", "round"])["ms"]
-    res["ratio"] = res["ms"] / full.reindex(list(zip(res["batch_size"], res["round"]))).to_numpy()
-    lines = [{"table": "Table 10", "section": "", "method": r["method"],
-              "setting": f"batch_size={int(r['batch_size'])}",
-              "row": r["method"], "seed": int(r["round"]), "dataset": "Cars", "metric": metric,
-              "value": float(r[col]), "record": str(path), "stale": "", "seed_free": False}
-             for _, r in res.iterrows() for metric, col in (("Latency(ms)", "ms"), ("Latency (x full)", "ratio"))]
-    return pd.DataFrame(lines), {k: v for k, v in raw.items() if k != "results"}
+    return table10_lines(raw["results"], str(path)), {k: v for k, v in raw.items() if k != "results"}
 
 
 def table10_claims() -> list[Claim]:
