@@ -180,7 +180,7 @@ def _cmd_stale(args: argparse.Namespace) -> int:
     return 0
 
 
-JOB_PAPERS = ("oodml", "language_guidance", "vptsp")   # papers whose record sets train outside their chapter
+JOB_PAPERS = ("oodml", "language_guidance", "vptsp", "puma")   # papers whose record sets train outside their chapter
 
 
 def _job_list(paper: str, name: str, profile: str):

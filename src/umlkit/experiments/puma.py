@@ -113,17 +113,32 @@ def _blocks() -> dict:
     return yaml.safe_load((_config_dir() / "methods.yaml").read_text())
 
 
+def second_pass() -> dict:
+    """methods.yaml's ``second_pass`` block (quick profile): backbone, per-epoch evaluation, budgets, tuning."""
+    return _blocks().get("second_pass") or {}
+
+
+def tables_stage(profile: str = "quick") -> str:
+    """Which protocol the tables use in ``profile``: "second" once methods.yaml says ``second_pass.tables: second``
+    (quick only; the full profile has one protocol), else "first"."""
+    return "second" if profile == "quick" and second_pass().get("tables") == "second" else "first"
+
+
 def run_config(profile: str = "quick", *, method: str = "full", loss: str = "curricularface",
                datasets: Sequence[str] | None = None, seed: int = 0, options: dict | None = None,
-               lr: float | None = None, overrides: Iterable[str] = ()) -> dict:
+               lr: float | None = None, overrides: Iterable[str] = (), stage: str = "first") -> dict:
     """The fully resolved ``fit`` configuration of one PUMA run, composed from ``configs/puma``.
 
     ``method="full"`` starts from ``full_finetune.yaml``, every other method from ``puma.yaml``; then
     ``methods.yaml`` gives the method's options for the profile (the base file's own method keeps the base file's
     options) and sampler, and the loss's options and sampler; ``options`` are merged over the method's; then the
     datasets (default: all 8; class-grouped batches shrink to what the fewest classes can fill), the seed and
-    ``overrides``. Evaluation runs once, after the last epoch.
+    ``overrides``. ``stage="first"``: evaluation runs once, after the last epoch; ``stage="second"`` (quick) applies
+    methods.yaml's ``second_pass``: its backbone, its method budgets, and an evaluation after every epoch.
     """
+    if stage not in ("first", "second"):
+        raise ValueError(f"stage must be 'first' or 'second', got {stage!r}")
+    second = stage == "second" and profile == "quick"
     base_name = "full_finetune.yaml" if method == "full" else "puma.yaml"
     cfg = copy.deepcopy(load_config(_config_dir() / base_name, profile))
     blocks = _blocks()
@@ -131,6 +146,9 @@ def run_config(profile: str = "quick", *, method: str = "full", loss: str = "cur
     method_block = blocks["methods"].get(method, {})
     if method != m["method"]:
         m["options"] = dict(method_block.get(profile) or {})
+    if second:
+        m["backbone"] = second_pass()["backbone"]
+        m["options"].update((second_pass().get("methods") or {}).get(method) or {})
     m["method"] = method
     m["options"] = {**m["options"], **(options or {})}
     loss_block = blocks["losses"].get(loss, {})
@@ -149,7 +167,7 @@ def run_config(profile: str = "quick", *, method: str = "full", loss: str = "cur
     if lr is not None:
         cfg["optimizer"]["lr"] = float(lr)
     cfg["seed"] = int(seed)
-    cfg["train"]["eval_every"] = int(cfg["train"]["epochs"])
+    cfg["train"]["eval_every"] = int(second_pass()["eval_every"]) if second else int(cfg["train"]["epochs"])
     cfg["train"]["progress"] = False
     cfg["name"] = f"puma-{method}-{loss}"
     return resolve_config(cfg, overrides=list(overrides))
@@ -372,6 +390,103 @@ def lr_sweep(profile: str = "quick", lrs: dict[str, Sequence[float]] | None = No
     best = out.loc[out.groupby("method")["val Unified"].idxmax()]
     out["chosen (val Unified)"] = out.index.isin(best.index)
     return out
+
+
+# ------------------------------------------------------------------------------------------------ tuning (second pass)
+def tuning_unit(row: Row) -> str | None:
+    """What one learning rate is chosen for: the row's method (full fine-tuning: with its loss), its options, and
+    "spec-" for a set of dataset-specific models. Rows that differ only by ``overrides`` (Table 5's backbones) share
+    the unit of the shipped backbone; the frozen backbone (zero-shot) has none."""
+    s = row.spec
+    if s.get("method") in (None, "zero_shot"):
+        return None
+    name = s["method"] + (f"-{s.get('loss', 'curricularface')}" if s["method"] == "full" else "")
+    opts = "_".join(f"{k}{v}" for k, v in sorted((s.get("options") or {}).items()))
+    return ("spec-" if row.runner == "specialists" else "") + name + (f"-{opts}" if opts else "")
+
+
+# the order the sweep trains in: the units the headline and most claims compare first
+_UNIT_PRIORITY = ("puma", "full-curricularface", "spec-full-curricularface", "linear", "mlp3", "vpt", "lora",
+                  "adaptformer", "vptsp", "prompt_pool", "prompt_pool-pool_size1", "adapter", "stochastic_adapter",
+                  "puma-keep_prob1.0_pool_size1", "spec-puma", "full-proxy_anchor", "spec-full-proxy_anchor")
+
+
+def tuning_units() -> dict[str, Row]:
+    """Every unit of Tables 2-4 (one representative row each), in the order the sweep trains them."""
+    units: dict[str, Row] = {}
+    for spec in (TABLE2, TABLE3, TABLE4):
+        for row in spec.rows:
+            u = tuning_unit(row)
+            if u is not None and u not in units:
+                units[u] = row
+    order = [u for u in _UNIT_PRIORITY if u in units] + [u for u in units if u not in _UNIT_PRIORITY]
+    return {u: units[u] for u in order}
+
+
+def tuning_grid(unit: str) -> list[float]:
+    """The rates a unit tries: its kind's grid (methods.yaml ``second_pass.tuning.grids``) plus ``extra.<unit>``."""
+    t = second_pass()["tuning"]
+    method = unit.removeprefix("spec-").split("-")[0]
+    kind = "full" if method == "full" else t["kinds"].get(method, "peft")
+    return sorted({float(x) for x in [*t["grids"][kind], *((t.get("extra") or {}).get(unit) or ())]})
+
+
+def sweep_jobs(profile: str = "quick", units: Sequence[str] | None = None, seed: int = 0) -> list[tuple]:
+    """(record folder, label, key, runner) of every tuning run (second pass, quick): each unit x each rate of its
+    grid, trained with the validation share of every source's training classes held out."""
+    if profile != "quick":
+        raise ValueError("the second-pass tuning protocol is the quick profile's (the full profile uses the paper's "
+                         f"rates), got profile={profile!r}")
+    vf = float(second_pass()["tuning"]["val_fraction"])
+    jobs = []
+    for unit, row in tuning_units().items():
+        if units is not None and unit not in units:
+            continue
+        s = row.spec
+        for lr in tuning_grid(unit):
+            kw = dict(method=s.get("method", "full"), loss=s.get("loss", "curricularface"), seed=seed,
+                      options=s.get("options"), lr=lr, overrides=[f"data.val_fraction={vf}"], stage="second")
+            key = ({src: run_config(profile, datasets=[src], **kw) for src in PUMA_ORDER}
+                   if row.runner == "specialists" else run_config(profile, **kw))
+            jobs.append(("tuning", f"{unit}-lr{lr:g}-seed{seed}", key, row.runner))
+    return jobs
+
+
+def tuning_frame(profile: str = "quick", train: bool = False) -> pd.DataFrame:
+    """The second pass's tuning records: per unit and rate, the validation Harmonic (and, for models trained on the
+    union, Unified) R@1; ``chosen`` marks each unit's best by ``select_on`` and ``interior`` whether it lies strictly
+    inside the rates tried. Missing records are skipped unless ``train``."""
+    from umlkit.experiments.records import find_record, normalise_key
+    select = second_pass()["tuning"]["select_on"]
+    lines = []
+    for table, label, key, runner in sweep_jobs(profile):
+        if not train and find_record(normalise_key(key), profile) is None:
+            continue
+        rec = cached_record(PAPER, table, label, key, runner, profile, log=None)
+        r = rec["result"]
+        val = r["val_own"] if runner == "specialists" else {d: r["val"][d] for d in SOURCE_NAMES.values()}
+        lines.append({"unit": label.rsplit("-lr", 1)[0],
+                      "lr": next(iter(key.values()))["optimizer"]["lr"] if runner == "specialists"
+                      else key["optimizer"]["lr"],
+                      "val Harmonic": round(harmonic_mean(list(val.values())), 3),
+                      "val Unified": r["val"]["Unified"] if runner != "specialists" else float("nan"),
+                      "seconds": rec["seconds"]})
+    out = pd.DataFrame(lines)
+    if out.empty:
+        return out
+    best = out.loc[out.groupby("unit", sort=False)[f"val {select}"].idxmax()]
+    out["chosen"] = out.index.isin(best.index)
+    grid = out.groupby("unit", sort=False)["lr"].agg(["min", "max"])
+    out["interior"] = [bool(grid.loc[u, "min"] < lr < grid.loc[u, "max"]) if c else None
+                       for u, lr, c in zip(out["unit"], out["lr"], out["chosen"])]
+    return out
+
+
+def job_list(name: str, profile: str = "quick") -> list[tuple]:
+    """A named job list for ``umlkit records train puma NAME``: ``tuning`` (the second pass's sweep)."""
+    if name == "tuning":
+        return sweep_jobs(profile)
+    raise KeyError(f"unknown PUMA job list {name!r}; choose tuning")
 
 
 def _row(spec: Table, **match) -> Row:

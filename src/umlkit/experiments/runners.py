@@ -10,7 +10,8 @@ alone (``umlkit reproduce --stale``). Every paper shares these:
 * ``zero_shot``: the frozen backbone's feature (no head), evaluated once.
 * ``specialists``: one model per source (``{source: config}``); each embeds the whole unified test set; the result
   holds own-source scores, the model x source cross matrix and the scores of the ensemble that averages the
-  L2-normalised embeddings of all models (PUMA ``unified_eval.py``).
+  L2-normalised embeddings of all models (PUMA ``unified_eval.py``); with per-epoch evaluation each model's
+  ``curves``, and with held-out classes each model's score on its own source's (``val_own``).
 
 A paper module adds a runner with :func:`register_runner` when it needs one the others do not.
 Scores are stored under the papers' dataset names (``CUB``, ``InShop``, ...; :data:`SOURCE_NAMES`).
@@ -103,8 +104,17 @@ def train_run(cfg: dict) -> dict:
     out = {"test": _scores(res.last), "loss": [round(h["loss"], 4) for h in res.history],
            "trainable_model": count_trainable(res.model), "trainable_total": count_trainable(res.model, res.loss),
            "train_seconds": round(res.seconds, 1)}
+    out["curves"] = _curves(res.history)
+    if "val" in res.history[-1]:
+        out["val"] = _epoch_scores(res.history[-1], "val")
+    out.update(_prompt_weights(res.model, cfg))
+    return out
+
+
+def _curves(history: list[dict]) -> list[dict]:
+    """The scores of every evaluated epoch: ``{"epoch", "loss", "test": {...}, "val": {...}}``."""
     curves = []
-    for h in res.history:
+    for h in history:
         point = {"epoch": h["epoch"], "loss": round(h["loss"], 4)}
         for split in ("test", "val"):
             s = _epoch_scores(h, split)
@@ -112,11 +122,7 @@ def train_run(cfg: dict) -> dict:
                 point[split] = s
         if len(point) > 2:
             curves.append(point)
-    out["curves"] = curves
-    if "val" in res.history[-1]:
-        out["val"] = _epoch_scores(res.history[-1], "val")
-    out.update(_prompt_weights(res.model, cfg))
-    return out
+    return curves
 
 
 @register_runner("zero_shot")
@@ -142,7 +148,7 @@ def ensemble_embeddings(embeddings: Sequence[torch.Tensor]) -> torch.Tensor:
 @register_runner("specialists")
 def specialists_run(cfgs: dict[str, dict]) -> dict:
     test = None
-    own, cross, embs, n_model, seconds = {}, {}, [], 0, 0.0
+    own, cross, embs, n_model, seconds, curves, val_own = {}, {}, [], 0, 0.0, {}, {}
     for src, cfg in cfgs.items():
         if test is None:
             test = test_set(cfg)
@@ -154,13 +160,22 @@ def specialists_run(cfgs: dict[str, dict]) -> dict:
         name = SOURCE_NAMES.get(src, src)
         own[name] = scores[name]
         cross[name] = scores
+        if len(res.history) > 1 or "val" in res.history[-1]:   # evaluated more than once, or classes held out
+            curves[name] = _curves(res.history)
+        if "val" in res.history[-1]:
+            val_own[name] = _epoch_scores(res.history[-1], "val")[name]
         embs.append(emb)
         n_model += count_trainable(res.model)
         seconds += res.seconds
     frame = unified_evaluation(ensemble_embeddings(embs), labels, test.sources, is_query=test.is_query,
                                is_gallery=test.is_gallery, source_names=test.source_names)
-    return {"own": own, "cross": cross, "ensemble": _scores(frame), "trainable_model": n_model,
-            "train_seconds": round(seconds, 1)}
+    out = {"own": own, "cross": cross, "ensemble": _scores(frame), "trainable_model": n_model,
+           "train_seconds": round(seconds, 1)}
+    if curves:   # per-epoch scores of each model (records of one evaluation keep none, as before)
+        out["curves"] = curves
+    if val_own:  # each model on its own source's held-out training classes (data.val_fraction)
+        out["val_own"] = val_own
+    return out
 
 
 def _prompt_weights(model, cfg) -> dict:

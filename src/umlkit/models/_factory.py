@@ -6,7 +6,7 @@ Methods (defaults follow the paper that uses them; every default can be overridd
 |---|---|---|
 | ``zero_shot`` | nothing; the embedding is the backbone feature | PUMA Table 2 |
 | ``full`` | backbone + linear head | PUMA Table 2(a,b) |
-| ``linear`` / ``mlp3`` | head only (``mlp3`` hidden 2048) | PUMA Table 2(c) |
+| ``linear`` / ``mlp3`` | head only (``mlp3`` hidden 2048, option ``hidden``) | PUMA Table 2(c) |
 | ``vpt`` | 10 shallow prompt tokens + head | VPT (Jia et al.), PUMA Table 2(c) |
 | ``vpt_deep`` | ``num_prompts`` tokens per block for ``prompt_depth`` blocks, decreasing by ``prompt_step`` | VPTSP |
 | ``prompt_pool`` | PUMA's conditional prompt pool (M=20, L=8) + head | PUMA Table 3 |
@@ -61,6 +61,7 @@ class _Build:
     bitfit: bool
     aux_spec: dict | None
     concat_aux: bool
+    head_hidden: int = 2048         # mlp3's hidden width (option ``hidden``)
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,7 @@ def _finish(b: _Build, body: nn.Module) -> EmbeddingModel:
     if b.kw:
         raise TypeError(f"unexpected option(s) for method {b.method!r}: {sorted(b.kw)}")
     feat_dim = b.net.num_features
-    head = build_head(b.head_kind, feat_dim, b.embed_dim)
+    head = build_head(b.head_kind, feat_dim, b.embed_dim, hidden=b.head_hidden)
     out_dim = feat_dim if b.head_kind == "identity" else b.embed_dim
     aux = {}
     for name, spec in (b.aux_spec or {}).items():
@@ -202,6 +203,7 @@ register_method("linear", _plain, cnn=True)
 
 @register_method("mlp3", cnn=True)
 def _mlp3(b: _Build) -> nn.Module:
+    (b.head_hidden,) = _pop(b.kw, hidden=2048)
     body = _body(b)
     b.head_kind = "mlp3"
     return _finish(b, body)
