@@ -176,3 +176,122 @@ def test_every_profiles_lr_grid_brackets_its_configured_rate():
             assert rate in grid, (profile, method)
             if profile == "full":   # quick PUMA's 1e-3 is still the grid's lower edge: issue 16's open tuning item
                 assert min(grid) < rate < max(grid), (profile, method)
+
+
+# ------------------------------------------------------------------------------------------------ second pass
+def test_second_pass_stage_changes_backbone_budgets_and_evaluation_only():
+    first = puma.run_config("quick", method="lora")
+    second = puma.run_config("quick", method="lora", stage="second")
+    assert first["model"]["backbone"] == "vit_tiny_uml" and second["model"]["backbone"] == "vit_tiny_uml_v2"
+    assert first["model"]["options"] == {"rank": 8} and second["model"]["options"] == {"rank": 16}
+    assert first["train"]["eval_every"] == 15 and second["train"]["eval_every"] == 1
+    rest = lambda c: {k: v for k, v in c.items() if k not in ("model", "train")}  # noqa: E731
+    assert rest(first) == rest(second)
+    assert puma.run_config("quick", method="mlp3", stage="second")["model"]["options"] == {"hidden": 240}
+    # the full profile has one protocol: the stage changes nothing there
+    assert puma.run_config("full", method="lora", stage="second") == puma.run_config("full", method="lora")
+    with pytest.raises(ValueError, match="stage"):
+        puma.run_config("quick", stage="third")
+    assert puma.tables_stage("full") == "first"
+
+
+def test_second_pass_budgets_keep_the_papers_ordering():
+    """Table 2's #Params as ratios to PUMA: LoRA and AdaptFormer about PUMA's, MLP-3 about twice, Linear and VPT
+    far below (paper 2.4 / 2.4 / 5.3 / 0.1 / 0.1 against PUMA's 2.5M)."""
+    def count(method):
+        cfg = puma.run_config("quick", method=method, stage="second")
+        from umlkit.train.engine import build_model
+        m = build_model(cfg, num_classes=None, load_weights=False)
+        return sum(p.numel() for p in m.parameters() if p.requires_grad)
+    p = count("puma")
+    ratio = {m: count(m) / p for m in ("lora", "adaptformer", "mlp3", "linear", "vpt")}
+    assert 0.9 < ratio["lora"] < 1.0 and 0.9 < ratio["adaptformer"] < 1.0      # paper 0.96 each
+    assert 2.0 < ratio["mlp3"] < 2.3                                            # paper 2.12
+    assert ratio["linear"] < 0.3 and ratio["vpt"] < 0.3
+    # MLP-3's hidden width: 96 -> h -> h -> 128 with two BatchNorms
+    h = 240
+    assert count("mlp3") == 96 * h + h + 2 * h + h * h + h + 2 * h + h * 128 + 128
+
+
+def test_tuning_units_cover_every_compared_row_once():
+    units = puma.tuning_units()
+    assert list(units)[:3] == ["puma", "full-curricularface", "spec-full-curricularface"]
+    # 9 losses unified + 9 dataset-specific + 6 other PEFT rows + 5 ablations + PUMA specialists + PUMA
+    assert len(units) == 9 + 9 + 6 + 5 + 1 + 1
+    for spec in (puma.TABLE2, puma.TABLE3, puma.TABLE4, puma.TABLE5("quick")):
+        for row in spec.rows:
+            u = puma.tuning_unit(row)
+            assert (u is None) == (row.spec.get("method") == "zero_shot")
+            if u is not None:
+                assert u in units, (spec.table, row)
+    # Table 3's full PUMA row is Table 2's PUMA; Table 5's backbones share the shipped backbone's unit
+    t3 = [r for r in puma.TABLE3.rows if r.setting == "prompt=Cond.;adapter=Stoc."][0]
+    assert puma.tuning_unit(t3) == "puma"
+    assert puma.tuning_grid("full-triplet") == [1e-4, 3e-4, 1e-3] and puma.tuning_grid("linear")[-1] == 1e-2
+
+
+def test_sweep_jobs_hold_out_validation_classes_at_every_rate():
+    jobs = puma.sweep_jobs(units=["puma", "spec-puma"])
+    assert [j[1] for j in jobs][:3] == ["puma-lr0.0003-seed0", "puma-lr0.001-seed0", "puma-lr0.003-seed0"]
+    for folder, label, key, runner in jobs:
+        assert folder == "tuning"
+        cfgs = key.values() if runner == "specialists" else [key]
+        for cfg in cfgs:
+            assert cfg["data"]["val_fraction"] == 0.2 and cfg["train"]["epochs"] == 15
+            assert cfg["model"]["backbone"] == "vit_tiny_uml_v2" and cfg["train"]["eval_every"] == 1
+        if runner == "specialists":
+            assert sorted(key) == sorted(puma.PUMA_ORDER)
+            assert all(c["data"]["datasets"] == [s] for s, c in key.items())
+    with pytest.raises(ValueError, match="quick"):
+        puma.sweep_jobs("full")
+    with pytest.raises(KeyError, match="tuning"):
+        puma.job_list("tables-v3")
+
+
+def test_tuning_frame_picks_the_best_harmonic_and_says_whether_it_is_interior(monkeypatch):
+    """Selection by the harmonic mean of per-source validation R@1, from hand-made records."""
+    import math
+    names = list(puma.SOURCE_NAMES.values())
+    jobs = [("tuning", f"puma-lr{lr:g}-seed0", {"optimizer": {"lr": lr}}, "train") for lr in (3e-4, 1e-3, 3e-3)]
+    jobs += [("tuning", f"spec-puma-lr{lr:g}-seed0", {s: {"optimizer": {"lr": lr}} for s in ("cub", "cars")},
+              "specialists") for lr in (3e-4, 1e-3, 3e-3)]
+    vals = {"puma-lr0.0003-seed0": 50, "puma-lr0.001-seed0": 70, "puma-lr0.003-seed0": 60,
+            "spec-puma-lr0.0003-seed0": 80, "spec-puma-lr0.001-seed0": 70, "spec-puma-lr0.003-seed0": 60}
+
+    def fake_record(paper, table, label, key, runner, profile, log=None):
+        v = vals[label]
+        per = {n: v + (10 if n == "CUB" else 0) for n in names}
+        if runner == "specialists":
+            return {"result": {"val_own": per}, "seconds": 1.0}
+        return {"result": {"val": {**per, "Unified": v}}, "seconds": 1.0}
+    monkeypatch.setattr(puma, "sweep_jobs", lambda profile="quick": jobs)
+    monkeypatch.setattr(puma, "cached_record", fake_record)
+    monkeypatch.setattr("umlkit.experiments.records.find_record", lambda key, profile: True)
+    out = puma.tuning_frame()
+    chosen = out[out["chosen"]].set_index("unit")
+    assert chosen.loc["puma", "lr"] == 1e-3 and bool(chosen.loc["puma", "interior"])
+    assert chosen.loc["spec-puma", "lr"] == 3e-4 and not chosen.loc["spec-puma", "interior"]
+    expect = harmonic_mean([80] + [70] * 7)
+    assert out.set_index(["unit", "lr"]).loc[("puma", 1e-3), "val Harmonic"] == pytest.approx(expect, abs=1e-3)
+    assert math.isnan(out.set_index(["unit", "lr"]).loc[("spec-puma", 1e-3), "val Unified"])
+
+
+@pytest.mark.slow
+def test_specialists_runner_keeps_each_models_curves_and_held_out_score(mini_root):
+    """With per-epoch evaluation and held-out classes, each dataset-specific model's curve and its score on its own
+    source's validation classes (the tuning criterion); a record of one evaluation keeps neither, as before."""
+    from umlkit.experiments import runners
+    over = [f"data.root={mini_root}", "train.epochs=2", "data.batch_size=32", "data.val_fraction=0.3"]
+    key = {s: puma.run_config("quick", method="linear", datasets=[s], lr=1e-3, stage="second", overrides=over)
+           for s in ("cub", "flowers")}
+    res = runners.run("specialists", key)
+    assert set(res["val_own"]) == set(res["curves"]) == {"CUB", "Flowers"}
+    for name, curve in res["curves"].items():
+        assert [p["epoch"] for p in curve] == [1, 2]
+        assert curve[-1]["val"][name] == res["val_own"][name]
+        assert curve[-1]["test"][name] == res["own"][name]
+    plain = {s: puma.run_config("quick", method="linear", datasets=[s], lr=1e-3,
+                                overrides=[f"data.root={mini_root}", "train.epochs=1", "data.batch_size=32"])
+             for s in ("cub", "flowers")}
+    res1 = runners.run("specialists", plain)
+    assert "curves" not in res1 and "val_own" not in res1
