@@ -456,10 +456,14 @@ def tuning_frame(profile: str = "quick", train: bool = False) -> pd.DataFrame:
     """The second pass's tuning records: per unit and rate, the validation Harmonic (and, for models trained on the
     union, Unified) R@1; ``chosen`` marks each unit's best by ``select_on`` and ``interior`` whether it lies strictly
     inside the rates tried. Missing records are skipped unless ``train``."""
+    return _selection_frame(sweep_jobs(profile), profile, train)
+
+
+def _selection_frame(jobs, profile: str, train: bool) -> pd.DataFrame:
     from umlkit.experiments.records import find_record, normalise_key
     select = second_pass()["tuning"]["select_on"]
     lines = []
-    for table, label, key, runner in sweep_jobs(profile):
+    for table, label, key, runner in jobs:
         if not train and find_record(normalise_key(key), profile) is None:
             continue
         rec = cached_record(PAPER, table, label, key, runner, profile, log=None)
@@ -482,11 +486,115 @@ def tuning_frame(profile: str = "quick", train: bool = False) -> pd.DataFrame:
     return out
 
 
+# ------------------------------------------------------------------------------------------------ few-shot
+def few_shot_block() -> dict:
+    """methods.yaml's ``few_shot`` block: the official few-shot recipe and the book's rows."""
+    return _blocks()["few_shot"]
+
+
+def few_shot_lr(method: str, profile: str = "quick") -> float:
+    """A method's few-shot rate: ``few_shot.lr.<profile>.<method>`` (quick: chosen by :func:`few_shot_tuning`)."""
+    lrs = (few_shot_block()["lr"].get(profile) or {})
+    if method not in lrs:
+        raise KeyError(f"configs/puma/methods.yaml has no few-shot {profile} rate for {method!r}: train "
+                       "`umlkit records train puma few_shot_tuning`, then enter the chosen rate under "
+                       f"few_shot.lr.{profile}.{method}")
+    return float(lrs[method])
+
+
+def few_shot_config(profile: str, method: str, shots: int, seed: int = 0, lr: float | None = None,
+                    validation: bool = False) -> dict:
+    """One few-shot run: :func:`run_config` (quick: the second pass) with the official recipe on top: k images per
+    training class (quick: drawn per seed; full: the published files), Proxy-Anchor (alpha 64, margin 0.1), a cosine
+    schedule over ``32 // k + 1`` epochs and one evaluation at the end; ``validation`` holds out the tuning classes."""
+    fs = few_shot_block()
+    if int(shots) < 1:
+        raise ValueError(f"shots must be >= 1, got {shots}")
+    epochs = int(fs["epochs_numerator"]) // int(shots) + 1
+    over = [f"train.epochs={epochs}", "schedule.name=cosine",
+            f"data.few_shot={shots}" if profile == "quick" else f"data.few_shot=published:{shots}"]
+    if profile in (fs.get("embed_dim") or {}):
+        over.append(f"model.embed_dim={fs['embed_dim'][profile]}")
+    if validation:
+        over.append(f"data.val_fraction={second_pass()['tuning']['val_fraction']}")
+    options = (fs["options"].get(profile) or {}) if method == "puma" else None
+    cfg = run_config(profile, method=method, loss=fs["loss"]["name"], seed=seed, options=options,
+                     lr=lr if lr is not None else few_shot_lr(method, profile), overrides=over,
+                     stage="second" if profile == "quick" else "first")
+    cfg["objective"][0]["options"] = dict(fs["loss"]["options"])
+    cfg["train"]["eval_every"] = epochs
+    cfg["name"] = f"puma-fewshot{shots}-{method}"
+    return cfg
+
+
+def few_shot_tuning_jobs(profile: str = "quick", seed: int = 0) -> list[tuple]:
+    """The few-shot tuning runs (quick): each method x its grid kind's rates at ``tune_shots``, validation held out."""
+    fs = few_shot_block()
+    k = int(fs["tune_shots"])
+    jobs = []
+    for method in fs["methods"].values():
+        unit = f"fewshot{k}-{method}"
+        grid = sorted({*tuning_grid(method if method != "full" else "full-curricularface"),
+                       *((fs.get("extra") or {}).get(method) or ())})
+        jobs += [("few_shot_tuning", f"{unit}-lr{lr:g}-seed{seed}",
+                  few_shot_config(profile, method, k, seed, lr=lr, validation=True), "train") for lr in grid]
+    return jobs
+
+
+def few_shot_tuning(profile: str = "quick", train: bool = False) -> pd.DataFrame:
+    """Validation Harmonic / Unified R@1 of the few-shot tuning runs, the chosen rate per method and whether it is
+    interior (the tables' selection rule, :func:`tuning_frame`)."""
+    return _selection_frame(few_shot_tuning_jobs(profile), profile, train)
+
+
+def _few_shot_rows() -> list[Row]:
+    fs = few_shot_block()
+    rows = [Row(method="Zero-Shot", setting="shots=all", spec={"method": "zero_shot"}, runner="zero_shot",
+                label="zero-shot", name="Zero-Shot", seed_free=True)]
+    for k in fs["shots"]:
+        rows += [Row(method=name, setting=f"shots={k}", spec={"method": m, "shots": int(k)}, name=f"{name}, k={k}",
+                     label=f"fewshot{k}-{m}", group=str(k)) for name, m in fs["methods"].items()]
+    return rows
+
+
+def _few_shot_config(row: Row, seed: int, profile: str, overrides: Sequence[str] = ()) -> dict:
+    if row.runner == "zero_shot":
+        return run_config(profile, method="zero_shot", seed=seed, overrides=list(overrides),
+                          stage="second" if profile == "quick" else "first")
+    cfg = few_shot_config(profile, row.spec["method"], row.spec["shots"], seed)
+    return resolve_config(cfg, overrides=list(overrides)) if overrides else cfg
+
+
+FEW_SHOT_CLAIMS = [Claim(f"PUMA beats full fine-tuning with {k} image(s) per class (Harmonic)",
+                         {"section": "", "method": "PUMA", "setting": f"shots={k}", "dataset": "Harmonic"},
+                         {"section": "", "method": "Full fine-tuning", "setting": f"shots={k}", "dataset": "Harmonic"})
+                   for k in (1, 2, 4, 8, 16)]
+
+
+def FEW_SHOT() -> Table:  # noqa: N802 - like TABLE5, built from the configuration
+    """The few-shot experiment as a table: zero-shot, and each method at each k (Unified, Harmonic, per source)."""
+    return Table(PAPER, "Few-shot", _few_shot_rows(), _few_shot_config, seeds=(0, 1, 2), claims=FEW_SHOT_CLAIMS,
+                 params=False)
+
+
+def few_shot_jobs(profile: str = "quick", seeds: Sequence[int] = (0, 1, 2)) -> list[tuple]:
+    spec = FEW_SHOT()
+    jobs = []
+    for seed in seeds:
+        for row in spec.rows:
+            if row.seed_free and seed != seeds[0]:
+                continue
+            jobs.append((spec.slug, f"{row.label}-seed{seed}", _few_shot_config(row, seed, profile), row.runner))
+    return jobs
+
+
 def job_list(name: str, profile: str = "quick") -> list[tuple]:
-    """A named job list for ``umlkit records train puma NAME``: ``tuning`` (the second pass's sweep)."""
-    if name == "tuning":
-        return sweep_jobs(profile)
-    raise KeyError(f"unknown PUMA job list {name!r}; choose tuning")
+    """A named job list for ``umlkit records train puma NAME``: ``tuning`` (the second pass's sweep),
+    ``few_shot_tuning`` (the few-shot rates) and ``few_shot`` (the few-shot table, 3 seeds)."""
+    lists = {"tuning": sweep_jobs, "few_shot_tuning": few_shot_tuning_jobs, "few_shot": few_shot_jobs}
+    if name not in lists:
+        raise KeyError(f"unknown PUMA job list {name!r}; choose one of {', '.join(lists)}")
+    return lists[name](profile)
 
 
 def _row(spec: Table, **match) -> Row:

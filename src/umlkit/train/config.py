@@ -45,7 +45,7 @@ DEFAULTS: dict = {
         "batch_size": 128,
         "num_workers": 0,
         "cache": True,           # decode images once (UML-Mini); set False for the real datasets
-        "few_shot": None,        # k images per training class (PUMA few-shot subsets)
+        "few_shot": None,        # k images per training class (drawn), or "published:k" (PUMA's files; data.few_shot)
         "val_fraction": 0.0,     # hold out this fraction of each source's *training classes* for validation
         "expected": "auto",      # dataset count check (None: off)
         "splits": {},            # {source: {train: [class ids], test: [...], val: [...]} or {file, sha256}}; {}: PUMA's
@@ -179,7 +179,7 @@ def resolve_config(config: dict | None = None, profile: str | None = None, overr
 # silent zero-epoch run). A learning rate of 0 is allowed (losses of a model that does not move). Values are checked, never converted, so a valid configuration resolves unchanged.
 _VALUE_CHECKS = [
     ("seed", "int", 0), ("data.batch_size", "int", 1), ("data.samples_per_class", "int", 1),
-    ("data.num_workers", "int", 0), ("data.few_shot", "int?", 1), ("data.val_fraction", "fraction", None),
+    ("data.num_workers", "int", 0), ("data.val_fraction", "fraction", None),
     ("model.embed_dim", "int?", 1), ("model.pretrained", "bool", None), ("optimizer.lr", "number", 0.0),
     ("optimizer.weight_decay", "number", 0.0), ("optimizer.momentum", "number", 0.0), ("train.epochs", "int", 1),
     ("train.warmup_epochs", "int", 0), ("train.eval_every", "int", 1), ("train.eval_batch_size", "int", 1),
@@ -205,6 +205,8 @@ def _check_values(cfg: dict) -> None:
             fail(key, value, "a number in [0, 1)")
         if kind == "number" and not (is_number and value >= low):
             fail(key, value, f"a number >= {low:g}")
+    from umlkit.data.few_shot import parse_few_shot
+    parse_few_shot((cfg.get("data") or {}).get("few_shot"))   # an integer >= 1, "published:k" or null
     for group, mult in (cfg.get("optimizer", {}).get("lr_mult") or {}).items():
         if isinstance(mult, bool) or not isinstance(mult, (int, float)) or mult < 0:
             fail(f"optimizer.lr_mult.{group}", mult, "a number >= 0")

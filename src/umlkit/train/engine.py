@@ -38,6 +38,7 @@ from torch import nn
 
 from umlkit._paths import results_root
 from umlkit.data import build_sampler, build_transforms, few_shot_indices, load_dataset
+from umlkit.data.few_shot import parse_few_shot, published_file, published_indices
 from umlkit.data.mini import ensure_mini
 from umlkit.data.unified import UnifiedDataset
 from umlkit.losses import create_loss, loss_inputs, model_requirements
@@ -102,7 +103,8 @@ def build_data(cfg: dict, data_config: dict):
     PATH, sha256: HEX}`` naming a JSON file with that mapping (:func:`umlkit.train.side_info.write_split_file`).
     Class keys are the annotation's class ids (see :func:`umlkit.data.load_dataset`'s ``classes``). An explicit
     ``val`` list replaces ``data.val_fraction`` for that source; without one, ``val_fraction`` holds out the last
-    training classes as for the default split. ``few_shot`` then subsamples the training images.
+    training classes as for the default split. ``few_shot`` then subsamples the training images: k per class drawn,
+    or the official PUMA subset files (``"published:k"``, :mod:`umlkit.data.few_shot`).
     """
     d = cfg["data"]
     root = data_root_of(cfg)
@@ -130,8 +132,12 @@ def build_data(cfg: dict, data_config: dict):
             tr = tr.subset(np.flatnonzero(~is_val))
         if va is not None:
             val_parts.append(va)
-        if d["few_shot"]:
-            tr = tr.subset(few_shot_indices(tr.labels, int(d["few_shot"]), seed=cfg["seed"]), relabel=False)
+        shot = parse_few_shot(d["few_shot"])
+        if shot is not None:
+            k, published = shot
+            idx = (published_indices(tr.paths, published_file(root, name, k)) if published
+                   else few_shot_indices(tr.labels, k, seed=cfg["seed"]))
+            tr = tr.subset(idx, relabel=False)
         train_parts.append(tr)
         test_parts.append(te if te is not None else
                           load_dataset(name, root, "test", expected=d["expected"], cache=d["cache"]))
