@@ -295,3 +295,28 @@ def test_specialists_runner_keeps_each_models_curves_and_held_out_score(mini_roo
              for s in ("cub", "flowers")}
     res1 = runners.run("specialists", plain)
     assert "curves" not in res1 and "val_own" not in res1
+
+
+def test_few_shot_follows_the_official_recipe():
+    """README "Run Few-shot training": PA (alpha 64, margin 0.1), cosine over 32 // k + 1 epochs, prompt length 2;
+    quick draws k per class, full reads the published files; one evaluation at the end."""
+    for k, epochs in ((1, 33), (2, 17), (4, 9), (8, 5), (16, 3)):
+        c = puma.few_shot_config("quick", "puma", k, lr=1e-3)
+        assert c["train"]["epochs"] == c["train"]["eval_every"] == epochs and c["data"]["few_shot"] == k
+    c = puma.few_shot_config("quick", "puma", 4, lr=1e-3)
+    assert c["objective"][0] == {"name": "proxy_anchor", "weight": 1.0, "options": {"alpha": 64.0, "margin": 0.1}}
+    assert c["schedule"]["name"] == "cosine" and c["data"]["sampler"] == "random"
+    assert c["model"]["options"]["prompt_length"] == 2 and c["model"]["backbone"] == "vit_tiny_uml_v2"
+    f = puma.few_shot_config("full", "puma", 16)
+    assert f["data"]["few_shot"] == "published:16" and f["model"]["embed_dim"] == 384
+    assert f["optimizer"]["lr"] == 1e-4 and f["model"]["options"] == {"adapter_dim": 128, "pool_size": 20,
+                                                                       "prompt_length": 2}
+    assert puma.few_shot_config("full", "full", 1)["optimizer"]["lr"] == 3e-5
+    v = puma.few_shot_config("quick", "full", 4, lr=3e-4, validation=True)
+    assert v["data"]["val_fraction"] == 0.2 and v["model"]["options"] == {}
+    jobs = puma.job_list("few_shot_tuning")
+    assert {j[2]["data"]["few_shot"] for j in jobs} == {4} and len(jobs) == 6
+    spec = puma.FEW_SHOT()
+    assert len(spec.rows) == 1 + 2 * 5 and len(spec.claims) == 5
+    with pytest.raises(ValueError, match="shots"):
+        puma.few_shot_config("quick", "puma", 0, lr=1e-3)

@@ -27,7 +27,7 @@ import torch
 
 from umlkit._paths import data_root
 from umlkit.data import build_transforms, load_unified
-from umlkit.metrics import unified_evaluation
+from umlkit.metrics import cross_source_rate, unified_evaluation
 from umlkit.models import count_trainable, create_model
 from umlkit.train.evaluate import extract_embeddings
 
@@ -108,7 +108,17 @@ def train_run(cfg: dict) -> dict:
     if "val" in res.history[-1]:
         out["val"] = _epoch_scores(res.history[-1], "val")
     out.update(_prompt_weights(res.model, cfg))
+    if len(cfg["data"]["datasets"]) > 1:   # a unified model: how often its Unified top-1 crosses sources
+        test = test_set(cfg)
+        out["cross_source"] = _cross_source(extract_embeddings(res.model, test, batch_size=512)[0], test)
     return out
+
+
+def _cross_source(emb, test) -> dict:
+    """PUMA's bias across sources, measured: per source, the % of queries whose Unified top-1 is from another source."""
+    rate = cross_source_rate(emb, test.sources, is_query=test.is_query, is_gallery=test.is_gallery,
+                             source_names=test.source_names)
+    return {SOURCE_NAMES.get(k, k): round(float(v), 3) for k, v in rate.items()}
 
 
 def _curves(history: list[dict]) -> list[dict]:
@@ -127,12 +137,18 @@ def _curves(history: list[dict]) -> list[dict]:
 
 @register_runner("zero_shot")
 def zero_shot_run(cfg: dict) -> dict:
-    from umlkit.train.evaluate import evaluate_model
     resolved = weights_for(cfg)
     torch.manual_seed(int(cfg["seed"]))
     m = resolved["model"]
     model = create_model(m["backbone"], "zero_shot", pretrained=bool(m["pretrained"]), weights=m["weights"])
-    return {"test": _scores(evaluate_model(model, test_set(cfg), batch_size=512)), "trainable_model": 0}
+    test = test_set(cfg)
+    emb, labels = extract_embeddings(model, test, batch_size=512)
+    frame = unified_evaluation(emb, labels, test.sources, is_query=test.is_query, is_gallery=test.is_gallery,
+                               source_names=test.source_names)
+    out = {"test": _scores(frame), "trainable_model": 0}
+    if len(test.source_names) > 1:
+        out["cross_source"] = _cross_source(emb, test)
+    return out
 
 
 def ensemble_embeddings(embeddings: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -167,10 +183,11 @@ def specialists_run(cfgs: dict[str, dict]) -> dict:
         embs.append(emb)
         n_model += count_trainable(res.model)
         seconds += res.seconds
-    frame = unified_evaluation(ensemble_embeddings(embs), labels, test.sources, is_query=test.is_query,
+    ensemble = ensemble_embeddings(embs)
+    frame = unified_evaluation(ensemble, labels, test.sources, is_query=test.is_query,
                                is_gallery=test.is_gallery, source_names=test.source_names)
     out = {"own": own, "cross": cross, "ensemble": _scores(frame), "trainable_model": n_model,
-           "train_seconds": round(seconds, 1)}
+           "train_seconds": round(seconds, 1), "cross_source": _cross_source(ensemble, test)}
     if curves:   # per-epoch scores of each model (records of one evaluation keep none, as before)
         out["curves"] = curves
     if val_own:  # each model on its own source's held-out training classes (data.val_fraction)

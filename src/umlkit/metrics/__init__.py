@@ -17,7 +17,7 @@ from umlkit.metrics.retrieval import (
     recall_at_k,
 )
 from umlkit.metrics.structure import embedding_structure, spectral_decay
-from umlkit.metrics.unified import harmonic_mean, unified_evaluation
+from umlkit.metrics.unified import cross_source_rate, harmonic_mean, unified_evaluation
 
 __all__ = [
     "DEFAULT_KS",
@@ -37,4 +37,5 @@ __all__ = [
     "recall_at_k",
     "spectral_decay",
     "unified_evaluation",
+    "cross_source_rate",
 ]

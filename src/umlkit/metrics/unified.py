@@ -10,6 +10,10 @@ Follows PUMA (Kim, Kim, Kwak, WACV 2025), Sec. 3 and Table 2, and its official `
 
 Self-exclusion is by global item index, as the official code does: a query never retrieves itself; an
 In-shop query is a different item from every gallery image, so nothing is excluded there.
+
+:func:`cross_source_rate` measures what the paper calls the bias of a unified metric across distributions (Sec. 1,
+Sec. 4.2: "bias towards dominant distributions"): how often a query's nearest neighbour in the union of the
+galleries comes from *another* source. The paper names the failure but prints no such number; the book adds it.
 """
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ import torch
 
 from umlkit.metrics.retrieval import check_embeddings, check_labels, evaluate_indices, parse_metrics
 
-__all__ = ["unified_evaluation", "harmonic_mean"]
+__all__ = ["unified_evaluation", "harmonic_mean", "cross_source_rate"]
 
 
 def harmonic_mean(values: Sequence[float]) -> float:
@@ -124,3 +128,34 @@ def unified_evaluation(
     out.index.name = "source"
     out.attrs["counts"] = counts
     return out
+
+
+def cross_source_rate(embeddings, sources, *, is_query=None, is_gallery=None,
+                      source_names: Sequence[str] | dict | None = None,
+                      search_dtype: torch.dtype = torch.bfloat16) -> pd.Series:
+    """Per source and over all queries ("Unified"): the percentage of queries whose nearest neighbour in the union
+    of all galleries (the Unified search of :func:`unified_evaluation`, self excluded) comes from another source.
+    A query whose top-1 crosses sources is a Unified miss that no per-source column can show."""
+    from umlkit.metrics.knn import knn_search
+    emb = torch.nn.functional.normalize(check_embeddings(embeddings), dim=1)
+    n = emb.shape[0]
+    src = np.asarray(sources)
+    if src.ndim != 1 or src.shape[0] != n:
+        raise ValueError(f"sources must be 1-D with {n} entries (one per embedding), got shape {src.shape}")
+    q_mask, g_mask = _mask(is_query, n, "is_query"), _mask(is_gallery, n, "is_gallery")
+    qi, gi = torch.nonzero(q_mask).flatten(), torch.nonzero(g_mask).flatten()
+    if len(qi) == 0 or len(gi) < 2:
+        raise ValueError(f"need at least one query and two gallery items, got {len(qi)} and {len(gi)}")
+    pos = torch.full((n,), -1, dtype=torch.long)
+    pos[gi] = torch.arange(len(gi))
+    _, idx = knn_search(emb[qi], emb[gi], 1, self_index=pos[qi], search_dtype=search_dtype)
+    crossed = src[gi[idx[:, 0]].numpy()] != src[qi.numpy()]
+    q_src = src[qi.numpy()]
+
+    def name_of(s):
+        if source_names is None:
+            return str(s)
+        return str(source_names[s]) if isinstance(source_names, dict) else str(source_names[int(s)])
+    out = {name_of(s): 100.0 * float(crossed[q_src == s].mean()) for s in pd.unique(q_src)}
+    out["Unified"] = 100.0 * float(crossed.mean())
+    return pd.Series(out, name="cross-source top-1 (%)")
