@@ -423,12 +423,15 @@ def tuning_units() -> dict[str, Row]:
     return {u: units[u] for u in order}
 
 
+def _grid_kind(method: str) -> list[float]:
+    t = second_pass()["tuning"]
+    return [float(x) for x in t["grids"]["full" if method == "full" else t["kinds"].get(method, "peft")]]
+
+
 def tuning_grid(unit: str) -> list[float]:
     """The rates a unit tries: its kind's grid (methods.yaml ``second_pass.tuning.grids``) plus ``extra.<unit>``."""
-    t = second_pass()["tuning"]
-    method = unit.removeprefix("spec-").split("-")[0]
-    kind = "full" if method == "full" else t["kinds"].get(method, "peft")
-    return sorted({float(x) for x in [*t["grids"][kind], *((t.get("extra") or {}).get(unit) or ())]})
+    extra = (second_pass()["tuning"].get("extra") or {}).get(unit) or ()
+    return sorted({*_grid_kind(unit.removeprefix("spec-").split("-")[0]), *(float(x) for x in extra)})
 
 
 def sweep_jobs(profile: str = "quick", units: Sequence[str] | None = None, seed: int = 0) -> list[tuple]:
@@ -534,8 +537,7 @@ def few_shot_tuning_jobs(profile: str = "quick", seed: int = 0) -> list[tuple]:
     jobs = []
     for method in fs["methods"].values():
         unit = f"fewshot{k}-{method}"
-        grid = sorted({*tuning_grid(method if method != "full" else "full-curricularface"),
-                       *((fs.get("extra") or {}).get(method) or ())})
+        grid = sorted({*_grid_kind(method), *(float(x) for x in (fs.get("extra") or {}).get(method) or ())})
         jobs += [("few_shot_tuning", f"{unit}-lr{lr:g}-seed{seed}",
                   few_shot_config(profile, method, k, seed, lr=lr, validation=True), "train") for lr in grid]
     return jobs
