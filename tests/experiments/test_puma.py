@@ -320,3 +320,47 @@ def test_few_shot_follows_the_official_recipe():
     assert len(spec.rows) == 1 + 2 * 5 and len(spec.claims) == 5
     with pytest.raises(ValueError, match="shots"):
         puma.few_shot_config("quick", "puma", 0, lr=1e-3)
+
+
+def test_second_pass_tables_use_the_chosen_rates_and_three_seeds(monkeypatch):
+    """With second_pass.tables = second, every trained row runs at its unit's chosen rate on the v2 backbone; every
+    cell a claim compares has 3 seeds; the (b) losses no claim compares keep one; Table 5 adds the v1 backbone."""
+    sp = dict(puma.second_pass())
+    sp["tables"] = "second"
+    sp["lr"] = {u: 1e-3 * (i + 1) for i, u in enumerate(puma.tuning_units())}
+    monkeypatch.setattr(puma, "second_pass", lambda: sp)
+    specs = puma.build_tables("second")
+    jobs = puma.table_jobs("quick", specs)
+    rate = {u: r for u, r in sp["lr"].items()}
+    for spec in specs.values():
+        for row in spec.rows:
+            unit = puma.tuning_unit(row)
+            compared = any(row.method == c.a.get("method", row.method) and row.setting == c.a["setting"]
+                           and row.section == c.a["section"] or row.method == c.b.get("method") and
+                           row.setting == c.b["setting"] and row.section == c.b["section"] for c in spec.claims)
+            if compared and not row.seed_free:
+                assert spec.seeds_of(row) == (0, 1, 2), (spec.table, row.title)
+            if unit is None:
+                continue
+            key = spec.config(row, 0, "quick", ())
+            cfgs = key.values() if row.runner == "specialists" else [key]
+            for cfg in cfgs:
+                assert cfg["optimizer"]["lr"] == rate[unit]
+                assert cfg["train"]["eval_every"] == 1
+                if spec.table != "Table 5":
+                    assert cfg["model"]["backbone"] == "vit_tiny_uml_v2"
+    b = [r for r in specs["Table 2"].rows if r.group == "b"]
+    assert {r.method for r in b if specs["Table 2"].seeds_of(r) == (0,)} == set(puma.LOSSES) - {"CurricularFace",
+                                                                                             "Proxy-Anchor"}
+    t5 = {r.group for r in specs["Table 5"].rows}
+    assert any(g.startswith("v1") for g in t5) and len(t5) == 4
+    v1 = [r for r in specs["Table 5"].rows if r.group.startswith("v1") and r.method == "Ours"][0]
+    assert specs["Table 5"].config(v1, 0, "quick", ())["model"]["backbone"] == "vit_tiny_uml"
+    # each configuration once: Table 3's PUMA and Table 4's unified rows reuse Table 2's runs
+    assert len({j[1] + j[0] for j in jobs}) == len(jobs)
+    n2 = 1 + 9 * 3 + (2 * 3 + 7) + 7 * 3              # zero-shot, (a), (b), (c)
+    n3 = 5 * 3                                       # the ablations (PUMA is Table 2's)
+    n4 = 3                                           # PUMA dataset-specific (CF/PA specialists and unified are Table 2's)
+    n5 = 3 * 2 * 3 + 1 + 2 * 3                       # 3 other backbones x (full, PUMA) x 3 seeds; the pretrained
+                                                     # v1's zero-shot once, the unpretrained ones' per seed
+    assert len(jobs) == n2 + n3 + n4 + n5 == 105

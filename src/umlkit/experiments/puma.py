@@ -87,13 +87,26 @@ ABLATION_ROWS = {
 # turn into a file, never a machine's path). The shipped backbone stands in for the paper's ViT-S/16 (the backbone
 # of every other table); the other two have no paper cell.
 _VIT_S_PRE = "pretraining=IN-21K & IN-1K (Sup.)"
+_VIT_S_CELLS = ("arch=ViT-S/16;dim=384;" + _VIT_S_PRE, "arch=ViT-S/16;dim=128;" + _VIT_S_PRE)
 BACKBONES_QUICK = {
-    "attribute heads, 12 epochs (shipped)": {"pretrained": True, "weights": None,
-                                             "paper": ("arch=ViT-S/16;dim=384;" + _VIT_S_PRE,
-                                                       "arch=ViT-S/16;dim=128;" + _VIT_S_PRE)},
+    "attribute heads, 12 epochs (shipped)": {"pretrained": True, "weights": None, "paper": _VIT_S_CELLS},
     "attribute heads, 2 epochs": {"pretrained": False, "weights": "recipe:pretrain_epochs=2", "paper": None},
     "none (random init)": {"pretrained": False, "weights": None, "paper": None},
 }
+# the second pass: the v2 backbone stands in for ViT-S/16; the first pass's v1 becomes a shorter-pretrained row
+BACKBONES_QUICK_SECOND = {
+    "v2: attribute heads, 24 epochs on 57.6K images (shipped)": {"pretrained": True, "weights": None,
+                                                                 "paper": _VIT_S_CELLS},
+    "v1: attribute heads, 12 epochs on 19.2K images": {"pretrained": True, "weights": None, "paper": None,
+                                                       "backbone": "vit_tiny_uml"},
+    "attribute heads, 2 epochs": {"pretrained": False, "weights": "recipe:pretrain_epochs=2", "paper": None},
+    "none (random init)": {"pretrained": False, "weights": None, "paper": None},
+}
+
+
+def backbones_quick(profile: str = "quick") -> dict:
+    """Table 5's quick backbones in the profile's current stage (:func:`tables_stage`)."""
+    return BACKBONES_QUICK_SECOND if tables_stage(profile) == "second" else BACKBONES_QUICK
 BACKBONES_FULL = {  # paper backbone -> (timm backbone in umlkit.models.BACKBONES, zero-shot dim, pretraining)
     "arch=ViT-S/16": ("vit_s16_in21k_ft_in1k", 384, _VIT_S_PRE),
     "arch=DeiT-S/16": ("deit_s16", 384, "pretraining=IN-1K (Sup.)"),
@@ -186,11 +199,25 @@ def _train_classes(root: str, name: str) -> int:
     return load_dataset(name, root, "train", expected=None, check_files=False).num_classes
 
 
+def chosen_lr(unit: str) -> float:
+    """The second pass's rate of a tuning unit (methods.yaml ``second_pass.lr``, chosen by :func:`tuning_frame`)."""
+    lrs = second_pass().get("lr") or {}
+    if unit not in lrs:
+        raise KeyError(f"configs/puma/methods.yaml has no second-pass rate for {unit!r}: train `umlkit records train "
+                       f"puma tuning`, then enter the choice of puma.tuning_frame() under second_pass.lr.{unit}")
+    return float(lrs[unit])
+
+
 def config_for(row: Row, seed: int, profile: str, overrides: Sequence[str] = ()) -> dict:
-    """A row's record key: one configuration, or ``{source: configuration}`` for the ``specialists`` runner."""
+    """A row's record key: one configuration, or ``{source: configuration}`` for the ``specialists`` runner. In the
+    second pass (quick) every trained row runs at its tuning unit's chosen rate."""
     s = dict(row.spec)
+    stage = tables_stage(profile)
+    lr = s.get("lr")
+    if lr is None and stage == "second" and tuning_unit(row) is not None:
+        lr = chosen_lr(tuning_unit(row))
     kw = dict(method=s.get("method", "full"), loss=s.get("loss", "curricularface"), seed=seed,
-              options=s.get("options"), lr=s.get("lr"), overrides=[*s.get("overrides", ()), *overrides])
+              options=s.get("options"), lr=lr, overrides=[*s.get("overrides", ()), *overrides], stage=stage)
     if row.runner == "specialists":
         return {src: run_config(profile, datasets=[src], **kw) for src in PUMA_ORDER}
     return run_config(profile, **kw)
@@ -264,12 +291,18 @@ TABLE4_CLAIMS = [
 
 
 # ------------------------------------------------------------------------------------------------ tables
-def _table2_rows() -> list[Row]:
+_B_COMPARED = ("curricularface", "proxy_anchor")   # (b) rows that claims compare (Table 2; Table 4's unified PA)
+
+
+def _table2_rows(stage: str = "first") -> list[Row]:
     rows = [Row(method="Zero-Shot", setting="arch=ViT-S/16", spec={"method": "zero_shot"}, runner="zero_shot",
                 group="zero-shot", label="zero-shot", seed_free=True)]
     rows += [Row(section=SECTIONS["a"], method=n, setting=VIT_S, spec={"method": "full", "loss": loss},
                  runner="specialists", group="a", label=f"full-{loss}") for n, loss in LOSSES.items()]
-    rows += [Row(section=SECTIONS["b"], method=n, setting=VIT_S, spec={"method": "full", "loss": loss}, group="b")
+    # second pass: every cell a claim compares has 3 seeds (the table's); the (b) losses no claim compares keep one
+    one = {"seeds": (0,)} if stage == "second" else {}
+    rows += [Row(section=SECTIONS["b"], method=n, setting=VIT_S, group="b",
+                 spec={"method": "full", "loss": loss, **(one if loss not in _B_COMPARED else {})})
              for n, loss in LOSSES.items()]
     rows += [Row(section=SECTIONS["c"], method=n, setting=VIT_S, spec=s, group="c") for n, s in PEFT_ROWS.items()]
     return rows
@@ -295,11 +328,14 @@ def _table4_rows() -> list[Row]:
     return rows
 
 
-def _table5_rows(profile: str) -> list[Row]:
+def _table5_rows(profile: str, stage: str | None = None) -> list[Row]:
     rows = []
     if profile == "quick":
-        for b, bb in BACKBONES_QUICK.items():
+        stage = stage or tables_stage(profile)
+        for b, bb in (BACKBONES_QUICK_SECOND if stage == "second" else BACKBONES_QUICK).items():
             over = [f"model.pretrained={str(bb['pretrained']).lower()}"]
+            if bb.get("backbone"):
+                over.append(f"model.backbone={bb['backbone']}")
             if bb["weights"]:
                 over.append(f"model.weights={bb['weights']}")
             for name, method in _T5_METHODS.items():
@@ -323,9 +359,9 @@ def _table5_rows(profile: str) -> list[Row]:
     return rows
 
 
-def table5_claims(profile: str) -> list[Claim]:
+def table5_claims(profile: str, stage: str | None = None) -> list[Claim]:
     """For every backbone of the profile: PUMA beats full fine-tuning, and fine-tuning beats zero-shot (Unified)."""
-    rows = _table5_rows(profile)
+    rows = _table5_rows(profile, stage)
     out = []
     for b in dict.fromkeys(r.group for r in rows):
         cell = {r.method: {"section": "", "method": r.method, "setting": r.setting, "dataset": "Unified"}
@@ -337,16 +373,50 @@ def table5_claims(profile: str) -> list[Claim]:
 
 _NO_VIT = ("full-profile only: the quick profile has one tiny ViT architecture (no DeiT-S, DINO-S or CLIP-B/32 "
            "pretraining); it varies the tiny ViT's pretraining instead")
-TABLE2 = Table(PAPER, "Table 2", _table2_rows(), config_for, seeds=(0,), scores=_table2_scores,
-               claims=TABLE2_CLAIMS)
-TABLE3 = Table(PAPER, "Table 3", _table3_rows(), config_for, seeds=(0, 1, 2), claims=TABLE3_CLAIMS)
-TABLE4 = Table(PAPER, "Table 4", _table4_rows(), config_for, seeds=(0,), scores=_per_source_harmonic,
-               claims=TABLE4_CLAIMS, params=False)
+def build_tables(stage: str) -> dict[str, Table]:
+    """Tables 2-4 and the quick Table 5 of a stage (the module's TABLE2-4 and TABLES("quick") are the current one's).
+    The first pass trained one seed (Table 3: three); the second pass three for every cell a claim compares."""
+    seeds = (0, 1, 2) if stage == "second" else (0,)
+    return {"Table 2": Table(PAPER, "Table 2", _table2_rows(stage), config_for, seeds=seeds, scores=_table2_scores,
+                             claims=TABLE2_CLAIMS),
+            "Table 3": Table(PAPER, "Table 3", _table3_rows(), config_for, seeds=(0, 1, 2), claims=TABLE3_CLAIMS),
+            "Table 4": Table(PAPER, "Table 4", _table4_rows(), config_for, seeds=seeds, scores=_per_source_harmonic,
+                             claims=TABLE4_CLAIMS, params=False),
+            "Table 5": Table(PAPER, "Table 5", _table5_rows("quick", stage), config_for, seeds=seeds,
+                             claims=table5_claims("quick", stage), unmeasured={"quick": _NO_VIT}, params=False)}
+
+
+_CURRENT = build_tables(tables_stage("quick"))
+TABLE2, TABLE3, TABLE4 = _CURRENT["Table 2"], _CURRENT["Table 3"], _CURRENT["Table 4"]
 
 
 def TABLE5(profile: str = "quick") -> Table:  # noqa: N802 - the rows depend on the profile
+    if profile == "quick":
+        return _CURRENT["Table 5"]
     return Table(PAPER, "Table 5", _table5_rows(profile), config_for, seeds=(0,), claims=table5_claims(profile),
                  unmeasured={"quick": _NO_VIT}, params=False)
+
+
+def table_jobs(profile: str = "quick", specs: dict[str, Table] | None = None) -> list[tuple]:
+    """(record folder, label, key, runner) of every run of Tables 2-5 in the profile's current stage (or of
+    ``specs``), seed-major, each configuration once (Table 3's PUMA is Table 2's, Table 4's unified rows are Table 2
+    (b)'s)."""
+    import json
+
+    from umlkit.experiments.records import normalise_key
+    jobs, seen = [], set()
+    specs = specs or TABLES(profile)
+    for seed in (0, 1, 2):
+        for spec in specs.values():
+            for row in spec.rows:
+                if seed not in spec.seeds_of(row) or (row.seed_free and seed != spec.seeds_of(row)[0]):
+                    continue
+                key = spec.config(row, seed, profile, ())
+                ident = json.dumps(normalise_key(key), sort_keys=True, default=str)
+                if ident not in seen:
+                    seen.add(ident)
+                    jobs.append((spec.slug, f"{row.label or row.title}-seed{seed}", key, row.runner))
+    return jobs
 
 
 def TABLES(profile: str = "quick") -> dict[str, Table]:  # noqa: N802
@@ -592,8 +662,10 @@ def few_shot_jobs(profile: str = "quick", seeds: Sequence[int] = (0, 1, 2)) -> l
 
 def job_list(name: str, profile: str = "quick") -> list[tuple]:
     """A named job list for ``umlkit records train puma NAME``: ``tuning`` (the second pass's sweep),
-    ``few_shot_tuning`` (the few-shot rates) and ``few_shot`` (the few-shot table, 3 seeds)."""
-    lists = {"tuning": sweep_jobs, "few_shot_tuning": few_shot_tuning_jobs, "few_shot": few_shot_jobs}
+    ``few_shot_tuning`` (the few-shot rates), ``few_shot`` (the few-shot table, 3 seeds) and ``tables`` (Tables 2-5
+    in the profile's current stage)."""
+    lists = {"tuning": sweep_jobs, "few_shot_tuning": few_shot_tuning_jobs, "few_shot": few_shot_jobs,
+             "tables": table_jobs}
     if name not in lists:
         raise KeyError(f"unknown PUMA job list {name!r}; choose one of {', '.join(lists)}")
     return lists[name](profile)
@@ -667,6 +739,54 @@ def trainable_breakdown(profile: str = "quick", method: str = "puma", options: d
     out = pd.DataFrame({"trainable parameters": parts})
     out.loc["total"] = out.sum()
     return out
+
+
+def train_sizes(profile: str = "quick", root: str | None = None) -> pd.Series:
+    """Training images per source: quick, UML-Mini's (counted); full, the paper's Table 1 (as printed)."""
+    if profile == "quick":
+        from umlkit.data import load_dataset
+        base = root or ensure_mini()
+        return pd.Series({SOURCE_NAMES[n]: len(load_dataset(n, base, "train", expected=None, check_files=False))
+                          for n in PUMA_ORDER}, name="train images")
+    t1 = paper_table(PAPER, "Table 1")
+    t1 = t1[t1["setting"] == "split=train;unit=samples"].set_index("dataset")["value"]
+    return pd.Series({d: float(t1[d]) for d in SOURCE_NAMES.values()}, name="train images")
+
+
+def source_bias(cmp: pd.DataFrame, sizes: pd.Series, loss: str = "CurricularFace") -> pd.DataFrame:
+    """The paper's "bias toward dominant sources" (Sec. 1, Sec. 3), per source: its training images beside what one
+    unified model changes against the dataset-specific model of (a) (unified full fine-tuning, section (b), and
+    PUMA, section (c)), measured and in the paper. The paper predicts that full fine-tuning's change grows with the
+    source's size and PUMA's does not (:func:`size_correlation`)."""
+    from umlkit.experiments.prose import cell
+    rows = []
+    for d in SOURCE_NAMES.values():
+        line = {"source": d, "train images": float(sizes[d])}
+        for field, tag in (("measured", "measured"), ("paper", "paper")):
+            spec = cell(cmp, loss, d, section="(a)", field=field)
+            line[f"full FT unified - specific ({tag})"] = cell(cmp, loss, d, section="(b)", field=field) - spec
+            line[f"PUMA - specific ({tag})"] = cell(cmp, "Ours", d, section="(c)", field=field) - spec
+        rows.append(line)
+    return pd.DataFrame(rows).set_index("source")
+
+
+def size_correlation(bias: pd.DataFrame, permutations: int = 20000, seed: int = 0) -> pd.DataFrame:
+    """Spearman's rho between a source's size and each change column of :func:`source_bias`, with a one-sided
+    permutation p-value (the share of the 8! orderings, sampled, whose rho is at least the observed one)."""
+    import numpy as np
+    from scipy.stats import spearmanr
+    rng = np.random.default_rng(seed)
+    size = bias["train images"].to_numpy()
+    out = []
+    for col in bias.columns.drop("train images"):
+        y = bias[col].to_numpy()
+        if np.isnan(y).any():
+            continue
+        rho = float(spearmanr(size, y).statistic)
+        perm = np.array([spearmanr(size, rng.permutation(y)).statistic for _ in range(permutations)])
+        out.append({"change": col, "Spearman rho (size, change)": round(rho, 3),
+                    "p (rho >= observed, permutation)": float((perm >= rho - 1e-12).mean())})
+    return pd.DataFrame(out).set_index("change")
 
 
 def paper_harmonic_check(table: str = "Table 2") -> pd.DataFrame:

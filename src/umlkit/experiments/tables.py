@@ -97,7 +97,7 @@ class Table:
     table: str                      # the paper's table name, e.g. "Table 2"
     rows: list[Row]
     config: Callable[..., dict]     # (row, seed, profile, overrides) -> record key
-    seeds: Sequence[int] = (0,)
+    seeds: Sequence[int] | Mapping[str, Sequence[int]] = (0,)   # or {group: seeds, "*": every other group}
     scores: Callable[[dict, Row], dict] | None = None  # record result -> {dataset: value}; default result["test"]
     claims: list[Claim] = field(default_factory=list)
     unmeasured: Mapping[str, str | Mapping[str, str]] = field(default_factory=dict)  # profile -> reason for the
@@ -113,6 +113,15 @@ class Table:
     @property
     def slug(self) -> str:
         return "".join(ch for ch in self.table.lower() if ch.isalnum())   # "Table S1" -> "tables1", "Fig. S1" -> "figs1"
+
+    def seeds_of(self, row: Row) -> tuple[int, ...]:
+        """The seeds a row trains with: its own (``spec["seeds"]``), else the table's, or its group's entry when the
+        table gives them per group."""
+        if "seeds" in (row.spec or {}):
+            return tuple(row.spec["seeds"])
+        if isinstance(self.seeds, Mapping):
+            return tuple(self.seeds.get(row.group, self.seeds["*"]))
+        return tuple(self.seeds)
 
     def select(self, groups: Sequence[str] | None = None, names: Sequence[str] | None = None) -> list[Row]:
         """Rows of the chosen groups whose title, method or setting is in ``names`` (None: all)."""
@@ -157,7 +166,7 @@ def measure(spec: Table, profile: str = "quick", rows: Sequence[Row] | None = No
     cols = _columns(spec)
     jobs = []
     for r in rows:
-        s = seeds.get(r.group, spec.seeds) if isinstance(seeds, Mapping) else (seeds or spec.seeds)
+        s = seeds.get(r.group, spec.seeds_of(r)) if isinstance(seeds, Mapping) else (seeds or spec.seeds_of(r))
         jobs += [(r, int(x)) for x in s]
     it = jobs
     if progress:
