@@ -364,3 +364,26 @@ def test_second_pass_tables_use_the_chosen_rates_and_three_seeds(monkeypatch):
     n5 = 3 * 2 * 3 + 1 + 2 * 3                       # 3 other backbones x (full, PUMA) x 3 seeds; the pretrained
                                                      # v1's zero-shot once, the unpretrained ones' per seed
     assert len(jobs) == n2 + n3 + n4 + n5 == 105
+
+
+def test_source_bias_and_its_size_correlation_by_hand():
+    """Changes are (b) - (a) and (c) PUMA - (a) per source; a change that grows with size has rho = 1 and a tiny
+    permutation p; the paper's columns use the paper's Table 1 sizes."""
+    names = list(puma.SOURCE_NAMES.values())
+    sizes = pd.Series({d: 100.0 * (i + 1) for i, d in enumerate(names)})
+    lines = []
+    for i, d in enumerate(names):
+        for sec, row, meas, pap in (("(a) x", "CurricularFace", 50.0, 60.0), ("(b) x", "CurricularFace", 50.0 + i, 61.0),
+                                    ("(c) x", "Ours", 55.0 - i, 60.0 + (i % 2))):
+            lines.append({"row": row, "section": sec, "dataset": d, "metric": "R@1", "measured": meas, "paper": pap})
+    bias = puma.source_bias(pd.DataFrame(lines), sizes)
+    assert bias.loc["Cars", "full FT unified - specific (measured)"] == 1.0
+    assert bias.loc["Cars", "PUMA - specific (measured)"] == 4.0
+    assert bias.loc["SOP", "train images (paper)"] == 59500.0 and bias.loc["SOP", "train images (measured)"] == 300.0
+    corr = puma.size_correlation(bias, permutations=4000)
+    ft = corr.loc["full FT unified - specific (measured)"]
+    assert ft["Spearman rho (size, change)"] == 1.0 and ft["p (rho >= observed, permutation)"] < 0.01
+    assert corr.loc["PUMA - specific (measured)", "Spearman rho (size, change)"] == -1.0
+    assert "full FT unified - specific (paper)" not in corr.index   # a constant change has no rank correlation
+    facts = puma.source_bias_facts(corr)
+    assert facts["bias_ft_meas_rho"] == "+1.00" and facts["bias_puma_meas_rho"] == "-1.00"

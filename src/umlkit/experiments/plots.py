@@ -10,7 +10,8 @@ from collections.abc import Sequence
 import pandas as pd
 
 __all__ = ["plot_measured_vs_paper", "plot_seeds", "plot_setting_deltas", "plot_grouped_bars", "plot_heatmap",
-           "plot_fid_progression", "plot_metric_vs_fid", "plot_rank_slopes", "plot_retrieved_classes"]
+           "plot_fid_progression", "plot_metric_vs_fid", "plot_rank_slopes", "plot_retrieved_classes",
+           "plot_source_bias"]
 
 
 def plot_measured_vs_paper(cmp: pd.DataFrame, dataset: str = "Harmonic", metric: str = "R@1", hue: str = "section",
@@ -331,3 +332,27 @@ def plot_row_gaps(cmp: pd.DataFrame, reference: str, columns: Sequence[str], met
         d[col] = d[col].to_numpy() - ref[col].reindex(d["dataset"]).to_numpy()
     d = d.melt(id_vars=["row", "dataset"], value_vars=["measured", "paper"], var_name="numbers", value_name=label)
     return plot_gains(d, col="row", value=label, order=[c for c in columns if c in set(d["dataset"])])
+
+
+def plot_source_bias(bias: pd.DataFrame, columns: Sequence[tuple[str, str]] = (
+        ("full FT unified - specific", "unified full fine-tuning"), ("PUMA - specific", "PUMA")), axes=None):
+    """Per source, what one unified model changes against the dataset-specific model (y) against the source's
+    training images (x, log scale): measured (left) and in the paper (right), one marker per model, sources named.
+    ``bias`` is :func:`umlkit.experiments.puma.source_bias`'s frame (columns "<change> (measured|paper)" and
+    "train images (measured|paper)")."""
+    import matplotlib.pyplot as plt
+    if axes is None:
+        _, axes = plt.subplots(1, 2, figsize=(13, 4.5))
+    for ax, tag in zip(axes, ("measured", "paper")):
+        for (col, label), marker in zip(columns, ("o", "s")):
+            y, size = bias[f"{col} ({tag})"], bias[f"train images ({tag})"]
+            ax.scatter(size, y, marker=marker, label=label)
+            for src, xv, yv in zip(bias.index, size, y):
+                ax.annotate(src, (xv, yv), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        ax.axhline(0, color="grey", lw=0.8)
+        ax.set_xscale("log")
+        ax.set_xlabel("training images of the source")
+        ax.set_ylabel("R@1 change against the dataset-specific model")
+        ax.set_title(tag)
+        ax.legend(fontsize=8)
+    return axes

@@ -742,7 +742,8 @@ def trainable_breakdown(profile: str = "quick", method: str = "puma", options: d
 
 
 def train_sizes(profile: str = "quick", root: str | None = None) -> pd.Series:
-    """Training images per source: quick, UML-Mini's (counted); full, the paper's Table 1 (as printed)."""
+    """Training images per source: quick, UML-Mini's (counted); full, the real datasets' (the paper's Table 1, as
+    printed, which :func:`source_bias` also uses for the paper's own numbers)."""
     if profile == "quick":
         from umlkit.data import load_dataset
         base = root or ensure_mini()
@@ -756,37 +757,55 @@ def train_sizes(profile: str = "quick", root: str | None = None) -> pd.Series:
 def source_bias(cmp: pd.DataFrame, sizes: pd.Series, loss: str = "CurricularFace") -> pd.DataFrame:
     """The paper's "bias toward dominant sources" (Sec. 1, Sec. 3), per source: its training images beside what one
     unified model changes against the dataset-specific model of (a) (unified full fine-tuning, section (b), and
-    PUMA, section (c)), measured and in the paper. The paper predicts that full fine-tuning's change grows with the
-    source's size and PUMA's does not (:func:`size_correlation`)."""
+    PUMA, section (c)), measured (``sizes``: the profile's training images) and in the paper (its Table 1 sizes). The
+    paper predicts that full fine-tuning's change grows with the source's size and PUMA's does not
+    (:func:`size_correlation`)."""
     from umlkit.experiments.prose import cell
+    paper_sizes = train_sizes("full")
     rows = []
     for d in SOURCE_NAMES.values():
-        line = {"source": d, "train images": float(sizes[d])}
-        for field, tag in (("measured", "measured"), ("paper", "paper")):
-            spec = cell(cmp, loss, d, section="(a)", field=field)
-            line[f"full FT unified - specific ({tag})"] = cell(cmp, loss, d, section="(b)", field=field) - spec
-            line[f"PUMA - specific ({tag})"] = cell(cmp, "Ours", d, section="(c)", field=field) - spec
+        line = {"source": d, "train images (measured)": float(sizes[d]), "train images (paper)": paper_sizes[d]}
+        for tag in ("measured", "paper"):
+            spec = cell(cmp, loss, d, section="(a)", field=tag)
+            line[f"full FT unified - specific ({tag})"] = cell(cmp, loss, d, section="(b)", field=tag) - spec
+            line[f"PUMA - specific ({tag})"] = cell(cmp, "Ours", d, section="(c)", field=tag) - spec
         rows.append(line)
     return pd.DataFrame(rows).set_index("source")
 
 
 def size_correlation(bias: pd.DataFrame, permutations: int = 20000, seed: int = 0) -> pd.DataFrame:
-    """Spearman's rho between a source's size and each change column of :func:`source_bias`, with a one-sided
-    permutation p-value (the share of the 8! orderings, sampled, whose rho is at least the observed one)."""
+    """Spearman's rho between a source's size and each change column of :func:`source_bias` (measured changes
+    against the profile's sizes, the paper's against its Table 1), with a one-sided permutation p-value: the share of
+    random orderings of the changes (``permutations`` draws) whose rho is at least the observed one."""
     import numpy as np
-    from scipy.stats import spearmanr
+    from scipy.stats import rankdata, spearmanr
     rng = np.random.default_rng(seed)
-    size = bias["train images"].to_numpy()
     out = []
-    for col in bias.columns.drop("train images"):
-        y = bias[col].to_numpy()
-        if np.isnan(y).any():
+    for col in [c for c in bias.columns if not c.startswith("train images")]:
+        tag = "paper" if col.endswith("(paper)") else "measured"
+        size, y = bias[f"train images ({tag})"].to_numpy(), bias[col].to_numpy()
+        if np.isnan(y).any() or np.ptp(y) == 0:   # a constant change has no rank correlation
             continue
         rho = float(spearmanr(size, y).statistic)
-        perm = np.array([spearmanr(size, rng.permutation(y)).statistic for _ in range(permutations)])
+        # Spearman's rho is Pearson's r of the ranks: permute the change's ranks, all draws at once
+        rs, ry = rankdata(size), rankdata(y)
+        perm = rng.permuted(np.tile(ry, (permutations, 1)), axis=1)
+        rs_c, perm_c = rs - rs.mean(), perm - perm.mean(axis=1, keepdims=True)
+        r = perm_c @ rs_c / (np.linalg.norm(perm_c, axis=1) * np.linalg.norm(rs_c))
         out.append({"change": col, "Spearman rho (size, change)": round(rho, 3),
-                    "p (rho >= observed, permutation)": float((perm >= rho - 1e-12).mean())})
+                    "p (rho >= observed, permutation)": float((r >= rho - 1e-12).mean())})
     return pd.DataFrame(out).set_index("change")
+
+
+def source_bias_facts(corr: pd.DataFrame) -> dict[str, str]:
+    """The numbers the source-size discussion states: Spearman's rho and its permutation p per change column."""
+    f = {}
+    for change, line in corr.iterrows():
+        who = "ft" if change.startswith("full FT") else "puma"
+        tag = "paper" if change.endswith("(paper)") else "meas"
+        f[f"bias_{who}_{tag}_rho"] = f"{line['Spearman rho (size, change)']:+.2f}"
+        f[f"bias_{who}_{tag}_p"] = f"{line['p (rho >= observed, permutation)']:.2f}"
+    return f
 
 
 def paper_harmonic_check(table: str = "Table 2") -> pd.DataFrame:
