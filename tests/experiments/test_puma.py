@@ -387,3 +387,15 @@ def test_source_bias_and_its_size_correlation_by_hand():
     assert "full FT unified - specific (paper)" not in corr.index   # a constant change has no rank correlation
     facts = puma.source_bias_facts(corr)
     assert facts["bias_ft_meas_rho"] == "+1.00" and facts["bias_puma_meas_rho"] == "-1.00"
+
+
+def test_configured_few_shot_rates_are_the_tuning_choice():
+    """The few-shot rates in methods.yaml are the committed tuning records' choice, each inside its grid."""
+    sweep = puma.few_shot_tuning("quick")
+    if sweep.empty:
+        pytest.skip("no few-shot tuning records in this checkout")
+    chosen = sweep[sweep["chosen"]].set_index("unit")
+    for method in puma.few_shot_block()["methods"].values():
+        line = chosen.loc[f"fewshot{puma.few_shot_block()['tune_shots']}-{method}"]
+        assert bool(line["interior"]), method
+        assert puma.few_shot_lr(method, "quick") == line["lr"], method

@@ -646,7 +646,21 @@ FEW_SHOT_CLAIMS = [Claim(f"PUMA beats full fine-tuning with {k} image(s) per cla
 def FEW_SHOT() -> Table:  # noqa: N802 - like TABLE5, built from the configuration
     """The few-shot experiment as a table: zero-shot, and each method at each k (Unified, Harmonic, per source)."""
     return Table(PAPER, "Few-shot", _few_shot_rows(), _few_shot_config, seeds=(0, 1, 2), claims=FEW_SHOT_CLAIMS,
-                 params=False)
+                 params=False, columns=DATASET_COLUMNS)
+
+
+def few_shot_curves(cmp: pd.DataFrame, datasets: Sequence[str] = ("Unified", "Harmonic")) -> pd.DataFrame:
+    """The few-shot table as curves over k (``shots``): one line per method with its seed mean and spread, and the
+    zero-shot backbone repeated at every k as the floor."""
+    c = cmp[cmp["dataset"].isin(datasets) & (cmp["metric"] == "R@1")].copy()
+    zs = c[c["method"] == "Zero-Shot"]
+    c = c[c["method"] != "Zero-Shot"]
+    c["shots"] = c["setting"].str.removeprefix("shots=").astype(int)
+    floor = [z.assign(shots=k, method="Zero-Shot (no training)") for k in sorted(c["shots"].unique())
+             for _, z in [(None, zs)]]
+    out = pd.concat([c, *floor], ignore_index=True)
+    return out[["method", "shots", "dataset", "measured", "spread", "seeds"]].sort_values(["dataset", "method",
+                                                                                          "shots"])
 
 
 def few_shot_jobs(profile: str = "quick", seeds: Sequence[int] = (0, 1, 2)) -> list[tuple]:
