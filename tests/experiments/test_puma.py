@@ -315,7 +315,9 @@ def test_few_shot_follows_the_official_recipe():
     v = puma.few_shot_config("quick", "full", 4, lr=3e-4, validation=True)
     assert v["data"]["val_fraction"] == 0.2 and v["model"]["options"] == {}
     jobs = puma.job_list("few_shot_tuning")
-    assert {j[2]["data"]["few_shot"] for j in jobs} == {4} and len(jobs) == 6
+    assert {j[2]["data"]["few_shot"] for j in jobs} == {4}
+    extra = puma.few_shot_block()["extra"]
+    assert len(jobs) == 3 + 3 + sum(len(v) for v in extra.values())   # each kind's 3 rates, plus the extensions
     spec = puma.FEW_SHOT()
     assert len(spec.rows) == 1 + 2 * 5 and len(spec.claims) == 5
     with pytest.raises(ValueError, match="shots"):
