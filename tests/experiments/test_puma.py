@@ -401,3 +401,24 @@ def test_configured_few_shot_rates_are_the_tuning_choice():
         line = chosen.loc[f"fewshot{puma.few_shot_block()['tune_shots']}-{method}"]
         assert bool(line["interior"]), method
         assert puma.few_shot_lr(method, "quick") == line["lr"], method
+
+
+def test_few_shot_curves_and_facts_from_a_hand_made_table():
+    lines = [{"row": "Zero-Shot", "method": "Zero-Shot", "setting": "shots=all", "section": "", "dataset": d,
+              "metric": "R@1", "measured": 40.0, "spread": 0.0, "seeds": 1} for d in ("Unified", "Harmonic")]
+    for k in (1, 2, 4, 8, 16):
+        for name, base in (("PUMA", 50.0), ("Full fine-tuning", 48.0)):
+            for d in ("Unified", "Harmonic"):
+                lines.append({"row": f"{name}, k={k}", "method": name, "setting": f"shots={k}", "section": "",
+                              "dataset": d, "metric": "R@1", "measured": base + k, "spread": 0.5, "seeds": 3})
+    cmp = pd.DataFrame(lines)
+    curves = puma.few_shot_curves(cmp)
+    floor = curves[curves["method"] == "Zero-Shot (no training)"]
+    assert sorted(floor["shots"].unique()) == [1, 2, 4, 8, 16] and (floor["measured"] == 40.0).all()
+    assert curves[(curves["method"] == "PUMA") & (curves["shots"] == 8)]["measured"].tolist() == [58.0, 58.0]
+    claims = pd.DataFrame({"claim": [c.text for c in puma.FEW_SHOT_CLAIMS], "verdict": ["supported"] * 5})
+    tuning = pd.DataFrame({"unit": ["fewshot4-puma", "fewshot4-full"], "lr": [3e-4, 1e-3], "chosen": [True, True]})
+    f = puma.few_shot_facts(cmp, claims, tuning)
+    assert f["fs_gap_4"] == "+2.0" and f["fs_puma_16"] == "66.0 / 66.0 ± 0.5" and f["fs_zs"] == "40.0 / 40.0"
+    assert f["fs_lr_puma"] == "0.0003" and f["fs_lr_full"] == "0.001" and f["fs_seeds"] == "3"
+    assert f["fs_verdicts"] == "5 supported"

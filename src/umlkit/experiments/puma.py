@@ -674,6 +674,30 @@ def few_shot_jobs(profile: str = "quick", seeds: Sequence[int] = (0, 1, 2)) -> l
     return jobs
 
 
+def few_shot_facts(cmp: pd.DataFrame, claims: pd.DataFrame, tuning: pd.DataFrame | None = None) -> dict[str, str]:
+    """The numbers the few-shot discussion states (glued): each method's Unified / Harmonic at every k, the floor,
+    PUMA's Harmonic gap to full fine-tuning per k, the verdicts and the tuned rates."""
+    from umlkit.experiments.prose import cell, fmt, verdict, verdict_counts
+    f: dict[str, str] = {}
+    f["fs_zs"] = f"{fmt(cell(cmp, 'Zero-Shot', 'Unified'))} / {fmt(cell(cmp, 'Zero-Shot', 'Harmonic'))}"
+    gaps = {}
+    for k in few_shot_block()["shots"]:
+        for name in few_shot_block()["methods"]:
+            row = f"{name}, k={k}"
+            tag = "puma" if name == "PUMA" else "ft"
+            f[f"fs_{tag}_{k}"] = (f"{fmt(cell(cmp, row, 'Unified'))} / "
+                                  f"{fmt(cell(cmp, row, 'Harmonic'), spread=cell(cmp, row, 'Harmonic', field='spread'))}")
+        gaps[k] = cell(cmp, f"PUMA, k={k}", "Harmonic") - cell(cmp, f"Full fine-tuning, k={k}", "Harmonic")
+        f[f"fs_gap_{k}"] = f"{gaps[k]:+.1f}"
+        f[f"fs_v_{k}"] = verdict(claims, f"PUMA beats full fine-tuning with {k} image(s) per class (Harmonic)")
+    f["fs_verdicts"] = verdict_counts(claims, claims["claim"].str.startswith("PUMA beats full fine-tuning with"))
+    f["fs_seeds"] = str(int(cmp[cmp["method"] != "Zero-Shot"]["seeds"].min()))
+    if tuning is not None and not tuning.empty:
+        for _, line in tuning[tuning["chosen"]].iterrows():
+            f[f"fs_lr_{line['unit'].split('-')[-1]}"] = f"{line['lr']:g}"
+    return f
+
+
 def job_list(name: str, profile: str = "quick") -> list[tuple]:
     """A named job list for ``umlkit records train puma NAME``: ``tuning`` (the second pass's sweep),
     ``few_shot_tuning`` (the few-shot rates), ``few_shot`` (the few-shot table, 3 seeds) and ``tables`` (Tables 2-5
