@@ -422,3 +422,33 @@ def test_few_shot_curves_and_facts_from_a_hand_made_table():
     assert f["fs_gap_4"] == "+2.0" and f["fs_puma_16"] == "66.0 / 66.0 ± 0.5" and f["fs_zs"] == "40.0 / 40.0"
     assert f["fs_lr_puma"] == "0.0003" and f["fs_lr_full"] == "0.001" and f["fs_seeds"] == "3"
     assert f["fs_verdicts"] == "5 supported"
+
+
+def test_budget_rows_reuse_table2_at_15_epochs_and_only_lengthen_training(monkeypatch):
+    sp = dict(puma.second_pass())
+    sp["tables"] = "second"
+    sp["lr"] = {u: 1e-3 * (i + 1) for i, u in enumerate(puma.tuning_units())}
+    monkeypatch.setattr(puma, "second_pass", lambda: sp)
+    t2 = puma.build_tables("second")["Table 2"]
+    budget = puma.BUDGET()
+    ours15 = [r for r in budget.rows if r.method == "Ours" and r.setting == "epochs=15"][0]
+    ours45 = [r for r in budget.rows if r.method == "Ours" and r.setting == "epochs=45"][0]
+    cf15 = [r for r in budget.rows if r.method == "CurricularFace" and r.setting == "epochs=15"][0]
+    t2_ours = [r for r in t2.rows if r.method == "Ours"][0]
+    t2_cf = [r for r in t2.rows if r.method == "CurricularFace" and r.group == "b"][0]
+    assert budget.config(ours15, 1, "quick", ()) == t2.config(t2_ours, 1, "quick", ())
+    assert budget.config(cf15, 2, "quick", ()) == t2.config(t2_cf, 2, "quick", ())
+    a, b = budget.config(ours15, 0, "quick", ()), budget.config(ours45, 0, "quick", ())
+    assert b["train"]["epochs"] == 45 and a["train"]["epochs"] == 15
+    b["train"]["epochs"] = 15
+    assert a == b
+    assert len(puma.table_jobs("quick", {"Budget": budget})) == 4 * 3
+
+
+def test_convergence_flags_a_curve_still_rising_over_its_last_epochs():
+    rows = [{"unit": "a", "lr": 1e-3, "epoch": e, "val Harmonic": 50.0 + 2 * e} for e in range(1, 16)]
+    rows += [{"unit": "b", "lr": 1e-3, "epoch": e, "val Harmonic": 60.0 + (5 if e == 7 else 0)} for e in range(1, 16)]
+    out = puma.convergence(pd.DataFrame(rows)).set_index("unit")
+    assert out.loc["a", "gain over the last 5 epochs"] == 10.0 and out.loc["a", "still rising"]
+    assert out.loc["b", "gain over the last 5 epochs"] == 0.0 and not out.loc["b", "still rising"]
+    assert out.loc["b", "best epoch"] == 7 and out.loc["a", "best epoch"] == 15

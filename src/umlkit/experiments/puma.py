@@ -698,12 +698,93 @@ def few_shot_facts(cmp: pd.DataFrame, claims: pd.DataFrame, tuning: pd.DataFrame
     return f
 
 
+def tuning_curves(profile: str = "quick", chosen_only: bool = True) -> pd.DataFrame:
+    """Per tuning unit (at its chosen rate, or every rate), the validation Unified and Harmonic R@1 and the training
+    loss after every epoch, from the tuning records (dataset-specific units: the harmonic mean of their models'
+    held-out scores, and the mean of their losses)."""
+    from umlkit.experiments.records import find_record, normalise_key
+    sweep = tuning_frame(profile)
+    if sweep.empty:
+        return pd.DataFrame()
+    pick = set(map(tuple, sweep[sweep["chosen"] | (not chosen_only)][["unit", "lr"]].to_numpy()))
+    lines = []
+    for table, label, key, runner in sweep_jobs(profile):
+        unit = label.rsplit("-lr", 1)[0]
+        lr = next(iter(key.values()))["optimizer"]["lr"] if runner == "specialists" else key["optimizer"]["lr"]
+        if (unit, lr) not in pick or find_record(normalise_key(key), profile) is None:
+            continue
+        r = cached_record(PAPER, table, label, key, runner, profile, log=None)["result"]
+        if runner == "specialists":
+            per = r["curves"]
+            for e in range(len(next(iter(per.values())))):
+                val = [per[s][e]["val"][s] for s in per]
+                lines.append({"unit": unit, "lr": lr, "epoch": per[next(iter(per))][e]["epoch"],
+                              "val Harmonic": harmonic_mean(val), "val Unified": float("nan"),
+                              "loss": sum(per[s][e]["loss"] for s in per) / len(per)})
+        else:
+            for point in r["curves"]:
+                lines.append({"unit": unit, "lr": lr, "epoch": point["epoch"],
+                              "val Harmonic": point["val"]["Harmonic"], "val Unified": point["val"]["Unified"],
+                              "loss": point["loss"]})
+    return pd.DataFrame(lines)
+
+
+def convergence(curves: pd.DataFrame, metric: str = "val Harmonic", tail: int = 5, rising: float = 1.0) -> pd.DataFrame:
+    """Per unit and rate: the metric at the last epoch, its gain over the last ``tail`` epochs, the epoch of its best
+    value, and ``still rising`` when that gain exceeds ``rising`` points (a run that more epochs would likely help)."""
+    out = []
+    for (unit, lr), g in curves.groupby(["unit", "lr"], sort=False):
+        g = g.sort_values("epoch")
+        y = g[metric].to_numpy()
+        gain = float(y[-1] - y[-1 - tail]) if len(y) > tail else float("nan")
+        out.append({"unit": unit, "lr": lr, f"last {metric}": round(float(y[-1]), 2),
+                    f"gain over the last {tail} epochs": round(gain, 2),
+                    "best epoch": int(g["epoch"].iloc[int(y.argmax())]), "still rising": bool(gain > rising)})
+    return pd.DataFrame(out)
+
+
+# the epoch budgets of the longer-training comparison (second pass): the tables' 15 and three times as many
+BUDGET_EPOCHS = (15, 45)
+_BUDGET_ROWS = {"Ours": {"method": "puma"}, "CurricularFace": {"method": "full", "loss": "curricularface"}}
+
+
+def _budget_rows() -> list[Row]:
+    rows = []
+    for e in BUDGET_EPOCHS:
+        for name, spec in _BUDGET_ROWS.items():
+            over = [] if e == 15 else [f"train.epochs={e}"]
+            rows.append(Row(method=name, setting=f"epochs={e}", spec={**spec, "overrides": over},
+                            name=f"{'PUMA' if name == 'Ours' else 'full fine-tuning'}, {e} epochs",
+                            label=f"{spec['method']}-{e}ep", group=str(e)))
+    return rows
+
+
+def _budget_config(row: Row, seed: int, profile: str, overrides: Sequence[str] = ()) -> dict:
+    # the rate of the row's tuning unit at 15 epochs (Table 2's PUMA / unified CurricularFace rows)
+    unit = tuning_unit(Row(spec={k: v for k, v in row.spec.items() if k != "overrides"}))
+    return run_config(profile, method=row.spec["method"], loss=row.spec.get("loss", "curricularface"), seed=seed,
+                      lr=chosen_lr(unit), overrides=[*row.spec["overrides"], *overrides], stage="second")
+
+
+BUDGET_CLAIMS = [Claim(f"PUMA beats unified full fine-tuning after {e} epochs ({d})",
+                       {"section": "", "method": "Ours", "setting": f"epochs={e}", "dataset": d},
+                       {"section": "", "method": "CurricularFace", "setting": f"epochs={e}", "dataset": d})
+                 for e in BUDGET_EPOCHS for d in ("Unified", "Harmonic")]
+
+
+def BUDGET() -> Table:  # noqa: N802 - built from the configuration
+    """PUMA against unified full fine-tuning at 15 and 45 epochs (second pass, quick; the 15-epoch runs are Table
+    2's): does the ordering change when the slower method gets the time to converge?"""
+    return Table(PAPER, "Budget", _budget_rows(), _budget_config, seeds=(0, 1, 2), claims=BUDGET_CLAIMS,
+                 params=False, columns=DATASET_COLUMNS)
+
+
 def job_list(name: str, profile: str = "quick") -> list[tuple]:
     """A named job list for ``umlkit records train puma NAME``: ``tuning`` (the second pass's sweep),
-    ``few_shot_tuning`` (the few-shot rates), ``few_shot`` (the few-shot table, 3 seeds) and ``tables`` (Tables 2-5
-    in the profile's current stage)."""
+    ``few_shot_tuning`` (the few-shot rates), ``few_shot`` (the few-shot table, 3 seeds), ``tables`` (Tables 2-5
+    in the profile's current stage) and ``budget`` (PUMA and full fine-tuning at 15 and 45 epochs)."""
     lists = {"tuning": sweep_jobs, "few_shot_tuning": few_shot_tuning_jobs, "few_shot": few_shot_jobs,
-             "tables": table_jobs}
+             "tables": table_jobs, "budget": lambda p: table_jobs(p, {"Budget": BUDGET()})}
     if name not in lists:
         raise KeyError(f"unknown PUMA job list {name!r}; choose one of {', '.join(lists)}")
     return lists[name](profile)
