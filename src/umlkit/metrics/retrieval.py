@@ -18,7 +18,12 @@ Definitions (see the book's *Evaluation* chapter and implementation_notes.md §6
   divided by the class count *including* the query: a truncated AP.
 * **NMI** (Roth; PML): k-means (faiss, 20 iterations, fixed seed) on the query embeddings with K = the
   number of distinct query labels, each item assigned its nearest centroid, then scikit-learn's
-  ``normalized_mutual_info_score`` (arithmetic normalisation).
+  ``normalized_mutual_info_score`` (arithmetic normalisation). For many classes ``nmi_method="hierarchical"``
+  (or ``"auto"``) offers a two-level k-means instead: an approximation, written by hand because neither faiss nor
+  scikit-learn offers a k-means whose cost does not grow with n x K; its gap to the exact value is measured by
+  ``benchmarks/bench_nmi.py`` and it is never the default.
+
+The search runs in query blocks, so memory stays bounded at any depth (mAP@1000 at 129K queries).
 
 ``gallery=None`` searches the query set against itself and excludes the self-match (CUB, Cars, SOP
 protocol); a separate gallery excludes nothing (In-shop protocol). The search is
@@ -42,6 +47,7 @@ __all__ = [
     "r_precision",
     "map_at_1000",
     "nmi",
+    "NMI_EXACT_MAX_K",
     "neighbour_class_counts",
     "check_embeddings",
     "check_labels",
@@ -167,26 +173,95 @@ def map_at_1000(match: torch.Tensor, class_count: torch.Tensor, limit: int = 100
     return ap_sum / class_count.double()
 
 
-def nmi(embeddings: torch.Tensor, labels: torch.Tensor, seed: int = 0, niter: int = 20, nredo: int = 1) -> float:
+NMI_EXACT_MAX_K = 2048   # method="auto": exact k-means up to this many clusters, the two-level one above it
+
+
+def _kmeans_assign(x: np.ndarray, k: int, seed: int, niter: int, nredo: int, quiet: bool = False,
+                   verbose: bool = False) -> np.ndarray:
+    """Nearest-centroid assignment of faiss k-means with ``k`` clusters (every point alone when k >= n);
+    ``verbose``: faiss prints each iteration with its time (the progress of a long exact run)."""
+    import faiss
+    if k <= 1:
+        return np.zeros(x.shape[0], dtype=np.int64)
+    if x.shape[0] <= k:
+        return np.arange(x.shape[0], dtype=np.int64)
+    extra = {"min_points_per_centroid": 1} if quiet else {}
+    if verbose:
+        extra["verbose"] = True
+    kmeans = faiss.Kmeans(x.shape[1], k, niter=niter, nredo=nredo, seed=seed, max_points_per_centroid=10**7, **extra)
+    kmeans.train(x)
+    _, assignment = kmeans.index.search(x, 1)
+    return assignment[:, 0].astype(np.int64)
+
+
+def _split_clusters(sizes: np.ndarray, k: int) -> np.ndarray:
+    """``k`` clusters shared out over groups of ``sizes`` points in proportion (largest remainder), each non-empty
+    group at least one and at most its size."""
+    share = sizes / sizes.sum() * k
+    alloc = np.minimum(np.maximum(np.floor(share).astype(np.int64), (sizes > 0).astype(np.int64)), sizes)
+    order = np.argsort(-(share - np.floor(share)), kind="stable")
+    while alloc.sum() < k:
+        grew = False
+        for i in order:
+            if alloc.sum() >= k:
+                break
+            if alloc[i] < sizes[i]:
+                alloc[i] += 1
+                grew = True
+        if not grew:
+            break
+    while alloc.sum() > k:
+        i = int(np.argmax(np.where(alloc > 1, alloc, -1)))
+        alloc[i] -= 1
+    return alloc
+
+
+def nmi(embeddings: torch.Tensor, labels: torch.Tensor, seed: int = 0, niter: int = 20, nredo: int = 1,
+        method: str = "exact", progress: bool = False) -> float:
     """NMI between labels and k-means clusters (K = number of distinct labels), as Roth and PML do.
 
     One k-means start (``nredo=1``) as Roth; with very few items per class (faiss asks for >= 39 per
     centroid) a poor start can merge clusters, so raise ``nredo`` for tiny evaluation sets.
+
+    ``method="exact"`` runs one k-means with K centroids: its cost grows with n x K (at PUMA's unified scale,
+    129K items and K = 15.9K, minutes of CPU). ``"hierarchical"`` clusters into ceil(sqrt(K)) groups first, then
+    splits each group into its share of the K clusters (in proportion to its size): about sqrt(K) / 2 times fewer
+    distance computations, and a value that is an approximation of the exact one (``benchmarks/bench_nmi.py``
+    prints both, and the times, on the machine that runs it). ``"auto"`` is exact up to
+    :data:`NMI_EXACT_MAX_K` clusters and hierarchical above. ``progress`` prints faiss's per-iteration times
+    (exact) or a bar over the second level (hierarchical).
     """
-    import faiss
     from sklearn.metrics import normalized_mutual_info_score
 
+    if method not in ("exact", "hierarchical", "auto"):
+        raise ValueError(f"NMI method must be 'exact', 'hierarchical' or 'auto', got {method!r}")
     x = np.ascontiguousarray(embeddings.numpy(), dtype=np.float32)
     y = labels.numpy()
     n_clusters = int(np.unique(y).size)
     if n_clusters < 2 or x.shape[0] <= n_clusters:
         raise ValueError(f"NMI needs at least 2 classes and more items than classes; got {x.shape[0]} items, "
                          f"{n_clusters} classes")
-    kmeans = faiss.Kmeans(x.shape[1], n_clusters, niter=niter, nredo=nredo, seed=seed,
-                          max_points_per_centroid=10**7)
-    kmeans.train(x)
-    _, assignment = kmeans.index.search(x, 1)
-    return float(normalized_mutual_info_score(y, assignment[:, 0]))
+    if method == "auto":
+        method = "hierarchical" if n_clusters > NMI_EXACT_MAX_K else "exact"
+    if method == "exact":
+        assignment = _kmeans_assign(x, n_clusters, seed, niter, nredo, verbose=progress)
+        return float(normalized_mutual_info_score(y, assignment))
+    top = int(np.ceil(np.sqrt(n_clusters)))
+    coarse = _kmeans_assign(x, top, seed, niter, nredo, quiet=True)
+    alloc = _split_clusters(np.bincount(coarse, minlength=top), n_clusters)
+    assignment = np.empty(x.shape[0], dtype=np.int64)
+    groups = range(top)
+    if progress:
+        from umlkit._progress import tqdm
+        groups = tqdm(groups, desc=f"NMI: k-means, {x.shape[0]} items into {n_clusters} clusters", unit="group")
+    offset = 0
+    for c in groups:
+        members = np.flatnonzero(coarse == c)
+        if members.size:
+            assignment[members] = offset + _kmeans_assign(x[members], int(alloc[c]), seed + 1 + c, niter, nredo,
+                                                          quiet=True)
+        offset += int(alloc[c])
+    return float(normalized_mutual_info_score(y, assignment))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -211,11 +286,16 @@ def evaluate_indices(
     map_at_r_convention: str = "musgrave",
     search_dtype: torch.dtype = torch.bfloat16,
     seed: int = 0,
+    block_entries: int = 1 << 24,
+    nmi_method: str = "exact",
+    progress: bool = False,
 ) -> dict[str, float]:
     """Evaluate queries ``embeddings[query_index]`` against gallery ``embeddings[gallery_index]``.
 
     Items are identified by their global index: a query never retrieves itself, whether or not it is also
-    in the gallery. Embeddings must already be checked and L2-normalised.
+    in the gallery. Embeddings must already be checked and L2-normalised. The search runs in query blocks of at
+    most ``block_entries`` neighbour entries (2^24: about 0.2 GB of indices and scores per block); ``progress``
+    shows a bar over the blocks and over NMI's second k-means level; ``nmi_method`` is :func:`nmi`'s ``method``.
     """
     if map_at_r_convention not in ("musgrave", "roth"):
         raise ValueError(f"map_at_r_convention must be 'musgrave' or 'roth', got {map_at_r_convention!r}")
@@ -249,31 +329,52 @@ def evaluate_indices(
         depth = torch.maximum(depth, torch.full_like(depth, min(1000, available)))
     out: dict[str, float] = {}
     if recall_ks or need_r or "mAP@1000" in others:
-        _, idx = knn_search(q, g, depth, self_index=self_index if any_self else None, search_dtype=search_dtype)
-        match = (idx >= 0) & (gl[idx.clamp(min=0)] == ql[:, None])
+        # queries in blocks of at most block_entries neighbour entries: memory stays bounded whatever the depth
+        # (mAP@1000 keeps 1,000 neighbours per query); every per-query value is the same as in one block
+        block = max(1, int(block_entries) // max(int(depth.max()), 1))
+        hits: dict[int, list] = {k: [] for k in recall_ks}
+        parts: dict[str, list] = {"map": [], "rp": [], "m1000": []}
+        starts = range(0, nq, block)
+        if progress and len(starts) > 1:
+            from umlkit._progress import tqdm
+            starts = tqdm(starts, desc=f"searching {nq} queries in blocks of {block}", unit="block")
+        for start in starts:
+            sl = slice(start, min(start + block, nq))
+            _, idx = knn_search(q[sl], g, depth[sl], self_index=self_index[sl] if any_self else None,
+                                search_dtype=search_dtype)
+            match = (idx >= 0) & (gl[idx.clamp(min=0)] == ql[sl, None])
+            for k in recall_ks:
+                hits[k].append(match[:, :k].any(dim=1))
+            if need_r:
+                valid = r[sl] > 0
+                mv, rv = match[valid], r[sl][valid]
+                if map_at_r_convention == "roth":
+                    # Roth/VPTSP: R counts the query itself; the neighbour list excludes it
+                    depth_roth = torch.clamp(class_count[sl][valid], max=available)
+                    denom = class_count[sl][valid]
+                    parts["map"].append(map_at_r(mv, depth_roth, denominator=denom))
+                    parts["rp"].append(r_precision(mv, depth_roth, denominator=denom))
+                else:
+                    parts["map"].append(map_at_r(mv, rv))
+                    parts["rp"].append(r_precision(mv, rv))
+            if "mAP@1000" in others:
+                valid = class_count[sl] > 0
+                parts["m1000"].append(map_at_1000(match[valid], class_count[sl][valid]))
         for k in recall_ks:
-            out[f"R@{k}"] = recall_at_k(match, k)
+            out[f"R@{k}"] = torch.cat(hits[k]).double().mean().item()
         if need_r:
             valid = r > 0
             out["n_without_positives"] = float((~valid).sum().item())
-            mv, rv = match[valid], r[valid]
-            if map_at_r_convention == "roth":
-                # Roth/VPTSP: R counts the query itself; the neighbour list excludes it
-                depth_roth = torch.clamp(class_count[valid], max=available)
-                denom = class_count[valid]
-                map_vals = map_at_r(mv, depth_roth, denominator=denom)
-                rp_vals = r_precision(mv, depth_roth, denominator=denom)
-            else:
-                map_vals, rp_vals = map_at_r(mv, rv), r_precision(mv, rv)
+            map_vals, rp_vals = torch.cat(parts["map"]), torch.cat(parts["rp"])
             if "MAP@R" in others:
                 out["MAP@R"] = map_vals.mean().item() if valid.any() else float("nan")
             if "RP" in others:
                 out["RP"] = rp_vals.mean().item() if valid.any() else float("nan")
         if "mAP@1000" in others:
-            valid = class_count > 0
-            out["mAP@1000"] = map_at_1000(match[valid], class_count[valid]).mean().item() if valid.any() else float("nan")
+            m1000 = torch.cat(parts["m1000"])
+            out["mAP@1000"] = m1000.mean().item() if m1000.numel() else float("nan")
     if "NMI" in others:
-        out["NMI"] = nmi(q, ql, seed=seed)
+        out["NMI"] = nmi(q, ql, seed=seed, method=nmi_method, progress=progress)
     out["n_queries"] = float(nq)
     out["n_gallery"] = float(ng)
     return out
@@ -290,6 +391,8 @@ def evaluate_retrieval(
     map_at_r_convention: str = "musgrave",
     search_dtype: torch.dtype = torch.bfloat16,
     seed: int = 0,
+    nmi_method: str = "exact",
+    progress: bool = False,
 ) -> dict[str, float]:
     """Retrieval metrics of query embeddings against a gallery (or against themselves).
 
@@ -306,6 +409,10 @@ def evaluate_retrieval(
             ``mAP_c`` and VPTSP's ``mAP_R``).
         search_dtype: ``torch.bfloat16`` (fast exact search) or ``torch.float32``.
         seed: k-means seed for NMI.
+        nmi_method: :func:`nmi`'s ``method``: ``"exact"`` (default; Roth's and PML's value), ``"hierarchical"``
+            (the affordable two-level approximation for many classes) or ``"auto"`` (exact up to
+            :data:`NMI_EXACT_MAX_K` classes).
+        progress: progress bars for the search blocks and NMI's k-means (large evaluations).
 
     Returns:
         ``{"R@1": ..., "MAP@R": ..., "RP": ..., "mAP@1000": ..., "NMI": ..., "n_queries": ..., "n_gallery": ...,
@@ -339,7 +446,8 @@ def evaluate_retrieval(
         gallery_index = torch.arange(q.shape[0], q.shape[0] + g.shape[0])
     return evaluate_indices(
         emb, labels, query_index, gallery_index, recall_ks=recall_ks, others=others,
-        map_at_r_convention=map_at_r_convention, search_dtype=search_dtype, seed=seed,
+        map_at_r_convention=map_at_r_convention, search_dtype=search_dtype, seed=seed, nmi_method=nmi_method,
+        progress=progress,
     )
 
 
