@@ -452,3 +452,15 @@ def test_convergence_flags_a_curve_still_rising_over_its_last_epochs():
     assert out.loc["a", "gain over the last 5 epochs"] == 10.0 and out.loc["a", "still rising"]
     assert out.loc["b", "gain over the last 5 epochs"] == 0.0 and not out.loc["b", "still rising"]
     assert out.loc["b", "best epoch"] == 7 and out.loc["a", "best epoch"] == 15
+
+
+def test_tuning_view_and_facts_from_a_hand_made_sweep():
+    sweep = pd.DataFrame({"unit": ["puma"] * 3 + ["linear"] * 2, "lr": [1e-4, 3e-4, 1e-3, 1e-3, 3e-3],
+                          "val Harmonic": [80.0, 90.0, 85.0, 70.0, 75.0],
+                          "chosen": [False, True, False, False, True], "interior": [None, True, None, None, False]})
+    view = puma.tuning_view(sweep)
+    assert view.loc["puma", "chosen"] == "0.0003" and view.loc["puma", "interior"]
+    assert view.loc["linear", "0.001"] == 70.0 and view.loc["linear", "0.0001"] == ""
+    f = puma.tuning_facts(sweep)
+    assert (f["tune_done"], f["tune_interior"], f["tune_edge"], f["tune_runs"]) == ("2", "1", "linear", "5")
+    assert f["tune_units"] == str(len(puma.tuning_units()))

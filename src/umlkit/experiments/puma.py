@@ -779,6 +779,28 @@ def BUDGET() -> Table:  # noqa: N802 - built from the configuration
                  params=False, columns=DATASET_COLUMNS)
 
 
+def tuning_view(sweep: pd.DataFrame) -> pd.DataFrame:
+    """The tuning records as a grid: one line per unit, one column per rate (validation Harmonic R@1), the chosen
+    rate and whether it is interior."""
+    grid = sweep.pivot_table(index="unit", columns="lr", values="val Harmonic", sort=False).round(1)
+    grid.columns = [f"{c:g}" for c in grid.columns]
+    pick = sweep[sweep["chosen"]].set_index("unit")
+    grid["chosen"] = [f"{pick.loc[u, 'lr']:g}" for u in grid.index]
+    grid["interior"] = [bool(pick.loc[u, "interior"]) for u in grid.index]
+    return grid.fillna("")
+
+
+def tuning_facts(sweep: pd.DataFrame) -> dict[str, str]:
+    """How far the second pass's tuning has come (glued): units tuned, of them interior, and the units left."""
+    pick = sweep[sweep["chosen"]]
+    units = list(tuning_units())
+    done = [u for u in units if u in set(pick["unit"])]
+    interior = [u for u in done if bool(pick.set_index("unit").loc[u, "interior"])]
+    return {"tune_units": str(len(units)), "tune_done": str(len(done)), "tune_interior": str(len(interior)),
+            "tune_edge": ", ".join(u for u in done if u not in interior) or "none",
+            "tune_runs": str(len(sweep))}
+
+
 def job_list(name: str, profile: str = "quick") -> list[tuple]:
     """A named job list for ``umlkit records train puma NAME``: ``tuning`` (the second pass's sweep),
     ``few_shot_tuning`` (the few-shot rates), ``few_shot`` (the few-shot table, 3 seeds), ``tables`` (Tables 2-5
