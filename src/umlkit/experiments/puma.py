@@ -784,10 +784,11 @@ def tuning_view(sweep: pd.DataFrame) -> pd.DataFrame:
     rate and whether it is interior."""
     grid = sweep.pivot_table(index="unit", columns="lr", values="val Harmonic", sort=False).round(1)
     grid.columns = [f"{c:g}" for c in grid.columns]
+    grid = grid.astype(object).where(grid.notna(), "")   # a rate the unit did not try: blank
     pick = sweep[sweep["chosen"]].set_index("unit")
     grid["chosen"] = [f"{pick.loc[u, 'lr']:g}" for u in grid.index]
     grid["interior"] = [bool(pick.loc[u, "interior"]) for u in grid.index]
-    return grid.fillna("")
+    return grid
 
 
 def tuning_facts(sweep: pd.DataFrame) -> dict[str, str]:
