@@ -802,6 +802,15 @@ def tuning_facts(sweep: pd.DataFrame) -> dict[str, str]:
             "tune_runs": str(len(sweep))}
 
 
+def claim_tables(profile: str = "quick") -> dict[str, Table]:
+    """Every PUMA table with declared claims, for the scoreboard: the paper's Tables 2-5 and the book's few-shot
+    experiment (quick). The longer-budget table joins with its records (the second pass)."""
+    out = dict(TABLES(profile))
+    if profile == "quick":
+        out["Few-shot"] = FEW_SHOT()
+    return out
+
+
 def job_list(name: str, profile: str = "quick") -> list[tuple]:
     """A named job list for ``umlkit records train puma NAME``: ``tuning`` (the second pass's sweep),
     ``few_shot_tuning`` (the few-shot rates), ``few_shot`` (the few-shot table, 3 seeds), ``tables`` (Tables 2-5

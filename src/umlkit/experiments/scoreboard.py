@@ -20,7 +20,7 @@ __all__ = ["PAPERS", "scoreboard", "scoreboard_summary", "scoreboard_view", "dec
 
 def _puma_tables(profile: str) -> dict[str, Table]:
     from umlkit.experiments import puma
-    return puma.TABLES(profile)
+    return puma.claim_tables(profile)
 
 
 MAX_SEEDS = 10  # every stored seed 0..9 of a row counts
