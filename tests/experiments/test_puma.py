@@ -184,8 +184,8 @@ def test_second_pass_stage_changes_backbone_budgets_and_evaluation_only():
     second = puma.run_config("quick", method="lora", stage="second")
     assert first["model"]["backbone"] == "vit_tiny_uml" and second["model"]["backbone"] == "vit_tiny_uml_v2"
     assert first["model"]["options"] == {"rank": 8} and second["model"]["options"] == {"rank": 16}
-    assert first["train"]["eval_every"] == 15 and second["train"]["eval_every"] == 1
-    rest = lambda c: {k: v for k, v in c.items() if k not in ("model", "train")}  # noqa: E731
+    assert first["train"]["eval_every"] == second["train"]["eval_every"] == 15   # the tables evaluate once
+    rest = lambda c: {k: v for k, v in c.items() if k != "model"}  # noqa: E731
     assert rest(first) == rest(second)
     assert puma.run_config("quick", method="mlp3", stage="second")["model"]["options"] == {"hidden": 240}
     # the full profile has one protocol: the stage changes nothing there
@@ -232,13 +232,14 @@ def test_tuning_units_cover_every_compared_row_once():
 
 def test_sweep_jobs_hold_out_validation_classes_at_every_rate():
     jobs = puma.sweep_jobs(units=["puma", "spec-puma"])
-    assert [j[1] for j in jobs][:3] == ["puma-lr0.0003-seed0", "puma-lr0.001-seed0", "puma-lr0.003-seed0"]
+    assert [j[1] for j in jobs if not j[1].startswith("spec")] == [f"puma-lr{lr:g}-seed0"
+                                                                   for lr in puma.tuning_grid("puma")]
     for folder, label, key, runner in jobs:
         assert folder == "tuning"
         cfgs = key.values() if runner == "specialists" else [key]
         for cfg in cfgs:
             assert cfg["data"]["val_fraction"] == 0.2 and cfg["train"]["epochs"] == 15
-            assert cfg["model"]["backbone"] == "vit_tiny_uml_v2" and cfg["train"]["eval_every"] == 1
+            assert cfg["model"]["backbone"] == "vit_tiny_uml_v2" and cfg["train"]["eval_every"] == 1   # curves
         if runner == "specialists":
             assert sorted(key) == sorted(puma.PUMA_ORDER)
             assert all(c["data"]["datasets"] == [s] for s, c in key.items())
@@ -348,7 +349,7 @@ def test_second_pass_tables_use_the_chosen_rates_and_three_seeds(monkeypatch):
             cfgs = key.values() if row.runner == "specialists" else [key]
             for cfg in cfgs:
                 assert cfg["optimizer"]["lr"] == rate[unit]
-                assert cfg["train"]["eval_every"] == 1
+                assert cfg["train"]["eval_every"] == cfg["train"]["epochs"]
                 if spec.table != "Table 5":
                     assert cfg["model"]["backbone"] == "vit_tiny_uml_v2"
     b = [r for r in specs["Table 2"].rows if r.group == "b"]
@@ -439,7 +440,7 @@ def test_budget_rows_reuse_table2_at_15_epochs_and_only_lengthen_training(monkey
     assert budget.config(ours15, 1, "quick", ()) == t2.config(t2_ours, 1, "quick", ())
     assert budget.config(cf15, 2, "quick", ()) == t2.config(t2_cf, 2, "quick", ())
     a, b = budget.config(ours15, 0, "quick", ()), budget.config(ours45, 0, "quick", ())
-    assert b["train"]["epochs"] == 45 and a["train"]["epochs"] == 15
+    assert (b["train"]["epochs"], b["train"]["eval_every"]) == (45, 15) and a["train"]["epochs"] == 15
     b["train"]["epochs"] = 15
     assert a == b
     assert len(puma.table_jobs("quick", {"Budget": budget})) == 4 * 3

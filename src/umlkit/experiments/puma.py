@@ -146,8 +146,8 @@ def run_config(profile: str = "quick", *, method: str = "full", loss: str = "cur
     ``methods.yaml`` gives the method's options for the profile (the base file's own method keeps the base file's
     options) and sampler, and the loss's options and sampler; ``options`` are merged over the method's; then the
     datasets (default: all 8; class-grouped batches shrink to what the fewest classes can fill), the seed and
-    ``overrides``. ``stage="first"``: evaluation runs once, after the last epoch; ``stage="second"`` (quick) applies
-    methods.yaml's ``second_pass``: its backbone, its method budgets, and an evaluation after every epoch.
+    ``overrides``. Evaluation runs once, after the last epoch. ``stage="second"`` (quick) applies methods.yaml's
+    ``second_pass``: its backbone and its method budgets.
     """
     if stage not in ("first", "second"):
         raise ValueError(f"stage must be 'first' or 'second', got {stage!r}")
@@ -180,7 +180,7 @@ def run_config(profile: str = "quick", *, method: str = "full", loss: str = "cur
     if lr is not None:
         cfg["optimizer"]["lr"] = float(lr)
     cfg["seed"] = int(seed)
-    cfg["train"]["eval_every"] = int(second_pass()["eval_every"]) if second else int(cfg["train"]["epochs"])
+    cfg["train"]["eval_every"] = int(cfg["train"]["epochs"])
     cfg["train"]["progress"] = False
     cfg["name"] = f"puma-{method}-{loss}"
     return resolve_config(cfg, overrides=list(overrides))
@@ -511,6 +511,7 @@ def sweep_jobs(profile: str = "quick", units: Sequence[str] | None = None, seed:
         raise ValueError("the second-pass tuning protocol is the quick profile's (the full profile uses the paper's "
                          f"rates), got profile={profile!r}")
     vf = float(second_pass()["tuning"]["val_fraction"])
+    every = int(second_pass()["tuning"]["eval_every"])
     jobs = []
     for unit, row in tuning_units().items():
         if units is not None and unit not in units:
@@ -518,7 +519,8 @@ def sweep_jobs(profile: str = "quick", units: Sequence[str] | None = None, seed:
         s = row.spec
         for lr in tuning_grid(unit):
             kw = dict(method=s.get("method", "full"), loss=s.get("loss", "curricularface"), seed=seed,
-                      options=s.get("options"), lr=lr, overrides=[f"data.val_fraction={vf}"], stage="second")
+                      options=s.get("options"), lr=lr, stage="second",
+                      overrides=[f"data.val_fraction={vf}", f"train.eval_every={every}"])
             key = ({src: run_config(profile, datasets=[src], **kw) for src in PUMA_ORDER}
                    if row.runner == "specialists" else run_config(profile, **kw))
             jobs.append(("tuning", f"{unit}-lr{lr:g}-seed{seed}", key, row.runner))
@@ -752,7 +754,7 @@ def _budget_rows() -> list[Row]:
     rows = []
     for e in BUDGET_EPOCHS:
         for name, spec in _BUDGET_ROWS.items():
-            over = [] if e == 15 else [f"train.epochs={e}"]
+            over = [] if e == 15 else [f"train.epochs={e}", "train.eval_every=15"]   # test R@1 at 15, 30, 45
             rows.append(Row(method=name, setting=f"epochs={e}", spec={**spec, "overrides": over},
                             name=f"{'PUMA' if name == 'Ours' else 'full fine-tuning'}, {e} epochs",
                             label=f"{spec['method']}-{e}ep", group=str(e)))
