@@ -176,7 +176,8 @@ def specialists_run(cfgs: dict[str, dict]) -> dict:
         name = SOURCE_NAMES.get(src, src)
         own[name] = scores[name]
         cross[name] = scores
-        if len(res.history) > 1 or "val" in res.history[-1]:   # evaluated more than once, or classes held out
+        evaluated = sum(1 for h in res.history if "test" in h or "val" in h)
+        if evaluated > 1 or "val" in res.history[-1]:   # evaluated more than once, or classes held out
             curves[name] = _curves(res.history)
         if "val" in res.history[-1]:
             val_own[name] = _epoch_scores(res.history[-1], "val")[name]
