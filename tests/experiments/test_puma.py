@@ -282,7 +282,8 @@ def test_specialists_runner_keeps_each_models_curves_and_held_out_score(mini_roo
     """With per-epoch evaluation and held-out classes, each dataset-specific model's curve and its score on its own
     source's validation classes (the tuning criterion); a record of one evaluation keeps neither, as before."""
     from umlkit.experiments import runners
-    over = [f"data.root={mini_root}", "train.epochs=2", "data.batch_size=32", "data.val_fraction=0.3"]
+    over = [f"data.root={mini_root}", "train.epochs=2", "train.eval_every=1", "data.batch_size=32",
+            "data.val_fraction=0.3"]
     key = {s: puma.run_config("quick", method="linear", datasets=[s], lr=1e-3, stage="second", overrides=over)
            for s in ("cub", "flowers")}
     res = runners.run("specialists", key)
