@@ -293,7 +293,7 @@ def test_specialists_runner_keeps_each_models_curves_and_held_out_score(mini_roo
         assert curve[-1]["val"][name] == res["val_own"][name]
         assert curve[-1]["test"][name] == res["own"][name]
     plain = {s: puma.run_config("quick", method="linear", datasets=[s], lr=1e-3,
-                                overrides=[f"data.root={mini_root}", "train.epochs=1", "data.batch_size=32"])
+                                overrides=[f"data.root={mini_root}", "train.epochs=2", "data.batch_size=32"])
              for s in ("cub", "flowers")}
     res1 = runners.run("specialists", plain)
     assert "curves" not in res1 and "val_own" not in res1
