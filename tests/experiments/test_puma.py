@@ -322,6 +322,9 @@ def test_few_shot_follows_the_official_recipe():
     assert len(jobs) == 3 + 3 + sum(len(v) for v in extra.values())   # each kind's 3 rates, plus the extensions
     spec = puma.FEW_SHOT()
     assert len(spec.rows) == 1 + 2 * 5 and len(spec.claims) == 5
+    seeds = puma.few_shot_seeds([0, 1])
+    assert all(spec.seeds_of(r) == (0,) if r.seed_free else seeds[r.group] == [0, 1] for r in spec.rows)
+    assert len(puma.few_shot_jobs()) == 1 + 10 * 3
     with pytest.raises(ValueError, match="shots"):
         puma.few_shot_config("quick", "puma", 0, lr=1e-3)
 

@@ -623,8 +623,8 @@ def few_shot_tuning(profile: str = "quick", train: bool = False) -> pd.DataFrame
 
 def _few_shot_rows() -> list[Row]:
     fs = few_shot_block()
-    rows = [Row(method="Zero-Shot", setting="shots=all", spec={"method": "zero_shot"}, runner="zero_shot",
-                label="zero-shot", name="Zero-Shot", seed_free=True)]
+    rows = [Row(method="Zero-Shot", setting="shots=all", spec={"method": "zero_shot", "seeds": (0,)},
+                runner="zero_shot", label="zero-shot", name="Zero-Shot", seed_free=True)]
     for k in fs["shots"]:
         rows += [Row(method=name, setting=f"shots={k}", spec={"method": m, "shots": int(k)}, name=f"{name}, k={k}",
                      label=f"fewshot{k}-{m}", group=str(k)) for name, m in fs["methods"].items()]
@@ -663,6 +663,12 @@ def few_shot_curves(cmp: pd.DataFrame, datasets: Sequence[str] = ("Unified", "Ha
     out = pd.concat([c, *floor], ignore_index=True)
     return out[["method", "shots", "dataset", "measured", "spread", "seeds"]].sort_values(["dataset", "method",
                                                                                           "shots"])
+
+
+def few_shot_seeds(seeds: Sequence[int]) -> dict[str, Sequence[int]]:
+    """``measure``'s seeds for the few-shot table: ``seeds`` for every trained row (one group per k); the frozen
+    backbone keeps its one record."""
+    return {str(k): list(seeds) for k in few_shot_block()["shots"]}
 
 
 def few_shot_jobs(profile: str = "quick", seeds: Sequence[int] = (0, 1, 2)) -> list[tuple]:
