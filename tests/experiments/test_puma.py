@@ -46,6 +46,10 @@ def test_run_config_shrinks_class_grouped_batches_for_small_sources():
     assert cfg["data"]["batch_size"] == 100
     assert puma.run_config("quick", method="full", loss="triplet", datasets=["sop"])["data"]["batch_size"] == 128
     assert puma.run_config("quick", method="full", datasets=["cub"])["data"]["batch_size"] == 128  # random batches
+    # held-out validation classes leave fewer to train on: 25 - round(25 x 0.2) = 20 classes x 4
+    held = puma.run_config("quick", method="full", loss="triplet", datasets=["cub"],
+                           overrides=["data.val_fraction=0.2"])
+    assert held["data"]["batch_size"] == 80
 
 
 def test_every_declared_row_joins_a_paper_row():

@@ -174,21 +174,27 @@ def run_config(profile: str = "quick", *, method: str = "full", loss: str = "cur
         cfg["data"]["samples_per_class"] = sampler["samples_per_class"]
     if datasets is not None:
         cfg["data"]["datasets"] = list(datasets)
-        if cfg["data"]["sampler"] != "random":  # a class-grouped batch cannot hold more classes than exist
-            per_class = cfg["data"]["samples_per_class"]
-            cfg["data"]["batch_size"] = min(cfg["data"]["batch_size"], per_class * _fewest_train_classes(cfg))
     if lr is not None:
         cfg["optimizer"]["lr"] = float(lr)
     cfg["seed"] = int(seed)
     cfg["train"]["eval_every"] = int(cfg["train"]["epochs"])
     cfg["train"]["progress"] = False
     cfg["name"] = f"puma-{method}-{loss}"
-    return resolve_config(cfg, overrides=list(overrides))
+    out = resolve_config(cfg, overrides=list(overrides))
+    if datasets is not None and out["data"]["sampler"] != "random":
+        # a class-grouped batch cannot hold more classes than train (after any validation classes are held out)
+        per_class = out["data"]["samples_per_class"]
+        out["data"]["batch_size"] = min(out["data"]["batch_size"], per_class * _fewest_train_classes(out))
+    return out
 
 
 def _fewest_train_classes(cfg: dict) -> int:
+    """The fewest classes any source trains on: its training classes less those ``data.val_fraction`` holds out
+    (the engine's rule: the last max(1, round(n x fraction)) classes)."""
     root = cfg["data"]["root"] or ensure_mini()
-    return min(_train_classes(str(root), n) for n in cfg["data"]["datasets"])
+    vf = float(cfg["data"].get("val_fraction") or 0.0)
+    counts = [_train_classes(str(root), n) for n in cfg["data"]["datasets"]]
+    return min(n - (max(1, int(round(n * vf))) if vf else 0) for n in counts)
 
 
 @lru_cache(maxsize=256)
