@@ -204,3 +204,21 @@ def test_rank_view_by_hand():
     assert v.attrs["spearman"] == pytest.approx(0.4)                             # 1 - 6*6/(4*15)
     with pytest.raises(KeyError, match="matches 0 rows"):
         rank_view(cmp, gain=(("", "nope"), ("(b)", "FT")))
+
+
+def test_distinct_jobs_lists_each_configuration_once_with_per_row_seeds():
+    """Seed-major; a configuration two tables share is one job; a row's own seeds win; a seed-free row once."""
+    from umlkit.experiments.tables import Row, Table, distinct_jobs
+
+    def config(row, seed, profile, overrides):
+        return {"m": row.spec["m"], "seed": 0 if row.seed_free else seed}
+    a = Table("p", "Table A", [Row(method="x", spec={"m": 1}, label="x"),
+                               Row(method="z", spec={"m": 0}, label="z", seed_free=True)], config, seeds=(0, 1))
+    b = Table("p", "Table B", [Row(method="x", spec={"m": 1}, label="x-again"),
+                               Row(method="y", spec={"m": 2, "seeds": (1,)}, label="y", runner="other")], config,
+              seeds=(0, 1))
+    jobs = distinct_jobs({"A": a, "B": b})
+    assert [(f, label, r) for f, label, _, r in jobs] == [
+        ("tablea", "x-seed0", "train"), ("tablea", "z-seed0", "train"),
+        ("tablea", "x-seed1", "train"), ("tableb", "y-seed1", "other")]
+    assert [j[1] for j in distinct_jobs({"B": b}, seeds=(0,))] == ["x-again-seed0", "y-seed0"]   # seeds for all rows

@@ -110,7 +110,7 @@ def test_table_rows_join_paper_cells():
 
 def test_tables_share_identical_runs_once():
     jobs = vptsp.table_jobs("quick", seeds=(0,))
-    labels = [(folder, label) for folder, label, _ in jobs]
+    labels = [(folder, label) for folder, label, *_ in jobs]
     assert len(labels) == len(set(labels))
     # runs two tables share are listed once: 11 (Table 1) + 16 (Table 2: other metrics) + 6 (Table 4, Cars) + 3 proxy
     # sources x 2 sources (Table 5) + 1 (Table 6's full fine-tuning; Hyp and VPTSP are Table 2's) + 4 accumulators
@@ -145,7 +145,7 @@ def test_full_profile_follows_the_official_configs():
     fig3 = vptsp.run_config("full", row="VPTSP-G (B)", source="cub", options={"num_prompts": 50})
     assert fig3["model"]["options"]["num_prompts"] == 50   # a table's option wins over the source's recipe
     jobs = vptsp.table_jobs("full", seeds=(0,))
-    assert len({(f, label) for f, label, _ in jobs}) == len(jobs)
+    assert len({(f, label) for f, label, *_ in jobs}) == len(jobs)
     assert vptsp.table10_file("full").name == "vptsp_table10_full_cuda.json"
     assert vptsp.table10_file("quick").name == "vptsp_table10_quick_cpu.json"
 

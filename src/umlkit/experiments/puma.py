@@ -35,7 +35,7 @@ from umlkit.data.mini import ensure_mini
 from umlkit.data.unified import PUMA_ORDER
 from umlkit.experiments.records import cached_record, load_record
 from umlkit.experiments.runners import SOURCE_NAMES, ensemble_embeddings
-from umlkit.experiments.tables import Claim, Row, Table, check_claims, compare, measure, side_by_side
+from umlkit.experiments.tables import Claim, Row, Table, check_claims, compare, mark_choice, measure, side_by_side
 from umlkit.experiments.tables import table_claims as _table_claims
 from umlkit.metrics import harmonic_mean
 from umlkit.paper import paper_table
@@ -405,24 +405,9 @@ def TABLE5(profile: str = "quick") -> Table:  # noqa: N802 - the rows depend on 
 
 def table_jobs(profile: str = "quick", specs: dict[str, Table] | None = None) -> list[tuple]:
     """(record folder, label, key, runner) of every run of Tables 2-5 in the profile's current stage (or of
-    ``specs``), seed-major, each configuration once (Table 3's PUMA is Table 2's, Table 4's unified rows are Table 2
-    (b)'s)."""
-    import json
-
-    from umlkit.experiments.records import normalise_key
-    jobs, seen = [], set()
-    specs = specs or TABLES(profile)
-    for seed in (0, 1, 2):
-        for spec in specs.values():
-            for row in spec.rows:
-                if seed not in spec.seeds_of(row) or (row.seed_free and seed != spec.seeds_of(row)[0]):
-                    continue
-                key = spec.config(row, seed, profile, ())
-                ident = json.dumps(normalise_key(key), sort_keys=True, default=str)
-                if ident not in seen:
-                    seen.add(ident)
-                    jobs.append((spec.slug, f"{row.label or row.title}-seed{seed}", key, row.runner))
-    return jobs
+    ``specs``), each configuration once (Table 3's PUMA is Table 2's, Table 4's unified rows are Table 2 (b)'s)."""
+    from umlkit.experiments.tables import distinct_jobs
+    return distinct_jobs(specs or TABLES(profile), profile)
 
 
 def TABLES(profile: str = "quick") -> dict[str, Table]:  # noqa: N802
@@ -557,14 +542,7 @@ def _selection_frame(jobs, profile: str, train: bool) -> pd.DataFrame:
                       "val Unified": r["val"]["Unified"] if runner != "specialists" else float("nan"),
                       "seconds": rec["seconds"]})
     out = pd.DataFrame(lines)
-    if out.empty:
-        return out
-    best = out.loc[out.groupby("unit", sort=False)[f"val {select}"].idxmax()]
-    out["chosen"] = out.index.isin(best.index)
-    grid = out.groupby("unit", sort=False)["lr"].agg(["min", "max"])
-    out["interior"] = [bool(grid.loc[u, "min"] < lr < grid.loc[u, "max"]) if c else None
-                       for u, lr, c in zip(out["unit"], out["lr"], out["chosen"])]
-    return out
+    return out if out.empty else mark_choice(out, "unit", f"val {select}")
 
 
 # ------------------------------------------------------------------------------------------------ few-shot

@@ -107,10 +107,12 @@ def train_run(cfg: dict) -> dict:
     out["curves"] = _curves(res.history)
     if "val" in res.history[-1]:
         out["val"] = _epoch_scores(res.history[-1], "val")
-    out.update(_prompt_weights(res.model, cfg))
-    if len(cfg["data"]["datasets"]) > 1:   # a unified model: how often its Unified top-1 crosses sources
-        test = test_set(cfg)
-        out["cross_source"] = _cross_source(extract_embeddings(res.model, test, batch_size=512)[0], test)
+    unified = len(cfg["data"]["datasets"]) > 1
+    if unified or getattr(res.model.backbone, "prompt_pool", None) is not None:
+        test = test_set(cfg)   # loaded once for both analyses
+        out.update(_prompt_weights(res.model, test))
+        if unified:   # how often the model's Unified top-1 crosses sources
+            out["cross_source"] = _cross_source(extract_embeddings(res.model, test, batch_size=512)[0], test)
     return out
 
 
@@ -196,12 +198,12 @@ def specialists_run(cfgs: dict[str, dict]) -> dict:
     return out
 
 
-def _prompt_weights(model, cfg) -> dict:
-    """The pool's weights for every test image, averaged per source ({source: [M weights]}); empty without a pool."""
+def _prompt_weights(model, test) -> dict:
+    """The pool's weights for every image of ``test`` (the unified test split), averaged per source
+    ({source: [M weights]}); empty without a pool."""
     pool = getattr(model.backbone, "prompt_pool", None)
     if pool is None:
         return {}
-    test = test_set(cfg)
     loader = torch.utils.data.DataLoader(test, batch_size=512, shuffle=False)
     weights = []
     model.eval()

@@ -492,6 +492,39 @@ def rank_views(cmps: Mapping[str, pd.DataFrame], dataset: str = "Harmonic", metr
     return out
 
 
+def distinct_jobs(specs: Mapping[str, Table], profile: str = "quick", seeds: Sequence[int] | None = None) -> list[tuple]:
+    """(record folder, label, key, runner) of every run of the tables ``specs``, seed-major, each configuration once
+    (a run two tables share is one job): ``seeds`` for every row, else each row's own (:meth:`Table.seeds_of`), a
+    seed-free row only at its first seed."""
+    import json
+    jobs, seen = [], set()
+    order = seeds if seeds is not None else sorted({s for spec in specs.values() for r in spec.rows
+                                                    for s in spec.seeds_of(r)})
+    for seed in order:
+        for spec in specs.values():
+            for row in spec.rows:
+                own = tuple(seeds) if seeds is not None else spec.seeds_of(row)
+                if seed not in own or (row.seed_free and seed != own[0]):
+                    continue
+                key = spec.config(row, seed, profile, ())
+                ident = json.dumps(normalise_key(key), sort_keys=True, default=str)
+                if ident not in seen:
+                    seen.add(ident)
+                    jobs.append((spec.slug, f"{row.label or row.title}-seed{seed}", key, row.runner))
+    return jobs
+
+
+def mark_choice(frame: pd.DataFrame, name: str, score: str) -> pd.DataFrame:
+    """A sweep's selection in place: ``chosen`` marks each ``name`` group's best ``score``, ``interior`` says whether
+    that best lies strictly inside the rates (``lr``) the group tried (None on the other lines)."""
+    best = frame.loc[frame.groupby(name, sort=False)[score].idxmax()]
+    frame["chosen"] = frame.index.isin(best.index)
+    grid = frame.groupby(name, sort=False)["lr"].agg(["min", "max"])
+    frame["interior"] = [bool(grid.loc[r, "min"] < lr < grid.loc[r, "max"]) if c else None
+                         for r, lr, c in zip(frame[name], frame["lr"], frame["chosen"])]
+    return frame
+
+
 def lr_sweep_frame(paper: str, jobs, profile: str = "quick", train: bool = False, *, name: str = "method",
                    metrics: Sequence[str] = ("R@1", "MAP@R"), dataset: str = "CUB", select_on: str = "MAP@R",
                    runner: str = "train_analysis") -> pd.DataFrame:
@@ -508,11 +541,4 @@ def lr_sweep_frame(paper: str, jobs, profile: str = "quick", train: bool = False
                       **{f"val {m}": v[dataset] for m, v in rec["result"]["test"].items() if m in metrics},
                       "seconds": rec["seconds"]})
     out = pd.DataFrame(lines)
-    if out.empty:
-        return out
-    best = out.loc[out.groupby(name, sort=False)[f"val {select_on}"].idxmax()]
-    out["chosen"] = out.index.isin(best.index)
-    grid = out.groupby(name, sort=False)["lr"].agg(["min", "max"])
-    out["interior"] = [bool(grid.loc[r, "min"] < lr < grid.loc[r, "max"]) if c else None
-                       for r, lr, c in zip(out[name], out["lr"], out["chosen"])]
-    return out
+    return out if out.empty else mark_choice(out, name, f"val {select_on}")

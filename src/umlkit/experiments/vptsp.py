@@ -556,24 +556,12 @@ def TABLES(profile: str = "quick") -> dict[str, Table]:
             "Rate transfer": rate_transfer(profile)}
 
 
-def table_jobs(profile: str = "quick", seeds=SEEDS, tables=None) -> list[tuple[str, str, dict]]:
-    """(record folder, label, key) of every training run of the tables, seed-major; a run two tables share (the
-    same configuration) is listed once."""
-    from umlkit.experiments.records import normalise_key
-    jobs, seen = [], set()
-    specs = TABLES(profile)
-    for seed in seeds:
-        for name, spec in specs.items():
-            if tables is not None and name not in tables:
-                continue
-            for row in spec.rows:
-                key = spec.config(row, seed, profile, ())
-                ident = json.dumps(normalise_key(key), sort_keys=True, default=str)
-                if ident in seen:
-                    continue
-                seen.add(ident)
-                jobs.append((spec.slug, f"{row.label}-seed{seed}", key))
-    return jobs
+def table_jobs(profile: str = "quick", seeds=SEEDS, tables=None) -> list[tuple]:
+    """(record folder, label, key, runner) of every training run of the tables, seed-major; a run two tables share
+    (the same configuration) is listed once."""
+    from umlkit.experiments.tables import distinct_jobs
+    specs = {n: t for n, t in TABLES(profile).items() if tables is None or n in tables}
+    return distinct_jobs(specs, profile, seeds)
 
 
 def job_list(name: str, profile: str = "quick") -> list[tuple[str, str, dict]]:

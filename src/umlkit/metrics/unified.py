@@ -28,6 +28,13 @@ from umlkit.metrics.retrieval import check_embeddings, check_labels, evaluate_in
 __all__ = ["unified_evaluation", "harmonic_mean", "cross_source_rate"]
 
 
+def _source_name(source_names: Sequence[str] | dict | None, s) -> str:
+    """A source id's display name: ``source_names`` is a list indexed by integer id, a dict id -> name, or None."""
+    if source_names is None:
+        return str(s)
+    return str(source_names[s]) if isinstance(source_names, dict) else str(source_names[int(s)])
+
+
 def harmonic_mean(values: Sequence[float]) -> float:
     """Harmonic mean as PUMA's Harmonic column: n / sum(1/v); 0 when any value is 0, NaN when empty."""
     vals = np.asarray(list(values), dtype=np.float64)
@@ -101,11 +108,7 @@ def unified_evaluation(
         raise ValueError(f"label {example} occurs in more than one source; give each source disjoint global labels")
 
     def name_of(s):
-        if source_names is None:
-            return str(s)
-        if isinstance(source_names, dict):
-            return str(source_names[s])
-        return str(source_names[int(s)])
+        return _source_name(source_names, s)
 
     def run(sel_q: torch.Tensor, sel_g: torch.Tensor) -> dict[str, float]:
         return evaluate_indices(
@@ -152,10 +155,6 @@ def cross_source_rate(embeddings, sources, *, is_query=None, is_gallery=None,
     crossed = src[gi[idx[:, 0]].numpy()] != src[qi.numpy()]
     q_src = src[qi.numpy()]
 
-    def name_of(s):
-        if source_names is None:
-            return str(s)
-        return str(source_names[s]) if isinstance(source_names, dict) else str(source_names[int(s)])
-    out = {name_of(s): 100.0 * float(crossed[q_src == s].mean()) for s in pd.unique(q_src)}
+    out = {_source_name(source_names, s): 100.0 * float(crossed[q_src == s].mean()) for s in pd.unique(q_src)}
     out["Unified"] = 100.0 * float(crossed.mean())
     return pd.Series(out, name="cross-source top-1 (%)")
