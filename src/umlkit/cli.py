@@ -180,7 +180,7 @@ def _cmd_stale(args: argparse.Namespace) -> int:
     return 0
 
 
-JOB_PAPERS = ("oodml", "language_guidance", "vptsp", "puma")   # papers whose record sets train outside their chapter
+JOB_PAPERS = ("oodml", "language_guidance", "vptsp", "puma", "regime")   # papers whose record sets train outside their chapter
 
 
 def _job_list(paper: str, name: str, profile: str):
@@ -345,7 +345,8 @@ def build_parser() -> argparse.ArgumentParser:
         p = rsub.add_parser(name, help=text)
         p.add_argument("paper", choices=JOB_PAPERS)
         p.add_argument("jobs", help="the paper's job list: oodml: lr_sweep, tables; language_guidance: omega_sweep, "
-                       "tables, semantic, unified_sweep, unified; vptsp: lr_sweep, tables")
+                       "tables, semantic, unified_sweep, unified; vptsp: lr_sweep, tables; puma: tuning, "
+                       "few_shot_tuning, few_shot, tables, second_tables, budget; regime: map")
         p.add_argument("--profile", choices=("quick", "full"), default="quick")
         if name == "train":
             p.add_argument("--worker", default="0/1", help="I/N: this process takes every N-th job from the I-th")

@@ -135,3 +135,53 @@ def test_iid_fid_matches_the_fid_of_the_two_halves_by_hand():
     assert iid_fid(feats, labels, seed=7) == pytest.approx(frechet_distance(np.stack(a), np.stack(b)))
     with pytest.raises(ValueError, match="at least two classes"):
         iid_fid(feats[:4], np.zeros(4))
+
+
+# ------------------------------------------------------------------------------------------ attribute splits
+from umlkit.data.shift import attribute_level, attribute_split  # noqa: E402
+
+_RULES = {"shape": ["disc", "square", "ring", "star"], "texture": ["plain", "striped", "checkered"],
+          "hue": {"held": [0.5, 0.75]}, "sat": {"held": [0.6, 1.01]}}
+
+
+def test_values_split_holds_out_exactly_the_listed_values():
+    classes = [{"shape": s, "texture": t} for s in _RULES["shape"] for t in _RULES["texture"]]
+    keys = list(range(1, len(classes) + 1))
+    split = attribute_split(classes, keys, "values", ["shape", "texture"], _RULES, {"shape": ["ring", "star"]})
+    assert split["test"] == [7, 8, 9, 10, 11, 12] and split["train"] == [1, 2, 3, 4, 5, 6]
+    cont = [{"hue": h} for h in (0.1, 0.5, 0.6, 0.74999, 0.75, 0.9)]
+    split = attribute_split(cont, list("abcdef"), "values", ["hue"], _RULES)
+    assert split == {"train": ["a", "e", "f"], "test": ["b", "c", "d"]}     # [0.5, 0.75) is held out
+
+
+def test_combinations_split_is_a_checkerboard_whose_test_pairs_never_train():
+    classes = [{"shape": s, "texture": t} for s in _RULES["shape"] for t in _RULES["texture"]]
+    split = attribute_split(classes, list(range(12)), "combinations", ["shape", "texture"], _RULES)
+    pairs = {side: {(classes[k]["shape"], classes[k]["texture"]) for k in split[side]} for side in split}
+    assert not pairs["train"] & pairs["test"]
+    for side in ("train", "test"):   # every value of both attributes is on both sides
+        assert {s for s, _ in pairs[side]} == set(_RULES["shape"])
+        assert {t for _, t in pairs[side]} == set(_RULES["texture"])
+    # by hand: disc (0) + striped (1) is odd -> test; square (1) + striped (1) is even -> train
+    assert 1 in split["test"] and 4 in split["train"]
+    two = [{"hue": h, "sat": s} for h in (0.1, 0.6) for s in (0.4, 0.8)] * 2
+    split = attribute_split(two, list(range(8)), "combinations", ["hue", "sat"], _RULES)
+    assert split["test"] == [1, 2, 5, 6]   # exactly one of (hue held, sat held)
+
+
+def test_attribute_split_errors_name_the_problem():
+    classes = [{"shape": s} for s in _RULES["shape"]]
+    with pytest.raises(ValueError, match="kind must be one of"):
+        attribute_split(classes, [1, 2, 3, 4], "swap", ["shape"], _RULES)
+    with pytest.raises(ValueError, match="subset of"):
+        attribute_split(classes, [1, 2, 3, 4], "values", ["shape"], _RULES, {"shape": ["hexagon"]})
+    with pytest.raises(ValueError, match="each side needs at least 2"):
+        attribute_split(classes, [1, 2, 3, 4], "values", ["shape"], _RULES, {"shape": ["star"]})
+    with pytest.raises(ValueError, match="needs 2 attribute"):
+        attribute_split(classes, [1, 2, 3, 4], "combinations", ["shape"], _RULES)
+    with pytest.raises(ValueError, match="4 class attribute dicts for 3 class keys"):
+        attribute_split(classes, [1, 2, 3], "values", ["shape"], _RULES, {"shape": ["ring", "star"]})
+    with pytest.raises(ValueError, match="not one of the rule's values"):
+        attribute_level("hexagon", _RULES["shape"])
+    with pytest.raises(ValueError, match=r"\{held: \[lo, hi\]\}"):
+        attribute_level(0.3, {"held": [0.1]})

@@ -375,6 +375,11 @@ def test_second_pass_tables_use_the_chosen_rates_and_three_seeds(monkeypatch):
     n5 = 3 * 2 * 3 + 1 + 2 * 3                       # 3 other backbones x (full, PUMA) x 3 seeds; the pretrained
                                                      # v1's zero-shot once, the unpretrained ones' per seed
     assert len(jobs) == n2 + n3 + n4 + n5 == 105
+    sp["tables"] = "first"   # the second pass's list can be trained before the switch, and only it changes
+    assert puma.job_list("second_tables") == jobs
+    assert len(puma.job_list("tables")) != len(jobs)
+    with pytest.raises(ValueError, match="quick profile"):
+        puma.job_list("second_tables", "full")
 
 
 def test_source_bias_and_its_size_correlation_by_hand():

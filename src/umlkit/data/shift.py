@@ -18,6 +18,13 @@ Milbich, Roth et al., "Characterizing generalization under out-of-distribution s
   Fewer classes remain as the iterations go on. The official ids count swaps (R22, R48, ...); here splits are
   numbered by iteration.
 
+A second kind of split serves the book's regime map (:func:`attribute_split`; no paper): UML-Mini's classes are
+attribute combinations (:func:`umlkit.data.mini.class_attributes`), so a split can be defined by the attributes
+themselves. *values*: the test classes are those whose pivot attribute takes a held-out value (a set of discrete
+values, or an interval of a continuous one), so no training class is defined by it; *combinations*: a checkerboard
+over two attributes (the test classes are those whose two levels have an odd sum), so every value of either
+attribute defines training and test classes alike but no test pair of values occurs in training.
+
 The published full-profile splits are loaded from the official pickles instead (the authors say the script
 reproduces them "very close" to, not exactly); this module generates UML-Mini's. Written by hand: no library
 builds FID-ranked class splits.
@@ -31,7 +38,8 @@ import numpy as np
 
 from umlkit.metrics.distribution import frechet_distance
 
-__all__ = ["Split", "swap_progression", "removal_progression", "split_fid", "select_splits", "iid_fid"]
+__all__ = ["Split", "swap_progression", "removal_progression", "split_fid", "select_splits", "iid_fid",
+           "attribute_level", "attribute_split", "SHIFT_KINDS"]
 
 
 @dataclass
@@ -181,3 +189,58 @@ def iid_fid(features: np.ndarray, labels, seed: int = 0) -> float:
     if len(a) < 2:
         raise ValueError("the i.i.d. FID needs at least two classes with two or more images")
     return frechet_distance(np.stack(a), np.stack(b))
+
+
+# ------------------------------------------------------------------------------------------ attribute splits
+SHIFT_KINDS = ("values", "combinations")
+
+
+def attribute_level(value, rule) -> int:
+    """A class's level of one attribute under ``rule``: a discrete rule lists the attribute's values in order (the
+    level is the value's position); a continuous rule ``{"held": [lo, hi]}`` gives 1 inside [lo, hi), else 0."""
+    if isinstance(rule, dict):
+        if set(rule) != {"held"} or len(rule["held"]) != 2:
+            raise ValueError(f"a continuous attribute rule is {{held: [lo, hi]}}, got {rule!r}")
+        lo, hi = (float(x) for x in rule["held"])
+        return int(lo <= float(value) < hi)
+    values = list(rule)
+    if value not in values:
+        raise ValueError(f"attribute value {value!r} is not one of the rule's values {values}")
+    return values.index(value)
+
+
+def attribute_split(classes: Sequence[dict], keys: Sequence, kind: str, attributes: Sequence[str],
+                    rules: dict, held: dict | None = None) -> dict:
+    """``{"train": [class keys], "test": [...]}`` of one source whose classes have the attribute dicts ``classes``
+    (in the order of ``keys``).
+
+    ``kind="values"``: a class tests when its level of ``attributes[0]`` is held out (``held[attribute]`` lists the
+    held-out discrete values; a continuous rule holds out its interval). ``kind="combinations"``: a class tests when
+    the levels of ``attributes[0]`` and ``attributes[1]`` have an odd sum. ``rules`` maps each attribute to its
+    rule (:func:`attribute_level`). Both sides must keep at least two classes."""
+    if kind not in SHIFT_KINDS:
+        raise ValueError(f"kind must be one of {SHIFT_KINDS}, got {kind!r}")
+    if len(classes) != len(keys):
+        raise ValueError(f"{len(classes)} class attribute dicts for {len(keys)} class keys")
+    need = 1 if kind == "values" else 2
+    if len(attributes) < need or any(a not in rules for a in attributes[:need]):
+        raise ValueError(f"a {kind} split needs {need} attribute(s) with rules, got {list(attributes)} (rules for "
+                         f"{sorted(rules)})")
+    a = attributes[0]
+    if kind == "values":
+        rule = rules[a]
+        if isinstance(rule, dict):
+            tests = [attribute_level(c[a], rule) == 1 for c in classes]
+        else:
+            out = set((held or {}).get(a) or ())
+            if not out or not out <= set(rule):
+                raise ValueError(f"held-out values of {a!r} must be a non-empty subset of {list(rule)}, got {sorted(out)}")
+            tests = [c[a] in out for c in classes]
+    else:
+        b = attributes[1]
+        tests = [(attribute_level(c[a], rules[a]) + attribute_level(c[b], rules[b])) % 2 == 1 for c in classes]
+    split = {"train": [k for k, t in zip(keys, tests) if not t], "test": [k for k, t in zip(keys, tests) if t]}
+    if min(len(split["train"]), len(split["test"])) < 2:
+        raise ValueError(f"a {kind} split on {list(attributes[:need])} leaves {len(split['train'])} training and "
+                         f"{len(split['test'])} test classes; each side needs at least 2")
+    return split

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Sequence
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 
 import pandas as pd
@@ -214,11 +214,12 @@ def chosen_lr(unit: str) -> float:
     return float(lrs[unit])
 
 
-def config_for(row: Row, seed: int, profile: str, overrides: Sequence[str] = ()) -> dict:
+def config_for(row: Row, seed: int, profile: str, overrides: Sequence[str] = (), stage: str | None = None) -> dict:
     """A row's record key: one configuration, or ``{source: configuration}`` for the ``specialists`` runner. In the
-    second pass (quick) every trained row runs at its tuning unit's chosen rate."""
+    second pass (quick) every trained row runs at its tuning unit's chosen rate. ``stage`` defaults to the profile's
+    current one (:func:`tables_stage`); the full profile has only the first."""
     s = dict(row.spec)
-    stage = tables_stage(profile)
+    stage = tables_stage(profile) if stage is None else (stage if profile == "quick" else "first")
     lr = s.get("lr")
     if lr is None and stage == "second" and tuning_unit(row) is not None:
         lr = chosen_lr(tuning_unit(row))
@@ -383,12 +384,13 @@ def build_tables(stage: str) -> dict[str, Table]:
     """Tables 2-4 and the quick Table 5 of a stage (the module's TABLE2-4 and TABLES("quick") are the current one's).
     The first pass trained one seed (Table 3: three); the second pass three for every cell a claim compares."""
     seeds = (0, 1, 2) if stage == "second" else (0,)
-    return {"Table 2": Table(PAPER, "Table 2", _table2_rows(stage), config_for, seeds=seeds, scores=_table2_scores,
+    config = partial(config_for, stage=stage)
+    return {"Table 2": Table(PAPER, "Table 2", _table2_rows(stage), config, seeds=seeds, scores=_table2_scores,
                              claims=TABLE2_CLAIMS),
-            "Table 3": Table(PAPER, "Table 3", _table3_rows(), config_for, seeds=(0, 1, 2), claims=TABLE3_CLAIMS),
-            "Table 4": Table(PAPER, "Table 4", _table4_rows(), config_for, seeds=seeds, scores=_per_source_harmonic,
+            "Table 3": Table(PAPER, "Table 3", _table3_rows(), config, seeds=(0, 1, 2), claims=TABLE3_CLAIMS),
+            "Table 4": Table(PAPER, "Table 4", _table4_rows(), config, seeds=seeds, scores=_per_source_harmonic,
                              claims=TABLE4_CLAIMS, params=False),
-            "Table 5": Table(PAPER, "Table 5", _table5_rows("quick", stage), config_for, seeds=seeds,
+            "Table 5": Table(PAPER, "Table 5", _table5_rows("quick", stage), config, seeds=seeds,
                              claims=table5_claims("quick", stage), unmeasured={"quick": _NO_VIT}, params=False)}
 
 
@@ -806,12 +808,21 @@ def claim_tables(profile: str = "quick") -> dict[str, Table]:
 def job_list(name: str, profile: str = "quick") -> list[tuple]:
     """A named job list for ``umlkit records train puma NAME``: ``tuning`` (the second pass's sweep),
     ``few_shot_tuning`` (the few-shot rates), ``few_shot`` (the few-shot table, 3 seeds), ``tables`` (Tables 2-5
-    in the profile's current stage) and ``budget`` (PUMA and full fine-tuning at 15 and 45 epochs)."""
+    in the profile's current stage), ``second_tables`` (quick: the second pass's Tables 2-5 whatever the current
+    stage, to train them before methods.yaml switches) and ``budget`` (PUMA and full fine-tuning at 15 and 45
+    epochs)."""
     lists = {"tuning": sweep_jobs, "few_shot_tuning": few_shot_tuning_jobs, "few_shot": few_shot_jobs,
-             "tables": table_jobs, "budget": lambda p: table_jobs(p, {"Budget": BUDGET()})}
+             "tables": table_jobs, "second_tables": _second_table_jobs,
+             "budget": lambda p: table_jobs(p, {"Budget": BUDGET()})}
     if name not in lists:
         raise KeyError(f"unknown PUMA job list {name!r}; choose one of {', '.join(lists)}")
     return lists[name](profile)
+
+
+def _second_table_jobs(profile: str) -> list[tuple]:
+    if profile != "quick":
+        raise ValueError("the second pass is the quick profile's; the full profile's tables are job list 'tables'")
+    return table_jobs(profile, build_tables("second"))
 
 
 def _row(spec: Table, **match) -> Row:

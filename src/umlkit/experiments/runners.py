@@ -8,6 +8,8 @@ alone (``umlkit reproduce --stale``). Every paper shares these:
   classes out), the last-epoch test and validation scores, the training loss per epoch, trainable parameters and,
   for models with a prompt pool, the mean pool weights per source (PUMA Figure 3).
 * ``zero_shot``: the frozen backbone's feature (no head), evaluated once.
+* ``probed``: ``train`` (or ``zero_shot``), then linear probes of the pretraining attributes on the model's
+  embedding and feature (the regime map's forgetting measurement).
 * ``specialists``: one model per source (``{source: config}``); each embeds the whole unified test set; the result
   holds own-source scores, the model x source cross matrix and the scores of the ensemble that averages the
   L2-normalised embeddings of all models (PUMA ``unified_eval.py``); with per-epoch evaluation each model's
@@ -32,7 +34,8 @@ from umlkit.models import count_trainable, create_model
 from umlkit.train.evaluate import extract_embeddings
 
 __all__ = ["RUNNERS", "register_runner", "run", "SOURCE_NAMES", "train_run", "zero_shot_run", "specialists_run",
-           "ensemble_embeddings", "weights_for", "test_set", "train_analysis_run", "fixed_class_recall"]
+           "ensemble_embeddings", "weights_for", "test_set", "train_analysis_run", "fixed_class_recall",
+           "probed_run", "probe_features"]
 
 # umlkit source name -> the name the papers' tables use
 SOURCE_NAMES = {"cub": "CUB", "cars": "Cars", "sop": "SOP", "inshop": "InShop", "nabirds": "NABirds", "dogs": "Dogs",
@@ -84,12 +87,15 @@ def weights_for(cfg: dict) -> dict:
 
 
 def test_set(cfg: dict):
-    """The unified test split of every source with the configuration's evaluation transform."""
+    """The unified test split of every source with the configuration's evaluation transform (the classes
+    ``data.splits`` lists where it lists them, as :func:`umlkit.train.engine.build_data` splits)."""
     from umlkit.models.backbones import backbone_data_config
-    from umlkit.train.engine import data_root_of
-    root = data_root_of(cfg)
-    tf = build_transforms(cfg["data"]["transform"], backbone_data_config(cfg["model"]["backbone"]), train=False)
-    return load_unified(root, "test", transform=tf, cache=cfg["data"]["cache"])
+    from umlkit.train.engine import build_data, data_root_of
+    data_config = backbone_data_config(cfg["model"]["backbone"])
+    if cfg["data"].get("splits"):
+        return build_data(cfg, data_config)[1]
+    tf = build_transforms(cfg["data"]["transform"], data_config, train=False)
+    return load_unified(data_root_of(cfg), "test", transform=tf, cache=cfg["data"]["cache"])
 
 
 def _fit(cfg: dict):
@@ -100,6 +106,11 @@ def _fit(cfg: dict):
 
 @register_runner("train")
 def train_run(cfg: dict) -> dict:
+    return _trained(cfg)[0]
+
+
+def _trained(cfg: dict) -> tuple[dict, torch.nn.Module]:
+    """The ``train`` runner's result and the trained model."""
     res = _fit(cfg)
     out = {"test": _scores(res.last), "loss": [round(h["loss"], 4) for h in res.history],
            "trainable_model": count_trainable(res.model), "trainable_total": count_trainable(res.model, res.loss),
@@ -113,7 +124,7 @@ def train_run(cfg: dict) -> dict:
         out.update(_prompt_weights(res.model, test))
         if unified:   # how often the model's Unified top-1 crosses sources
             out["cross_source"] = _cross_source(extract_embeddings(res.model, test, batch_size=512)[0], test)
-    return out
+    return out, res.model
 
 
 def _cross_source(emb, test) -> dict:
@@ -139,6 +150,11 @@ def _curves(history: list[dict]) -> list[dict]:
 
 @register_runner("zero_shot")
 def zero_shot_run(cfg: dict) -> dict:
+    return _zero_shot(cfg)[0]
+
+
+def _zero_shot(cfg: dict) -> tuple[dict, torch.nn.Module]:
+    """The ``zero_shot`` runner's result and the frozen model."""
     resolved = weights_for(cfg)
     torch.manual_seed(int(cfg["seed"]))
     m = resolved["model"]
@@ -150,6 +166,57 @@ def zero_shot_run(cfg: dict) -> dict:
     out = {"test": _scores(frame), "trainable_model": 0}
     if len(test.source_names) > 1:
         out["cross_source"] = _cross_source(emb, test)
+    return out, model
+
+
+class _Images(torch.utils.data.Dataset):
+    """uint8 (n, H, W, 3) images with integer labels, through a transform (for :func:`extract_embeddings`)."""
+
+    def __init__(self, images: np.ndarray, transform):
+        self.images, self.transform = images, transform
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, i):
+        from PIL import Image
+        return self.transform(Image.fromarray(self.images[i])), i
+
+
+def probe_features(model: torch.nn.Module, cfg: dict, images: int, seed: int) -> dict[str, torch.Tensor]:
+    """The model's retrieval ``embedding`` and its backbone ``feature`` of ``images`` fresh pretraining-set images
+    (:func:`umlkit.data.mini.pretraining_set` at ``seed``) through the configuration's evaluation transform."""
+    from umlkit.data.mini import pretraining_set
+    from umlkit.models.backbones import backbone_data_config
+    pics, _, _ = pretraining_set(int(images), seed=int(seed))
+    tf = build_transforms(cfg["data"]["transform"], backbone_data_config(cfg["model"]["backbone"]), train=False)
+    data = _Images(pics, tf)
+    return {"embedding": extract_embeddings(model, data, batch_size=512)[0],
+            "feature": extract_embeddings(_Features(model), data, batch_size=512)[0]}
+
+
+@register_runner("probed")
+def probed_run(key: dict) -> dict:
+    """``{"config": a resolved configuration, "probes": {"images": n, "seed": s, "restrict": {attribute: [value
+    indices]}}}``: the ``train`` runner's result (``zero_shot`` for ``model.method: zero_shot``), plus linear probes
+    of the pretraining attributes (:data:`umlkit.data.mini.PRETRAIN_HEADS`) on the trained model's embedding and
+    backbone feature of ``n`` fresh pretraining-set images (:func:`umlkit.metrics.attribute_probes`): ``probes:
+    {"embedding": {attribute: accuracy}, "feature": {...}}``, each with the attributes' ``mean``."""
+    from umlkit.data.mini import PRETRAIN_HEADS, pretraining_set
+    from umlkit.metrics import attribute_probes
+    cfg, spec = key["config"], dict(key.get("probes") or {})
+    unknown = set(spec) - {"images", "seed", "restrict"}
+    if unknown or "images" not in spec or "seed" not in spec:
+        raise ValueError(f"probes must be {{images, seed, restrict (optional)}}, got keys {sorted(spec)}")
+    restrict = {k: [int(v) for v in vals] for k, vals in (spec.get("restrict") or {}).items()}
+    out, model = _zero_shot(cfg) if cfg["model"]["method"] == "zero_shot" else _trained(cfg)
+    _, targets, _ = pretraining_set(int(spec["images"]), seed=int(spec["seed"]))
+    heads = {h: targets[h] for h in PRETRAIN_HEADS}
+    out["probes"] = {}
+    for where, x in probe_features(model, cfg, spec["images"], spec["seed"]).items():
+        acc = attribute_probes(x.numpy(), heads, restrict)
+        acc["mean"] = round(float(np.mean([acc[h] for h in PRETRAIN_HEADS])), 3)
+        out["probes"][where] = acc
     return out
 
 

@@ -16,18 +16,21 @@ from umlkit.metrics.retrieval import (
     r_precision,
     recall_at_k,
 )
+from umlkit.metrics.probes import attribute_probes, linear_probe
 from umlkit.metrics.structure import embedding_structure, spectral_decay
 from umlkit.metrics.unified import cross_source_rate, harmonic_mean, unified_evaluation
 
 __all__ = [
     "DEFAULT_KS",
     "aggregated_generalization_score",
+    "attribute_probes",
     "class_mean_frechet_distance",
     "class_means",
     "embedding_structure",
     "evaluate_retrieval",
     "frechet_distance",
     "harmonic_mean",
+    "linear_probe",
     "knn_search",
     "map_at_1000",
     "map_at_r",

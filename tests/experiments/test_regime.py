@@ -1,0 +1,157 @@
+"""The regime map (umlkit.experiments.regime): its committed splits, run keys, job list, runner and views."""
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from umlkit.data.mini import SHAPES, class_attributes
+from umlkit.experiments import puma, regime
+
+
+def _chosen_rates(monkeypatch):
+    sp = dict(puma.second_pass())
+    sp["lr"] = {u: 1e-3 * (i + 1) for i, u in enumerate(puma.tuning_units())}
+    monkeypatch.setattr(puma, "second_pass", lambda: sp)
+
+
+def test_committed_splits_are_the_generated_ones_and_follow_their_rules():
+    made = regime.make_splits()
+    assert json.loads(json.dumps(made, default=int)) == regime.load_splits()
+    cfg = regime.config()
+    held = set(cfg["held_out"]["shape"])
+    for shift, per_source in made.items():
+        for src, split in per_source.items():
+            attrs = class_attributes(src)
+            assert not set(split["train"]) & set(split["test"])
+            assert len(split["train"]) + len(split["test"]) == len(attrs)
+    # values: no training class of a shape-defined source has a held-out shape; every test class has one
+    for src in ("cars", "sop", "dogs", "aircraft"):
+        attrs = class_attributes(src)
+        keys = regime.load_splits()["values"][src]
+        by_key = _by_key(src, attrs)
+        assert all(by_key[k]["shape"] not in held for k in keys["train"])
+        assert all(by_key[k]["shape"] in held for k in keys["test"])
+    lo, hi = cfg["rules"]["hue"]["held"]
+    for src in ("cub", "nabirds", "flowers"):
+        by_key = _by_key(src, class_attributes(src))
+        assert all(not lo <= by_key[k]["hue"] < hi for k in made["values"][src]["train"])
+    # combinations: on Cars-like no (shape, texture) pair of a test class trains, and every shape is on both sides
+    by_key = _by_key("cars", class_attributes("cars"))
+    side = {s: {(by_key[k]["shape"], by_key[k]["texture"]) for k in made["combinations"]["cars"][s]}
+            for s in ("train", "test")}
+    assert not side["train"] & side["test"]
+    assert {p[0] for p in side["train"]} == {p[0] for p in side["test"]} == set(SHAPES)
+
+
+def _by_key(src, attrs):
+    from umlkit.data import ensure_mini, load_dataset
+    root = ensure_mini()
+    keys = [*load_dataset(src, root, "train").class_keys, *load_dataset(src, root, "test").class_keys]
+    return dict(zip(keys, attrs))
+
+
+def test_class_keys_follow_the_generator_order():
+    """The splits pair each class's attributes with its key by position; the Cars-like names spell the attributes."""
+    by_key = _by_key("cars", class_attributes("cars"))
+    from umlkit.data import ensure_mini, load_dataset
+    ds = load_dataset("cars", ensure_mini(), "train")
+    for key, name in zip(ds.class_keys, ds.class_names):
+        a = by_key[key]
+        assert a["shape"] in name.lower() and a["texture"].split()[0] in name.lower(), (key, name, a)
+
+
+def test_map_keys_reuse_the_few_shot_and_table2_configurations(monkeypatch):
+    _chosen_rates(monkeypatch)
+    fam = regime.map_config("families", 4, "puma", seed=1)
+    assert fam["config"] == {**puma.few_shot_config("quick", "puma", 4, 1), "name": "regime-families-4-puma"}
+    assert fam["probes"] == regime.config()["probes"]
+    val = regime.map_config("values", 4, "full", seed=2)["config"]
+    base = puma.few_shot_config("quick", "full", 4, 2)
+    assert set(val["data"]["splits"]) == set(regime.config()["attributes"]) and "inshop" not in val["data"]["splits"]
+    val["data"]["splits"], val["name"], base["name"] = {}, "", ""
+    assert val == base                                   # only the class lists differ
+    t2 = puma.build_tables("second")["Table 2"]
+    cf = next(r for r in t2.rows if r.group == "b" and r.method == "CurricularFace")
+    allv = regime.map_config("combinations", "all", "full", seed=0)["config"]
+    ref = t2.config(cf, 0, "quick", ())
+    assert allv["optimizer"]["lr"] == ref["optimizer"]["lr"] and allv["train"] == ref["train"]
+    zs = regime.map_config("values", None, "zero_shot")["config"]
+    assert zs["model"]["method"] == "zero_shot" and zs["model"]["backbone"] == "vit_tiny_uml_v2"
+    with pytest.raises(ValueError, match="shots must be one of"):
+        regime.map_config("values", 3, "puma")
+    with pytest.raises(ValueError, match="unknown shift"):
+        regime.map_config("rotations", 4, "puma")
+    with pytest.raises(ValueError, match="quick profile"):
+        regime.map_config("values", 4, "puma", profile="full")
+
+
+def test_map_job_list_has_every_cell_at_three_seeds_and_one_floor_per_shift(monkeypatch):
+    _chosen_rates(monkeypatch)
+    jobs = regime.job_list("map")
+    c = regime.config()
+    assert len(jobs) == len(c["shifts"]) * (1 + len(c["shots"]) * len(c["methods"]) * len(c["seeds"])) == 75
+    assert all(j[3] == "probed" for j in jobs) and len({j[1] for j in jobs}) == len(jobs)
+    with pytest.raises(KeyError, match="choose map"):
+        regime.job_list("tables")
+
+
+def _cmp(gaps):
+    """A compared frame with PUMA = 50 + gap + seed noise and full fine-tuning = 50 + seed noise per cell."""
+    lines = []
+    c = regime.config()
+    noise = {0: -0.5, 1: 0.0, 2: 0.5}
+    for shift in c["shifts"]:
+        lines.append({"method": "Zero-Shot", "setting": f"shift={shift}", "dataset": "probe: mean",
+                      "metric": regime.PROBE_METRIC, "measured": 80.0, "values": {0: 80.0}, "seeds": 1})
+        for shots in c["shots"]:
+            for m in c["methods"]:
+                vals = {s: 50.0 + (gaps[(shift, str(shots))] if m == "PUMA" else 0.0) + v for s, v in noise.items()}
+                lines.append({"method": m, "setting": f"shift={shift};shots={shots}", "dataset": "Harmonic",
+                              "metric": "R@1", "measured": float(np.mean(list(vals.values()))), "values": vals,
+                              "seeds": 3})
+                if shots == "all":
+                    lines.append({"method": m, "setting": f"shift={shift};shots=all", "dataset": "probe: mean",
+                                  "metric": regime.PROBE_METRIC, "measured": 70.0 if m == "PUMA" else 60.0,
+                                  "values": {0: 70.0}, "seeds": 3})
+    return pd.DataFrame(lines)
+
+
+def test_heat_frame_gives_the_gap_and_its_welch_interval():
+    c = regime.config()
+    gaps = {(s, str(k)): float(i) for i, (s, k) in enumerate((s, k) for s in c["shifts"] for k in c["shots"])}
+    heat = regime.heat_frame(_cmp(gaps))
+    assert len(heat) == 12 and heat["gap"].tolist() == [float(i) for i in range(12)]
+    # both cells have values m + (-0.5, 0, 0.5): s^2 = 0.25 each, se = sqrt(2 * 0.25 / 3), Welch df = 4
+    from scipy import stats
+    half = stats.t.ppf(0.975, 4) * np.sqrt(0.5 / 3)
+    assert heat["high"].iloc[3] - heat["gap"].iloc[3] == pytest.approx(half)
+    forget = regime.forgetting_frame(_cmp(gaps))
+    line = forget[(forget["shift"] == "values") & (forget["attribute"] == "mean")].iloc[0]
+    assert (line["Zero-Shot"], line["PUMA"], line["Full fine-tuning"]) == (80.0, 70.0, 60.0)
+    claims = pd.DataFrame({"claim": [cl.text for cl in regime.MAP().claims],
+                           "verdict": ["supported"] * 4 + ["contradicted"] * (len(regime.MAP().claims) - 4)})
+    f = regime.regime_facts(heat, claims, forget)
+    assert f["rm_gap_max"] == "+11.0" and f["rm_best_cell"] == "values, k=all" and f["rm_probe_values_ft"] == "60.0"
+    assert f["rm_cells_supported"] == "4" and f["rm_cells"] == "12"
+
+
+@pytest.mark.slow
+def test_probed_runner_trains_on_the_shift_and_probes_the_embedding(mini_root):
+    """A two-source run on the values split: the test set is the split's test classes, and every probe is there."""
+    from umlkit.data.mini import PRETRAIN_HEADS
+    from umlkit.experiments import runners
+    key = regime.map_config("values", 1, "puma")
+    cfg = key["config"]
+    cfg["data"].update(root=str(mini_root), datasets=["cub", "cars"], batch_size=32,
+                       splits={s: cfg["data"]["splits"][s] for s in ("cub", "cars")})
+    cfg["train"]["epochs"] = cfg["train"]["eval_every"] = 1
+    key["probes"]["images"] = 200
+    test = runners.test_set(cfg)
+    assert sorted(test.datasets[0].class_keys) == sorted(cfg["data"]["splits"]["cub"]["test"])
+    res = runners.run("probed", key)
+    for where in ("embedding", "feature"):
+        got = res["probes"][where]
+        assert set(got) == {*PRETRAIN_HEADS, "shape (held-out)", "hue (held-out)", "mean"}
+        assert got["mean"] == pytest.approx(np.mean([got[h] for h in PRETRAIN_HEADS]), abs=1e-3)
+    assert set(res["test"]) == {"CUB", "Cars", "Unified", "Harmonic"}
