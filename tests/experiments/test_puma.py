@@ -405,6 +405,22 @@ def test_source_bias_and_its_size_correlation_by_hand():
     assert facts["bias_ft_meas_rho"] == "+1.00" and facts["bias_puma_meas_rho"] == "-1.00"
 
 
+def test_configured_second_pass_rates_are_the_tuning_choice():
+    """Every rate entered under second_pass.lr is its unit's choice in the committed tuning records, inside the
+    rates that unit tried; once the tables use the second pass, every unit has one."""
+    rates = puma.second_pass().get("lr") or {}
+    if puma.second_pass().get("tables") == "second":
+        assert set(rates) == set(puma.tuning_units())
+    if not rates:
+        pytest.skip("no second-pass rates entered yet")
+    chosen = puma.tuning_frame("quick")
+    chosen = chosen[chosen["chosen"]].set_index("unit")
+    for unit, lr in rates.items():
+        assert unit in chosen.index, f"{unit}: no tuning records"
+        assert bool(chosen.loc[unit, "interior"]), f"{unit}: the best rate {chosen.loc[unit, 'lr']:g} is on an edge"
+        assert float(lr) == pytest.approx(chosen.loc[unit, "lr"]), unit
+
+
 def test_configured_few_shot_rates_are_the_tuning_choice():
     """The few-shot rates in methods.yaml are the committed tuning records' choice, each inside its grid."""
     sweep = puma.few_shot_tuning("quick")

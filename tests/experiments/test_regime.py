@@ -155,3 +155,17 @@ def test_probed_runner_trains_on_the_shift_and_probes_the_embedding(mini_root):
         assert set(got) == {*PRETRAIN_HEADS, "shape (held-out)", "hue (held-out)", "mean"}
         assert got["mean"] == pytest.approx(np.mean([got[h] for h in PRETRAIN_HEADS]), abs=1e-3)
     assert set(res["test"]) == {"CUB", "Cars", "Unified", "Harmonic"}
+
+
+def test_gap_map_and_probe_figures_draw_every_cell():
+    import matplotlib
+    matplotlib.use("Agg")
+    from umlkit.experiments.plots import plot_gap_map, plot_probes
+    c = regime.config()
+    gaps = {(s, str(k)): float(i) - 5 for i, (s, k) in enumerate((s, k) for s in c["shifts"] for k in c["shots"])}
+    heat = regime.heat_frame(_cmp(gaps))
+    fig = plot_gap_map(heat)
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert len(texts) == 12 and texts[0].startswith("-5.0\n[") and texts[-1].startswith("+6.0")
+    g = plot_probes(regime.forgetting_frame(_cmp(gaps)))
+    assert len(g.axes.flat) == len(c["shifts"])

@@ -11,7 +11,7 @@ import pandas as pd
 
 __all__ = ["plot_measured_vs_paper", "plot_seeds", "plot_setting_deltas", "plot_grouped_bars", "plot_heatmap",
            "plot_fid_progression", "plot_metric_vs_fid", "plot_rank_slopes", "plot_retrieved_classes",
-           "plot_source_bias"]
+           "plot_source_bias", "plot_gap_map", "plot_probes"]
 
 
 def plot_measured_vs_paper(cmp: pd.DataFrame, dataset: str = "Harmonic", metric: str = "R@1", hue: str = "section",
@@ -356,3 +356,42 @@ def plot_source_bias(bias: pd.DataFrame, columns: Sequence[tuple[str, str]] = (
         ax.set_title(tag)
         ax.legend(fontsize=8)
     return axes
+
+
+def plot_gap_map(heat: pd.DataFrame, rows: str = "shift", cols: str = "shots", title: str = "",
+                 label: str = "PUMA - full fine-tuning (R@1 points)"):
+    """A diverging heat map of a gap with its interval in every cell ("+2.1" over "[-0.4, +4.6]"): ``heat`` has one
+    line per (``rows``, ``cols``) with ``gap``, ``low`` and ``high`` (e.g. :func:`umlkit.experiments.regime.
+    heat_frame`). Red cells favour the second method, blue the first; the colour scale is symmetric around 0."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+    import seaborn as sns
+    order_r, order_c = list(dict.fromkeys(heat[rows])), list(dict.fromkeys(heat[cols]))
+    grid = heat.pivot(index=rows, columns=cols, values="gap").reindex(index=order_r, columns=order_c)
+    text = heat.assign(t=[f"{g:+.1f}\n[{lo:+.1f}, {hi:+.1f}]" if np.isfinite(lo) else f"{g:+.1f}"
+                          for g, lo, hi in zip(heat["gap"], heat["low"], heat["high"])])
+    notes = text.pivot(index=rows, columns=cols, values="t").reindex(index=order_r, columns=order_c)
+    bound = max(1.0, float(np.nanmax(np.abs(grid.to_numpy()))))
+    fig, ax = plt.subplots(figsize=(1.7 * len(order_c) + 2.5, 1.0 * len(order_r) + 1.6))
+    sns.heatmap(grid, annot=notes.fillna(""), fmt="", cmap="RdBu", center=0.0, vmin=-bound, vmax=bound, ax=ax,
+                cbar_kws={"label": label}, annot_kws={"fontsize": 8})
+    ax.set_title(title)
+    ax.set_xlabel(cols)
+    ax.set_ylabel(rows)
+    fig.tight_layout()
+    return fig
+
+
+def plot_probes(frame: pd.DataFrame, models: Sequence[str] = ("Zero-Shot", "PUMA", "Full fine-tuning"),
+                col: str = "shift"):
+    """Linear-probe accuracy per attribute (bars per model), one panel per ``col`` (e.g.
+    :func:`umlkit.experiments.regime.forgetting_frame`)."""
+    import seaborn as sns
+    long = frame.melt(id_vars=[col, "attribute"], value_vars=list(models), var_name="model",
+                      value_name="probe accuracy (%)")
+    g = sns.catplot(data=long, x="attribute", y="probe accuracy (%)", hue="model", col=col, kind="bar",
+                    errorbar=None, height=3.0, aspect=1.6, hue_order=list(models))
+    g.set_titles("{col_name}", size=9)
+    for ax in g.axes.flat:
+        ax.tick_params(axis="x", rotation=60, labelsize=7)
+    return g

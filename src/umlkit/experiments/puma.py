@@ -88,19 +88,22 @@ ABLATION_ROWS = {
 # of every other table); the other two have no paper cell.
 _VIT_S_PRE = "pretraining=IN-21K & IN-1K (Sup.)"
 _VIT_S_CELLS = ("arch=ViT-S/16;dim=384;" + _VIT_S_PRE, "arch=ViT-S/16;dim=128;" + _VIT_S_PRE)
-BACKBONES_QUICK = {
-    "attribute heads, 12 epochs (shipped)": {"pretrained": True, "weights": None, "paper": _VIT_S_CELLS},
-    "attribute heads, 2 epochs": {"pretrained": False, "weights": "recipe:pretrain_epochs=2", "paper": None},
-    "none (random init)": {"pretrained": False, "weights": None, "paper": None},
+BACKBONES_QUICK = {   # "fact": the prefix of the backbone's glued numbers in the chapter (t5_<fact>_<method>)
+    "attribute heads, 12 epochs (shipped)": {"pretrained": True, "weights": None, "paper": _VIT_S_CELLS,
+                                             "fact": "attr12"},
+    "attribute heads, 2 epochs": {"pretrained": False, "weights": "recipe:pretrain_epochs=2", "paper": None,
+                                  "fact": "attr2"},
+    "none (random init)": {"pretrained": False, "weights": None, "paper": None, "fact": "none0"},
 }
 # the second pass: the v2 backbone stands in for ViT-S/16; the first pass's v1 becomes a shorter-pretrained row
 BACKBONES_QUICK_SECOND = {
     "v2: attribute heads, 24 epochs on 57.6K images (shipped)": {"pretrained": True, "weights": None,
-                                                                 "paper": _VIT_S_CELLS},
+                                                                 "paper": _VIT_S_CELLS, "fact": "v2"},
     "v1: attribute heads, 12 epochs on 19.2K images": {"pretrained": True, "weights": None, "paper": None,
-                                                       "backbone": "vit_tiny_uml"},
-    "attribute heads, 2 epochs": {"pretrained": False, "weights": "recipe:pretrain_epochs=2", "paper": None},
-    "none (random init)": {"pretrained": False, "weights": None, "paper": None},
+                                                       "backbone": "vit_tiny_uml", "fact": "v1"},
+    "attribute heads, 2 epochs": {"pretrained": False, "weights": "recipe:pretrain_epochs=2", "paper": None,
+                                  "fact": "attr2"},
+    "none (random init)": {"pretrained": False, "weights": None, "paper": None, "fact": "none0"},
 }
 
 
@@ -1109,11 +1112,11 @@ def _table4_facts(cmp4, claims4) -> dict[str, str]:
     return f
 
 
-def _table5_facts(cmp5, claims5) -> dict[str, str]:
+def _table5_facts(cmp5, claims5, profile: str = "quick") -> dict[str, str]:
     from umlkit.experiments.prose import cell, fmt, verdict
     f: dict[str, str] = {}
-    for b in BACKBONES_QUICK:
-        k = b.split(",")[0][:4] + ("12" if "12" in b else "2" if "2 ep" in b else "0")
+    for b, bb in backbones_quick(profile).items():
+        k = bb["fact"]
         for name in _T5_METHODS:
             row = f"{name} / {b}"
             if (cmp5["row"] == row).any():

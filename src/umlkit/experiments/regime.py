@@ -17,9 +17,10 @@ where the paper's ordering appears instead of assuming it. Everything it runs is
   as the floor; the map is PUMA - full fine-tuning with a Welch interval
   (:func:`umlkit.experiments.tables.claim_test`);
 * forgetting, measured: linear probes of the pretraining attributes (shape, texture, period, aspect, disc position,
-  hue, disc hue, scale) on each trained model's embedding and backbone feature (runner ``probed``,
-  :func:`umlkit.metrics.attribute_probes`), against the frozen backbone's;
-* claims: PUMA beats full fine-tuning (Harmonic R@1) in every cell; PUMA's embedding keeps more of the pretraining
+  hue, disc hue, scale) on each trained model's backbone feature (the frozen backbone's own level, same width; the
+  retrieval embedding's mean is kept beside it) (runner ``probed``, :func:`umlkit.metrics.attribute_probes`),
+  against the frozen backbone's;
+* claims: PUMA beats full fine-tuning (Harmonic R@1) in every cell; PUMA's feature keeps more of the pretraining
   attributes than full fine-tuning's (mean probe accuracy), and full fine-tuning's keeps less than the frozen
   backbone's, per shift on all images.
 
@@ -171,9 +172,12 @@ def _row_config(row: Row, seed: int, profile: str, overrides: Sequence[str] = ()
 
 
 def _scores(result: dict, row: Row) -> dict:
-    """R@1 of every dataset column, and each probe's accuracy on the embedding (``probe: <attribute>``)."""
+    """R@1 of every dataset column; each probe's accuracy on the backbone feature (``probe: <attribute>``: the level
+    every model has, the frozen backbone's included, at one width) and the embedding's mean (``embedding probe:
+    mean``)."""
     out = {(d, "R@1"): v for d, v in result["test"].items()}
-    out.update({(f"probe: {a}", PROBE_METRIC): v for a, v in result["probes"]["embedding"].items()})
+    out.update({(f"probe: {a}", PROBE_METRIC): v for a, v in result["probes"]["feature"].items()})
+    out[("embedding probe: mean", PROBE_METRIC)] = result["probes"]["embedding"]["mean"]
     return out
 
 
@@ -189,10 +193,10 @@ def _claims() -> list[Claim]:
         probe = {m: {"section": "", "method": m, "setting": _setting(shift, "all"), "dataset": "probe: mean"}
                  for m in c["methods"]}
         zs = {"section": "", "method": "Zero-Shot", "setting": _setting(shift), "dataset": "probe: mean"}
-        out.append(Claim(f"{shift}, all images: PUMA's embedding keeps more of the pretraining attributes than full "
+        out.append(Claim(f"{shift}, all images: PUMA's feature keeps more of the pretraining attributes than full "
                          "fine-tuning's (mean probe accuracy)", probe["PUMA"], probe["Full fine-tuning"],
                          metric=PROBE_METRIC))
-        out.append(Claim(f"{shift}, all images: full fine-tuning's embedding keeps less of the pretraining attributes "
+        out.append(Claim(f"{shift}, all images: full fine-tuning's feature keeps less of the pretraining attributes "
                          "than the frozen backbone's (mean probe accuracy)", zs, probe["Full fine-tuning"],
                          metric=PROBE_METRIC))
     return out
@@ -204,7 +208,8 @@ def _columns() -> list[str]:
     from umlkit.experiments.runners import SOURCE_NAMES
     restrict = list((config()["probes"].get("restrict") or {}))
     return (["Unified", "Harmonic", *(SOURCE_NAMES[s] for s in PUMA_ORDER), "probe: mean",
-             *(f"probe: {h}" for h in PRETRAIN_HEADS), *(f"probe: {h} (held-out)" for h in restrict)])
+             *(f"probe: {h}" for h in PRETRAIN_HEADS), *(f"probe: {h} (held-out)" for h in restrict),
+             "embedding probe: mean"])
 
 
 def MAP() -> Table:  # noqa: N802 - built from the configuration, like puma.FEW_SHOT
@@ -248,7 +253,7 @@ def heat_frame(cmp: pd.DataFrame, dataset: str = "Harmonic") -> pd.DataFrame:
 
 
 def forgetting_frame(cmp: pd.DataFrame, shots="all") -> pd.DataFrame:
-    """Probe accuracy (embedding) per attribute and shift: the frozen backbone, PUMA and full fine-tuning at
+    """Probe accuracy (backbone feature; the embedding's mean as attribute "embedding mean") per attribute and shift: the frozen backbone, PUMA and full fine-tuning at
     ``shots``, seed means, one line per (shift, attribute)."""
     sub = cmp[cmp["metric"] == PROBE_METRIC]
     lines = []
@@ -256,7 +261,8 @@ def forgetting_frame(cmp: pd.DataFrame, shots="all") -> pd.DataFrame:
         zs = sub[sub["setting"] == _setting(shift)].set_index("dataset")["measured"]
         runs = sub[sub["setting"] == _setting(shift, shots)]
         for attr in zs.index:
-            line = {"shift": shift, "attribute": attr.removeprefix("probe: "), "Zero-Shot": float(zs[attr])}
+            name = "embedding mean" if attr == "embedding probe: mean" else attr.removeprefix("probe: ")
+            line = {"shift": shift, "attribute": name, "Zero-Shot": float(zs[attr])}
             for m in config()["methods"]:
                 v = runs[(runs["method"] == m) & (runs["dataset"] == attr)]["measured"]
                 line[m] = float(v.iloc[0]) if len(v) == 1 else float("nan")
