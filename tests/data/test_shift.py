@@ -140,48 +140,71 @@ def test_iid_fid_matches_the_fid_of_the_two_halves_by_hand():
 # ------------------------------------------------------------------------------------------ attribute splits
 from umlkit.data.shift import attribute_level, attribute_split  # noqa: E402
 
-_RULES = {"shape": ["disc", "square", "ring", "star"], "texture": ["plain", "striped", "checkered"],
-          "hue": {"held": [0.5, 0.75]}, "sat": {"held": [0.6, 1.01]}}
+_LEVELS = {"shape": ["disc", "square", "ring", "star"], "texture": ["plain", "striped", "checkered"],
+           "hue": {"inside": [0.5, 0.75]}, "sat": {"inside": [0.6, 1.01]}}
 
 
 def test_values_split_holds_out_exactly_the_listed_values():
-    classes = [{"shape": s, "texture": t} for s in _RULES["shape"] for t in _RULES["texture"]]
+    classes = [{"shape": s, "texture": t} for s in _LEVELS["shape"] for t in _LEVELS["texture"]]
     keys = list(range(1, len(classes) + 1))
-    split = attribute_split(classes, keys, "values", ["shape", "texture"], _RULES, {"shape": ["ring", "star"]})
+    split = attribute_split(classes, keys, "values", ["shape", "texture"], _LEVELS, {"shape": ["ring", "star"]})
     assert split["test"] == [7, 8, 9, 10, 11, 12] and split["train"] == [1, 2, 3, 4, 5, 6]
     cont = [{"hue": h} for h in (0.1, 0.5, 0.6, 0.74999, 0.75, 0.9)]
-    split = attribute_split(cont, list("abcdef"), "values", ["hue"], _RULES)
+    split = attribute_split(cont, list("abcdef"), "values", ["hue"], _LEVELS, {"hue": {"interval": [0.5, 0.75]}})
     assert split == {"train": ["a", "e", "f"], "test": ["b", "c", "d"]}     # [0.5, 0.75) is held out
 
 
+def test_values_split_keeps_every_held_out_value_out_of_training_and_leaves_edge_classes_out():
+    """A bird-like class trains only when both of its hues are clear of the held-out interval (by the margin);
+    a class with only its second hue inside, or a hue within the margin of an edge, is left out."""
+    classes = [{"hue": 0.1, "disc_hue": 0.2},     # both clear: train
+               {"hue": 0.3, "disc_hue": 0.6},     # head hue held out: neither side
+               {"hue": 0.6, "disc_hue": 0.1},     # body hue held out: test
+               {"hue": 0.7, "disc_hue": 0.7},     # test
+               {"hue": 0.49, "disc_hue": 0.1},    # within 0.02 of the edge: left out
+               {"hue": 0.2, "disc_hue": 0.9},     # train
+               {"hue": 0.51, "disc_hue": 0.2}]    # inside but within the margin: left out
+    held = {"hue": {"interval": [0.5, 0.75]}, "disc_hue": {"interval": [0.5, 0.75]}}
+    split = attribute_split(classes, list(range(7)), "values", ["hue", "disc_hue"], {}, held,
+                            {"hue": 0.02, "disc_hue": 0.02})
+    assert split == {"train": [0, 5], "test": [2, 3]}
+
+
 def test_combinations_split_is_a_checkerboard_whose_test_pairs_never_train():
-    classes = [{"shape": s, "texture": t} for s in _RULES["shape"] for t in _RULES["texture"]]
-    split = attribute_split(classes, list(range(12)), "combinations", ["shape", "texture"], _RULES)
+    classes = [{"shape": s, "texture": t} for s in _LEVELS["shape"] for t in _LEVELS["texture"]]
+    split = attribute_split(classes, list(range(12)), "combinations", ["shape", "texture"], _LEVELS)
     pairs = {side: {(classes[k]["shape"], classes[k]["texture"]) for k in split[side]} for side in split}
     assert not pairs["train"] & pairs["test"]
     for side in ("train", "test"):   # every value of both attributes is on both sides
-        assert {s for s, _ in pairs[side]} == set(_RULES["shape"])
-        assert {t for _, t in pairs[side]} == set(_RULES["texture"])
+        assert {s for s, _ in pairs[side]} == set(_LEVELS["shape"])
+        assert {t for _, t in pairs[side]} == set(_LEVELS["texture"])
     # by hand: disc (0) + striped (1) is odd -> test; square (1) + striped (1) is even -> train
     assert 1 in split["test"] and 4 in split["train"]
-    two = [{"hue": h, "sat": s} for h in (0.1, 0.6) for s in (0.4, 0.8)] * 2
-    split = attribute_split(two, list(range(8)), "combinations", ["hue", "sat"], _RULES)
-    assert split["test"] == [1, 2, 5, 6]   # exactly one of (hue held, sat held)
+    two = [{"hue": h, "sat": s} for h in (0.1, 0.6) for s in (0.4, 0.8)] * 2 + [{"hue": 0.6, "sat": 0.61}]
+    split = attribute_split(two, list(range(9)), "combinations", ["hue", "sat"], _LEVELS, margins={"sat": 0.03})
+    assert split["test"] == [1, 2, 5, 6] and 8 not in split["train"]   # exactly one level 1; 8 is within the margin
 
 
 def test_attribute_split_errors_name_the_problem():
-    classes = [{"shape": s} for s in _RULES["shape"]]
+    classes = [{"shape": s} for s in _LEVELS["shape"]]
     with pytest.raises(ValueError, match="kind must be one of"):
-        attribute_split(classes, [1, 2, 3, 4], "swap", ["shape"], _RULES)
-    with pytest.raises(ValueError, match="subset of"):
-        attribute_split(classes, [1, 2, 3, 4], "values", ["shape"], _RULES, {"shape": ["hexagon"]})
+        attribute_split(classes, [1, 2, 3, 4], "swap", ["shape"], _LEVELS)
+    with pytest.raises(ValueError, match="must be among"):
+        attribute_split(classes, [1, 2, 3, 4], "values", ["shape"], _LEVELS, {"shape": ["hexagon"]})
+    with pytest.raises(ValueError, match="needs held-out values for it"):
+        attribute_split(classes, [1, 2, 3, 4], "values", ["shape"], _LEVELS, {"hue": {"interval": [0.1, 0.2]}})
     with pytest.raises(ValueError, match="each side needs at least 2"):
-        attribute_split(classes, [1, 2, 3, 4], "values", ["shape"], _RULES, {"shape": ["star"]})
+        attribute_split(classes, [1, 2, 3, 4], "values", ["shape"], _LEVELS, {"shape": ["star"]})
     with pytest.raises(ValueError, match="needs 2 attribute"):
-        attribute_split(classes, [1, 2, 3, 4], "combinations", ["shape"], _RULES)
+        attribute_split(classes, [1, 2, 3, 4], "combinations", ["shape"], _LEVELS)
+    with pytest.raises(ValueError, match="needs levels for"):
+        attribute_split(classes, [1, 2, 3, 4], "combinations", ["shape", "size"], _LEVELS)
     with pytest.raises(ValueError, match="4 class attribute dicts for 3 class keys"):
-        attribute_split(classes, [1, 2, 3], "values", ["shape"], _RULES, {"shape": ["ring", "star"]})
+        attribute_split(classes, [1, 2, 3], "values", ["shape"], _LEVELS, {"shape": ["ring", "star"]})
     with pytest.raises(ValueError, match="not one of the rule's values"):
-        attribute_level("hexagon", _RULES["shape"])
-    with pytest.raises(ValueError, match=r"\{held: \[lo, hi\]\}"):
-        attribute_level(0.3, {"held": [0.1]})
+        attribute_split([*classes, {"shape": "hexagon"}], [1, 2, 3, 4, 5], "values", ["shape"], _LEVELS,
+                        {"shape": ["ring", "star"]})
+    with pytest.raises(ValueError, match="lo < hi"):
+        attribute_level(0.3, {"inside": [0.9, 0.1]})
+    with pytest.raises(ValueError, match="lo < hi"):
+        attribute_level(0.3, {"inside": [0.1]})

@@ -19,29 +19,46 @@ def test_committed_splits_are_the_generated_ones_and_follow_their_rules():
     made = regime.make_splits()
     assert json.loads(json.dumps(made, default=int)) == regime.load_splits()
     cfg = regime.config()
-    held = set(cfg["held_out"]["shape"])
+    assert set(cfg["attributes"]) == set(cfg["datasets"]) and "inshop" not in cfg["datasets"]
+    from umlkit.data.shift import attribute_level
     for shift, per_source in made.items():
+        assert set(per_source) == set(cfg["datasets"])
         for src, split in per_source.items():
-            attrs = class_attributes(src)
             assert not set(split["train"]) & set(split["test"])
-            assert len(split["train"]) + len(split["test"]) == len(attrs)
-    # values: no training class of a shape-defined source has a held-out shape; every test class has one
-    for src in ("cars", "sop", "dogs", "aircraft"):
-        attrs = class_attributes(src)
-        keys = regime.load_splits()["values"][src]
-        by_key = _by_key(src, attrs)
-        assert all(by_key[k]["shape"] not in held for k in keys["train"])
-        assert all(by_key[k]["shape"] in held for k in keys["test"])
-    lo, hi = cfg["rules"]["hue"]["held"]
-    for src in ("cub", "nabirds", "flowers"):
+            assert len(split["train"]) + len(split["test"]) <= len(class_attributes(src))
+
+    def held(attr, value, margin=True):
+        out = cfg["held_out"].get(attr)
+        if out is None:
+            return False
+        if isinstance(out, dict):   # with the jitter margin: a training class must be clear of the interval
+            lo, hi = out["interval"]
+            m = cfg["margins"].get(attr, 0.0) if margin else 0.0
+            return lo - m <= value < hi + m
+        return value in out
+
+    # values: no training class of any of the map's sources has a held-out value in any attribute; every test class
+    # has its pivot held out
+    for src in cfg["datasets"]:
         by_key = _by_key(src, class_attributes(src))
-        assert all(not lo <= by_key[k]["hue"] < hi for k in made["values"][src]["train"])
-    # combinations: on Cars-like no (shape, texture) pair of a test class trains, and every shape is on both sides
-    by_key = _by_key("cars", class_attributes("cars"))
-    side = {s: {(by_key[k]["shape"], by_key[k]["texture"]) for k in made["combinations"]["cars"][s]}
-            for s in ("train", "test")}
-    assert not side["train"] & side["test"]
-    assert {p[0] for p in side["train"]} == {p[0] for p in side["test"]} == set(SHAPES)
+        pivot = cfg["attributes"][src][0]
+        for k in made["values"][src]["train"]:
+            assert not any(held(a, v) for a, v in by_key[k].items()), (src, k, by_key[k])
+        assert all(held(pivot, by_key[k][pivot], margin=False) for k in made["values"][src]["test"])
+    # combinations: within each source no test pair trains; Cars-, SOP- and Dogs-like share one board, so no test
+    # (shape, texture) pair of any of them defines a training class of another
+    pooled = {"train": set(), "test": set()}
+    for src in cfg["datasets"]:
+        a, b = cfg["attributes"][src]
+        by_key = _by_key(src, class_attributes(src))
+        lv = {side: {(attribute_level(by_key[k][a], cfg["levels"][a]), attribute_level(by_key[k][b], cfg["levels"][b]))
+                     for k in made["combinations"][src][side]} for side in ("train", "test")}
+        assert not lv["train"] & lv["test"], src
+        if (a, b) == ("shape", "texture"):
+            for side in pooled:
+                pooled[side] |= {(by_key[k][a], by_key[k][b]) for k in made["combinations"][src][side]}
+    assert pooled["test"] and not pooled["train"] & pooled["test"]
+    assert {p[0] for p in pooled["train"]} == {p[0] for p in pooled["test"]} == set(SHAPES)
 
 
 def _by_key(src, attrs):
@@ -62,24 +79,36 @@ def test_class_keys_follow_the_generator_order():
 
 
 def test_map_keys_reuse_the_few_shot_and_table2_configurations(monkeypatch):
+    """A map run is the few-shot (or Table 2) run of the same method, seed and rate, on the map's seven sources
+    and the shift's class lists; nothing else differs."""
     _chosen_rates(monkeypatch)
+    seven = regime.config()["datasets"]
+
+    def same_but_data(cfg, ref):
+        cfg, ref = json.loads(json.dumps(cfg)), json.loads(json.dumps(ref))
+        for c in (cfg, ref):
+            c["data"].pop("datasets"), c["data"].pop("splits"), c.pop("name")
+        return cfg == ref
+
     fam = regime.map_config("families", 4, "puma", seed=1)
-    assert fam["config"] == {**puma.few_shot_config("quick", "puma", 4, 1), "name": "regime-families-4-puma"}
+    assert fam["config"]["data"]["datasets"] == seven and fam["config"]["data"]["splits"] == {}
+    assert same_but_data(fam["config"], puma.few_shot_config("quick", "puma", 4, 1))
     assert fam["probes"] == regime.config()["probes"]
     val = regime.map_config("values", 4, "full", seed=2)["config"]
-    base = puma.few_shot_config("quick", "full", 4, 2)
-    assert set(val["data"]["splits"]) == set(regime.config()["attributes"]) and "inshop" not in val["data"]["splits"]
-    val["data"]["splits"], val["name"], base["name"] = {}, "", ""
-    assert val == base                                   # only the class lists differ
+    assert val["data"]["splits"] == regime.load_splits()["values"]
+    assert same_but_data(val, puma.few_shot_config("quick", "full", 4, 2))
     t2 = puma.build_tables("second")["Table 2"]
-    cf = next(r for r in t2.rows if r.group == "b" and r.method == "CurricularFace")
-    allv = regime.map_config("combinations", "all", "full", seed=0)["config"]
-    ref = t2.config(cf, 0, "quick", ())
-    assert allv["optimizer"]["lr"] == ref["optimizer"]["lr"] and allv["train"] == ref["train"]
+    for method, row in (("full", next(r for r in t2.rows if r.group == "b" and r.method == "CurricularFace")),
+                        ("puma", next(r for r in t2.rows if r.method == "Ours"))):
+        allv = regime.map_config("combinations", "all", method, seed=0)["config"]
+        assert same_but_data(allv, t2.config(row, 0, "quick", ())), method
     zs = regime.map_config("values", None, "zero_shot")["config"]
     assert zs["model"]["method"] == "zero_shot" and zs["model"]["backbone"] == "vit_tiny_uml_v2"
-    with pytest.raises(ValueError, match="shots must be one of"):
-        regime.map_config("values", 3, "puma")
+    for bad in (3, 4.0, True, "4"):
+        with pytest.raises(ValueError, match="shots must be one of"):
+            regime.map_config("values", bad, "puma")
+    with pytest.raises(ValueError, match="shots must be None"):
+        regime.map_config("values", 4, "zero_shot")
     with pytest.raises(ValueError, match="unknown shift"):
         regime.map_config("rotations", 4, "puma")
     with pytest.raises(ValueError, match="quick profile"):
@@ -143,7 +172,7 @@ def test_probed_runner_trains_on_the_shift_and_probes_the_embedding(mini_root):
     from umlkit.experiments import runners
     key = regime.map_config("values", 1, "puma")
     cfg = key["config"]
-    cfg["data"].update(root=str(mini_root), datasets=["cub", "cars"], batch_size=32,
+    cfg["data"].update(root=str(mini_root), datasets=["cub", "cars"], batch_size=16,
                        splits={s: cfg["data"]["splits"][s] for s in ("cub", "cars")})
     cfg["train"]["epochs"] = cfg["train"]["eval_every"] = 1
     key["probes"]["images"] = 200

@@ -195,51 +195,95 @@ def iid_fid(features: np.ndarray, labels, seed: int = 0) -> float:
 SHIFT_KINDS = ("values", "combinations")
 
 
-def attribute_level(value, rule) -> int:
+def attribute_level(value, rule, margin: float = 0.0) -> int | None:
     """A class's level of one attribute under ``rule``: a discrete rule lists the attribute's values in order (the
-    level is the value's position); a continuous rule ``{"held": [lo, hi]}`` gives 1 inside [lo, hi), else 0."""
+    level is the value's position); a continuous rule ``{"inside": [lo, hi]}`` gives 1 inside [lo, hi) and 0 outside,
+    and None within ``margin`` of either edge (its images, jittered around the class value, may fall on both
+    sides)."""
     if isinstance(rule, dict):
-        if set(rule) != {"held"} or len(rule["held"]) != 2:
-            raise ValueError(f"a continuous attribute rule is {{held: [lo, hi]}}, got {rule!r}")
-        lo, hi = (float(x) for x in rule["held"])
-        return int(lo <= float(value) < hi)
+        lo, hi = _interval(rule.get("inside"), rule)
+        v = float(value)
+        if lo + margin <= v < hi - margin:
+            return 1
+        if v < lo - margin or v >= hi + margin:
+            return 0
+        return None
     values = list(rule)
     if value not in values:
         raise ValueError(f"attribute value {value!r} is not one of the rule's values {values}")
     return values.index(value)
 
 
-def attribute_split(classes: Sequence[dict], keys: Sequence, kind: str, attributes: Sequence[str],
-                    rules: dict, held: dict | None = None) -> dict:
-    """``{"train": [class keys], "test": [...]}`` of one source whose classes have the attribute dicts ``classes``
-    (in the order of ``keys``).
+def _interval(held, where) -> tuple[float, float]:
+    if not isinstance(held, (list, tuple)) or len(held) != 2 or not float(held[0]) < float(held[1]):
+        raise ValueError(f"a continuous held-out interval is [lo, hi] with lo < hi, got {held!r} (in {where!r})")
+    return float(held[0]), float(held[1])
 
-    ``kind="values"``: a class tests when its level of ``attributes[0]`` is held out (``held[attribute]`` lists the
-    held-out discrete values; a continuous rule holds out its interval). ``kind="combinations"``: a class tests when
-    the levels of ``attributes[0]`` and ``attributes[1]`` have an odd sum. ``rules`` maps each attribute to its
-    rule (:func:`attribute_level`). Both sides must keep at least two classes."""
+
+def _held_out(attr: str, value, held: dict, margins: dict) -> bool | None:
+    """Whether a class's ``attr`` value is held out (True), clear of it (False) or too close to call (None)."""
+    if attr not in held:
+        return False
+    out = held[attr]
+    if isinstance(out, dict):
+        level = attribute_level(value, {"inside": out.get("interval")}, float(margins.get(attr, 0.0)))
+        return None if level is None else bool(level)
+    return value in set(out)
+
+
+def attribute_split(classes: Sequence[dict], keys: Sequence, kind: str, attributes: Sequence[str],
+                    levels: dict, held: dict | None = None, margins: dict | None = None) -> dict:
+    """``{"train": [class keys], "test": [...]}`` of one source whose classes have the attribute dicts ``classes``
+    (in the order of ``keys``); a class on neither list is left out.
+
+    ``kind="values"``: a class tests when its ``attributes[0]`` value is held out, and trains only when *none* of
+    its attributes takes a held-out value: ``held`` maps an attribute to its held-out discrete values, or to
+    ``{"interval": [lo, hi]}`` for a continuous one (e.g. both hues of a bird class). A continuous value within its
+    attribute's ``margins`` entry of an interval's edge counts as neither, so its class is left out (the generator
+    jitters each image's value around the class's). ``kind="combinations"``: a class
+    tests when its levels of ``attributes[0]`` and ``attributes[1]`` (``levels``: :func:`attribute_level`'s
+    rules) have an odd sum, trains when even, and is left out within its margin of a continuous level's edge. Both
+    sides must keep at least two classes."""
     if kind not in SHIFT_KINDS:
         raise ValueError(f"kind must be one of {SHIFT_KINDS}, got {kind!r}")
     if len(classes) != len(keys):
         raise ValueError(f"{len(classes)} class attribute dicts for {len(keys)} class keys")
     need = 1 if kind == "values" else 2
-    if len(attributes) < need or any(a not in rules for a in attributes[:need]):
-        raise ValueError(f"a {kind} split needs {need} attribute(s) with rules, got {list(attributes)} (rules for "
-                         f"{sorted(rules)})")
+    if len(attributes) < need:
+        raise ValueError(f"a {kind} split needs {need} attribute(s), got {list(attributes)}")
     a = attributes[0]
+    margins = margins or {}
+    side = []
     if kind == "values":
-        rule = rules[a]
-        if isinstance(rule, dict):
-            tests = [attribute_level(c[a], rule) == 1 for c in classes]
-        else:
-            out = set((held or {}).get(a) or ())
-            if not out or not out <= set(rule):
-                raise ValueError(f"held-out values of {a!r} must be a non-empty subset of {list(rule)}, got {sorted(out)}")
-            tests = [c[a] in out for c in classes]
+        held = held or {}
+        if a not in held:
+            raise ValueError(f"a values split on {a!r} needs held-out values for it; held_out names {sorted(held)}")
+        for attr, out in held.items():
+            if attr in levels and not isinstance(out, dict) and not set(out) <= set(levels[attr]):
+                raise ValueError(f"held-out values of {attr!r} must be among {list(levels[attr])}, got {list(out)}")
+        for c in classes:
+            if a not in c:
+                raise ValueError(f"a class has no attribute {a!r} (it has {sorted(c)})")
+            if a in levels and not isinstance(levels[a], dict):
+                attribute_level(c[a], levels[a])     # a value the rule does not know is an error, not a training class
+            pivot = _held_out(a, c[a], held, margins)
+            others = [_held_out(k, v, held, margins) for k, v in c.items()]
+            if pivot:
+                side.append("test")
+            elif pivot is False and all(o is False for o in others):
+                side.append("train")
+            else:
+                side.append(None)
     else:
         b = attributes[1]
-        tests = [(attribute_level(c[a], rules[a]) + attribute_level(c[b], rules[b])) % 2 == 1 for c in classes]
-    split = {"train": [k for k, t in zip(keys, tests) if not t], "test": [k for k, t in zip(keys, tests) if t]}
+        missing = [x for x in (a, b) if x not in levels]
+        if missing:
+            raise ValueError(f"a combinations split needs levels for {missing}; levels name {sorted(levels)}")
+        for c in classes:
+            la = attribute_level(c[a], levels[a], float(margins.get(a, 0.0)))
+            lb = attribute_level(c[b], levels[b], float(margins.get(b, 0.0)))
+            side.append(None if la is None or lb is None else ("test" if (la + lb) % 2 else "train"))
+    split = {part: [k for k, s in zip(keys, side) if s == part] for part in ("train", "test")}
     if min(len(split["train"]), len(split["test"])) < 2:
         raise ValueError(f"a {kind} split on {list(attributes[:need])} leaves {len(split['train'])} training and "
                          f"{len(split['test'])} test classes; each side needs at least 2")

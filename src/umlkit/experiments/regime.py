@@ -11,7 +11,8 @@ where the paper's ordering appears instead of assuming it. Everything it runs is
   training and test classes (``shifts``: the loaders' split; test classes whose attribute *combinations* never
   occur in training; test classes with attribute *values* no training class is defined by, seen in pretraining).
   The shifted splits come from the classes' generator attributes (:func:`umlkit.data.shift.attribute_split`),
-  generated once and committed (``configs/regime/splits_quick.json``);
+  generated once and committed (``configs/regime/splits_quick.json``); every row trains and tests on the seven
+  sources that can be split so (In-shop-like, whose query/gallery protocol takes no class split, is left out);
 * cells: PUMA and full fine-tuning at each point, 3 seeds, the rates chosen by the book's one protocol on the
   default split's validation classes (the few-shot rates and the second pass's), the zero-shot backbone per shift
   as the floor; the map is PUMA - full fine-tuning with a Welch interval
@@ -33,6 +34,7 @@ import copy
 import json
 from collections.abc import Sequence
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -63,12 +65,22 @@ def config() -> dict:
 # ------------------------------------------------------------------------------------------------ splits
 def make_splits(root=None) -> dict:
     """``{shift: {source: {"train": [class keys], "test": [...]}}}`` for every shift but the loaders' own, from the
-    class attributes of the default UML-Mini (``root``: its tree; default: the quick profile's)."""
+    class attributes of the default UML-Mini (``root``: its tree; default: the quick profile's). The attributes are
+    regenerated from the tree's seed (its manifest) and paired with the loaders' class keys in the generator's
+    order (each split's training classes, then its test classes)."""
     from umlkit.data import ensure_mini, load_dataset
+    from umlkit.data.datasets import MINI_MANIFEST
     from umlkit.data.mini import class_attributes
     from umlkit.data.shift import attribute_split
     c = config()
-    root = root or ensure_mini()
+    root = Path(root or ensure_mini())
+    manifest = root / MINI_MANIFEST
+    if not manifest.is_file():
+        raise FileNotFoundError(f"{root} has no {MINI_MANIFEST}: make_splits needs a UML-Mini tree (its seed)")
+    info = json.loads(manifest.read_text())
+    if info.get("variant", "default") != "default":
+        raise ValueError(f"{manifest}: the regime map splits the default UML-Mini, this tree is {info.get('variant')}")
+    seed = int(info["seed"])
     out = {}
     for shift in c["shifts"]:
         if shift == "families":
@@ -76,7 +88,11 @@ def make_splits(root=None) -> dict:
         out[shift] = {}
         for src, attrs in c["attributes"].items():
             keys = [*load_dataset(src, root, "train").class_keys, *load_dataset(src, root, "test").class_keys]
-            out[shift][src] = attribute_split(class_attributes(src), keys, shift, attrs, c["rules"], c["held_out"])
+            try:
+                out[shift][src] = attribute_split(class_attributes(src, seed), keys, shift, attrs, c["levels"],
+                                                  c["held_out"], c.get("margins"))
+            except ValueError as err:
+                raise ValueError(f"configs/regime/regime.yaml, shift {shift!r}, source {src!r}: {err}") from None
     return out
 
 
@@ -109,7 +125,11 @@ def split_of(shift: str) -> dict:
     """``data.splits`` of a shift: ``{}`` for the loaders' split, else every listed source's class lists."""
     if shift not in config()["shifts"]:
         raise ValueError(f"unknown shift {shift!r}; choose one of {config()['shifts']}")
-    return {} if shift == "families" else copy.deepcopy(load_splits()[shift])
+    if shift == "families":
+        return {}
+    if shift not in load_splits():
+        raise KeyError(f"{_splits_path()} has no {shift!r} splits: regenerate it (regime.write_splits)")
+    return copy.deepcopy(load_splits()[shift])
 
 
 # ------------------------------------------------------------------------------------------------ runs
@@ -136,12 +156,15 @@ def map_config(shift: str, shots, method: str, seed: int = 0, profile: str = "qu
                          "attributes to split by)")
     if method not in ("puma", "full", "zero_shot"):
         raise ValueError(f"method must be puma, full or zero_shot, got {method!r}")
-    if shots != "all" and shots not in config()["shots"] and method != "zero_shot":
-        raise ValueError(f"shots must be one of {config()['shots']}, got {shots!r}")
+    if method == "zero_shot":
+        if shots is not None:
+            raise ValueError(f"the frozen backbone trains on nothing: shots must be None, got {shots!r}")
+    elif isinstance(shots, bool) or shots not in config()["shots"] or type(shots) not in (int, str):
+        raise ValueError(f"shots must be one of {config()['shots']} (an int or 'all'), got {shots!r}")
     cfg = _base_config(method, shots, seed, profile)
-    splits = split_of(shift)
-    cfg["data"]["splits"] = {s: v for s, v in splits.items() if s in cfg["data"]["datasets"]}
-    cfg["name"] = f"regime-{shift}-{shots}-{method}"
+    cfg["data"]["datasets"] = list(config()["datasets"])
+    cfg["data"]["splits"] = split_of(shift)
+    cfg["name"] = f"regime-{shift}-{shots if shots is not None else 'none'}-{method}"
     return {"config": cfg, "probes": copy.deepcopy(config()["probes"])}
 
 
@@ -204,10 +227,9 @@ def _claims() -> list[Claim]:
 
 def _columns() -> list[str]:
     from umlkit.data.mini import PRETRAIN_HEADS
-    from umlkit.data.unified import PUMA_ORDER
     from umlkit.experiments.runners import SOURCE_NAMES
     restrict = list((config()["probes"].get("restrict") or {}))
-    return (["Unified", "Harmonic", *(SOURCE_NAMES[s] for s in PUMA_ORDER), "probe: mean",
+    return (["Unified", "Harmonic", *(SOURCE_NAMES[s] for s in config()["datasets"]), "probe: mean",
              *(f"probe: {h}" for h in PRETRAIN_HEADS), *(f"probe: {h} (held-out)" for h in restrict),
              "embedding probe: mean"])
 

@@ -123,7 +123,8 @@ def _trained(cfg: dict) -> tuple[dict, torch.nn.Module]:
         test = test_set(cfg)   # loaded once for both analyses
         out.update(_prompt_weights(res.model, test))
         if unified:   # how often the model's Unified top-1 crosses sources
-            out["cross_source"] = _cross_source(extract_embeddings(res.model, test, batch_size=512)[0], test)
+            out["cross_source"] = _cross_source(extract_embeddings(res.model, test, batch_size=512,
+                                                                   device=_device_of(res.model))[0], test)
     return out, res.model
 
 
@@ -183,16 +184,22 @@ class _Images(torch.utils.data.Dataset):
         return self.transform(Image.fromarray(self.images[i])), i
 
 
-def probe_features(model: torch.nn.Module, cfg: dict, images: int, seed: int) -> dict[str, torch.Tensor]:
+def probe_features(model: torch.nn.Module, cfg: dict, images: int, seed: int) -> tuple[dict, dict]:
     """The model's retrieval ``embedding`` and its backbone ``feature`` of ``images`` fresh pretraining-set images
-    (:func:`umlkit.data.mini.pretraining_set` at ``seed``) through the configuration's evaluation transform."""
+    (:func:`umlkit.data.mini.pretraining_set` at ``seed``) through the configuration's evaluation transform, on
+    the model's device; and the images' attribute targets."""
     from umlkit.data.mini import pretraining_set
     from umlkit.models.backbones import backbone_data_config
-    pics, _, _ = pretraining_set(int(images), seed=int(seed))
+    pics, targets, _ = pretraining_set(int(images), seed=int(seed))
     tf = build_transforms(cfg["data"]["transform"], backbone_data_config(cfg["model"]["backbone"]), train=False)
     data = _Images(pics, tf)
-    return {"embedding": extract_embeddings(model, data, batch_size=512)[0],
-            "feature": extract_embeddings(_Features(model), data, batch_size=512)[0]}
+    device = _device_of(model)
+    return ({"embedding": extract_embeddings(model, data, batch_size=512, device=device)[0],
+             "feature": extract_embeddings(_Features(model), data, batch_size=512, device=device)[0]}, targets)
+
+
+def _device_of(model: torch.nn.Module) -> torch.device:
+    return next(iter(model.parameters()), torch.zeros(())).device
 
 
 @register_runner("probed")
@@ -202,7 +209,7 @@ def probed_run(key: dict) -> dict:
     of the pretraining attributes (:data:`umlkit.data.mini.PRETRAIN_HEADS`) on the trained model's embedding and
     backbone feature of ``n`` fresh pretraining-set images (:func:`umlkit.metrics.attribute_probes`): ``probes:
     {"embedding": {attribute: accuracy}, "feature": {...}}``, each with the attributes' ``mean``."""
-    from umlkit.data.mini import PRETRAIN_HEADS, pretraining_set
+    from umlkit.data.mini import PRETRAIN_HEADS
     from umlkit.metrics import attribute_probes
     cfg, spec = key["config"], dict(key.get("probes") or {})
     unknown = set(spec) - {"images", "seed", "restrict"}
@@ -210,10 +217,10 @@ def probed_run(key: dict) -> dict:
         raise ValueError(f"probes must be {{images, seed, restrict (optional)}}, got keys {sorted(spec)}")
     restrict = {k: [int(v) for v in vals] for k, vals in (spec.get("restrict") or {}).items()}
     out, model = _zero_shot(cfg) if cfg["model"]["method"] == "zero_shot" else _trained(cfg)
-    _, targets, _ = pretraining_set(int(spec["images"]), seed=int(spec["seed"]))
+    features, targets = probe_features(model, cfg, spec["images"], spec["seed"])
     heads = {h: targets[h] for h in PRETRAIN_HEADS}
     out["probes"] = {}
-    for where, x in probe_features(model, cfg, spec["images"], spec["seed"]).items():
+    for where, x in features.items():
         acc = attribute_probes(x.numpy(), heads, restrict)
         acc["mean"] = round(float(np.mean([acc[h] for h in PRETRAIN_HEADS])), 3)
         out["probes"][where] = acc
@@ -235,10 +242,13 @@ def specialists_run(cfgs: dict[str, dict]) -> dict:
     test = None
     own, cross, embs, n_model, seconds, curves, val_own = {}, {}, [], 0, 0.0, {}, {}
     for src, cfg in cfgs.items():
+        if cfg["data"].get("splits"):
+            raise ValueError(f"specialists: the {src} model's configuration lists data.splits; the ensemble embeds "
+                             "every source's default test split, so explicit class splits are not supported here")
         if test is None:
             test = test_set(cfg)
         res = _fit(cfg)
-        emb, labels = extract_embeddings(res.model, test, batch_size=512)
+        emb, labels = extract_embeddings(res.model, test, batch_size=512, device=_device_of(res.model))
         frame = unified_evaluation(emb, labels, test.sources, is_query=test.is_query, is_gallery=test.is_gallery,
                                    source_names=test.source_names)
         scores = _scores(frame)
@@ -274,9 +284,10 @@ def _prompt_weights(model, test) -> dict:
     loader = torch.utils.data.DataLoader(test, batch_size=512, shuffle=False)
     weights = []
     model.eval()
+    device = _device_of(model)
     with torch.no_grad():
         for x, _ in loader:
-            model(x)
+            model(x.to(device))
             weights.append(model.backbone.last_prompt_weights.float())
     w = torch.cat(weights).numpy()
     src = np.asarray(test.sources)

@@ -4,8 +4,10 @@ No paper of the book measures forgetting this way; the regime map (PUMA's premis
 made the pretrained feature general, a frozen backbone with small modules keeps it) needs a number for it. The
 probe is the standard one of representation learning: a multinomial logistic regression fitted on one half of a
 labelled image set's features and scored (accuracy, percent) on the other half. The fit is scikit-learn's
-``LogisticRegression`` (lbfgs) on standardised features, so probes of features of different scales and widths
-(a 192-d backbone feature, a 128-d embedding) are comparable; nothing here is written by hand but the split.
+``LogisticRegression`` (lbfgs) on standardised features (so a feature's scale does not matter; its width does, so
+compare probes of features of one width, e.g. every model's backbone feature); nothing here is written by hand
+but the split. Attributes differ in chance level (2 to 8 values), so compare models attribute by attribute, or
+their means over the same attributes.
 """
 from __future__ import annotations
 
