@@ -190,6 +190,12 @@ def _job_list(paper: str, name: str, profile: str):
     return importlib.import_module(f"umlkit.experiments.{paper}").job_list(name, profile)
 
 
+def _records_folder(paper: str) -> str:
+    """The records folder of a job list's module: its ``PAPER`` (the regime map's records live with PUMA's)."""
+    import importlib
+    return getattr(importlib.import_module(f"umlkit.experiments.{paper}"), "PAPER", paper)
+
+
 def _parse_worker(text: str) -> tuple[int, int]:
     try:
         i, n = (int(x) for x in text.split("/"))
@@ -228,11 +234,12 @@ def _cmd_records_train(args: argparse.Namespace) -> int:
         jobs = [j for j in jobs if pattern.search(j[1])]
     jobs = [j for k, j in enumerate(jobs) if k % n == i]
     todo = [j for j in jobs if find_record(normalise_key(j[2]), args.profile) is None]
+    folder = _records_folder(args.paper)
     print(f"worker {i}/{n}: {len(jobs)} jobs, {len(jobs) - len(todo)} already stored, {len(todo)} to train")
     start = time.perf_counter()
     for table, label, key, *runner in tqdm(todo, desc=f"{args.paper} {args.jobs} [{i}/{n}]", unit="run"):
         # a job names its runner when it is not the default (e.g. the unified setting's plain "train" runs)
-        cached_record(args.paper, table, label, key, runner[0] if runner else args.runner, args.profile, log=None)
+        cached_record(folder, table, label, key, runner[0] if runner else args.runner, args.profile, log=None)
     print(f"worker {i}/{n}: trained {len(todo)} record(s) in {time.perf_counter() - start:.0f} s")
     return 0
 

@@ -198,3 +198,9 @@ def test_gap_map_and_probe_figures_draw_every_cell():
     assert len(texts) == 12 and texts[0].startswith("-5.0\n[") and texts[-1].startswith("+6.0")
     g = plot_probes(regime.forgetting_frame(_cmp(gaps)))
     assert len(g.axes.flat) == len(c["shifts"])
+
+
+def test_the_cli_files_the_maps_records_with_pumas():
+    from umlkit.cli import _records_folder
+    assert _records_folder("regime") == "puma" == regime.MAP().paper
+    assert _records_folder("oodml") == "oodml"

@@ -44,7 +44,7 @@ from umlkit._paths import repo_folder
 from umlkit.experiments.tables import Claim, Row, Table
 
 __all__ = ["PAPER", "TABLE_NAME", "config", "make_splits", "write_splits", "load_splits", "split_of", "map_config",
-           "MAP", "job_list", "heat_frame", "forgetting_frame", "regime_facts", "PROBE_METRIC"]
+           "MAP", "job_list", "heat_frame", "forgetting_frame", "regime_facts", "PROBE_METRIC", "split_summary"]
 
 PAPER = "puma"
 TABLE_NAME = "Regime map"
@@ -311,3 +311,25 @@ def regime_facts(heat: pd.DataFrame, claims: pd.DataFrame, forgetting: pd.DataFr
         for col, tag in (("Zero-Shot", "zs"), ("PUMA", "puma"), ("Full fine-tuning", "ft")):
             f[f"rm_probe_{shift}_{tag}"] = number(mean.loc[shift, col])
     return f
+
+
+def split_summary() -> pd.DataFrame:
+    """Training, test and left-out classes of every source under every shift (the loaders' split for
+    ``families``), one line per (shift, source)."""
+    from umlkit.data.mini import SOURCES
+    c = config()
+    lines = []
+    for shift in c["shifts"]:
+        for src in c["datasets"]:
+            (n_train, _), (n_test, _) = SOURCES[src].train, SOURCES[src].test
+            if shift != "families":
+                split = load_splits()[shift][src]
+                total = n_train + n_test
+                n_train, n_test = len(split["train"]), len(split["test"])
+                left = total - n_train - n_test
+            else:
+                left = 0
+            lines.append({"shift": shift, "source": src, "split by": "" if shift == "families" else
+                          " x ".join(c["attributes"][src][:1 if shift == "values" else 2]),
+                          "train classes": n_train, "test classes": n_test, "left out": left})
+    return pd.DataFrame(lines)
