@@ -131,8 +131,9 @@ def _cmp(gaps):
     c = regime.config()
     noise = {0: -0.5, 1: 0.0, 2: 0.5}
     for shift in c["shifts"]:
-        lines.append({"method": "Zero-Shot", "setting": f"shift={shift}", "dataset": "probe: mean",
-                      "metric": regime.PROBE_METRIC, "measured": 80.0, "values": {0: 80.0}, "seeds": 1})
+        for attr, v in (("mean", 80.0), ("shape", 90.0), ("hue", 85.0)):
+            lines.append({"method": "Zero-Shot", "setting": f"shift={shift}", "dataset": f"probe: {attr}",
+                          "metric": regime.PROBE_METRIC, "measured": v, "values": {0: v}, "seeds": 1})
         for shots in c["shots"]:
             for m in c["methods"]:
                 vals = {s: 50.0 + (gaps[(shift, str(shots))] if m == "PUMA" else 0.0) + v for s, v in noise.items()}
@@ -140,9 +141,10 @@ def _cmp(gaps):
                               "metric": "R@1", "measured": float(np.mean(list(vals.values()))), "values": vals,
                               "seeds": 3})
                 if shots == "all":
-                    lines.append({"method": m, "setting": f"shift={shift};shots=all", "dataset": "probe: mean",
-                                  "metric": regime.PROBE_METRIC, "measured": 70.0 if m == "PUMA" else 60.0,
-                                  "values": {0: 70.0}, "seeds": 3})
+                    for attr, v in (("mean", 70.0 if m == "PUMA" else 60.0), ("shape", 88.0),
+                                    ("hue", 84.0 if m == "PUMA" else 50.0)):
+                        lines.append({"method": m, "setting": f"shift={shift};shots=all", "dataset": f"probe: {attr}",
+                                      "metric": regime.PROBE_METRIC, "measured": v, "values": {0: v}, "seeds": 3})
     return pd.DataFrame(lines)
 
 
@@ -162,7 +164,9 @@ def test_heat_frame_gives_the_gap_and_its_welch_interval():
                            "verdict": ["supported"] * 4 + ["contradicted"] * (len(regime.MAP().claims) - 4)})
     f = regime.regime_facts(heat, claims, forget)
     assert f["rm_gap_max"] == "+11.0" and f["rm_best_cell"] == "values, k=all" and f["rm_probe_values_ft"] == "60.0"
-    assert f["rm_cells_supported"] == "4" and f["rm_cells"] == "12"
+    assert f["rm_cells_supported"] == "4" and f["rm_cells"] == "12" and f["rm_gap_combinations_4"] == "+5.0"
+    assert f["rm_ft_loss_values"] == "20.0" and f["rm_puma_loss_values"] == "10.0" and f["rm_cells_puma_ahead"] == "11"
+    assert f["rm_v_keep_values"] == "contradicted" and f["rm_ft_worst_values"] == "hue (-35.0)"
 
 
 @pytest.mark.slow

@@ -44,7 +44,8 @@ from umlkit._paths import repo_folder
 from umlkit.experiments.tables import Claim, Row, Table
 
 __all__ = ["PAPER", "TABLE_NAME", "config", "make_splits", "write_splits", "load_splits", "split_of", "map_config",
-           "MAP", "job_list", "heat_frame", "forgetting_frame", "regime_facts", "PROBE_METRIC", "split_summary"]
+           "MAP", "job_list", "heat_frame", "forgetting_frame", "regime_facts", "PROBE_METRIC", "split_summary",
+           "table_claims"]
 
 PAPER = "puma"
 TABLE_NAME = "Regime map"
@@ -241,6 +242,12 @@ def MAP() -> Table:  # noqa: N802 - built from the configuration, like puma.FEW_
                  claims=_claims(), params=False, columns=_columns())
 
 
+def table_claims(cmp: pd.DataFrame) -> pd.DataFrame:
+    """The map's declared claims whose cells were measured, with verdicts (the book's rule)."""
+    from umlkit.experiments.tables import table_claims as _claims_of
+    return _claims_of(MAP(), cmp)
+
+
 def job_list(name: str, profile: str = "quick") -> list[tuple]:
     """``map``: every run of the map, seed-major (``umlkit records train regime map``)."""
     from umlkit.experiments.tables import distinct_jobs
@@ -292,24 +299,46 @@ def forgetting_frame(cmp: pd.DataFrame, shots="all") -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
-def regime_facts(heat: pd.DataFrame, claims: pd.DataFrame, forgetting: pd.DataFrame) -> dict[str, str]:
-    """The numbers the chapter's discussion states (glued): the gap range, the best cell for PUMA, how many cells
-    each verdict got, and the probes' mean accuracy per shift and model."""
+def regime_facts(heat: pd.DataFrame, claims: pd.DataFrame, forgetting: pd.DataFrame,
+                 unified: pd.DataFrame | None = None) -> dict[str, str]:
+    """The numbers the chapter's discussion states (glued): every cell's Harmonic gap (``rm_gap_<shift>_<shots>``;
+    ``unified``: :func:`heat_frame` on Unified, ``rm_ugap_...``), the range, the best cell for PUMA, how many cells
+    each verdict got; per shift the probes' mean accuracy of the frozen backbone, PUMA and full fine-tuning, their
+    losses against the frozen backbone, full fine-tuning's most-forgotten attribute, the held-out-value probes and
+    the forgetting claims' verdicts."""
     from umlkit.experiments.prose import number
     f: dict[str, str] = {}
+    for frame, tag in ((heat, "gap"), (unified, "ugap")):
+        if frame is None or frame.empty:
+            continue
+        for _, r in frame.iterrows():
+            f[f"rm_{tag}_{r['shift']}_{r['shots']}"] = number(r["gap"], True)
     if not heat.empty:
         best = heat.loc[heat["gap"].idxmax()]
         f["rm_gap_min"], f["rm_gap_max"] = number(heat["gap"].min(), True), number(heat["gap"].max(), True)
         f["rm_best_cell"] = f"{best['shift']}, k={best['shots']}"
         f["rm_best_interval"] = f"{number(best['low'], True)} to {number(best['high'], True)}"
         f["rm_cells"] = str(len(heat))
+        f["rm_cells_puma_ahead"] = str(int((heat["gap"] > 0).sum()))
     beats = claims[claims["claim"].str.contains("beats full fine-tuning")]
     for v in ("supported", "inconclusive", "contradicted"):
         f[f"rm_cells_{v}"] = str(int((beats["verdict"] == v).sum()))
-    mean = forgetting[forgetting["attribute"] == "mean"].set_index("shift")
-    for shift in mean.index:
+    for shift in dict.fromkeys(forgetting["shift"]):
+        fr = forgetting[forgetting["shift"] == shift].set_index("attribute")
         for col, tag in (("Zero-Shot", "zs"), ("PUMA", "puma"), ("Full fine-tuning", "ft")):
-            f[f"rm_probe_{shift}_{tag}"] = number(mean.loc[shift, col])
+            f[f"rm_probe_{shift}_{tag}"] = number(fr.loc["mean", col])
+            for held in [a for a in fr.index if a.endswith("(held-out)")]:
+                f[f"rm_held_{held.split()[0]}_{shift}_{tag}"] = number(fr.loc[held, col])
+        f[f"rm_ft_loss_{shift}"] = number(fr.loc["mean", "Zero-Shot"] - fr.loc["mean", "Full fine-tuning"])
+        f[f"rm_puma_loss_{shift}"] = number(fr.loc["mean", "Zero-Shot"] - fr.loc["mean", "PUMA"])
+        heads = fr.drop(index=[a for a in fr.index if a in ("mean", "embedding mean") or a.endswith("(held-out)")])
+        drop = (heads["Zero-Shot"] - heads["Full fine-tuning"]).sort_values(ascending=False)
+        f[f"rm_ft_worst_{shift}"] = f"{drop.index[0]} ({number(-drop.iloc[0], True)})"
+        f[f"rm_ft_second_{shift}"] = f"{drop.index[1]} ({number(-drop.iloc[1], True)})"
+        for claim, tag in (("PUMA's feature keeps more", "keep"), ("full fine-tuning's feature keeps less", "forget")):
+            hit = claims[claims["claim"].str.startswith(f"{shift}, all images: {claim}")]
+            if len(hit) == 1:
+                f[f"rm_v_{tag}_{shift}"] = str(hit["verdict"].iloc[0])
     return f
 
 
