@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from umlkit.data.mini import SHAPES, class_attributes
-from umlkit.experiments import puma, regime
+from umlkit.experiments import puma, regime, tables
 
 
 def _chosen_rates(monkeypatch):
@@ -121,6 +121,8 @@ def test_map_job_list_has_every_cell_at_three_seeds_and_one_floor_per_shift(monk
     c = regime.config()
     assert len(jobs) == len(c["shifts"]) * (1 + len(c["shots"]) * len(c["methods"]) * len(c["seeds"])) == 75
     assert all(j[3] == "probed" for j in jobs) and len({j[1] for j in jobs}) == len(jobs)
+    spec = regime.MAP()   # measure() reads the frozen backbone at its one seed, as the job list trains it
+    assert {spec.seeds_of(r) for r in spec.rows if r.seed_free} == {(0,)}
     with pytest.raises(KeyError, match="choose map"):
         regime.job_list("tables")
 
@@ -208,3 +210,31 @@ def test_the_cli_files_the_maps_records_with_pumas():
     from umlkit.cli import _records_folder
     assert _records_folder("regime") == "puma" == regime.MAP().paper
     assert _records_folder("oodml") == "oodml"
+
+
+def test_the_chapters_sentences_hold_in_the_committed_records():
+    """What the regime chapter's discussion says in words (its numbers are glued): no cell supports PUMA; at one
+    image per class the two tie (inconclusive, within 2 points) in every row; at all images full fine-tuning wins
+    every row; in the values row both trained methods start below the frozen backbone, full fine-tuning passes it at
+    k = 16, PUMA only with all images; full fine-tuning forgets more than 10 points of mean probe accuracy in every
+    row, PUMA less than 3, and both forgetting claims are supported everywhere."""
+    measured = tables.measure(regime.MAP(), "quick", train=False, progress=False, log=None)
+    if measured.empty or measured["row"].nunique() < len(regime.MAP().rows):
+        pytest.skip("the regime map's records are not all in this checkout")
+    cmp = tables.compare(measured, "puma")
+    heat, claims = regime.heat_frame(cmp), regime.table_claims(cmp)
+    beats = claims[claims["claim"].str.contains("beats full fine-tuning")].set_index("claim")["verdict"]
+    assert "supported" not in set(beats)
+    for shift in regime.config()["shifts"]:
+        one = heat[(heat["shift"] == shift) & (heat["shots"] == "1")].iloc[0]
+        assert abs(one["gap"]) < 2.0
+        assert beats[f"{shift}, k=1: PUMA beats full fine-tuning (Harmonic R@1)"] == "inconclusive"
+        assert beats[f"{shift}, k=all: PUMA beats full fine-tuning (Harmonic R@1)"] == "contradicted"
+    f = regime.regime_facts(heat, claims, regime.forgetting_frame(cmp), cmp=cmp)
+    zs = float(f["rm_h_zs_values"])
+    assert float(f["rm_h_puma_values_1"]) < zs and float(f["rm_h_ft_values_1"]) < zs
+    assert float(f["rm_h_ft_values_16"]) > zs > max(float(f[f"rm_h_puma_values_{k}"]) for k in (1, 4, 16))
+    assert float(f["rm_h_puma_values_all"]) > zs
+    for shift in regime.config()["shifts"]:
+        assert float(f[f"rm_ft_loss_{shift}"]) > 10.0 and float(f[f"rm_puma_loss_{shift}"]) < 3.0
+        assert f[f"rm_v_keep_{shift}"] == f[f"rm_v_forget_{shift}"] == "supported"

@@ -22,7 +22,7 @@ def test_scoreboard_checks_every_declared_claim_from_records(no_training):
     assert len(puma) == declared["puma"]
     assert all(is_final(v) or v.startswith(("holds, ", "not reproduced, ")) for v in board["verdict"])
     assert set(VERDICTS) == {"supported", "inconclusive", "contradicted"}
-    assert set(puma["table"]) == {"Table 2", "Table 3", "Table 4", "Table 5", "Few-shot"}
+    assert set(puma["table"]) == {"Table 2", "Table 3", "Table 4", "Table 5", "Few-shot", "Regime map"}
     # ooDML's record set is filled over several sessions: only claims whose two cells have records are checked
     assert len(board[board["paper"] == "oodml"]) <= declared["oodml"]
     summary = scoreboard_summary(board, declared)

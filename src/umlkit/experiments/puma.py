@@ -801,10 +801,12 @@ def tuning_facts(sweep: pd.DataFrame) -> dict[str, str]:
 
 def claim_tables(profile: str = "quick") -> dict[str, Table]:
     """Every PUMA table with declared claims, for the scoreboard: the paper's Tables 2-5 and the book's few-shot
-    experiment (quick). The longer-budget table joins with its records (the second pass)."""
+    experiment and regime map (quick). The longer-budget table joins with its records (the second pass)."""
     out = dict(TABLES(profile))
     if profile == "quick":
+        from umlkit.experiments import regime
         out["Few-shot"] = FEW_SHOT()
+        out[regime.TABLE_NAME] = regime.MAP()
     return out
 
 

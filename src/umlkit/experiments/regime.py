@@ -177,7 +177,8 @@ def _rows() -> list[Row]:
     c = config()
     rows = []
     for shift in c["shifts"]:
-        rows.append(Row(method="Zero-Shot", setting=_setting(shift), spec={"shift": shift, "method": "zero_shot"},
+        rows.append(Row(method="Zero-Shot", setting=_setting(shift),   # one record: the frozen backbone is exact
+                        spec={"shift": shift, "method": "zero_shot", "seeds": tuple(c["seeds"][:1])},
                         runner="probed", group=shift, name=f"Zero-Shot / {shift}", label=f"{shift}-zero-shot",
                         seed_free=True))
         for shots in c["shots"]:
@@ -300,14 +301,21 @@ def forgetting_frame(cmp: pd.DataFrame, shots="all") -> pd.DataFrame:
 
 
 def regime_facts(heat: pd.DataFrame, claims: pd.DataFrame, forgetting: pd.DataFrame,
-                 unified: pd.DataFrame | None = None) -> dict[str, str]:
+                 unified: pd.DataFrame | None = None, cmp: pd.DataFrame | None = None) -> dict[str, str]:
     """The numbers the chapter's discussion states (glued): every cell's Harmonic gap (``rm_gap_<shift>_<shots>``;
     ``unified``: :func:`heat_frame` on Unified, ``rm_ugap_...``), the range, the best cell for PUMA, how many cells
     each verdict got; per shift the probes' mean accuracy of the frozen backbone, PUMA and full fine-tuning, their
     losses against the frozen backbone, full fine-tuning's most-forgotten attribute, the held-out-value probes and
-    the forgetting claims' verdicts."""
+    the forgetting claims' verdicts; with ``cmp`` every cell's Harmonic R@1 (``rm_h_<zs|puma|ft>_<shift>[_<shots>]``)."""
     from umlkit.experiments.prose import number
     f: dict[str, str] = {}
+    if cmp is not None:
+        tags = {"Zero-Shot": "zs", "PUMA": "puma", "Full fine-tuning": "ft"}
+        h = cmp[(cmp["dataset"] == "Harmonic") & (cmp["metric"] == "R@1")]
+        for _, r in h.iterrows():
+            parts = dict(p.split("=") for p in r["setting"].split(";"))
+            name = "_".join([f"rm_h_{tags[r['method']]}", parts["shift"], *([parts["shots"]] if "shots" in parts else [])])
+            f[name] = number(r["measured"])
     for frame, tag in ((heat, "gap"), (unified, "ugap")):
         if frame is None or frame.empty:
             continue
@@ -316,7 +324,7 @@ def regime_facts(heat: pd.DataFrame, claims: pd.DataFrame, forgetting: pd.DataFr
     if not heat.empty:
         best = heat.loc[heat["gap"].idxmax()]
         f["rm_gap_min"], f["rm_gap_max"] = number(heat["gap"].min(), True), number(heat["gap"].max(), True)
-        f["rm_best_cell"] = f"{best['shift']}, k={best['shots']}"
+        f["rm_best_cell"], f["rm_best_gap"] = f"{best['shift']}, k={best['shots']}", number(best["gap"], True)
         f["rm_best_interval"] = f"{number(best['low'], True)} to {number(best['high'], True)}"
         f["rm_cells"] = str(len(heat))
         f["rm_cells_puma_ahead"] = str(int((heat["gap"] > 0).sum()))
