@@ -238,3 +238,14 @@ def test_the_chapters_sentences_hold_in_the_committed_records():
     for shift in regime.config()["shifts"]:
         assert float(f[f"rm_ft_loss_{shift}"]) > 10.0 and float(f[f"rm_puma_loss_{shift}"]) < 3.0
         assert f[f"rm_v_keep_{shift}"] == f[f"rm_v_forget_{shift}"] == "supported"
+
+
+def test_split_summary_counts_and_probe_table_layout():
+    s = regime.split_summary().set_index(["shift", "source"])
+    assert s.loc[("families", "cars"), "train / test / left out"] == "33 / 32 / 0"
+    made = regime.load_splits()["values"]["cub"]
+    assert s.loc[("values", "cub"), "train classes"] == len(made["train"])
+    assert s.loc[("values", "cub"), "left out"] == 50 - len(made["train"]) - len(made["test"])
+    gaps = {(sh, str(k)): 0.0 for sh in regime.config()["shifts"] for k in regime.config()["shots"]}
+    t = regime.probe_table(regime.forgetting_frame(_cmp(gaps)))
+    assert t.loc[("values", "Full fine-tuning"), "hue"] == 50.0 and list(t.columns[:3]) == ["mean", "shape", "hue"]

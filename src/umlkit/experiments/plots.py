@@ -384,14 +384,16 @@ def plot_gap_map(heat: pd.DataFrame, rows: str = "shift", cols: str = "shots", t
 
 def plot_probes(frame: pd.DataFrame, models: Sequence[str] = ("Zero-Shot", "PUMA", "Full fine-tuning"),
                 col: str = "shift"):
-    """Linear-probe accuracy per attribute (bars per model), one panel per ``col`` (e.g.
-    :func:`umlkit.experiments.regime.forgetting_frame`)."""
+    """Linear-probe accuracy per attribute (bars per model), one panel per ``col`` value, stacked (e.g.
+    :func:`umlkit.experiments.regime.forgetting_frame`); the axis starts at 40 %, below every attribute's chance
+    level but one (period and scale: 50 %)."""
     import seaborn as sns
     long = frame.melt(id_vars=[col, "attribute"], value_vars=list(models), var_name="model",
                       value_name="probe accuracy (%)")
-    g = sns.catplot(data=long, x="attribute", y="probe accuracy (%)", hue="model", col=col, kind="bar",
-                    errorbar=None, height=3.0, aspect=1.6, hue_order=list(models))
-    g.set_titles("{col_name}", size=9)
+    g = sns.catplot(data=long, x="attribute", y="probe accuracy (%)", hue="model", row=col, kind="bar",
+                    errorbar=None, height=2.3, aspect=4.2, hue_order=list(models))
+    g.set_titles("{row_name}", size=10)
     for ax in g.axes.flat:
-        ax.tick_params(axis="x", rotation=60, labelsize=7)
+        ax.tick_params(axis="x", rotation=20, labelsize=8)
+        ax.set_ylim(40, 101)
     return g

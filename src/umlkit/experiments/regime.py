@@ -45,7 +45,7 @@ from umlkit.experiments.tables import Claim, Row, Table
 
 __all__ = ["PAPER", "TABLE_NAME", "config", "make_splits", "write_splits", "load_splits", "split_of", "map_config",
            "MAP", "job_list", "heat_frame", "forgetting_frame", "regime_facts", "PROBE_METRIC", "split_summary",
-           "table_claims"]
+           "table_claims", "probe_table"]
 
 PAPER = "puma"
 TABLE_NAME = "Regime map"
@@ -368,5 +368,13 @@ def split_summary() -> pd.DataFrame:
                 left = 0
             lines.append({"shift": shift, "source": src, "split by": "" if shift == "families" else
                           " x ".join(c["attributes"][src][:1 if shift == "values" else 2]),
-                          "train classes": n_train, "test classes": n_test, "left out": left})
+                          "train classes": n_train, "test classes": n_test, "left out": left,
+                          "train / test / left out": f"{n_train} / {n_test} / {left}"})
     return pd.DataFrame(lines)
+
+
+def probe_table(forgetting: pd.DataFrame) -> pd.DataFrame:
+    """:func:`forgetting_frame` as one line per (shift, model) and one column per attribute."""
+    long = forgetting.melt(id_vars=["shift", "attribute"], var_name="model", value_name="accuracy")
+    out = long.pivot_table(index=["shift", "model"], columns="attribute", values="accuracy", sort=False)
+    return out[list(dict.fromkeys(forgetting["attribute"]))]
