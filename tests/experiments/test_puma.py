@@ -231,7 +231,7 @@ def test_tuning_units_cover_every_compared_row_once():
     # Table 3's full PUMA row is Table 2's PUMA; Table 5's backbones share the shipped backbone's unit
     t3 = [r for r in puma.TABLE3.rows if r.setting == "prompt=Cond.;adapter=Stoc."][0]
     assert puma.tuning_unit(t3) == "puma"
-    assert puma.tuning_grid("full-triplet") == [1e-4, 3e-4, 1e-3] and puma.tuning_grid("linear")[-1] == 1e-2
+    assert puma.tuning_grid("full-margin") == [1e-4, 3e-4, 1e-3] and puma.tuning_grid("linear")[-1] == 1e-2
 
 
 def test_sweep_jobs_hold_out_validation_classes_at_every_rate():
