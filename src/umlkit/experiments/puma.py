@@ -780,6 +780,7 @@ def tuning_view(sweep: pd.DataFrame) -> pd.DataFrame:
     """The tuning records as a grid: one line per unit, one column per rate (validation Harmonic R@1), the chosen
     rate and whether it is interior."""
     grid = sweep.pivot_table(index="unit", columns="lr", values="val Harmonic", sort=False).round(1)
+    grid = grid[sorted(grid.columns)]
     grid.columns = [f"{c:g}" for c in grid.columns]
     grid = grid.astype(object).where(grid.notna(), "")   # a rate the unit did not try: blank
     pick = sweep[sweep["chosen"]].set_index("unit")
