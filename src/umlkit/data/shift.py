@@ -21,9 +21,11 @@ Milbich, Roth et al., "Characterizing generalization under out-of-distribution s
 A second kind of split serves the book's regime map (:func:`attribute_split`; no paper): UML-Mini's classes are
 attribute combinations (:func:`umlkit.data.mini.class_attributes`), so a split can be defined by the attributes
 themselves. *values*: the test classes are those whose pivot attribute takes a held-out value (a set of discrete
-values, or an interval of a continuous one), so no training class is defined by it; *combinations*: a checkerboard
-over two attributes (the test classes are those whose two levels have an odd sum), so every value of either
-attribute defines training and test classes alike but no test pair of values occurs in training.
+values, or an interval of a continuous one), and a class trains only when none of its attributes takes one, so no
+training class is defined by a held-out value; *combinations*: a checkerboard over two attributes (the test
+classes are those whose two levels have an odd sum), so every level of either attribute defines training and test
+classes alike but no test pair of levels occurs in training. Classes too close to a continuous edge to be placed
+(their images are jittered around the class value) are left out of both sides.
 
 The published full-profile splits are loaded from the official pickles instead (the authors say the script
 reproduces them "very close" to, not exactly); this module generates UML-Mini's. Written by hand: no library

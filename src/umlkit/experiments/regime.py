@@ -50,7 +50,6 @@ __all__ = ["PAPER", "TABLE_NAME", "config", "make_splits", "write_splits", "load
 PAPER = "puma"
 TABLE_NAME = "Regime map"
 PROBE_METRIC = "probe accuracy"
-_METHODS_SHOWN = {"puma": "PUMA", "full": "Full fine-tuning"}
 
 
 def _dir():
@@ -59,7 +58,8 @@ def _dir():
 
 @lru_cache(maxsize=1)
 def config() -> dict:
-    """``configs/regime/regime.yaml`` (shots, seeds, methods, shifts, attributes, rules, held-out values, probes)."""
+    """``configs/regime/regime.yaml`` (shots, seeds, methods, datasets, shifts, attributes, levels, held-out values,
+    margins, probes)."""
     return yaml.safe_load((_dir() / "regime.yaml").read_text())
 
 
@@ -283,8 +283,9 @@ def heat_frame(cmp: pd.DataFrame, dataset: str = "Harmonic") -> pd.DataFrame:
 
 
 def forgetting_frame(cmp: pd.DataFrame, shots="all") -> pd.DataFrame:
-    """Probe accuracy (backbone feature; the embedding's mean as attribute "embedding mean") per attribute and shift: the frozen backbone, PUMA and full fine-tuning at
-    ``shots``, seed means, one line per (shift, attribute)."""
+    """Probe accuracy (backbone feature; the embedding's mean as attribute "embedding mean") per attribute and
+    shift: the frozen backbone, PUMA and full fine-tuning at ``shots``, seed means, one line per (shift,
+    attribute)."""
     sub = cmp[cmp["metric"] == PROBE_METRIC]
     lines = []
     for shift in config()["shifts"]:
@@ -306,7 +307,8 @@ def regime_facts(heat: pd.DataFrame, claims: pd.DataFrame, forgetting: pd.DataFr
     ``unified``: :func:`heat_frame` on Unified, ``rm_ugap_...``), the range, the best cell for PUMA, how many cells
     each verdict got; per shift the probes' mean accuracy of the frozen backbone, PUMA and full fine-tuning, their
     losses against the frozen backbone, full fine-tuning's most-forgotten attribute, the held-out-value probes and
-    the forgetting claims' verdicts; with ``cmp`` every cell's Harmonic R@1 (``rm_h_<zs|puma|ft>_<shift>[_<shots>]``)."""
+    the forgetting claims' verdicts; with ``cmp`` every cell's Harmonic R@1
+    (``rm_h_<zs|puma|ft>_<shift>[_<shots>]``)."""
     from umlkit.experiments.prose import number
     f: dict[str, str] = {}
     if cmp is not None:
@@ -314,8 +316,8 @@ def regime_facts(heat: pd.DataFrame, claims: pd.DataFrame, forgetting: pd.DataFr
         h = cmp[(cmp["dataset"] == "Harmonic") & (cmp["metric"] == "R@1")]
         for _, r in h.iterrows():
             parts = dict(p.split("=") for p in r["setting"].split(";"))
-            name = "_".join([f"rm_h_{tags[r['method']]}", parts["shift"], *([parts["shots"]] if "shots" in parts else [])])
-            f[name] = number(r["measured"])
+            shots = [parts["shots"]] if "shots" in parts else []
+            f["_".join([f"rm_h_{tags[r['method']]}", parts["shift"], *shots])] = number(r["measured"])
     for frame, tag in ((heat, "gap"), (unified, "ugap")):
         if frame is None or frame.empty:
             continue

@@ -40,8 +40,8 @@ def linear_probe(train_x, train_y, test_x, test_y, c: float = 1.0, max_iter: int
     return round(100.0 * float((model.predict(test_x) == test_y).mean()), 3)
 
 
-def attribute_probes(features, targets: Mapping[str, Sequence[int]], restrict: Mapping[str, Sequence[int]] | None = None,
-                     c: float = 1.0) -> dict[str, float]:
+def attribute_probes(features, targets: Mapping[str, Sequence[int]],
+                     restrict: Mapping[str, Sequence[int]] | None = None, c: float = 1.0) -> dict[str, float]:
     """One probe per attribute: the first half of the items fits, the second half scores. ``targets`` maps an
     attribute to every item's value index; ``restrict`` maps an attribute to the values a second probe is limited
     to (the items showing one of them; reported as ``"<attribute> (held-out)"``), e.g. the shapes no training class

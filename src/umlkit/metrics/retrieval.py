@@ -224,10 +224,10 @@ def nmi(embeddings: torch.Tensor, labels: torch.Tensor, seed: int = 0, niter: in
     centroid) a poor start can merge clusters, so raise ``nredo`` for tiny evaluation sets.
 
     ``method="exact"`` runs one k-means with K centroids: its cost grows with n x K (at PUMA's unified scale,
-    148.5K items and K = 15.9K, about a minute on two CPU threads). ``"hierarchical"`` clusters into ceil(sqrt(K)) groups first, then
-    splits each group into its share of the K clusters (in proportion to its size): about sqrt(K) / 2 times fewer
-    distance computations, and a value that is an approximation of the exact one (``benchmarks/bench_nmi.py``
-    prints both, and the times, on the machine that runs it). ``"auto"`` is exact up to
+    148.5K items and K = 15.9K, about a minute on two CPU threads). ``"hierarchical"`` clusters into ceil(sqrt(K))
+    groups first, then splits each group into its share of the K clusters (in proportion to its size): about
+    sqrt(K) / 2 times fewer distance computations, and a value that is an approximation of the exact one
+    (``benchmarks/bench_nmi.py`` prints both, and the times, on the machine that runs it). ``"auto"`` is exact up to
     :data:`NMI_EXACT_MAX_K` clusters and hierarchical above. ``progress`` prints faiss's per-iteration times
     (exact) or a bar over the second level (hierarchical).
     """
