@@ -8,6 +8,8 @@ the ratio to AccuracyCalculator (baseline, same run), and whether the metrics eq
 
     python benchmarks/bench_eval.py            # full size (a few minutes on 2 cores)
     python benchmarks/bench_eval.py --scale 0.1
+
+The machine (CPU model, torch, threads) is printed first: a ratio measured on one CPU does not hold on another.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import time
 
 import numpy as np
 import torch
+from _machine import describe
 
 from umlkit.metrics.examples import UML_TEST_CLASSES as N_CLASSES
 from umlkit.metrics.examples import UML_TEST_ITEMS as N_ITEMS
@@ -65,6 +68,7 @@ def main() -> None:
     if args.child:
         print(json.dumps(run_one(args.child, args.scale)))
         return
+    print(describe(), flush=True)
     results = {}
     for impl in args.impls.split(","):
         proc = subprocess.run([sys.executable, __file__, "--child", impl, "--scale", str(args.scale)],

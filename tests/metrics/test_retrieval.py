@@ -299,3 +299,63 @@ def test_neighbour_class_counts_brute_force():
     assert counts.sum() == 60 * 7
     with pytest.raises(ValueError, match="k=60"):
         neighbour_class_counts(x, y, k=60)
+
+
+# ------------------------------------------------------------------- block maxima, self-search tiles
+@pytest.fixture
+def small_blocks(monkeypatch):
+    """Blocks of 16 columns and self-search tiles of 64: the block and tile paths at test sizes."""
+    from umlkit.metrics import knn
+    monkeypatch.setattr(knn, "_BLOCK", 16)
+    monkeypatch.setattr(knn, "_TILE", 64)
+    return knn
+
+
+def test_self_block_maxima_equal_brute_force(small_blocks):
+    knn = small_blocks
+    gen = torch.Generator().manual_seed(4)
+    for n in (200, 256, 77):   # a ragged last tile, whole tiles, a gallery shorter than one tile
+        x = torch.nn.functional.normalize(torch.randn(n, 8, generator=gen), dim=1)
+        pad = (-n) % 16
+        gb = torch.cat([x.bfloat16(), torch.zeros(pad, 8, dtype=torch.bfloat16)])
+        got = knn._self_block_maxima(gb, n).view(torch.bfloat16).float()
+        full = (gb @ gb.T).float()[:n]
+        full[torch.arange(n), torch.arange(n)] = float("-inf")
+        expect = full.view(n, -1, 16).amax(dim=2).clamp(min=0)   # a negative block maximum reads as 0
+        assert torch.equal(got, expect)
+
+
+@pytest.mark.parametrize("extra", [0, 2, 4])
+def test_self_search_tiles_equal_fp32_exact(small_blocks, extra):
+    x, _ = _clustered(150, (2, 12), 16, seed=8, noise=0.4)
+    x = torch.nn.functional.normalize(torch.from_numpy(x), dim=1)
+    n = x.shape[0]
+    depth = torch.randint(1, 12, (n,), generator=torch.Generator().manual_seed(1))
+    stats = {}
+    v, i = small_blocks.knn_search(x, x.clone(), depth, self_index=torch.arange(n), candidate_extra=extra,
+                                   chunk_size=50, stats=stats)
+    rv, ri = _fp32_reference(x, x, 11, torch.arange(n))
+    assert stats["self_search"] and n % 16   # the symmetric tiles ran, with a padded last block
+    for row in range(n):   # the same neighbours; similarities to the last bit of the re-scoring's fp32
+        d = int(depth[row])
+        assert torch.equal(i[row, :d], ri[row, :d])
+        torch.testing.assert_close(v[row, :d], rv[row, :d], rtol=0, atol=1e-6)
+    assert not (i == torch.arange(n)[:, None]).any()
+    if extra == 0:
+        assert stats["second_pass_rows"] > 0
+
+
+def test_block_path_of_a_plain_search_equals_fp32_exact(small_blocks):
+    """Queries that are part of the gallery at shuffled positions (not a self-search) and a separate gallery."""
+    x, _ = _clustered(120, (2, 10), 16, seed=9, noise=0.4)
+    g = torch.nn.functional.normalize(torch.from_numpy(x), dim=1)
+    perm = torch.randperm(g.shape[0], generator=torch.Generator().manual_seed(0))
+    q, si = g[perm[:300]], perm[:300]
+    for self_index in (si, None):
+        stats = {}
+        v, i = small_blocks.knn_search(q, g, 6, self_index=self_index, candidate_extra=2, chunk_size=64,
+                                       stats=stats)
+        rv, ri = _fp32_reference(q, g, 6, self_index)
+        assert not stats["self_search"]
+        assert torch.equal(i, ri)
+        torch.testing.assert_close(v, rv, rtol=0, atol=1e-6)

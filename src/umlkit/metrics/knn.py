@@ -3,25 +3,32 @@
 Why written here and not taken from faiss or pytorch-metric-learning: both search in fp32 (faiss
 ``IndexFlatIP``; PML's ``FaissKNN``), which on a two-core CPU is bounded by the fp32 GEMM. The UML test set
 (148,500 x 128-d in PUMA) makes that the slowest step of every unified evaluation. This module returns the
-same neighbours as an exact fp32 search, faster, in four steps per chunk of queries:
+same neighbours as an exact fp32 search, faster:
 
-1. **scores**: similarities with bf16 inputs into a reused bf16 buffer (the CPU's bf16 dot-product units);
-2. **candidates**: the maximum of every block of 128 gallery columns, the best ``k + extra`` blocks per row, and
-   the best ``k + extra`` scores inside them (cheaper than a top-k over the whole row);
+1. **block maxima**: bf16 similarities, reduced to the maximum of every block of 128 gallery columns. The
+   reduction reads the bf16 bits as int16 (an order-preserving view for non-negative floats; a block whose
+   maximum is negative is bounded by 0 instead, still an upper bound) because torch reduces int16 about ten
+   times faster than bf16 on the CPU. In a **self-search** (query set = gallery, self-match excluded: the
+   CUB/Cars/SOP protocol) the similarity matrix is symmetric, so each 2,048 x 2,048 tile above the diagonal is
+   computed once and reduced along its rows and its columns: half the GEMM of a plain search.
+2. **candidates**: per query the best ``k + extra`` blocks by their maxima are opened (their bf16 similarities
+   recomputed, grouped by block so that each is one small GEMM; a separate gallery keeps its chunk's scores
+   in memory and gathers them instead), and the best ``k + extra`` scores inside them are the candidates;
 3. **re-rank**: the exact fp32 cosine of each candidate, sorted by (similarity desc, gallery index asc);
 4. **certificate**: every gallery item outside the candidates has a bf16 score at most ``t`` (the last
    candidate, or the best block that was not opened), so its exact score is at most ``t + eps``, where ``eps``
    bounds the bf16 error (input rounding of both vectors measured per vector, fp32 accumulation and the
    rounding of the product to bf16, with slack). Where the exact k-th score beats ``t + eps`` the row's top k
-   is provably exact; other rows get a second, 4x deeper candidate list from the bf16 scores still in memory,
-   and rows that fail again are recomputed by a full fp32 pass. The result never depends on bf16
-   luck, only the speed does.
+   is provably exact; other rows get a second, 4x deeper candidate list from their full bf16 rows, and rows
+   that fail again are recomputed by a full fp32 pass. The result never depends on bf16 luck, only the
+   speed does.
 
 ``k`` may differ per query (MAP@R needs R_i neighbours for query i): queries are processed in order of their
-depth so each chunk searches only as deep as it must; unused columns are index -1, similarity -inf.
-Ties are broken by the lower gallery index so results are deterministic. A query never retrieves the gallery
-position given in ``self_index``: that is how the CUB/Cars/SOP protocol (query set = gallery) excludes the
-self-match while In-shop (separate gallery) excludes nothing.
+depth so each group searches only as deep as it must; unused columns are index -1, similarity -inf. Queries
+too deep for block selection (k + extra blocks would cover more than a quarter of the gallery) take the top k
+of their full bf16 rows instead. Ties are broken by the lower gallery index so results are deterministic. A
+query never retrieves the gallery position given in ``self_index``: that is how the CUB/Cars/SOP protocol
+(query set = gallery) excludes the self-match while In-shop (separate gallery) excludes nothing.
 """
 from __future__ import annotations
 
@@ -30,7 +37,9 @@ import torch
 __all__ = ["knn_search"]
 
 _NEG_INF = float("-inf")
-_BLOCK = 128
+_BLOCK = 128            # gallery columns per block maximum
+_TILE = 2048            # side of a self-search tile (8 MB of bf16 scores: stays in the L3 cache while reduced)
+_OPEN_ENTRIES = 1 << 25  # opened-block scores held at once (128 MB as fp32)
 
 
 def _sort_desc_by_value_then_index(values: torch.Tensor, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -100,22 +109,109 @@ def _uncertified(q, qb, dg_max, gb_max, v, kr, rest) -> torch.Tensor:
     return torch.nonzero(~ok).flatten()
 
 
-def _candidates_by_block(scores: torch.Tensor, m: int, kk: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Top ``kk`` scores of each row via block maxima. Returns (values, indices, bound on the rest)."""
+def _int16_block_max(scores: torch.Tensor) -> torch.Tensor:
+    """Block maxima of bf16 rows (width a multiple of ``_BLOCK``) as int16 bits, one pass over the scores."""
     b, width = scores.shape
-    n_blocks = width // _BLOCK
-    block_max = scores.view(b, n_blocks, _BLOCK).amax(dim=2)
-    n_open = min(n_blocks, kk)
-    top_blocks_v, top_blocks = block_max.topk(min(n_blocks, n_open + 1), dim=1)
-    opened = top_blocks[:, :n_open]
-    element = (opened[:, :, None] * _BLOCK + torch.arange(_BLOCK)).reshape(b, -1)
-    values = scores.gather(1, element).float()
-    cand_v, pos = values.topk(kk, dim=1)
-    cand_i = element.gather(1, pos)
-    rest = cand_v[:, -1]
-    if n_blocks > n_open:  # the best block left closed bounds everything in it
-        rest = torch.maximum(rest, top_blocks_v[:, n_open].float())
-    return cand_v, cand_i.clamp(max=m - 1), rest
+    return scores.view(torch.int16).view(b, width // _BLOCK, _BLOCK).amax(dim=2)
+
+
+def _self_block_maxima(gb: torch.Tensor, n: int) -> torch.Tensor:
+    """(n, blocks) int16 block maxima of the self-similarity of ``gb`` (padded to whole blocks; rows beyond n are
+    padding), the diagonal excluded. Each tile at or above the diagonal is computed once and reduced along both
+    axes; a negative maximum reads as 0 (clamped), an upper bound all the same."""
+    m_pad = gb.shape[0]
+    bm = torch.empty(n, m_pad // _BLOCK, dtype=torch.int16)
+    for i0 in range(0, n, _TILE):
+        i1 = min(i0 + _TILE, m_pad)
+        r1 = min(i1, n)
+        for j0 in range(i0, m_pad, _TILE):
+            j1 = min(j0 + _TILE, m_pad)
+            s = torch.mm(gb[i0:i1], gb[j0:j1].T)
+            if j0 == i0:
+                s.diagonal().fill_(-0.0)  # the self-match: bits 0x8000, the smallest int16
+            bits = s.view(torch.int16)
+            bm[i0:r1, j0 // _BLOCK:j1 // _BLOCK] = bits[:r1 - i0].view(r1 - i0, -1, _BLOCK).amax(dim=2)
+            if j0 != i0 and j0 < n:
+                c1 = min(j1, n)
+                cols = bits.view((i1 - i0) // _BLOCK, _BLOCK, j1 - j0).amax(dim=1)
+                bm[j0:c1, i0 // _BLOCK:i1 // _BLOCK] = cols[:, :c1 - j0].T
+    return bm.clamp_(min=0)
+
+
+def _open_blocks(qb: torch.Tensor, gt_blocks: torch.Tensor, opened: torch.Tensor) -> torch.Tensor:
+    """bf16 similarities of each query with every item of its opened blocks, (b, opened * _BLOCK). The pairs are
+    sorted by block, so each block is one GEMM (into its slice of one buffer) with all the queries that opened it;
+    ``gt_blocks`` is the gallery as (blocks, d, _BLOCK)."""
+    b, o = opened.shape
+    flat = opened.flatten()
+    order = flat.argsort(stable=True)
+    counts = torch.bincount(flat, minlength=gt_blocks.shape[0])
+    blocks = torch.nonzero(counts).flatten()
+    ends = counts.cumsum(0)[blocks].tolist()
+    queries = qb[order // o]
+    res = torch.empty(b * o, _BLOCK, dtype=torch.bfloat16)
+    start = 0
+    for blk, end in zip(blocks.tolist(), ends):
+        torch.mm(queries[start:end], gt_blocks[blk], out=res[start:end])
+        start = end
+    out = torch.empty_like(res)
+    out[order] = res
+    return out.view(b, o * _BLOCK)
+
+
+def _mask_rows(values: torch.Tensor, si: torch.Tensor | None, m: int) -> torch.Tensor:
+    """In full score rows (b, padded gallery), set the self-match and the padding items (>= m) to -inf."""
+    values[:, m:] = _NEG_INF
+    if si is not None:
+        r = torch.nonzero(si >= 0).flatten()
+        values[r, si[r]] = _NEG_INF
+    return values
+
+
+def _mask_blocks(values: torch.Tensor, opened: torch.Tensor, si: torch.Tensor | None, m: int) -> torch.Tensor:
+    """In the scores of opened blocks (b, opened * _BLOCK), set the self-match and padding items (>= m) to -inf."""
+    slot_of = torch.arange(opened.shape[1]) * _BLOCK
+    last, tail = (m - 1) // _BLOCK, m % _BLOCK
+    if tail:  # padding sits in the last block only
+        r, c = torch.nonzero(opened == last, as_tuple=True)
+        cols = (slot_of[c] + tail)[:, None] + torch.arange(_BLOCK - tail)
+        values[r[:, None], cols] = _NEG_INF
+    if si is not None:
+        r, c = torch.nonzero(opened == (si // _BLOCK)[:, None], as_tuple=True)
+        keep = si[r] >= 0
+        r, c = r[keep], c[keep]
+        values[r, slot_of[c] + si[r] % _BLOCK] = _NEG_INF
+    return values
+
+
+def _from_blocks(bm_rows: torch.Tensor, kk: int, n_open: int,
+                 values_of) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Candidates from block maxima: open the best ``n_open`` blocks of each row (``values_of(opened)`` gives their
+    masked bf16 scores) and keep the best ``kk`` scores. Returns (values, gallery indices, bound on every other
+    item: the last candidate or the best block left closed)."""
+    nb = bm_rows.shape[1]
+    n_open = min(nb, n_open)
+    top_v, top_b = bm_rows.topk(min(nb, n_open + 1), dim=1, sorted=False)
+    if nb > n_open:   # the smallest of the n_open + 1 maxima is the best block left closed; the rest are opened
+        low = top_v.argmin(dim=1, keepdim=True)
+        closed = top_v.gather(1, low).squeeze(1).contiguous().view(torch.bfloat16).float()
+        keep = torch.ones_like(top_b, dtype=torch.bool).scatter_(1, low, False)
+        opened = top_b[keep].view(-1, n_open)
+    else:
+        closed, opened = None, top_b
+    cand_v, pos = values_of(opened).topk(kk, dim=1, sorted=False)
+    cand_v = cand_v.float()
+    cand_i = opened.gather(1, pos // _BLOCK) * _BLOCK + pos % _BLOCK
+    rest = cand_v.amin(dim=1)
+    if closed is not None:
+        rest = torch.maximum(rest, closed)
+    return cand_v, cand_i, rest
+
+
+def _is_self_search(query: torch.Tensor, gallery: torch.Tensor, self_index: torch.Tensor | None) -> bool:
+    n = query.shape[0]
+    return (self_index is not None and n == gallery.shape[0] and n > _TILE
+            and torch.equal(self_index, torch.arange(n)) and torch.equal(query, gallery))
 
 
 @torch.no_grad()
@@ -137,12 +233,13 @@ def knn_search(
         gallery: (m, d) float32, L2-normalised.
         k: neighbours per query: an int, or an (n,) tensor of per-query depths.
         self_index: (n,) long; for each query the gallery position it must never retrieve, or -1.
-        chunk_size: queries per block (the score buffer holds ``chunk_size * m`` bf16 values).
+        chunk_size: queries per block of a plain search (its score buffer holds ``chunk_size * m`` bf16 values);
+            a self-search opens blocks for up to 8x as many queries at once.
         candidate_extra: candidates beyond k taken in the bf16 pass.
         search_dtype: ``torch.bfloat16`` (candidates + exact re-rank) or ``torch.float32`` (plain search).
-        stats: if given, receives ``{"rows": n, "second_pass_rows": r2, "fp32_fallback_rows": r3}``: rows whose
-            certificate failed and were searched again with 4x more bf16 candidates, and rows that then
-            needed the full fp32 pass.
+        stats: if given, receives ``{"rows": n, "self_search": bool, "second_pass_rows": r2,
+            "fp32_fallback_rows": r3}``: whether the symmetric tiles were used, rows whose certificate failed and
+            were searched again with 4x more bf16 candidates, and rows that then needed the full fp32 pass.
 
     Returns:
         (similarities, indices), both (n, max k); row i sorted by similarity descending (ties by gallery
@@ -162,76 +259,131 @@ def knn_search(
         raise ValueError(f"k={k_max} is larger than the {available} gallery items a query can retrieve")
     out_v = torch.full((n, k_max), _NEG_INF, dtype=torch.float32)
     out_i = torch.full((n, k_max), -1, dtype=torch.long)
-    n_fallback = n_second = 0
+    counts = {"rows": n, "self_search": False, "second_pass_rows": 0, "fp32_fallback_rows": 0}
     if n == 0:
         return out_v, out_i
-    use_bf16 = search_dtype == torch.bfloat16
-    if use_bf16:
-        pad = (-m) % _BLOCK
-        gb = gallery.to(torch.bfloat16)
-        if pad:
-            gb = torch.cat([gb, torch.zeros(pad, gallery.shape[1], dtype=torch.bfloat16)])
-        dg_max = (gallery - gb[:m].float()).norm(dim=1).max()
-        gb_max = gb[:m].float().norm(dim=1).max()
-        buffer = torch.empty(min(chunk_size, n), m + pad, dtype=torch.bfloat16)
-    order = torch.argsort(depth, stable=True)  # shallow queries first: each chunk searches only as deep as it needs
-    for start in range(0, n, chunk_size):
-        rows = order[start:start + chunk_size]
-        b = rows.numel()
-        kc = int(depth[rows].max())
-        q = query[rows]
-        si = None if self_index is None else self_index[rows]
-        if not use_bf16:
-            v, i = _exact_rows(q, gallery, kc, si)
+    order = torch.argsort(depth, stable=True)  # shallow queries first: each group searches only as deep as it needs
+    if search_dtype == torch.float32:
+        for start in range(0, n, chunk_size):
+            rows = order[start:start + chunk_size]
+            kc = int(depth[rows].max())
+            v, i = _exact_rows(query[rows], gallery, kc, None if self_index is None else self_index[rows])
             out_v[rows, :kc], out_i[rows, :kc] = v, i
-            continue
-        qb = q.to(torch.bfloat16)
-        scores = buffer[:b]
-        torch.mm(qb, gb.T, out=scores)
-        if pad:
-            scores[:, m:] = _NEG_INF
-        if si is not None:
-            has_self = torch.nonzero(si >= 0).flatten()
-            scores[has_self, si[has_self]] = _NEG_INF
-        kk = min(available, kc + candidate_extra)
-        if kk >= available:  # every retrievable item is a candidate: nothing to certify
-            cand_v, cand_i = scores.topk(kk, dim=1)
-            cand_i = cand_i.clamp(max=m - 1)
-            rest = None
-        elif kk * _BLOCK * 4 <= scores.shape[1]:  # block maxima pay off while few blocks are opened
-            cand_v, cand_i, rest = _candidates_by_block(scores, m, kk)
-        else:
-            cand_v, cand_i = scores.topk(kk, dim=1)
-            cand_v, cand_i = cand_v.float(), cand_i.clamp(max=m - 1)
-            rest = cand_v[:, -1]
-        exact = _rescore(q, gallery, cand_i, si)
-        v, i = _sort_desc_by_value_then_index(exact, cand_i)
-        kr = depth[rows]
-        out_v[rows, :kc], out_i[rows, :kc] = v[:, :kc], i[:, :kc]
-        if rest is None:
-            continue
-        bad = _uncertified(q, qb, dg_max, gb_max, v, kr, rest)
-        if bad.numel() and kk < available:
-            n_second += bad.numel()
-            # second chance from the bf16 scores still in memory: a deeper candidate list for these rows only
-            kk2 = min(available, 4 * kk + 64)
-            cv2, ci2 = scores[bad].topk(kk2, dim=1)
-            ci2 = ci2.clamp(max=m - 1)
-            v2, i2 = _sort_desc_by_value_then_index(_rescore(q[bad], gallery, ci2, None if si is None else si[bad]), ci2)
-            out_v[rows[bad], :kc], out_i[rows[bad], :kc] = v2[:, :kc], i2[:, :kc]
-            if kk2 < available:
-                still = _uncertified(q[bad], qb[bad], dg_max, gb_max, v2, kr[bad], cv2[:, -1].float())
-                bad = bad[still]
-            else:
-                bad = bad[:0]
-        if bad.numel():
-            n_fallback += bad.numel()
-            bv, bi = _exact_rows(q[bad], gallery, kc, None if si is None else si[bad])
-            out_v[rows[bad], :kc], out_i[rows[bad], :kc] = bv, bi
+    else:
+        _search_bf16(query, gallery, depth, order, self_index, available, chunk_size, candidate_extra,
+                     out_v, out_i, counts)
     # blank the columns beyond each row's own depth
     beyond = torch.arange(k_max)[None, :] >= depth[:, None]
     out_v[beyond] = _NEG_INF
     out_i[beyond] = -1
     if stats is not None:
-        stats.update(rows=n, second_pass_rows=n_second, fp32_fallback_rows=n_fallback)
+        stats.update(counts)
     return out_v, out_i
+
+
+def _search_bf16(query, gallery, depth, order, self_index, available, chunk_size, extra, out_v, out_i, counts):
+    n, m = query.shape[0], gallery.shape[0]
+    pad = (-m) % _BLOCK
+    gb = gallery.to(torch.bfloat16)
+    if pad:
+        gb = torch.cat([gb, torch.zeros(pad, gallery.shape[1], dtype=torch.bfloat16)])
+    s = _Search(query, gallery, gb, self_index, available, m, extra)
+    kk_of = (depth + extra).clamp(max=available)   # candidates per row
+    by_blocks = s.by_blocks(kk_of)
+    if bool(by_blocks.any()) and _is_self_search(query, gallery, self_index):
+        s.self_search()
+    counts["self_search"] = s.bm is not None
+    start = 0
+    while start < n:
+        first = order[start]
+        size = chunk_size
+        if s.bm is not None and by_blocks[first]:
+            size = 8 * chunk_size
+            while size > 1 and size * _BLOCK * int(kk_of[order[min(start + size, n) - 1]]) > _OPEN_ENTRIES:
+                size //= 2
+        rows = order[start:start + size]
+        rows = rows[by_blocks[rows] == by_blocks[first]]   # a group is all block-selected or all full-row
+        start += rows.numel()
+        s.rows(rows, depth, int(kk_of[rows].max()), bool(by_blocks[first]), out_v, out_i, counts)
+
+
+class _Search:
+    """The state of one bf16 search: the padded bf16 gallery, its rounding error, and (self-search) the block
+    maxima of every row and the gallery's blocks transposed for :func:`_open_blocks`."""
+
+    def __init__(self, query, gallery, gb, self_index, available, m, extra):
+        self.query, self.gallery, self.gb, self.self_index = query, gallery, gb, self_index
+        self.available, self.m, self.extra = available, m, extra
+        self.nb = gb.shape[0] // _BLOCK
+        self.dg_max = (gallery - gb[:m].float()).norm(dim=1).max()
+        self.gb_max = gb[:m].float().norm(dim=1).max()
+        self.bm = self.gt_blocks = None
+
+    def by_blocks(self, kk: torch.Tensor) -> torch.Tensor:
+        """Rows whose candidates come from block maxima: while the opened blocks cover at most a quarter of the
+        gallery (deeper rows take the top of their full bf16 row)."""
+        return (kk < self.available) & (kk * _BLOCK * 4 <= self.gb.shape[0])
+
+    def self_search(self) -> None:
+        self.bm = _self_block_maxima(self.gb, self.query.shape[0])
+        self.gt_blocks = self.gb.view(self.nb, _BLOCK, -1).transpose(1, 2).contiguous()
+
+    def candidates(self, qb, si, kk, n_open, bm_rows=None):
+        """(values, indices, rest) of the best ``kk`` bf16 scores: from ``n_open`` blocks (precomputed maxima
+        ``bm_rows`` with recomputed blocks, or the maxima and blocks of the bf16 rows); ``n_open=0``: from the
+        whole rows."""
+        if bm_rows is not None:
+            return _from_blocks(bm_rows, kk, n_open, lambda opened: _mask_blocks(
+                _open_blocks(qb, self.gt_blocks, opened), opened, si, self.m))
+        scores = torch.mm(qb, self.gb.T)
+        if n_open:
+            blocks = scores.view(qb.shape[0], self.nb, _BLOCK)
+            picked = torch.arange(qb.shape[0])[:, None]
+            maxima = _int16_block_max(_exclude(scores, si)).clamp_(min=0)
+            return _from_blocks(maxima, kk, n_open,
+                                lambda opened: _mask_blocks(blocks[picked, opened].reshape(qb.shape[0], -1), opened,
+                                                            si, self.m))
+        cand_v, cand_i = _mask_rows(scores.float(), si, self.m).topk(kk, dim=1)
+        return cand_v, cand_i, cand_v[:, -1]
+
+    def rows(self, rows, depth, kk, by_blocks, out_v, out_i, counts):
+        """One group of queries (one mode): candidates, exact re-rank, certificate, a 4x deeper second chance,
+        fp32 fallback."""
+        kc = int(depth[rows].max())
+        q = self.query[rows]
+        si = None if self.self_index is None else self.self_index[rows]
+        if kk >= self.available:  # every retrievable item is a candidate: the exact search costs the same
+            out_v[rows, :kc], out_i[rows, :kc] = _exact_rows(q, self.gallery, kc, si)
+            return
+        qb = q.to(torch.bfloat16)
+        precomputed = self.bm is not None and by_blocks
+        cand_v, cand_i, rest = self.candidates(qb, si, kk, kk if by_blocks else 0,
+                                               bm_rows=self.bm[rows] if precomputed else None)
+        v, i = _sort_desc_by_value_then_index(_rescore(q, self.gallery, cand_i, si), cand_i)
+        out_v[rows, :kc], out_i[rows, :kc] = v[:, :kc], i[:, :kc]
+        kr = depth[rows]
+        bad = _uncertified(q, qb, self.dg_max, self.gb_max, v, kr, rest)
+        if bad.numel():
+            counts["second_pass_rows"] += bad.numel()
+            # second chance: 4x the candidates from twice the blocks (or the whole rows when those cover half)
+            kk2 = min(self.available, 4 * kk + 64)
+            n_open2 = 2 * kk if by_blocks and 2 * kk * _BLOCK * 2 <= self.gb.shape[0] else 0
+            sb = None if si is None else si[bad]
+            if kk2 < self.available:
+                cv2, ci2, rest2 = self.candidates(qb[bad], sb, kk2, n_open2,
+                                                  bm_rows=self.bm[rows[bad]] if precomputed and n_open2 else None)
+                v2, i2 = _sort_desc_by_value_then_index(_rescore(q[bad], self.gallery, ci2, sb), ci2)
+                out_v[rows[bad], :kc], out_i[rows[bad], :kc] = v2[:, :kc], i2[:, :kc]
+                bad = bad[_uncertified(q[bad], qb[bad], self.dg_max, self.gb_max, v2, kr[bad], rest2)]
+        if bad.numel():
+            counts["fp32_fallback_rows"] += bad.numel()
+            bv, bi = _exact_rows(q[bad], self.gallery, kc, None if si is None else si[bad])
+            out_v[rows[bad], :kc], out_i[rows[bad], :kc] = bv, bi
+
+
+def _exclude(scores: torch.Tensor, si: torch.Tensor | None) -> torch.Tensor:
+    """Write -0.0 (int16 0x8000, the smallest) over each row's self-match, in place, before block maxima."""
+    if si is not None:
+        r = torch.nonzero(si >= 0).flatten()
+        scores[r, si[r]] = -0.0
+    return scores
