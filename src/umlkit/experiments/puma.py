@@ -776,6 +776,66 @@ def BUDGET() -> Table:  # noqa: N802 - built from the configuration
                  params=False, columns=DATASET_COLUMNS)
 
 
+def budget_curves(measured: pd.DataFrame) -> pd.DataFrame:
+    """Test R@1 of the longest budget's runs at every evaluated epoch (15, 30, 45): one line per method, epoch and
+    dataset with the seed mean (``measured``), standard deviation (``spread``) and seed count."""
+    longest = f"epochs={BUDGET_EPOCHS[-1]}"
+    lines = []
+    for r in measured[measured["setting"] == longest].drop_duplicates("record").itertuples():
+        for point in stored_record(r.record)["result"]["curves"]:
+            for ds in ("Unified", "Harmonic"):
+                if "test" in point:
+                    lines.append({"method": r.row.rsplit(",", 1)[0], "seed": r.seed, "epoch": point["epoch"],
+                                  "dataset": ds, "R@1": point["test"][ds]})
+    if not lines:
+        return pd.DataFrame(columns=["method", "epoch", "dataset", "measured", "spread", "seeds"])
+    g = pd.DataFrame(lines).groupby(["method", "epoch", "dataset"], sort=False)["R@1"]
+    return pd.concat([g.mean().rename("measured"), g.std(ddof=1).fillna(0.0).rename("spread"),
+                      g.size().rename("seeds")], axis=1).reset_index()
+
+
+def budget_facts(cmp: pd.DataFrame, claims: pd.DataFrame) -> dict[str, str]:
+    """The longer-budget section's numbers (glued): each method's Unified / Harmonic at every budget, the gap and the
+    verdict of "PUMA beats unified full fine-tuning" per budget and dataset."""
+    from umlkit.experiments.prose import cell, fmt, verdict
+    f: dict[str, str] = {}
+    for e in BUDGET_EPOCHS:
+        for name, tag in (("Ours", "puma"), ("CurricularFace", "ft")):
+            row = _row(BUDGET(), method=name, setting=f"epochs={e}").title
+            f[f"bud_{tag}_{e}"] = " / ".join(fmt(cell(cmp, row, d), spread=cell(cmp, row, d, field="spread"))
+                                             for d in ("Unified", "Harmonic"))
+        for d in ("Unified", "Harmonic"):
+            text = f"PUMA beats unified full fine-tuning after {e} epochs ({d})"
+            f[f"bud_v_{e}_{d[:3].lower()}"] = verdict(claims, text)
+            f[f"bud_gap_{e}_{d[:3].lower()}"] = f"{float(claims.set_index('claim').loc[text, 'gap']):+.1f}"
+    return f
+
+
+def cross_source_view(measured: pd.DataFrame) -> pd.DataFrame:
+    """For every row of a unified table whose records carry it: the % of queries whose nearest neighbour in the
+    union of galleries comes from another source (per source and over all queries; seed means). Sections are
+    shortened to their letter ("(a)", ...)."""
+    out = []
+    for r in measured.drop_duplicates("record").itertuples():
+        res = stored_record(r.record)["result"]
+        if "cross_source" in res:
+            out.append({"section": r.section.split(" ")[0], "row": r.row, "seed": r.seed, **res["cross_source"]})
+    if not out:
+        return pd.DataFrame()
+    frame = pd.DataFrame(out).groupby(["section", "row"], sort=False).mean(numeric_only=True)
+    return frame.drop(columns="seed").round(1)
+
+
+def cross_source_facts(view: pd.DataFrame) -> dict[str, str]:
+    """The cross-source numbers of the discussion (glued): the Unified rate of the frozen backbone, unified full
+    fine-tuning (CurricularFace) and PUMA, and the rows with the lowest and highest rate."""
+    uni = view["Unified"].droplevel("section")
+    f = {"xs_zs": f"{uni['Zero-Shot']:.1f}", "xs_ft": f"{view.loc[('(b)', 'CurricularFace'), 'Unified']:.1f}",
+         "xs_puma": f"{uni['Ours']:.1f}"}
+    f["xs_low"], f["xs_high"] = (f"{uni.idxmin()} {uni.min():.1f}", f"{uni.idxmax()} {uni.max():.1f}")
+    return f
+
+
 def tuning_view(sweep: pd.DataFrame) -> pd.DataFrame:
     """The tuning records as a grid: one line per unit, one column per rate (validation Harmonic R@1), the chosen
     rate and whether it is interior."""
@@ -839,11 +899,12 @@ def _row(spec: Table, **match) -> Row:
 
 
 def figure3_weights(profile: str = "quick", seed: int = 0, rerun: bool = False, log=print,
-                    overrides: Sequence[str] = ()) -> pd.DataFrame:
-    """Average prompt-pool weight per source (rows) and prompt (columns) of the PUMA run of Table 3."""
+                    overrides: Sequence[str] = (), stage: str | None = None) -> pd.DataFrame:
+    """Average prompt-pool weight per source (rows) and prompt (columns) of the PUMA run of Table 3 (in the
+    profile's current stage, or ``stage``)."""
     row = _row(TABLE3, setting="prompt=Cond.;adapter=Stoc.")
-    rec = cached_record(PAPER, TABLE3.slug, f"{row.label}-seed{seed}", config_for(row, seed, profile, overrides),
-                        row.runner, profile, rerun, log)
+    rec = cached_record(PAPER, TABLE3.slug, f"{row.label}-seed{seed}",
+                        config_for(row, seed, profile, overrides, stage=stage), row.runner, profile, rerun, log)
     df = pd.DataFrame(rec["result"]["prompt_weights"]).T
     df.columns = [f"prompt {i}" for i in range(df.shape[1])]
     return df.loc[[d for d in SOURCE_NAMES.values() if d in df.index]]
@@ -874,11 +935,12 @@ def figure3_observation(pairs: pd.DataFrame) -> dict:
 
 
 def cross_matrix(profile: str = "quick", loss: str = "CurricularFace", seed: int = 0,
-                 overrides: Sequence[str] = ()) -> pd.DataFrame:
-    """Table 2 (a)'s eight specialists, each evaluated on every source (R@1): trained-on x evaluated-on."""
+                 overrides: Sequence[str] = (), stage: str | None = None) -> pd.DataFrame:
+    """Table 2 (a)'s eight specialists, each evaluated on every source (R@1): trained-on x evaluated-on (in the
+    profile's current stage, or ``stage``)."""
     row = _row(TABLE2, section=SECTIONS["a"], method=loss)
-    rec = cached_record(PAPER, TABLE2.slug, f"{row.label}-seed{seed}", config_for(row, seed, profile, overrides),
-                        row.runner, profile, log=None)
+    rec = cached_record(PAPER, TABLE2.slug, f"{row.label}-seed{seed}",
+                        config_for(row, seed, profile, overrides, stage=stage), row.runner, profile, log=None)
     order = [d for d in SOURCE_NAMES.values() if d in rec["result"]["cross"]]
     return pd.DataFrame(rec["result"]["cross"]).T.loc[order, order]
 
@@ -1107,11 +1169,15 @@ def _table4_facts(cmp4, claims4) -> dict[str, str]:
     for name in ("CurricularFace", "PA", "Ours"):
         k = name.lower()
         spec, uni = cell(cmp4, f"{name} (dataset-specific)", "Harmonic"), cell(cmp4, f"{name} (unified)", "Harmonic")
-        f[f"t4_{k}_spec"], f[f"t4_{k}_uni"], f[f"t4_{k}_gap"] = fmt(spec), fmt(uni), f"{uni - spec:+.1f}"
+        sd_spec = cell(cmp4, f"{name} (dataset-specific)", "Harmonic", field="spread")
+        sd_uni = cell(cmp4, f"{name} (unified)", "Harmonic", field="spread")
+        f[f"t4_{k}_spec"], f[f"t4_{k}_uni"] = fmt(spec, spread=sd_spec), fmt(uni, spread=sd_uni)
+        f[f"t4_{k}_gap"] = f"{uni - spec:+.1f}"
         f[f"t4_{k}_paper_spec"] = fmt(cell(cmp4, f"{name} (dataset-specific)", "Harmonic", field="paper"))
         f[f"t4_{k}_paper_uni"] = fmt(cell(cmp4, f"{name} (unified)", "Harmonic", field="paper"))
     for i, c in enumerate(claims4["claim"]):
         f[f"v4_{i}"] = verdict(claims4, c)
+    f["t4_seeds"] = str(int(cmp4["seeds"].min()))
     return f
 
 
@@ -1123,7 +1189,10 @@ def _table5_facts(cmp5, claims5, profile: str = "quick") -> dict[str, str]:
         for name in _T5_METHODS:
             row = f"{name} / {b}"
             if (cmp5["row"] == row).any():
-                f[f"t5_{k}_{name[:4].lower()}"] = f"{fmt(cell(cmp5, row, 'Unified'))} / {fmt(cell(cmp5, row, 'Harmonic'))}"
+                f[f"t5_{k}_{name[:4].lower()}"] = " / ".join(
+                    fmt(cell(cmp5, row, d), spread=cell(cmp5, row, d, field="spread")) for d in ("Unified", "Harmonic"))
     for i, c in enumerate(claims5["claim"]):
         f[f"v5_{i}"] = verdict(claims5, c)
+    trained = cmp5[cmp5["method"] != "Zero-Shot"]
+    f["t5_seeds"] = str(int(trained["seeds"].min()))
     return f
