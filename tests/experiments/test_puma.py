@@ -496,3 +496,12 @@ def test_tuning_view_and_facts_from_a_hand_made_sweep():
     f = puma.tuning_facts(sweep)
     assert (f["tune_done"], f["tune_interior"], f["tune_edge"], f["tune_runs"]) == ("2", "1", "linear", "5")
     assert f["tune_units"] == str(len(puma.tuning_units()))
+
+
+def test_verdict_moved_compares_directions_not_seed_counts():
+    assert not puma.verdict_moved("holds, 1 seed", "supported")
+    assert not puma.verdict_moved("not reproduced, 1 seed", "contradicted")
+    assert not puma.verdict_moved("holds, 1 seed", "holds, 2 seeds")
+    assert puma.verdict_moved("holds, 1 seed", "inconclusive")
+    assert puma.verdict_moved("supported", "contradicted")
+    assert not puma.verdict_moved(None, "supported") and not puma.verdict_moved("supported", float("nan"))

@@ -836,6 +836,41 @@ def cross_source_facts(view: pd.DataFrame) -> dict[str, str]:
     return f
 
 
+_DIRECTION = {"supported": 1, "holds": 1, "inconclusive": 0, "contradicted": -1, "not reproduced": -1}
+
+
+def verdict_changes(profile: str = "quick") -> pd.DataFrame:
+    """Every claim of Tables 2-5 under the first pass (shipped v1 backbone, one rate, mostly one seed) and the
+    second (v2 backbone, one tuning protocol, three seeds per compared cell), from the stored records only: the
+    measured gap and verdict of each, and whether the verdict's direction moved (supported or holds / inconclusive /
+    contradicted or not reproduced). Table 5's claims are matched by backbone role: the shipped backbone (v1, then
+    v2) stands in for ViT-S/16; the others keep their names."""
+    out = {}
+    for stage in ("first", "second"):
+        backbones = BACKBONES_QUICK_SECOND if stage == "second" else BACKBONES_QUICK
+        for name, spec in build_tables(stage).items():
+            measured = measure(spec, profile, progress=False, log=None, train=False)
+            if measured.empty:
+                continue
+            for c in table_claims(spec, compare(measured, PAPER)).itertuples():
+                text = c.claim
+                if name == "Table 5":
+                    group, text = c.claim.rsplit(": ", 1)
+                    text = f"{'shipped backbone' if backbones[group]['paper'] else group}: {text}"
+                out.setdefault((name, text), {"table": name, "claim": text})
+                out[(name, text)].update({f"{stage} gap": c.gap, f"{stage} seeds": c.seeds, stage: c.verdict})
+    frame = pd.DataFrame(list(out.values()))
+    frame["moved"] = [verdict_moved(a, b) for a, b in zip(frame["first"], frame["second"])]
+    return frame
+
+
+def verdict_moved(first, second) -> bool:
+    """Whether two verdicts point different ways (supported / holds, inconclusive, contradicted / not reproduced);
+    False when either is missing."""
+    a, b = (_DIRECTION.get(str(v).split(",")[0]) if isinstance(v, str) else None for v in (first, second))
+    return a is not None and b is not None and a != b
+
+
 def tuning_view(sweep: pd.DataFrame) -> pd.DataFrame:
     """The tuning records as a grid: one line per unit, one column per rate (validation Harmonic R@1), the chosen
     rate and whether it is interior."""
