@@ -359,3 +359,26 @@ def test_block_path_of_a_plain_search_equals_fp32_exact(small_blocks):
         assert not stats["self_search"]
         assert torch.equal(i, ri)
         torch.testing.assert_close(v, rv, rtol=0, atol=1e-6)
+
+
+def test_block_path_keeps_duplicates_lower_index_first(small_blocks):
+    """Exact duplicates in the gallery: the block path returns the lower index first, as the fp32 search does."""
+    gen = torch.Generator().manual_seed(0)
+    base = torch.nn.functional.normalize(torch.randn(1000, 128, generator=gen), dim=1)
+    g = torch.cat([base, base])
+    q = torch.nn.functional.normalize(base[:400] + 0.05 * torch.randn(400, 128, generator=gen), dim=1)
+    _, i = small_blocks.knn_search(q, g, 3)
+    _, ri = _fp32_reference(q, g, 3)
+    assert torch.equal(i, ri)
+
+
+def test_second_chance_opens_enough_blocks_for_its_candidates(small_blocks):
+    """k = 1 with no slack, the query's only positive neighbour far below the rest: the second chance must open
+    enough blocks for its deeper candidate list (a crash before the floor on its block count)."""
+    m = 16 * 7 + 1
+    gen = torch.Generator().manual_seed(1)
+    g = -torch.nn.functional.normalize(torch.rand(m, 8, generator=gen) + 0.1, dim=1)
+    g[-1] = -g[-1]   # the query: every other similarity is negative
+    v, i = small_blocks.knn_search(g[-1:], g, 1, self_index=torch.tensor([m - 1]), candidate_extra=0)
+    rv, ri = _fp32_reference(g[-1:], g, 1, torch.tensor([m - 1]))
+    assert torch.equal(i, ri)

@@ -827,12 +827,11 @@ def cross_source_view(measured: pd.DataFrame) -> pd.DataFrame:
 
 
 def cross_source_facts(view: pd.DataFrame) -> dict[str, str]:
-    """The cross-source numbers of the discussion (glued): the Unified rate of the frozen backbone, unified full
-    fine-tuning (CurricularFace) and PUMA, and the rows with the lowest and highest rate."""
+    """The cross-source numbers of the discussion (glued): the Unified rate of the frozen backbone, the (a) ensemble
+    and unified full fine-tuning (CurricularFace) and PUMA."""
     uni = view["Unified"].droplevel("section")
     f = {"xs_zs": f"{uni['Zero-Shot']:.1f}", "xs_ft": f"{view.loc[('(b)', 'CurricularFace'), 'Unified']:.1f}",
-         "xs_puma": f"{uni['Ours']:.1f}"}
-    f["xs_low"], f["xs_high"] = (f"{uni.idxmin()} {uni.min():.1f}", f"{uni.idxmax()} {uni.max():.1f}")
+         "xs_ens": f"{view.loc[('(a)', 'CurricularFace'), 'Unified']:.1f}", "xs_puma": f"{uni['Ours']:.1f}"}
     return f
 
 
@@ -869,6 +868,18 @@ def verdict_moved(first, second) -> bool:
     False when either is missing."""
     a, b = (_DIRECTION.get(str(v).split(",")[0]) if isinstance(v, str) else None for v in (first, second))
     return a is not None and b is not None and a != b
+
+
+def convergence_facts(conv: pd.DataFrame, units: Sequence[str] = ("puma", "full-curricularface")) -> dict[str, str]:
+    """For each unit (at its chosen rate): its validation Harmonic gain over the last epochs and its best epoch
+    (glued as ``conv_<unit>_gain`` / ``conv_<unit>_best``, the unit's dashes removed)."""
+    f: dict[str, str] = {}
+    for u in units:
+        row = conv[conv["unit"] == u].iloc[0]
+        k = u.replace("-", "")
+        f[f"conv_{k}_gain"] = f"{row['gain over the last 5 epochs']:+.1f}"
+        f[f"conv_{k}_best"] = str(int(row["best epoch"]))
+    return f
 
 
 def tuning_view(sweep: pd.DataFrame) -> pd.DataFrame:

@@ -199,7 +199,9 @@ def _from_blocks(bm_rows: torch.Tensor, kk: int, n_open: int,
         opened = top_b[keep].view(-1, n_open)
     else:
         closed, opened = None, top_b
-    cand_v, pos = values_of(opened).topk(kk, dim=1, sorted=False)
+    # sorted: the re-rank's fp32 value of a candidate can depend on its slot (einsum rounds trailing slots apart),
+    # so exact duplicates keep the lower-index-first order only when the slots are filled in score order
+    cand_v, pos = values_of(opened).topk(kk, dim=1)
     cand_v = cand_v.float()
     cand_i = opened.gather(1, pos // _BLOCK) * _BLOCK + pos % _BLOCK
     rest = cand_v.amin(dim=1)
@@ -211,7 +213,7 @@ def _from_blocks(bm_rows: torch.Tensor, kk: int, n_open: int,
 def _is_self_search(query: torch.Tensor, gallery: torch.Tensor, self_index: torch.Tensor | None) -> bool:
     n = query.shape[0]
     return (self_index is not None and n == gallery.shape[0] and n > _TILE
-            and torch.equal(self_index, torch.arange(n)) and torch.equal(query, gallery))
+            and torch.equal(self_index.long(), torch.arange(n)) and torch.equal(query, gallery))
 
 
 @torch.no_grad()
@@ -287,7 +289,7 @@ def _search_bf16(query, gallery, depth, order, self_index, available, chunk_size
     gb = gallery.to(torch.bfloat16)
     if pad:
         gb = torch.cat([gb, torch.zeros(pad, gallery.shape[1], dtype=torch.bfloat16)])
-    s = _Search(query, gallery, gb, self_index, available, m, extra)
+    s = _Search(query, gallery, gb, self_index, available, m, extra, chunk_size)
     kk_of = (depth + extra).clamp(max=available)   # candidates per row
     by_blocks = s.by_blocks(kk_of)
     if bool(by_blocks.any()) and _is_self_search(query, gallery, self_index):
@@ -311,9 +313,9 @@ class _Search:
     """The state of one bf16 search: the padded bf16 gallery, its rounding error, and (self-search) the block
     maxima of every row and the gallery's blocks transposed for :func:`_open_blocks`."""
 
-    def __init__(self, query, gallery, gb, self_index, available, m, extra):
+    def __init__(self, query, gallery, gb, self_index, available, m, extra, chunk_size):
         self.query, self.gallery, self.gb, self.self_index = query, gallery, gb, self_index
-        self.available, self.m, self.extra = available, m, extra
+        self.available, self.m, self.extra, self.chunk_size = available, m, extra, chunk_size
         self.nb = gb.shape[0] // _BLOCK
         self.dg_max = (gallery - gb[:m].float()).norm(dim=1).max()
         self.gb_max = gb[:m].float().norm(dim=1).max()
@@ -333,16 +335,17 @@ class _Search:
         ``bm_rows`` with recomputed blocks, or the maxima and blocks of the bf16 rows); ``n_open=0``: from the
         whole rows."""
         if bm_rows is not None:
-            return _from_blocks(bm_rows, kk, n_open, lambda opened: _mask_blocks(
+            v, i, rest = _from_blocks(bm_rows, kk, n_open, lambda opened: _mask_blocks(
                 _open_blocks(qb, self.gt_blocks, opened), opened, si, self.m))
+            return v, i.clamp_(max=self.m - 1), rest   # a padding slot (only ever an all -inf row) stays in range
         scores = torch.mm(qb, self.gb.T)
         if n_open:
             blocks = scores.view(qb.shape[0], self.nb, _BLOCK)
             picked = torch.arange(qb.shape[0])[:, None]
             maxima = _int16_block_max(_exclude(scores, si)).clamp_(min=0)
-            return _from_blocks(maxima, kk, n_open,
-                                lambda opened: _mask_blocks(blocks[picked, opened].reshape(qb.shape[0], -1), opened,
-                                                            si, self.m))
+            v, i, rest = _from_blocks(maxima, kk, n_open, lambda opened: _mask_blocks(
+                blocks[picked, opened].reshape(qb.shape[0], -1), opened, si, self.m))
+            return v, i.clamp_(max=self.m - 1), rest
         cand_v, cand_i = _mask_rows(scores.float(), si, self.m).topk(kk, dim=1)
         return cand_v, cand_i, cand_v[:, -1]
 
@@ -367,7 +370,8 @@ class _Search:
             counts["second_pass_rows"] += bad.numel()
             # second chance: 4x the candidates from twice the blocks (or the whole rows when those cover half)
             kk2 = min(self.available, 4 * kk + 64)
-            n_open2 = 2 * kk if by_blocks and 2 * kk * _BLOCK * 2 <= self.gb.shape[0] else 0
+            n_open2 = max(2 * kk, -(-kk2 // _BLOCK) + 1)   # enough blocks for kk2 candidates besides padding
+            n_open2 = n_open2 if by_blocks and n_open2 * _BLOCK * 2 <= self.gb.shape[0] else 0
             sb = None if si is None else si[bad]
             if kk2 < self.available:
                 cv2, ci2, rest2 = self.candidates(qb[bad], sb, kk2, n_open2,
@@ -375,10 +379,10 @@ class _Search:
                 v2, i2 = _sort_desc_by_value_then_index(_rescore(q[bad], self.gallery, ci2, sb), ci2)
                 out_v[rows[bad], :kc], out_i[rows[bad], :kc] = v2[:, :kc], i2[:, :kc]
                 bad = bad[_uncertified(q[bad], qb[bad], self.dg_max, self.gb_max, v2, kr[bad], rest2)]
-        if bad.numel():
-            counts["fp32_fallback_rows"] += bad.numel()
-            bv, bi = _exact_rows(q[bad], self.gallery, kc, None if si is None else si[bad])
-            out_v[rows[bad], :kc], out_i[rows[bad], :kc] = bv, bi
+        counts["fp32_fallback_rows"] += bad.numel()
+        for part in bad.split(self.chunk_size):   # at most chunk_size fp32 rows at once (memory as a plain search)
+            bv, bi = _exact_rows(q[part], self.gallery, kc, None if si is None else si[part])
+            out_v[rows[part], :kc], out_i[rows[part], :kc] = bv, bi
 
 
 def _exclude(scores: torch.Tensor, si: torch.Tensor | None) -> torch.Tensor:
