@@ -98,7 +98,7 @@ def test_table2_trains_once_then_reads_records(tmp_path, monkeypatch):
     monkeypatch.setenv("UMLKIT_RESULTS", str(tmp_path))
     over = ["train.epochs=1", "data.datasets=[cub,flowers]", "data.batch_size=64"]
     rows = puma.TABLE2.select(groups=["b", "c"], names=["CurricularFace", "Linear Embedding"])
-    first = puma.measure(puma.TABLE2, "quick", rows=rows, progress=False, log=None, overrides=over)
+    first = puma.measure(puma.TABLE2, "quick", rows=rows, seeds=[0], progress=False, log=None, overrides=over)
     cells = first[first["metric"] == "R@1"].set_index(["method", "dataset"])["value"]
     assert set(cells.index.get_level_values("dataset")) == {"CUB", "Flowers", "Unified", "Harmonic"}
     assert cells[("CurricularFace", "Harmonic")] == pytest.approx(
@@ -108,7 +108,7 @@ def test_table2_trains_once_then_reads_records(tmp_path, monkeypatch):
     assert params["CurricularFace"] * 1e6 > 690_000                            # the whole tiny ViT + head
     import umlkit.train
     monkeypatch.setattr(umlkit.train, "fit", lambda *a, **k: (_ for _ in ()).throw(AssertionError("retrained")))
-    again = puma.measure(puma.TABLE2, "quick", rows=rows, progress=False, log=None, overrides=over)
+    again = puma.measure(puma.TABLE2, "quick", rows=rows, seeds=[0], progress=False, log=None, overrides=over)
     pd.testing.assert_frame_equal(first, again)
     path = tb.save_results(puma.TABLE2, tb.compare(first, "puma"), "quick", rows)
     saved = pd.read_csv(path)

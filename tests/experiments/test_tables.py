@@ -222,3 +222,22 @@ def test_distinct_jobs_lists_each_configuration_once_with_per_row_seeds():
         ("tablea", "x-seed0", "train"), ("tablea", "z-seed0", "train"),
         ("tablea", "x-seed1", "train"), ("tableb", "y-seed1", "other")]
     assert [j[1] for j in distinct_jobs({"B": b}, seeds=(0,))] == ["x-again-seed0", "y-seed0"]   # seeds for all rows
+
+
+def test_measure_reads_a_seed_free_row_at_its_first_seed_only(tmp_path, monkeypatch):
+    """A seed-free row (a frozen backbone) is one exact record: measure() must not train it again per seed, as
+    distinct_jobs() does not list it per seed."""
+    from umlkit.experiments.runners import RUNNERS
+    from umlkit.experiments.tables import Row, Table, measure
+    monkeypatch.setenv("UMLKIT_RESULTS", str(tmp_path))
+    calls = []
+    from umlkit.experiments.puma import run_config
+    monkeypatch.setitem(RUNNERS, "count_calls", lambda key: calls.append((key["model"]["method"], key["seed"]))
+                        or {"test": {"CUB": 50.0 + key["seed"]}})
+    rows = [Row(method="Zero-Shot", runner="count_calls", seed_free=True, spec={"method": "zero_shot"}),
+            Row(method="Ours", runner="count_calls", spec={"method": "puma"})]
+    spec = Table("puma", "Seed test", rows, lambda row, seed, profile, over: run_config(
+        profile, method=row.spec["method"], seed=seed), seeds=(0, 1, 2), params=False, columns=["CUB"])
+    m = measure(spec, "quick", progress=False, log=None)
+    assert sorted(calls) == [("puma", 0), ("puma", 1), ("puma", 2), ("zero_shot", 0)]
+    assert sorted(m[m["method"] == "Zero-Shot"]["seed"]) == [0]

@@ -157,7 +157,8 @@ def measure(spec: Table, profile: str = "quick", rows: Sequence[Row] | None = No
     """Measured cells of ``spec`` in long format (one line per cell and seed), from records or new runs
     (``train=False``: from stored records only; rows without one are left out).
 
-    ``seeds``: one list for every row, or ``{group: seeds}`` (rows of other groups use the table's seeds).
+    ``seeds``: one list for every row, or ``{group: seeds}`` (rows of other groups use the table's seeds); a
+    seed-free row is measured at the first of its seeds only.
     Columns: table, section, method, setting, row (the reader's label), seed, dataset, metric, value, record
     (its path) and stale (the fingerprint parts that changed, "" when current)."""
     if spec.derive is not None:
@@ -167,6 +168,8 @@ def measure(spec: Table, profile: str = "quick", rows: Sequence[Row] | None = No
     jobs = []
     for r in rows:
         s = seeds.get(r.group, spec.seeds_of(r)) if isinstance(seeds, Mapping) else (seeds or spec.seeds_of(r))
+        if r.seed_free:   # one record is exact (as in distinct_jobs): the first seed only
+            s = list(s)[:1]
         jobs += [(r, int(x)) for x in s]
     it = jobs
     if progress:
