@@ -1201,7 +1201,7 @@ def _table3_facts(cmp3, claims3) -> dict[str, str]:
         for ds in ("Unified", "Harmonic"):
             f[f"t3_{k}_{ds[:3].lower()}"] = fmt(cell(cmp3, s, ds), spread=cell(cmp3, s, ds, field="spread"))
         f[f"t3_{k}_params"] = f"{cell(cmp3, s, '', 'TrainableParams(M)') * 1e3:.1f}k"
-    for src in ("SOP", "InShop"):
+    for src in ("SOP", "InShop", "Flowers"):
         f[f"t3_stat_{src}"], f[f"t3_stoc_{src}"] = fmt(cell(cmp3, t3["stat"], src)), fmt(cell(cmp3, t3["stoc"], src))
     f["t3_seeds"] = str(int(cmp3["seeds"].min()))
     for i, c in enumerate(claims3["claim"]):
