@@ -505,3 +505,40 @@ def test_verdict_moved_compares_directions_not_seed_counts():
     assert puma.verdict_moved("holds, 1 seed", "inconclusive")
     assert puma.verdict_moved("supported", "contradicted")
     assert not puma.verdict_moved(None, "supported") and not puma.verdict_moved("supported", float("nan"))
+
+
+def test_the_puma_chapters_sentences_hold_in_the_committed_records():
+    """What the PUMA chapters' discussions say in words (their numbers are glued): the unified model beats the
+    ensemble on Unified for every loss while PUMA beats no ensemble on Harmonic; the ensemble's top-1 crosses
+    sources far more often than the unified model's; PUMA gains more than full fine-tuning from 45 epochs yet stays
+    behind (contradicted); the stochastic adapter rows are the lower pair of the adapter rows and lose most on the
+    three sources every row finds hardest; full fine-tuning's lead over PUMA grows with the pretraining."""
+    from umlkit.experiments.prose import cell
+    t2 = puma.measure(puma.TABLE2, "quick", progress=False, log=None, train=False)
+    budget = puma.measure(puma.BUDGET(), "quick", progress=False, log=None, train=False)
+    if puma.tables_stage() != "second" or len(t2[["section", "row"]].drop_duplicates()) < 26 \
+            or budget["record"].nunique() < 12:
+        pytest.skip("the second pass's records are not all in this checkout")
+    cmp = puma.compare(t2, "puma")
+    f = puma.table2_facts(cmp, puma.table_claims(puma.TABLE2, cmp))
+    assert f["head_uni_wins"] == "9 of 9" and f["head_har_wins"] == "0 of 9" and f["unified_loses"] == "none"
+    xs = puma.cross_source_facts(puma.cross_source_view(t2))
+    assert float(xs["xs_ens"]) > 10 * float(xs["xs_ft"]) and float(xs["xs_ft"]) < float(xs["xs_puma"])
+    cmp_b = puma.compare(budget, "puma")
+    fb = puma.budget_facts(cmp_b, puma.table_claims(puma.BUDGET(), cmp_b))
+    har = {k: float(fb[k].split(" / ")[1].split(" ")[0]) for k in ("bud_puma_15", "bud_puma_45", "bud_ft_15", "bud_ft_45")}
+    assert har["bud_puma_45"] - har["bud_puma_15"] > har["bud_ft_45"] - har["bud_ft_15"] > 0
+    assert fb["bud_v_45_har"] == "contradicted"
+    cmp3 = puma.compare(puma.measure(puma.TABLE3, "quick", progress=False, log=None, train=False), "puma")
+    har3 = {s: cell(cmp3, s, "Harmonic") for s in puma.ABLATION_ROWS}
+    adapters = sorted((v, s) for s, v in har3.items() if "adapter=none" not in s)
+    assert {s for _, s in adapters[:2]} == {"prompt=none;adapter=Stoc.", "prompt=Cond.;adapter=Stoc."}
+    drop = {d: cell(cmp3, "prompt=none;adapter=Stat.", d) - cell(cmp3, "prompt=none;adapter=Stoc.", d)
+            for d in puma.SOURCE_NAMES.values()}
+    hardest = {d for s in puma.ABLATION_ROWS for d in sorted(drop, key=lambda d: cell(cmp3, s, d))[:3]}
+    assert set(sorted(drop, key=drop.get)[-3:]) == hardest == {"SOP", "InShop", "Flowers"}
+    spec5 = puma.TABLE5()
+    cmp5 = puma.compare(puma.measure(spec5, "quick", progress=False, log=None, train=False), "puma")
+    lead = [cell(cmp5, f"CurricularFace / {b}", "Unified") - cell(cmp5, f"Ours / {b}", "Unified")
+            for b in list(puma.BACKBONES_QUICK_SECOND)[:3]]
+    assert lead[0] > lead[1] > abs(lead[2]) and abs(lead[2]) < 1.0
