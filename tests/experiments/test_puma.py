@@ -379,7 +379,7 @@ def test_second_pass_tables_use_the_chosen_rates_and_three_seeds(monkeypatch):
     assert len(jobs) == n2 + n3 + n4 + n5 == 105
     sp["tables"] = "first"   # the second pass's list can be trained before the switch, and only it changes
     assert puma.job_list("second_tables") == jobs
-    assert len(puma.job_list("tables")) != len(jobs)
+    assert len(puma.table_jobs("quick", puma.build_tables("first"))) != len(jobs)
     with pytest.raises(ValueError, match="quick profile"):
         puma.job_list("second_tables", "full")
 
