@@ -782,11 +782,10 @@ def budget_curves(measured: pd.DataFrame) -> pd.DataFrame:
     longest = f"epochs={BUDGET_EPOCHS[-1]}"
     lines = []
     for r in measured[measured["setting"] == longest].drop_duplicates("record").itertuples():
-        for point in stored_record(r.record)["result"]["curves"]:
+        for point in (p for p in stored_record(r.record)["result"]["curves"] if "test" in p):
             for ds in ("Unified", "Harmonic"):
-                if "test" in point:
-                    lines.append({"method": r.row.rsplit(",", 1)[0], "seed": r.seed, "epoch": point["epoch"],
-                                  "dataset": ds, "R@1": point["test"][ds]})
+                lines.append({"method": r.row.rsplit(",", 1)[0], "seed": r.seed, "epoch": point["epoch"],
+                              "dataset": ds, "R@1": point["test"][ds]})
     if not lines:
         return pd.DataFrame(columns=["method", "epoch", "dataset", "measured", "spread", "seeds"])
     g = pd.DataFrame(lines).groupby(["method", "epoch", "dataset"], sort=False)["R@1"]
@@ -830,9 +829,8 @@ def cross_source_facts(view: pd.DataFrame) -> dict[str, str]:
     """The cross-source numbers of the discussion (glued): the Unified rate of the frozen backbone, the (a) ensemble
     and unified full fine-tuning (CurricularFace) and PUMA."""
     uni = view["Unified"].droplevel("section")
-    f = {"xs_zs": f"{uni['Zero-Shot']:.1f}", "xs_ft": f"{view.loc[('(b)', 'CurricularFace'), 'Unified']:.1f}",
-         "xs_ens": f"{view.loc[('(a)', 'CurricularFace'), 'Unified']:.1f}", "xs_puma": f"{uni['Ours']:.1f}"}
-    return f
+    return {"xs_zs": f"{uni['Zero-Shot']:.1f}", "xs_ft": f"{view.loc[('(b)', 'CurricularFace'), 'Unified']:.1f}",
+            "xs_ens": f"{view.loc[('(a)', 'CurricularFace'), 'Unified']:.1f}", "xs_puma": f"{uni['Ours']:.1f}"}
 
 
 _DIRECTION = {"supported": 1, "holds": 1, "inconclusive": 0, "contradicted": -1, "not reproduced": -1}
