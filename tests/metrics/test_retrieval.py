@@ -304,11 +304,45 @@ def test_neighbour_class_counts_brute_force():
 # ------------------------------------------------------------------- block maxima, self-search tiles
 @pytest.fixture
 def small_blocks(monkeypatch):
-    """Blocks of 16 columns and self-search tiles of 64: the block and tile paths at test sizes."""
+    """Blocks of 16 columns and self-search tiles of 64, self-search groups of at most 256 opened (row, block)
+    pairs and batched GEMMs over slabs of a few blocks: every path, several groups and slabs at test sizes."""
     from umlkit.metrics import knn
     monkeypatch.setattr(knn, "_BLOCK", 16)
     monkeypatch.setattr(knn, "_TILE", 64)
+    monkeypatch.setattr(knn, "_OPEN_PAIRS", 256)
+    monkeypatch.setattr(knn, "_SLAB_ENTRIES", 16 * 16 * 8)
     return knn
+
+
+def test_threshold_candidates_equal_brute_force(small_blocks):
+    """Per row: open the blocks with the n_open largest maxima, tau = the smallest of them; the candidates are the
+    best kk scores >= tau in the opened blocks (self-match and padding excluded), by score then index, padded with
+    (-inf, -1); rest = tau, or the kk-th candidate when more passed."""
+    knn = small_blocks
+    gen = torch.Generator().manual_seed(3)
+    n, d = 90, 8   # 6 blocks of 16, the last with 6 padding items
+    x = torch.nn.functional.normalize(torch.randn(n, d, generator=gen), dim=1)
+    x[40] = x[7]   # an exact duplicate: lower index first
+    gb = torch.cat([x.bfloat16(), torch.zeros(6, d, dtype=torch.bfloat16)])
+    gt_blocks = gb.view(6, 16, d).transpose(1, 2).contiguous()
+    bm = knn._self_block_maxima(gb, n)
+    n_open = torch.randint(1, 5, (n,), generator=gen)
+    kk = 7
+    v, i, rest = knn._threshold_candidates(bm, gb[:n], gt_blocks, torch.arange(n), n, kk, n_open)
+    scores = (gb[:n] @ gb.T).float()
+    for r in range(n):
+        maxima = bm[r].view(torch.bfloat16).float()
+        ranked = sorted(range(6), key=lambda j: -maxima[j].item())
+        tau = maxima[ranked[int(n_open[r]) - 1]].item()
+        opened = [j for j in range(6) if maxima[j].item() >= tau and j in ranked[:int(n_open[r])]]
+        items = [(-scores[r, c].item(), c) for j in opened for c in range(16 * j, 16 * j + 16)
+                 if c < n and c != r and scores[r, c].item() >= tau]
+        items.sort()
+        want_i = [c for _, c in items[:kk]] + [-1] * max(0, kk - len(items))
+        want_v = [-s for s, _ in items[:kk]] + [float("-inf")] * max(0, kk - len(items))
+        assert i[r].tolist() == want_i
+        assert v[r].tolist() == want_v
+        assert rest[r].item() == (want_v[-1] if len(items) > kk else tau)
 
 
 def test_self_block_maxima_equal_brute_force(small_blocks):
@@ -325,8 +359,11 @@ def test_self_block_maxima_equal_brute_force(small_blocks):
         assert torch.equal(got, expect)
 
 
+@pytest.mark.parametrize("open_extra", [0, 8])
 @pytest.mark.parametrize("extra", [0, 2, 4])
-def test_self_search_tiles_equal_fp32_exact(small_blocks, extra):
+def test_self_search_tiles_equal_fp32_exact(small_blocks, monkeypatch, extra, open_extra):
+    """``open_extra``: blocks opened beyond the depth (0: as few as the depth, so more rows need a second chance)."""
+    monkeypatch.setattr(small_blocks, "_OPEN_EXTRA", open_extra)
     x, _ = _clustered(150, (2, 12), 16, seed=8, noise=0.4)
     x = torch.nn.functional.normalize(torch.from_numpy(x), dim=1)
     n = x.shape[0]

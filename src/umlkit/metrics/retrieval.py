@@ -299,7 +299,9 @@ def evaluate_indices(
     """
     if map_at_r_convention not in ("musgrave", "roth"):
         raise ValueError(f"map_at_r_convention must be 'musgrave' or 'roth', got {map_at_r_convention!r}")
-    q, g = embeddings[query_index], embeddings[gallery_index]
+    q = embeddings[query_index]
+    # one copy when the query set is the gallery (the CUB/Cars/SOP protocol): 76 MB less at PUMA's test size
+    g = q if torch.equal(query_index, gallery_index) else embeddings[gallery_index]
     ql, gl = labels[query_index], labels[gallery_index]
     nq, ng = q.shape[0], g.shape[0]
     if nq == 0 or ng == 0:
