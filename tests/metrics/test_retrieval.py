@@ -314,11 +314,15 @@ def small_blocks(monkeypatch):
     return knn
 
 
-def test_threshold_candidates_equal_brute_force(small_blocks):
+@pytest.mark.parametrize("merge_at", [4, 0])
+def test_threshold_candidates_equal_brute_force(small_blocks, monkeypatch, merge_at):
     """Per row: open the blocks with the n_open largest maxima, tau = the smallest of them; the candidates are the
     best kk scores >= tau in the opened blocks (self-match and padding excluded), by score then index, padded with
-    (-inf, -1); rest = tau, or the kk-th candidate when more passed."""
+    (-inf, -1); rest = tau, or the kk-th candidate when more passed. ``merge_at=0``: the kept scores are cut to
+    each row's best kk after every slab (what bounds memory when scores are near-equal)."""
     knn = small_blocks
+    monkeypatch.setattr(knn, "_MERGE_AT", merge_at)
+    monkeypatch.setattr(knn, "_SLAB_ENTRIES", 16 * 16 * 2 if merge_at == 0 else knn._SLAB_ENTRIES)
     gen = torch.Generator().manual_seed(3)
     n, d = 90, 8   # 6 blocks of 16, the last with 6 padding items
     x = torch.nn.functional.normalize(torch.randn(n, d, generator=gen), dim=1)
@@ -380,6 +384,27 @@ def test_self_search_tiles_equal_fp32_exact(small_blocks, monkeypatch, extra, op
     assert not (i == torch.arange(n)[:, None]).any()
     if extra == 0:
         assert stats["second_pass_rows"] > 0
+
+
+def test_collapsed_embeddings_keep_memory_bounded_and_results_exact(small_blocks, monkeypatch):
+    """Near-identical embeddings (an untrained or collapsed model): every score of every opened block passes the
+    threshold, so the kept scores are cut to each row's best after each slab; the neighbours are still exact."""
+    knn = small_blocks
+    calls = []
+    best = knn._best_per_row
+    monkeypatch.setattr(knn, "_best_per_row", lambda *a: calls.append(a[0].numel()) or best(*a))
+    gen = torch.Generator().manual_seed(5)
+    n = 600
+    x = torch.nn.functional.normalize(torch.ones(n, 16) + 1e-3 * torch.randn(n, 16, generator=gen), dim=1)
+    stats = {}
+    v, i = knn.knn_search(x, x.clone(), 5, self_index=torch.arange(n), candidate_extra=2, stats=stats)
+    assert stats["self_search"]
+    exact = x @ x.T
+    exact.fill_diagonal_(float("-inf"))
+    rv = exact.topk(5, dim=1).values
+    torch.testing.assert_close(v, rv, rtol=0, atol=1e-6)
+    torch.testing.assert_close(exact.gather(1, i), v, rtol=0, atol=1e-6)   # each index carries its value
+    assert len(calls) > 1 + 4   # merged during the loop, not only once per group at the end
 
 
 def test_block_path_of_a_plain_search_equals_fp32_exact(small_blocks):

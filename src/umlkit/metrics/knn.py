@@ -46,7 +46,8 @@ _NEG_INF = float("-inf")
 _BLOCK = 128            # gallery columns per block maximum
 _TILE = 2048            # side of a self-search tile (8 MB of bf16 scores: stays in the L3 cache while reduced)
 _OPEN_PAIRS = 1 << 20    # (row, opened block) pairs of one self-search group (8 MB per int64 array)
-_SLAB_ENTRIES = 1 << 23  # scores of one batched GEMM over a slab of opened blocks (16 MB of bf16)
+_SLAB_ENTRIES = 1 << 21  # scores of one batched GEMM over a slab of opened blocks (4 MB of bf16)
+_MERGE_AT = 4            # kept scores per candidate slot of a group before they are cut to each row's best
 _OPEN_EXTRA = 8          # blocks opened beyond a row's depth (its candidates, depth + candidate_extra, come from them)
 
 
@@ -163,7 +164,9 @@ def _threshold_candidates(bm_rows: torch.Tensor, qb: torch.Tensor, gt_blocks: to
     ``tau`` are kept (compared as int16 bits: ``tau`` >= 0). Per row the best ``kk`` kept scores are the
     candidates, ordered by score, ties by index (so that the re-rank fills its slots in score order); a row with
     fewer has index -1 and score -inf in its last slots. Returns (values, indices, rest): ``rest`` bounds every
-    item outside the candidates (``tau``, or the last candidate when some were left out).
+    item outside the candidates (``tau``, or the last candidate when some were left out). When nearly equal scores
+    (a collapsed embedding) pass by the thousand, the kept scores are cut to each row's best ``kk`` whenever they
+    exceed ``_MERGE_AT`` per candidate slot, so memory stays bounded.
     """
     b, nb = bm_rows.shape
     n_open = torch.as_tensor(n_open).expand(b).clamp(1, nb)
@@ -181,6 +184,8 @@ def _threshold_candidates(bm_rows: torch.Tensor, qb: torch.Tensor, gt_blocks: to
     # threshold is 0x7FFF, above every finite bf16)
     per_slab = max(1, _SLAB_ENTRIES // (m_max * _BLOCK))
     rows, cols, vals = [], [], []
+    held, limit = 0, max(_MERGE_AT * b * kk, _SLAB_ENTRIES // 8)   # kept scores before a merge to the best kk
+    overflow = torch.zeros(b, dtype=torch.bool)
     for b0 in range(0, nb, per_slab):
         b1 = min(nb, b0 + per_slab)
         p0, p1 = int(first[b0]), int(first[b1 - 1] + counts[b1 - 1])
@@ -195,16 +200,37 @@ def _threshold_candidates(bm_rows: torch.Tensor, qb: torch.Tensor, gt_blocks: to
         who = torch.zeros(b1 - b0, m_max, dtype=torch.int32)
         who[sb, sp] = sr.to(torch.int32)
         kb, kp, kc = torch.nonzero(bits >= th[:, :, None], as_tuple=True)
-        rows.append(who[kb, kp])
-        cols.append(((kb + b0) * _BLOCK + kc).to(torch.int32))
-        vals.append(bits[kb, kp, kc])
-    row, col, val = torch.cat(rows), torch.cat(cols), torch.cat(vals)
-    keep = col < m                               # padding items
-    if si is not None:
-        keep &= col != si[row]                    # the self-match
-    row, col, val = row[keep].long(), col[keep].long(), val[keep].long()
-    # one sort by (row, score desc, index): bf16 bits of non-negative scores are ordered as integers
-    m_pad = nb * _BLOCK
+        r, c, v = who[kb, kp].long(), (kb + b0) * _BLOCK + kc, bits[kb, kp, kc]
+        keep = c < m                               # padding items
+        if si is not None:
+            keep &= c != si[r]                     # the self-match
+        rows.append(r[keep])
+        cols.append(c[keep])
+        vals.append(v[keep])
+        held += int(keep.sum())
+        if held > limit:   # near-equal scores (a collapsed embedding) pass by the thousand: keep each row's best kk
+            row, col, val, cut = _best_per_row(torch.cat(rows), torch.cat(cols), torch.cat(vals), b, kk, nb * _BLOCK)
+            rows, cols, vals, held = [row], [col], [val], row.numel()
+            overflow |= cut
+    row, col, val, cut = _best_per_row(torch.cat(rows), torch.cat(cols), torch.cat(vals), b, kk, nb * _BLOCK)
+    overflow |= cut
+    per_row = torch.bincount(row, minlength=b)
+    rank = torch.arange(row.numel()) - (per_row.cumsum(0) - per_row)[row]
+    cand_i = torch.full((b, kk), -1, dtype=torch.long)
+    cand_v = torch.full((b, kk), _NEG_INF)
+    cand_i[row, rank] = col
+    cand_v[row, rank] = val.to(torch.int16).view(torch.bfloat16).float()
+    rest = tau.view(torch.bfloat16).float()
+    # a row cut to kk: every score it dropped is <= its kk-th candidate (candidates only improve after a cut)
+    rest[overflow] = torch.maximum(rest[overflow], cand_v[overflow, -1])
+    return cand_v, cand_i, rest
+
+
+def _best_per_row(row: torch.Tensor, col: torch.Tensor, val: torch.Tensor, b: int, kk: int, m_pad: int
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The best ``kk`` (score desc, index asc) of each row's kept scores, ordered by row then rank, and whether
+    the row had more. One sort of a 64-bit key (bf16 bits of non-negative scores are ordered as integers)."""
+    val = val.long()
     if b * 65536 * m_pad < 1 << 62:
         order = ((row * 65536 + (32767 - val)) * m_pad + col).argsort()
     else:   # the same order from three stable sorts
@@ -213,16 +239,8 @@ def _threshold_candidates(bm_rows: torch.Tensor, qb: torch.Tensor, gt_blocks: to
         order = order[row[order].argsort(stable=True)]
     row, col, val = row[order], col[order], val[order]
     per_row = torch.bincount(row, minlength=b)
-    rank = torch.arange(row.numel()) - (per_row.cumsum(0) - per_row)[row]
-    take = rank < kk
-    cand_i = torch.full((b, kk), -1, dtype=torch.long)
-    cand_v = torch.full((b, kk), _NEG_INF)
-    cand_i[row[take], rank[take]] = col[take]
-    cand_v[row[take], rank[take]] = val[take].to(torch.int16).view(torch.bfloat16).float()
-    rest = tau.view(torch.bfloat16).float()
-    full = per_row > kk
-    rest[full] = cand_v[full, -1]
-    return cand_v, cand_i, rest
+    take = torch.arange(row.numel()) - (per_row.cumsum(0) - per_row)[row] < kk
+    return row[take], col[take], val[take], per_row > kk
 
 
 def _set_self(scores: torch.Tensor, si: torch.Tensor | None, value: float) -> torch.Tensor:
