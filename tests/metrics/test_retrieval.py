@@ -314,6 +314,18 @@ def small_blocks(monkeypatch):
     return knn
 
 
+def test_slabs_cover_every_block_once_within_the_budget(small_blocks, monkeypatch):
+    knn = small_blocks
+    monkeypatch.setattr(knn, "_SLAB_ENTRIES", 16 * 10)   # 10 padded rows of a 16-column block
+    counts = [3, 2, 0, 9, 1, 1, 1, 1, 1, 12, 2]
+    slabs = knn._slabs(counts)
+    assert [j for b0, b1, _ in slabs for j in range(b0, b1)] == list(range(len(counts)))
+    for b0, b1, rows in slabs:
+        assert rows == max(1, *counts[b0:b1])
+        assert (b1 - b0) * rows * 16 <= 16 * 10 or b1 - b0 == 1   # a block wider than the budget sits alone
+    assert slabs == [(0, 3, 3), (3, 4, 9), (4, 9, 1), (9, 10, 12), (10, 11, 2)]
+
+
 @pytest.mark.parametrize("merge_at", [4, 0])
 def test_threshold_candidates_equal_brute_force(small_blocks, monkeypatch, merge_at):
     """Per row: open the blocks with the n_open largest maxima, tau = the smallest of them; the candidates are the

@@ -179,15 +179,10 @@ def _threshold_candidates(bm_rows: torch.Tensor, qb: torch.Tensor, gt_blocks: to
     counts = torch.bincount(flat, minlength=nb)
     first = counts.cumsum(0) - counts
     pos = torch.arange(flat.numel()) - first[flat]           # a pair's row inside its block's GEMM
-    m_max = max(1, int(counts.max()))
-    # blocks in slabs: one batched GEMM per slab, each block's rows padded to m_max (padding never passes: its
-    # threshold is 0x7FFF, above every finite bf16)
-    per_slab = max(1, _SLAB_ENTRIES // (m_max * _BLOCK))
     rows, cols, vals = [], [], []
     held, limit = 0, max(_MERGE_AT * b * kk, _SLAB_ENTRIES // 8)   # kept scores before a merge to the best kk
     overflow = torch.zeros(b, dtype=torch.bool)
-    for b0 in range(0, nb, per_slab):
-        b1 = min(nb, b0 + per_slab)
+    for b0, b1, m_max in _slabs(counts.tolist()):
         p0, p1 = int(first[b0]), int(first[b1 - 1] + counts[b1 - 1])
         if p0 == p1:
             continue
@@ -224,6 +219,22 @@ def _threshold_candidates(bm_rows: torch.Tensor, qb: torch.Tensor, gt_blocks: to
     # a row cut to kk: every score it dropped is <= its kk-th candidate (candidates only improve after a cut)
     rest[overflow] = torch.maximum(rest[overflow], cand_v[overflow, -1])
     return cand_v, cand_i, rest
+
+
+def _slabs(counts: list[int]) -> list[tuple[int, int, int]]:
+    """Consecutive blocks grouped into slabs of one batched GEMM each: (first, end, rows) with every block's
+    rows padded to the slab's largest count (padding never passes: its threshold is 0x7FFF, above every finite
+    bf16), while the padded scores stay within ``_SLAB_ENTRIES``. A block opened by far more queries than the
+    others (a hub) then pads only its own slab."""
+    slabs, b0, widest = [], 0, 0
+    for j, c in enumerate(counts):
+        if j > b0 and (j + 1 - b0) * max(widest, c) * _BLOCK > _SLAB_ENTRIES:
+            slabs.append((b0, j, max(1, widest)))
+            b0, widest = j, c
+        else:
+            widest = max(widest, c)
+    slabs.append((b0, len(counts), max(1, widest)))
+    return slabs
 
 
 def _best_per_row(row: torch.Tensor, col: torch.Tensor, val: torch.Tensor, b: int, kk: int, m_pad: int
