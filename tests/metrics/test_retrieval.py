@@ -326,6 +326,24 @@ def test_slabs_cover_every_block_once_within_the_budget(small_blocks, monkeypatc
     assert slabs == [(0, 3, 3), (3, 4, 9), (4, 9, 1), (9, 10, 12), (10, 11, 2)]
 
 
+def test_best_per_row_orders_by_row_score_then_index_and_cuts(small_blocks):
+    """Both orderings (the 64-bit key and, for a gallery too large for it, three stable sorts) give each row's best
+    kk by score desc then index asc, their rank, and which rows had more."""
+    knn = small_blocks
+    gen = torch.Generator().manual_seed(2)
+    row = torch.randint(0, 5, (200,), generator=gen)
+    col = torch.randperm(1000, generator=gen)[:200]
+    val = torch.randint(0, 40, (200,), generator=gen).to(torch.int16)   # many ties
+    want = []
+    for r in range(5):
+        items = sorted((-int(v), int(c)) for rr, c, v in zip(row, col, val) if rr == r)
+        want += [(r, c, -v, k) for k, (v, c) in enumerate(items[:6])]
+    for m_pad in (1024, 1 << 50):   # the second overflows the key: the stable-sort path
+        r, c, v, k, cut = knn._best_per_row(row, col, val, 5, 6, m_pad)
+        assert list(zip(r.tolist(), c.tolist(), v.tolist(), k.tolist())) == want
+        assert cut.tolist() == [int((row == x).sum()) > 6 for x in range(5)]
+
+
 @pytest.mark.parametrize("merge_at", [4, 0])
 def test_threshold_candidates_equal_brute_force(small_blocks, monkeypatch, merge_at):
     """Per row: open the blocks with the n_open largest maxima, tau = the smallest of them; the candidates are the
@@ -402,9 +420,10 @@ def test_collapsed_embeddings_keep_memory_bounded_and_results_exact(small_blocks
     """Near-identical embeddings (an untrained or collapsed model): every score of every opened block passes the
     threshold, so the kept scores are cut to each row's best after each slab; the neighbours are still exact."""
     knn = small_blocks
+    monkeypatch.setattr(knn, "_OPEN_PAIRS", 4096)   # groups of ~300 rows: 4096 opened blocks of 16 scores each
     calls = []
     best = knn._best_per_row
-    monkeypatch.setattr(knn, "_best_per_row", lambda *a: calls.append(a[0].numel()) or best(*a))
+    monkeypatch.setattr(knn, "_best_per_row", lambda *a: calls.append((a[0].numel(), a[3], a[4])) or best(*a))
     gen = torch.Generator().manual_seed(5)
     n = 600
     x = torch.nn.functional.normalize(torch.ones(n, 16) + 1e-3 * torch.randn(n, 16, generator=gen), dim=1)
@@ -416,7 +435,11 @@ def test_collapsed_embeddings_keep_memory_bounded_and_results_exact(small_blocks
     rv = exact.topk(5, dim=1).values
     torch.testing.assert_close(v, rv, rtol=0, atol=1e-6)
     torch.testing.assert_close(exact.gather(1, i), v, rtol=0, atol=1e-6)   # each index carries its value
-    assert len(calls) > 1 + 4   # merged during the loop, not only once per group at the end
+    # every score passes: an uncut first-pass group (kk = 7) would hold ~4096 * 16 scores at once; cut, a group
+    # holds at most _MERGE_AT * rows * kk plus one slab's scores (a slab: _SLAB_ENTRIES, or one block's rows)
+    assert all(held <= max(knn._MERGE_AT * b * kk, knn._SLAB_ENTRIES // 8) + max(knn._SLAB_ENTRIES, b * 16)
+               for held, b, kk in calls)
+    assert max(held for held, _, kk in calls if kk == 7) < 4096 * 16 // 3
 
 
 def test_block_path_of_a_plain_search_equals_fp32_exact(small_blocks):

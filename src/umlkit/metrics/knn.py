@@ -155,7 +155,8 @@ def _self_block_maxima(gb: torch.Tensor, n: int) -> torch.Tensor:
 
 
 def _threshold_candidates(bm_rows: torch.Tensor, qb: torch.Tensor, gt_blocks: torch.Tensor, si: torch.Tensor | None,
-                          m: int, kk: int, n_open: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                          m: int, kk: int, n_open: int | torch.Tensor
+                          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Candidates of a self-search group from its precomputed block maxima, gallery block by gallery block.
 
     Each row opens its ``n_open`` best blocks; ``tau``, the smallest maximum among them, bounds every closed block.
@@ -204,13 +205,12 @@ def _threshold_candidates(bm_rows: torch.Tensor, qb: torch.Tensor, gt_blocks: to
         vals.append(v[keep])
         held += int(keep.sum())
         if held > limit:   # near-equal scores (a collapsed embedding) pass by the thousand: keep each row's best kk
-            row, col, val, cut = _best_per_row(torch.cat(rows), torch.cat(cols), torch.cat(vals), b, kk, nb * _BLOCK)
+            row, col, val, _, cut = _best_per_row(torch.cat(rows), torch.cat(cols), torch.cat(vals), b, kk,
+                                                  nb * _BLOCK)
             rows, cols, vals, held = [row], [col], [val], row.numel()
             overflow |= cut
-    row, col, val, cut = _best_per_row(torch.cat(rows), torch.cat(cols), torch.cat(vals), b, kk, nb * _BLOCK)
+    row, col, val, rank, cut = _best_per_row(torch.cat(rows), torch.cat(cols), torch.cat(vals), b, kk, nb * _BLOCK)
     overflow |= cut
-    per_row = torch.bincount(row, minlength=b)
-    rank = torch.arange(row.numel()) - (per_row.cumsum(0) - per_row)[row]
     cand_i = torch.full((b, kk), -1, dtype=torch.long)
     cand_v = torch.full((b, kk), _NEG_INF)
     cand_i[row, rank] = col
@@ -238,9 +238,10 @@ def _slabs(counts: list[int]) -> list[tuple[int, int, int]]:
 
 
 def _best_per_row(row: torch.Tensor, col: torch.Tensor, val: torch.Tensor, b: int, kk: int, m_pad: int
-                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The best ``kk`` (score desc, index asc) of each row's kept scores, ordered by row then rank, and whether
-    the row had more. One sort of a 64-bit key (bf16 bits of non-negative scores are ordered as integers)."""
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The best ``kk`` (score desc, index asc) of each row's kept scores as (row, col, val, rank within the row),
+    ordered by row then rank, and whether each row had more. One sort of a 64-bit key (bf16 bits of non-negative
+    scores are ordered as integers); three stable sorts where the key would overflow (galleries of ~2^29 items)."""
     val = val.long()
     if b * 65536 * m_pad < 1 << 62:
         order = ((row * 65536 + (32767 - val)) * m_pad + col).argsort()
@@ -250,8 +251,9 @@ def _best_per_row(row: torch.Tensor, col: torch.Tensor, val: torch.Tensor, b: in
         order = order[row[order].argsort(stable=True)]
     row, col, val = row[order], col[order], val[order]
     per_row = torch.bincount(row, minlength=b)
-    take = torch.arange(row.numel()) - (per_row.cumsum(0) - per_row)[row] < kk
-    return row[take], col[take], val[take], per_row > kk
+    rank = torch.arange(row.numel()) - (per_row.cumsum(0) - per_row)[row]
+    take = rank < kk
+    return row[take], col[take], val[take], rank[take], per_row > kk
 
 
 def _set_self(scores: torch.Tensor, si: torch.Tensor | None, value: float) -> torch.Tensor:
@@ -404,14 +406,15 @@ def _search_bf16(query, gallery, depth, order, self_index, available, chunk_size
     if bool(by_blocks.any()) and _is_self_search(query, gallery, self_index):
         s.self_search()
     counts["self_search"] = s.bm is not None
+    # opened (row, block) pairs up to each position of ``order``: a self-search group holds at most _OPEN_PAIRS
+    pairs = (depth[order] + _OPEN_EXTRA).cumsum(0) if s.bm is not None else None
     start = 0
     while start < n:
         first = order[start]
         size = chunk_size
         if s.bm is not None and by_blocks[first]:
-            # as many rows as keep their opened (row, block) pairs within _OPEN_PAIRS (depth grows along order)
-            pairs = (depth[order[start:]] + _OPEN_EXTRA).cumsum(0)
-            size = max(1, int(torch.searchsorted(pairs, _OPEN_PAIRS, right=True)))
+            before = int(pairs[start - 1]) if start else 0
+            size = max(1, int(torch.searchsorted(pairs, before + _OPEN_PAIRS, right=True)) - start)
         rows = order[start:start + size]
         rows = rows[by_blocks[rows] == by_blocks[first]]   # a group is all block-selected or all full-row
         start += rows.numel()
