@@ -8,9 +8,13 @@ each step goes.
 Each configuration runs in its own subprocess so that its peak memory is its own: CUDA's
 ``max_memory_allocated`` on a GPU; on the CPU the *step memory*, the process's peak RSS minus its resident size
 just before the first step (model, optimizer and imports excluded: what activations, gradients and optimizer
-state add). A method name with ``+light`` runs the memory-light mode (``checkpoint_blocks=True``: blocks
-recomputed in the backward pass). Goal (issue 14): PUMA's memory-light mode at <= 0.5x full fine-tuning's peak
-memory and >= 0.9x its throughput.
+state add). Suffixes of a method name select options: ``+light`` the memory-light mode (``checkpoint_blocks=True``:
+blocks recomputed in the backward pass), ``+lightK`` the first K blocks only (``checkpoint_blocks=K``), ``+skip``
+PUMA's ``skip_dropped=True`` (each stochastic adapter runs on its kept samples only); e.g. ``puma+light8+skip``.
+Goal (issue 14): PUMA's memory-light mode at <= 0.5x full fine-tuning's peak memory and >= 0.9x its throughput.
+Each configuration also counts one step's FLOPs (``torch.utils.flop_counter.FlopCounterMode``: matrix products,
+convolutions, attention); full fine-tuning's count over a method's is the throughput ratio a step would reach if
+every FLOP ran at the same speed, printed as "FLOP bound" beside the measured ratio.
 
     python benchmarks/bench_train_step.py                       # CPU: small step counts, slow
     python benchmarks/bench_train_step.py --methods full,puma,puma+light --precisions fp32
@@ -27,8 +31,8 @@ import time
 
 import torch
 
-METHODS = ("full", "linear", "vpt", "lora", "adaptformer", "puma", "vptsp", "puma+light", "lora+light",
-           "adaptformer+light")
+METHODS = ("full", "linear", "vpt", "lora", "adaptformer", "puma", "puma+skip", "vptsp", "puma+light",
+           "puma+light+skip", "lora+light", "adaptformer+light")
 
 
 def run_one(method: str, precision: str, device: str, batch: int, steps: int, warmup: int, backbone: str,
@@ -38,10 +42,11 @@ def run_one(method: str, precision: str, device: str, batch: int, steps: int, wa
     from umlkit.models import count_trainable, create_model
 
     torch.manual_seed(0)
-    name, _, mode = method.partition("+")
+    name, kw = parse_method(method)
     n_classes = batch  # VPTSP needs its classes; 2 images per class in the batch
-    kw = {"num_classes": n_classes} if name == "vptsp" else {}
-    model = create_model(backbone, name, embed_dim=128, checkpoint_blocks=mode == "light", **kw).to(device).train()
+    if name == "vptsp":
+        kw["num_classes"] = n_classes
+    model = create_model(backbone, name, embed_dim=128, **kw).to(device).train()
     proxies = torch.nn.Parameter(torch.randn(n_classes, 128, device=device))
     params = [p for p in model.parameters() if p.requires_grad] + [proxies]
     opt = torch.optim.AdamW(params, lr=1e-4)
@@ -77,8 +82,25 @@ def run_one(method: str, precision: str, device: str, batch: int, steps: int, wa
         peak = torch.cuda.max_memory_allocated() / 2**20
     else:
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - before
+    from torch.utils.flop_counter import FlopCounterMode
+    with FlopCounterMode(display=False) as counter:  # after the timing: its own step, not timed
+        step()
     return {"method": method, "precision": precision, "img_per_s": batch * steps / seconds, "peak_mb": peak,
-            "trainable": count_trainable(model)}
+            "trainable": count_trainable(model), "gflop": counter.get_total_flops() / 1e9}
+
+
+def parse_method(method: str) -> tuple[str, dict]:
+    """``"puma+light8+skip"`` -> ``("puma", {"checkpoint_blocks": 8, "skip_dropped": True})``."""
+    name, *flags = method.split("+")
+    kw: dict = {}
+    for flag in flags:
+        if flag == "skip":
+            kw["skip_dropped"] = True
+        elif flag.startswith("light") and (flag == "light" or flag[5:].isdigit()):
+            kw["checkpoint_blocks"] = int(flag[5:]) if flag[5:] else True
+        else:
+            raise SystemExit(f"--methods: unknown suffix +{flag} in {method!r} (expected +light, +lightK or +skip)")
+    return name, kw
 
 
 def main() -> None:
@@ -99,6 +121,8 @@ def main() -> None:
         method, precision = args.child.split(":")
         print(json.dumps(run_one(method, precision, args.device, args.batch, steps, warmup, args.backbone, args.size)))
         return
+    for method in args.methods.split(","):
+        parse_method(method)  # a typo fails before the first configuration runs
     results = []
     for precision in args.precisions.split(","):
         for method in args.methods.split(","):
@@ -112,7 +136,7 @@ def main() -> None:
             r = json.loads(proc.stdout.strip().splitlines()[-1])
             results.append(r)
             print(f"{precision:>5} {method:>12}: {r['img_per_s']:8.1f} img/s  peak {r['peak_mb']:8.0f} MB  "
-                  f"trainable {r['trainable'] / 1e6:6.2f}M", flush=True)
+                  f"trainable {r['trainable'] / 1e6:6.2f}M  {r['gflop']:7.1f} GFLOP/step", flush=True)
     from _machine import describe
     print(f"\n{args.backbone} at {args.size} px, batch {args.batch}, {steps} timed steps on {args.device} "
           f"({describe(args.device)}); ratios to full fine-tuning of the same precision:")
@@ -120,7 +144,7 @@ def main() -> None:
         base = next((b for b in results if b["method"] == "full" and b["precision"] == r["precision"]), None)
         if base:
             print(f"{r['precision']:>5} {r['method']:>12}: throughput x{r['img_per_s'] / base['img_per_s']:.2f}   "
-                  f"peak memory x{r['peak_mb'] / base['peak_mb']:.2f}")
+                  f"peak memory x{r['peak_mb'] / base['peak_mb']:.2f}   FLOP bound x{base['gflop'] / r['gflop']:.2f}")
 
 
 if __name__ == "__main__":

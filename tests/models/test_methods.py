@@ -290,3 +290,83 @@ def test_memory_light_mode_gives_the_same_gradients(method):
         assert torch.allclose(grads[0][n], grads[1][n], atol=1e-6), n
     with pytest.raises(ValueError, match="checkpoint_blocks needs a ViT"):
         create_model("resnet18", "full", checkpoint_blocks=True)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_skip_dropped_adapters_match_the_dense_path(precision):
+    """PUMA's skip_dropped option draws the same per-sample masks from the same RNG stream, runs each adapter on its
+    kept samples only (fewer rows reach the down-projection) and gives the dense path's output and gradients."""
+    x = _images(8)
+    runs = []
+    for skip in (False, True):
+        torch.manual_seed(0)
+        model = create_model(TINY, "puma", embed_dim=16, skip_dropped=skip).train()
+        with torch.no_grad():  # non-zero up-projections, so the adapters change the output
+            for a in [*model.backbone.adapters_attn, *model.backbone.adapters_mlp]:
+                a.up.weight.normal_(0, 0.2)
+        rows = []
+        model.backbone.adapters_mlp[0].down.register_forward_hook(lambda m, i, o: rows.append(i[0].shape[0]))
+        torch.manual_seed(1)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            out = model(x)
+        after = torch.rand(3)  # the RNG stream continues identically
+        out.float().square().sum().backward()
+        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        runs.append((out.detach().float(), after, rows[0], grads))
+    (dense, r0, rows0, g0), (sparse, r1, rows1, g1) = runs
+    assert rows0 == 8 and 0 < rows1 < 8  # at seed 1 the first MLP adapter keeps some but not all samples
+    assert torch.equal(r0, r1)
+    tol = dict(rtol=1e-5, atol=1e-6) if precision == "fp32" else dict(rtol=2e-2, atol=2e-3)
+    torch.testing.assert_close(sparse, dense, **tol)
+    assert g0.keys() == g1.keys() and any("adapters" in n for n in g0)
+    for n in g0:
+        torch.testing.assert_close(g1[n], g0[n], **tol, msg=n)
+
+
+def test_skip_dropped_adapter_alone_is_exact_and_static_adapters_ignore_it():
+    """One adapter, fp32: same kept samples, bit-identical output rows; keep_prob=1 has nothing to skip."""
+    h, res = torch.randn(6, 5, 12), torch.randn(6, 5, 12)
+    dense, sparse = Adapter(12, 4, keep_prob=0.5), Adapter(12, 4, keep_prob=0.5, skip_dropped=True)
+    with torch.no_grad():
+        dense.up.weight.normal_()
+    sparse.load_state_dict(dense.state_dict())
+    torch.manual_seed(3)
+    a = res + dense(h)
+    torch.manual_seed(3)
+    b = sparse.add_to(res, h)
+    assert torch.equal(a, b)
+    kept = (a != res).flatten(1).any(1)
+    assert 0 < kept.sum() < 6  # some samples dropped at this seed: their rows are the residual itself
+    static = Adapter(12, 4, keep_prob=1.0, skip_dropped=True)
+    assert torch.equal(static.add_to(res, h), res + static(h))
+
+
+def test_checkpoint_a_block_count(monkeypatch):
+    """checkpoint_blocks=k recomputes the first k blocks only (same gradients); bad counts name the value."""
+    import torch.utils.checkpoint as ckpt
+    calls = []
+    real = ckpt.checkpoint
+    monkeypatch.setattr(ckpt, "checkpoint", lambda fn, i, *a, **k: calls.append(i) or real(fn, i, *a, **k))
+    x = _images(4)
+    grads = []
+    for light in (False, 2):
+        torch.manual_seed(0)
+        model = create_model(TINY, "puma", embed_dim=16, checkpoint_blocks=light).train()
+        torch.manual_seed(1)
+        model(x).square().sum().backward()
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
+    assert calls == [0, 1]  # only blocks 0 and 1, once each (the recomputation calls the block, not checkpoint)
+    for n in grads[0]:
+        torch.testing.assert_close(grads[1][n], grads[0][n], rtol=0, atol=1e-6, msg=n)
+    depth = len(model.backbone.vit.blocks)
+    for bad in (depth + 1, -1, 1.5, "yes", None):
+        with pytest.raises(ValueError, match=f"checkpoint_blocks={bad!r}.*block count in \\[0, {depth}\\]"):
+            create_model(TINY, "puma", checkpoint_blocks=bad)
+    from types import SimpleNamespace
+
+    from umlkit.models._factory import _memory_light
+    plain = SimpleNamespace(backbone=create_backbone(TINY))  # a registered method may hand timm's ViT over as is
+    with pytest.raises(ValueError, match="checkpoints all .* or none"):
+        _memory_light(plain, "custom", 1)
+    _memory_light(plain, "custom", True)
+    assert plain.backbone.grad_checkpointing

@@ -142,7 +142,9 @@ def create_model(backbone: str, method: str, embed_dim: int = 128, pretrained: b
             adapters), ``head="ln_linear"``, ``bitfit=True``, ``num_classes=100`` (``vptsp``),
             ``freeze_bn=True`` (ResNets), ``aux_heads={"s2sd_0": (1024, "mlp2")}`` (extra heads for
             S2SD/DiVA, see :func:`umlkit.losses.aux_heads_for`), ``eval_concat_aux=True`` (DiVA),
-            ``checkpoint_blocks=True`` (memory-light: ViT blocks recomputed in the backward pass).
+            ``checkpoint_blocks=True`` (memory-light: ViT blocks recomputed in the backward pass; an int k
+            recomputes the first k blocks only, parameter-efficient methods), ``skip_dropped=True`` (PUMA: each
+            stochastic adapter runs on its kept samples only; same draws, float-rounding-level differences).
 
     Example:
         >>> m = create_model("vit_tiny_uml", "puma", embed_dim=32)
@@ -164,21 +166,32 @@ def create_model(backbone: str, method: str, embed_dim: int = 128, pretrained: b
     net.requires_grad_(method == "full")
     model = entry.build(_Build(net, kw, method, timm_name, embed_dim, cfg, is_vit, head_kind, bitfit, aux_spec,
                                concat_aux))
-    if light:
-        _memory_light(model, method)
+    if light is not False:
+        _memory_light(model, method, light)
     return model
 
 
-def _memory_light(model: EmbeddingModel, method: str) -> None:
-    """``checkpoint_blocks=True``: recompute each transformer block in the backward pass instead of storing its
-    activations (PEFTViT's own loop, or timm's ``set_grad_checkpointing`` for a plain ViT)."""
+def _memory_light(model: EmbeddingModel, method: str, light: bool | int) -> None:
+    """``checkpoint_blocks``: recompute transformer blocks in the backward pass instead of storing their activations
+    (all with ``True``, the first k with an int k; PEFTViT's own loop, or timm's ``set_grad_checkpointing`` for a
+    plain ViT, which checkpoints all blocks)."""
     body = model.backbone
     if isinstance(body, PEFTViT):
-        body.checkpoint_blocks = True
+        depth = len(body.vit.blocks)
     elif hasattr(body, "set_grad_checkpointing") and hasattr(body, "blocks"):
-        body.set_grad_checkpointing(True)
+        depth = len(body.blocks)
     else:
         raise ValueError(f"checkpoint_blocks needs a ViT backbone (method {method!r} on {type(body).__name__})")
+    count = depth if light is True else light
+    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= depth:
+        raise ValueError(f"checkpoint_blocks={light!r}: expected true, false or a block count in [0, {depth}]")
+    if isinstance(body, PEFTViT):
+        body.checkpoint_blocks = count
+    elif count in (0, depth):
+        body.set_grad_checkpointing(count == depth)
+    else:
+        raise ValueError(f"checkpoint_blocks={light}: method {method!r} checkpoints all {depth} blocks or none "
+                         "(timm's set_grad_checkpointing); a block count needs a parameter-efficient ViT method")
 
 
 # ------------------------------------------------------------------------------------------------ the methods
@@ -229,9 +242,11 @@ def _prompt_pool_options(b: _Build) -> dict:
 
 
 def _adapter_options(b: _Build, default_keep: float) -> dict:
-    keep, bottleneck, scale = _pop(b.kw, keep_prob=default_keep, adapter_dim=128, adapter_scale=0.1)
+    keep, bottleneck, scale, skip = _pop(b.kw, keep_prob=default_keep, adapter_dim=128, adapter_scale=0.1,
+                                         skip_dropped=False)
     if b.kw.pop("use_adapters", True):
-        return dict(adapter_keep_prob=keep, adapter_bottleneck=bottleneck, adapter_scale=scale)
+        return dict(adapter_keep_prob=keep, adapter_bottleneck=bottleneck, adapter_scale=scale,
+                    adapter_skip_dropped=skip)
     return {}
 
 

@@ -19,7 +19,8 @@ what enters each block and what is added beside it:
 With zero up-projections, zero LoRA B and no prompts the result equals timm's ``forward_features`` + pooling
 bit for bit on CPU fp32 (tested).
 
-**Memory-light mode** (``checkpoint_blocks = True``): in training, each block (with its insertions) runs under
+**Memory-light mode** (``checkpoint_blocks = True``, or an int k for the first k blocks only): in training, each
+such block (with its insertions) runs under
 ``torch.utils.checkpoint`` (non-reentrant, RNG state preserved so stochastic adapters draw the same masks when the
 block is recomputed): only block inputs are kept for the backward pass, at the price of a second forward of each
 block. A frozen backbone saves the weight gradients, which pays for most of that recomputation; the gradients are
@@ -45,6 +46,7 @@ class PEFTViT(nn.Module):
         adapter_keep_prob: float | None = None,
         adapter_bottleneck: int = 128,
         adapter_scale: float = 0.1,
+        adapter_skip_dropped: bool = False,
         adaptformer_bottleneck: int | None = None,
         adaptformer_layers: int | None = None,
         prompt_pool: PromptPool | None = None,
@@ -60,7 +62,8 @@ class PEFTViT(nn.Module):
         self.dim = dim
         self.adapters_attn = self.adapters_mlp = None
         if adapter_keep_prob is not None:
-            pairs = [puma_adapter_pair(dim, adapter_bottleneck, adapter_scale, adapter_keep_prob) for _ in range(depth)]
+            pairs = [puma_adapter_pair(dim, adapter_bottleneck, adapter_scale, adapter_keep_prob, adapter_skip_dropped)
+                     for _ in range(depth)]
             self.adapters_attn = nn.ModuleList(p[0] for p in pairs)
             self.adapters_mlp = nn.ModuleList(p[1] for p in pairs)
         self.adaptformer = None
@@ -85,21 +88,21 @@ class PEFTViT(nn.Module):
                     nn.init.xavier_normal_(p.view(n, dim))
                 self.deep.append(p)
         self.last_prompt_weights: torch.Tensor | None = None
-        self.checkpoint_blocks = False
+        self.checkpoint_blocks: bool | int = False
 
     # ------------------------------------------------------------------------------------------ pieces
     def _block(self, i: int, blk: nn.Module, x: torch.Tensor) -> torch.Tensor:
         h = blk.norm1(x)
         x = x + blk.drop_path1(blk.ls1(blk.attn(h)))
         if self.adapters_attn is not None:
-            x = x + self.adapters_attn[i](h)
+            x = self.adapters_attn[i].add_to(x, h)
         h = blk.norm2(x)
         branch = blk.drop_path2(blk.ls2(blk.mlp(h)))
         if self.adaptformer is not None and i < len(self.adaptformer):
             branch = branch + self.adaptformer[i](x)
         x = x + branch
         if self.adapters_mlp is not None:
-            x = x + self.adapters_mlp[i](h)
+            x = self.adapters_mlp[i].add_to(x, h)
         return x
 
     def _pool(self, x: torch.Tensor, n_prefix: int) -> torch.Tensor:
@@ -150,7 +153,8 @@ class PEFTViT(nn.Module):
         tokens = vit.norm_pre(tokens)
         if layer_prompts is None and use_task_prompts and self.deep is not None:
             layer_prompts = [p.expand(b, -1, -1) if p.shape[1] else None for p in self.deep]
-        light = self.checkpoint_blocks and self.training and torch.is_grad_enabled()
+        light = self.checkpoint_blocks if self.training and torch.is_grad_enabled() else 0
+        n_light = len(vit.blocks) if light is True else int(light)
         for i, blk in enumerate(vit.blocks):
             extra = layer_prompts[i] if layer_prompts is not None and i < len(layer_prompts) else None
             if extra is not None and extra.shape[1]:
@@ -158,7 +162,7 @@ class PEFTViT(nn.Module):
                 tokens = torch.cat([extra, tokens], dim=1)
             else:
                 n = 0
-            if light:
+            if i < n_light:
                 from torch.utils.checkpoint import checkpoint
                 tokens = checkpoint(self._block, i, blk, tokens, use_reentrant=False)
             else:
