@@ -1,3 +1,7 @@
+import importlib
+import sys
+from pathlib import Path
+
 import pytest
 
 
@@ -6,3 +10,14 @@ def mini_root(tmp_path_factory):
     """One UML-Mini tree (seed 0) shared by the whole test session."""
     from umlkit.data import make_mini
     return make_mini(tmp_path_factory.mktemp("uml_mini"), seed=0)
+
+
+@pytest.fixture(scope="module")
+def bench(request):
+    """The script ``benchmarks/<BENCH_SCRIPT>.py`` named by the test module, imported as a module."""
+    folder = str(Path(__file__).resolve().parents[1] / "benchmarks")
+    sys.path.insert(0, folder)
+    try:
+        yield importlib.import_module(request.module.BENCH_SCRIPT)
+    finally:
+        sys.path.remove(folder)

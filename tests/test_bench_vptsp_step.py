@@ -1,24 +1,12 @@
 """benchmarks/bench_vptsp_step.py (VPTSP Table 10): a tiny in-process run on the quick profile writes the JSON
 schema the chapter reads, and the step it times is VPTSP's real training step (two passes through the ViT)."""
-import importlib
 import json
 import re
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
-
-
-@pytest.fixture(scope="module")
-def bench():
-    sys.path.insert(0, str(BENCH))
-    try:
-        yield importlib.import_module("bench_vptsp_step")
-    finally:
-        sys.path.remove(str(BENCH))
+BENCH_SCRIPT = "bench_vptsp_step"  # the ``bench`` fixture (conftest.py) imports it
 
 
 @pytest.fixture
