@@ -5,6 +5,9 @@ classes, mostly 2-10 items, a tail up to ~100). Metrics: R@1/2/4/8, MAP@R, RP.
 
 Each implementation runs in its own subprocess so that its peak RSS is its own. Printed: seconds, peak RSS,
 the ratio to AccuracyCalculator (baseline, same run), and whether the metrics equal the fp32 exact search.
+``umlkit`` is the default engine, which picks its search by a start-up GEMM measurement (printed: bf16 or fp32);
+``umlkit-bf16`` / ``umlkit-fp32`` force one. ``ONEDNN_MAX_CPU_ISA=AVX512_CORE`` (or ``AVX2``) in the environment
+makes this CPU's bf16 GEMM behave like one without bf16 instructions, to check the choice.
 
     python benchmarks/bench_eval.py            # full size (a few minutes on 2 cores)
     python benchmarks/bench_eval.py --scale 0.1
@@ -35,12 +38,16 @@ def run_one(impl: str, scale: float) -> dict:
     x, y = uml_like_embeddings(scale, dim=DIM)
     metrics = ["R@1", "R@2", "R@4", "R@8", "MAP@R", "RP"]
     start = time.perf_counter()
-    if impl in ("umlkit", "umlkit-fp32"):
+    search = None
+    if impl in ("umlkit", "umlkit-fp32", "umlkit-bf16"):
         from umlkit.metrics import evaluate_retrieval
+        from umlkit.metrics.knn import choose_search_dtype
 
-        dtype = torch.bfloat16 if impl == "umlkit" else torch.float32
+        # "umlkit" is the default: the search this CPU is faster at, chosen by a start-up measurement
+        dtype = {"umlkit": None, "umlkit-fp32": torch.float32, "umlkit-bf16": torch.bfloat16}[impl]
         res = evaluate_retrieval(x, y, metrics=metrics, search_dtype=dtype)
         out = {m: res[m] for m in metrics}
+        search = str(dtype or choose_search_dtype()).replace("torch.", "")
     elif impl == "pml":
         from pytorch_metric_learning.utils.accuracy_calculator import AccuracyCalculator
 
@@ -56,7 +63,7 @@ def run_one(impl: str, scale: float) -> dict:
         raise ValueError(impl)
     seconds = time.perf_counter() - start
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"impl": impl, "seconds": seconds, "peak_rss_mb": peak_mb, "metrics": out}
+    return {"impl": impl, "seconds": seconds, "peak_rss_mb": peak_mb, "metrics": out, "search": search}
 
 
 def main() -> None:
@@ -75,7 +82,9 @@ def main() -> None:
                               capture_output=True, text=True, check=True)
         results[impl] = json.loads(proc.stdout.strip().splitlines()[-1])
         r = results[impl]
-        print(f"{impl:>12}: {r['seconds']:7.1f} s   peak RSS {r['peak_rss_mb']:7.0f} MB   {r['metrics']}", flush=True)
+        search = f"   search {r['search']}" if r["search"] else ""
+        print(f"{impl:>12}: {r['seconds']:7.1f} s   peak RSS {r['peak_rss_mb']:7.0f} MB{search}   {r['metrics']}",
+              flush=True)
     base = results.get("pml")
     exact = results.get("umlkit-fp32")
     print(f"\nproblem: {int(N_ITEMS * args.scale)} items x {DIM}-d, ~{int(N_CLASSES * args.scale)} classes, "

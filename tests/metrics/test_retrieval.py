@@ -479,3 +479,36 @@ def test_second_chance_opens_enough_blocks_for_its_candidates(small_blocks):
     v, i = small_blocks.knn_search(g[-1:], g, 1, self_index=torch.tensor([m - 1]), candidate_extra=0)
     rv, ri = _fp32_reference(g[-1:], g, 1, torch.tensor([m - 1]))
     assert torch.equal(i, ri)
+
+
+def test_search_dtype_is_chosen_by_measurement_once(monkeypatch):
+    """search_dtype=None takes bf16 only where a bf16 GEMM is >= 1.3x faster than fp32 (measured once per process),
+    UMLKIT_SEARCH_DTYPE overrides, and both choices return the exact fp32 top k."""
+    from umlkit.metrics import knn
+    monkeypatch.delenv("UMLKIT_SEARCH_DTYPE", raising=False)
+    calls = []
+
+    def fake_seconds(speedup):
+        def seconds(a, reps=5):
+            calls.append(a.dtype)
+            return 1.0 if a.dtype == torch.float32 else 1.0 / speedup
+        return seconds
+
+    for speedup, expected in ((2.4, torch.bfloat16), (1.31, torch.bfloat16), (1.2, torch.float32),
+                              (0.01, torch.float32)):
+        monkeypatch.setattr(knn, "_CHOSEN", {})
+        monkeypatch.setattr(knn, "_gemm_seconds", fake_seconds(speedup))
+        calls.clear()
+        assert knn.choose_search_dtype() == expected
+        assert knn.choose_search_dtype() == expected and len(calls) == 2  # cached: measured once
+    x = torch.nn.functional.normalize(torch.randn(300, 16, generator=torch.Generator().manual_seed(0)), dim=1)
+    exact = knn.knn_search(x, x, 7, self_index=torch.arange(300), search_dtype=torch.float32)
+    for forced, dtype in (("bf16", torch.bfloat16), ("fp32", torch.float32)):
+        monkeypatch.setenv("UMLKIT_SEARCH_DTYPE", forced)
+        stats = {}
+        got = knn.knn_search(x, x, 7, self_index=torch.arange(300), stats=stats)
+        assert stats["search_dtype"] == dtype
+        assert torch.equal(got[1], exact[1]) and torch.allclose(got[0], exact[0])
+    monkeypatch.setenv("UMLKIT_SEARCH_DTYPE", "fp16")
+    with pytest.raises(ValueError, match="UMLKIT_SEARCH_DTYPE='fp16': expected 'bf16' or 'fp32'"):
+        knn.knn_search(x, x, 7)

@@ -284,7 +284,7 @@ def evaluate_indices(
     recall_ks: Sequence[int],
     others: Sequence[str],
     map_at_r_convention: str = "musgrave",
-    search_dtype: torch.dtype = torch.bfloat16,
+    search_dtype: torch.dtype | None = None,
     seed: int = 0,
     block_entries: int = 1 << 24,
     nmi_method: str = "exact",
@@ -391,7 +391,7 @@ def evaluate_retrieval(
     ks: Sequence[int] = DEFAULT_KS,
     metrics: Sequence[str] | None = None,
     map_at_r_convention: str = "musgrave",
-    search_dtype: torch.dtype = torch.bfloat16,
+    search_dtype: torch.dtype | None = None,
     seed: int = 0,
     nmi_method: str = "exact",
     progress: bool = False,
@@ -409,7 +409,8 @@ def evaluate_retrieval(
             mAP@1000 and NMI.
         map_at_r_convention: ``"musgrave"`` (R excludes the query) or ``"roth"`` (R counts it, as Roth's
             ``mAP_c`` and VPTSP's ``mAP_R``).
-        search_dtype: ``torch.bfloat16`` (fast exact search) or ``torch.float32``.
+        search_dtype: ``torch.bfloat16`` (fast exact search), ``torch.float32``, or ``None`` (default): the faster
+            of the two on this CPU, measured once per process (:func:`umlkit.metrics.knn.choose_search_dtype`).
         seed: k-means seed for NMI.
         nmi_method: :func:`nmi`'s ``method``: ``"exact"`` (default; Roth's and PML's value), ``"hierarchical"``
             (the affordable two-level approximation for many classes) or ``"auto"`` (exact up to

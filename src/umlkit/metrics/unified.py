@@ -68,7 +68,7 @@ def unified_evaluation(
     metrics: Sequence[str] = ("R@1",),
     source_names: Sequence[str] | dict | None = None,
     map_at_r_convention: str = "musgrave",
-    search_dtype: torch.dtype = torch.bfloat16,
+    search_dtype: torch.dtype | None = None,
 ) -> pd.DataFrame:
     """Per-source, Unified and Harmonic retrieval scores for a multi-dataset test set.
 
@@ -135,7 +135,7 @@ def unified_evaluation(
 
 def cross_source_rate(embeddings, sources, *, is_query=None, is_gallery=None,
                       source_names: Sequence[str] | dict | None = None,
-                      search_dtype: torch.dtype = torch.bfloat16) -> pd.Series:
+                      search_dtype: torch.dtype | None = None) -> pd.Series:
     """Per source and over all queries ("Unified"): the percentage of queries whose nearest neighbour in the union
     of all galleries (the Unified search of :func:`unified_evaluation`, self excluded) comes from another source.
     A query whose top-1 crosses sources is a Unified miss that no per-source column can show."""
