@@ -47,7 +47,7 @@ def run_one(impl: str, scale: float) -> dict:
         dtype = {"umlkit": None, "umlkit-fp32": torch.float32, "umlkit-bf16": torch.bfloat16}[impl]
         res = evaluate_retrieval(x, y, metrics=metrics, search_dtype=dtype)
         out = {m: res[m] for m in metrics}
-        search = str(dtype or choose_search_dtype()).replace("torch.", "")
+        search = str(dtype or choose_search_dtype(self_search=True)).replace("torch.", "")
     elif impl == "pml":
         from pytorch_metric_learning.utils.accuracy_calculator import AccuracyCalculator
 

@@ -482,8 +482,8 @@ def test_second_chance_opens_enough_blocks_for_its_candidates(small_blocks):
 
 
 def test_search_dtype_is_chosen_by_measurement_once(monkeypatch):
-    """search_dtype=None takes bf16 only where a bf16 GEMM is >= 1.3x faster than fp32 (measured once per process),
-    UMLKIT_SEARCH_DTYPE overrides, and both choices return the exact fp32 top k."""
+    """search_dtype=None takes bf16 where the measured bf16/fp32 GEMM speed-up reaches 0.3 (self-search) or 1.0
+    (plain search), measured once per process; UMLKIT_SEARCH_DTYPE overrides; every choice returns the exact top k."""
     from umlkit.metrics import knn
     monkeypatch.delenv("UMLKIT_SEARCH_DTYPE", raising=False)
     calls = []
@@ -494,19 +494,31 @@ def test_search_dtype_is_chosen_by_measurement_once(monkeypatch):
             return 1.0 if a.dtype == torch.float32 else 1.0 / speedup
         return seconds
 
-    for speedup, expected in ((2.4, torch.bfloat16), (1.31, torch.bfloat16), (1.2, torch.float32),
-                              (0.01, torch.float32)):
-        monkeypatch.setattr(knn, "_CHOSEN", {})
+    bf, fp = torch.bfloat16, torch.float32
+    for speedup, self_choice, plain_choice in ((2.4, bf, bf), (1.0, bf, bf), (0.5, bf, fp), (0.3, bf, fp),
+                                               (0.2, fp, fp), (0.01, fp, fp)):
+        monkeypatch.setattr(knn, "_MEASURED", {})
         monkeypatch.setattr(knn, "_gemm_seconds", fake_seconds(speedup))
         calls.clear()
-        assert knn.choose_search_dtype() == expected
-        assert knn.choose_search_dtype() == expected and len(calls) == 2  # cached: measured once
-    x = torch.nn.functional.normalize(torch.randn(300, 16, generator=torch.Generator().manual_seed(0)), dim=1)
-    exact = knn.knn_search(x, x, 7, self_index=torch.arange(300), search_dtype=torch.float32)
-    for forced, dtype in (("bf16", torch.bfloat16), ("fp32", torch.float32)):
+        assert knn.bf16_gemm_speedup() == pytest.approx(speedup)
+        assert knn.choose_search_dtype(self_search=True) == self_choice
+        assert knn.choose_search_dtype(self_search=False) == plain_choice
+        assert len(calls) == 2  # one fp32 and one bf16 timing, then cached
+    # at a speed-up of 0.5 a self-search runs bf16 and a plain search fp32, both exact
+    monkeypatch.setattr(knn, "_MEASURED", {"speedup": 0.5})
+    n = knn._TILE + 60  # large enough to count as a self-search
+    x = torch.nn.functional.normalize(torch.randn(n, 16, generator=torch.Generator().manual_seed(0)), dim=1)
+    exact = knn.knn_search(x, x, 7, self_index=torch.arange(n), search_dtype=torch.float32)
+    for query, self_index, dtype in ((x, torch.arange(n), bf), (x[:300], None, fp)):
+        stats = {}
+        got = knn.knn_search(query, x, 7, self_index=self_index, stats=stats)
+        assert stats["search_dtype"] == dtype
+        if self_index is not None:
+            assert torch.equal(got[1], exact[1]) and torch.allclose(got[0], exact[0])
+    for forced, dtype in (("bf16", bf), ("fp32", fp)):
         monkeypatch.setenv("UMLKIT_SEARCH_DTYPE", forced)
         stats = {}
-        got = knn.knn_search(x, x, 7, self_index=torch.arange(300), stats=stats)
+        got = knn.knn_search(x, x, 7, self_index=torch.arange(n), stats=stats)
         assert stats["search_dtype"] == dtype
         assert torch.equal(got[1], exact[1]) and torch.allclose(got[0], exact[0])
     monkeypatch.setenv("UMLKIT_SEARCH_DTYPE", "fp16")

@@ -36,10 +36,15 @@ of their full bf16 rows instead. Ties are broken by the lower gallery index so r
 query never retrieves the gallery position given in ``self_index``: that is how the CUB/Cars/SOP protocol
 (query set = gallery) excludes the self-match while In-shop (separate gallery) excludes nothing.
 
-**Which search runs** (``search_dtype=None``, the default): the bf16 candidate pass pays off only where a bf16
-GEMM is faster than an fp32 one. :func:`choose_search_dtype` measures both on a 512 x 128 x 512 product once per
-process (about 5 ms; on this project's AMD EPYC with avx512_bf16 bf16 runs 2-2.5x fp32, with oneDNN limited to
-AVX-512 without bf16 0.4x, to AVX2 0.01x) and takes bf16 only at >= 1.3x; both searches return the exact top k.
+**Which search runs** (``search_dtype=None``, the default): the bf16 candidate pass pays off only where bf16
+GEMMs are fast enough. :func:`bf16_gemm_speedup` times a 512 x 128 x 512 product in both dtypes once per process
+(about 10 ms). Measured on this project's AMD EPYC (avx512_bf16), and with oneDNN limited to AVX-512 without bf16
+(``ONEDNN_MAX_CPU_ISA=AVX512_CORE``): the GEMM ratio is 2.0-2.5x there and 0.43x here; a self-search of 148,500
+items took 15.5 s (bf16) against 85-92 s (fp32) there and 52 s against 92 s here, a plain 14,000 x 60,000
+search 1.4 s against 2.8 s there and 5.1 s against 3.1 s here. So bf16 is chosen for a self-search (symmetric
+tiles, half the GEMM) from a ratio of 0.3 and for a plain search from 1.0 (the break-even ratios these timings
+imply are about 0.25 and 0.85); with oneDNN limited to AVX2 the ratio is 0.01 and fp32 runs. Both searches
+return the exact top k.
 """
 from __future__ import annotations
 
@@ -48,7 +53,7 @@ import time
 
 import torch
 
-__all__ = ["choose_search_dtype", "knn_search"]
+__all__ = ["bf16_gemm_speedup", "choose_search_dtype", "knn_search"]
 
 _NEG_INF = float("-inf")
 _BLOCK = 128            # gallery columns per block maximum
@@ -321,8 +326,8 @@ def _from_blocks(bm_rows: torch.Tensor, kk: int, n_open: int,
     return cand_v, cand_i, rest
 
 
-_BF16_MIN_SPEEDUP = 1.3
-_CHOSEN: dict[str, torch.dtype] = {}
+_BF16_MIN_SPEEDUP = {True: 0.3, False: 1.0}   # self-search, plain search (see the module docstring)
+_MEASURED: dict[str, float] = {}
 
 
 def _gemm_seconds(a: torch.Tensor, reps: int = 5) -> float:
@@ -336,12 +341,21 @@ def _gemm_seconds(a: torch.Tensor, reps: int = 5) -> float:
     return best
 
 
-def choose_search_dtype() -> torch.dtype:
-    """The candidate dtype of :func:`knn_search` on this CPU: ``torch.bfloat16`` where a bf16 GEMM of a search-sized
-    tile (512 x 128 by 128 x 512, best of 5) runs at least 1.3x faster than fp32, else ``torch.float32``.
+def bf16_gemm_speedup() -> float:
+    """fp32 time over bf16 time of a search-sized GEMM (512 x 128 by 128 x 512, best of 5) on this CPU, measured
+    once per process and cached."""
+    if "speedup" not in _MEASURED:
+        a = torch.randn(512, 128, generator=torch.Generator().manual_seed(0))
+        _MEASURED["speedup"] = _gemm_seconds(a) / _gemm_seconds(a.to(torch.bfloat16))
+    return _MEASURED["speedup"]
 
-    Measured once per process and cached. The environment variable ``UMLKIT_SEARCH_DTYPE`` (``bf16`` or ``fp32``)
-    overrides the measurement, e.g. to compare the two or to pin a choice.
+
+def choose_search_dtype(self_search: bool = False) -> torch.dtype:
+    """The candidate dtype :func:`knn_search` uses by default: ``torch.bfloat16`` where
+    :func:`bf16_gemm_speedup` reaches 0.3 (a self-search) or 1.0 (a plain search), else ``torch.float32``.
+
+    The environment variable ``UMLKIT_SEARCH_DTYPE`` (``bf16`` or ``fp32``) overrides the measurement, e.g. to
+    compare the two or to pin a choice.
     """
     forced = os.environ.get("UMLKIT_SEARCH_DTYPE")
     if forced is not None:
@@ -349,11 +363,7 @@ def choose_search_dtype() -> torch.dtype:
         if forced not in choices:
             raise ValueError(f"UMLKIT_SEARCH_DTYPE={forced!r}: expected 'bf16' or 'fp32' (or unset: measure)")
         return choices[forced]
-    if "measured" not in _CHOSEN:
-        a = torch.randn(512, 128, generator=torch.Generator().manual_seed(0))
-        speedup = _gemm_seconds(a) / _gemm_seconds(a.to(torch.bfloat16))
-        _CHOSEN["measured"] = torch.bfloat16 if speedup >= _BF16_MIN_SPEEDUP else torch.float32
-    return _CHOSEN["measured"]
+    return torch.bfloat16 if bf16_gemm_speedup() >= _BF16_MIN_SPEEDUP[bool(self_search)] else torch.float32
 
 
 def _is_self_search(query: torch.Tensor, gallery: torch.Tensor, self_index: torch.Tensor | None) -> bool:
@@ -385,7 +395,7 @@ def knn_search(
             a self-search opens blocks for up to 8x as many queries at once.
         candidate_extra: candidates beyond k taken in the bf16 pass.
         search_dtype: ``torch.bfloat16`` (candidates + exact re-rank), ``torch.float32`` (plain search) or
-            ``None``: :func:`choose_search_dtype`, the faster on this CPU.
+            ``None``: :func:`choose_search_dtype`, the faster on this CPU for this kind of search.
         stats: if given, receives ``{"rows": n, "search_dtype": dtype, "self_search": bool, "second_pass_rows": r2,
             "fp32_fallback_rows": r3}``: the search that ran, whether the symmetric tiles were used, rows whose
             certificate failed and were searched again with 4x more bf16 candidates, and rows that then needed the
@@ -396,7 +406,7 @@ def knn_search(
         index) in its first k_i columns, then similarity -inf and index -1.
     """
     if search_dtype is None:
-        search_dtype = choose_search_dtype()
+        search_dtype = choose_search_dtype(_is_self_search(query, gallery, self_index))
     if search_dtype not in (torch.bfloat16, torch.float32):
         raise ValueError(f"search_dtype must be torch.bfloat16, torch.float32 or None, got {search_dtype}")
     n, m = query.shape[0], gallery.shape[0]

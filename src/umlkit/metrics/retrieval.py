@@ -410,7 +410,7 @@ def evaluate_retrieval(
         map_at_r_convention: ``"musgrave"`` (R excludes the query) or ``"roth"`` (R counts it, as Roth's
             ``mAP_c`` and VPTSP's ``mAP_R``).
         search_dtype: ``torch.bfloat16`` (fast exact search), ``torch.float32``, or ``None`` (default): the faster
-            of the two on this CPU, measured once per process (:func:`umlkit.metrics.knn.choose_search_dtype`).
+            of the two on this CPU (:func:`umlkit.metrics.knn.choose_search_dtype`).
         seed: k-means seed for NMI.
         nmi_method: :func:`nmi`'s ``method``: ``"exact"`` (default; Roth's and PML's value), ``"hierarchical"``
             (the affordable two-level approximation for many classes) or ``"auto"`` (exact up to
