@@ -39,12 +39,12 @@ query never retrieves the gallery position given in ``self_index``: that is how 
 **Which search runs** (``search_dtype=None``, the default): the bf16 candidate pass pays off only where bf16
 GEMMs are fast enough. :func:`bf16_gemm_speedup` times a 512 x 128 x 512 product in both dtypes once per process
 (about 10 ms). Measured on this project's AMD EPYC (avx512_bf16), and with oneDNN limited to AVX-512 without bf16
-(``ONEDNN_MAX_CPU_ISA=AVX512_CORE``): the GEMM ratio is 2.0-2.5x there and 0.43x here; a self-search of 148,500
-items took 15.5 s (bf16) against 85-92 s (fp32) there and 52 s against 92 s here, a plain 14,000 x 60,000
-search 1.4 s against 2.8 s there and 5.1 s against 3.1 s here. So bf16 is chosen for a self-search (symmetric
-tiles, half the GEMM) from a ratio of 0.3 and for a plain search from 1.0 (the break-even ratios these timings
-imply are about 0.25 and 0.85); with oneDNN limited to AVX2 the ratio is 0.01 and fp32 runs. Both searches
-return the exact top k.
+(``ONEDNN_MAX_CPU_ISA=AVX512_CORE``): the GEMM ratio is 2.0-2.5x there and 0.36-0.43x here; a self-search of
+148,500 items took 15.5-17.3 s (bf16) against 84.8 s (fp32) there and 52 s against 91-92 s here, a plain
+14,000 x 60,000 search 1.4 s against 2.8 s there and 5.1 s against 3.1 s here. So bf16 is chosen for a
+self-search (symmetric tiles, half the GEMM) from a ratio of 0.3 and for a plain search from 1.0; a two-point fit
+of these timings puts the break-even ratios at about 0.2-0.25 and 0.65-0.9. With oneDNN limited to AVX2 the ratio
+is 0.01-0.1 and fp32 runs. Both searches return the exact top k.
 """
 from __future__ import annotations
 
