@@ -405,8 +405,9 @@ def knn_search(
         (similarities, indices), both (n, max k); row i sorted by similarity descending (ties by gallery
         index) in its first k_i columns, then similarity -inf and index -1.
     """
+    self_search = search_dtype != torch.float32 and _is_self_search(query, gallery, self_index)
     if search_dtype is None:
-        search_dtype = choose_search_dtype(_is_self_search(query, gallery, self_index))
+        search_dtype = choose_search_dtype(self_search)
     if search_dtype not in (torch.bfloat16, torch.float32):
         raise ValueError(f"search_dtype must be torch.bfloat16, torch.float32 or None, got {search_dtype}")
     n, m = query.shape[0], gallery.shape[0]
@@ -435,7 +436,7 @@ def knn_search(
             _put(out_v, out_i, rows, kc, v, i)
     else:
         _search_bf16(query, gallery, depth, order, self_index, available, chunk_size, candidate_extra,
-                     out_v, out_i, counts)
+                     out_v, out_i, counts, self_search)
     # blank the columns beyond each row's own depth
     beyond = torch.arange(k_max)[None, :] >= depth[:, None]
     out_v[beyond] = _NEG_INF
@@ -452,7 +453,8 @@ def _put(out_v, out_i, rows, kc, v, i) -> None:
     out_i[rows, :kc] = i.to(out_i.dtype)
 
 
-def _search_bf16(query, gallery, depth, order, self_index, available, chunk_size, extra, out_v, out_i, counts):
+def _search_bf16(query, gallery, depth, order, self_index, available, chunk_size, extra, out_v, out_i, counts,
+                 self_search):
     n, m = query.shape[0], gallery.shape[0]
     pad = (-m) % _BLOCK
     gb = gallery.to(torch.bfloat16)
@@ -461,7 +463,7 @@ def _search_bf16(query, gallery, depth, order, self_index, available, chunk_size
     s = _Search(query, gallery, gb, self_index, available, m, chunk_size)
     kk_of = (depth + extra).clamp(max=available)   # candidates per row
     by_blocks = s.by_blocks(kk_of)
-    if bool(by_blocks.any()) and _is_self_search(query, gallery, self_index):
+    if self_search and bool(by_blocks.any()):
         s.self_search()
     counts["self_search"] = s.bm is not None
     # opened (row, block) pairs up to each position of ``order``: a self-search group holds at most _OPEN_PAIRS
