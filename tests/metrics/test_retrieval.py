@@ -338,10 +338,17 @@ def test_best_per_row_orders_by_row_score_then_index_and_cuts(small_blocks):
     for r in range(5):
         items = sorted((-int(v), int(c)) for rr, c, v in zip(row, col, val) if rr == r)
         want += [(r, c, -v, k) for k, (v, c) in enumerate(items[:6])]
-    for m_pad in (1024, 1 << 50):   # the second overflows the key: the stable-sort path
-        r, c, v, k, cut = knn._best_per_row(row, col, val, 5, 6, m_pad)
-        assert list(zip(r.tolist(), c.tolist(), v.tolist(), k.tolist())) == want
-        assert cut.tolist() == [int((row == x).sum()) > 6 for x in range(5)]
+    # fp32 scores (the int8 search's), negative ones and -0.0 == 0.0 among them: the same order
+    fval = (val.float() - 20) / 7
+    fval[fval == 0] = -0.0
+    fwant = [(r, c, (v - 20) / 7, k) for r, c, v, k in want]
+    for values, expect, m_pad_list in ((val, want, (1024, 1 << 50)), (fval, fwant, (16, 1024))):
+        for m_pad in m_pad_list:   # 1 << 50 (bf16 bits) and 1024 (fp32: 32-bit keys) overflow the one-sort key
+            r, c, v, k, cut = knn._best_per_row(row, col, values, 5, 6, m_pad)
+            got = list(zip(r.tolist(), c.tolist(), v.tolist(), k.tolist()))
+            assert [(a, b, pytest.approx(x), y) for a, b, x, y in got] == expect
+            assert v.dtype == values.dtype
+            assert cut.tolist() == [int((row == x).sum()) > 6 for x in range(5)]
 
 
 @pytest.mark.parametrize("merge_at", [4, 0])
@@ -482,30 +489,39 @@ def test_second_chance_opens_enough_blocks_for_its_candidates(small_blocks):
 
 
 def test_search_dtype_is_chosen_by_measurement_once(monkeypatch):
-    """search_dtype=None takes bf16 where the measured bf16/fp32 GEMM speed-up reaches 0.3 (self-search) or 1.0
-    (plain search), measured once per process; UMLKIT_SEARCH_DTYPE overrides; every choice returns the exact top k."""
+    """search_dtype=None: a self-search takes int8 tiles where the int8 GEMM is at least as fast as fp32's and bf16's
+    (and 0.3x fp32's), else bf16 from a bf16/fp32 speed-up of 0.3; a plain search takes bf16 from 1.0, else fp32. Each
+    GEMM is timed once per process; UMLKIT_SEARCH_DTYPE overrides (int8 for self-searches only); every choice
+    returns the exact top k."""
     from umlkit.metrics import knn
     monkeypatch.delenv("UMLKIT_SEARCH_DTYPE", raising=False)
-    calls = []
+    calls, real_seconds = [], knn._gemm_seconds
 
-    def fake_seconds(speedup):
+    def fake_seconds(bf16, int8):
         def seconds(a, reps=5):
             calls.append(a.dtype)
-            return 1.0 if a.dtype == torch.float32 else 1.0 / speedup
+            return {torch.float32: 1.0, torch.bfloat16: 1.0 / bf16, torch.int8: 1.0 / int8}[a.dtype]
         return seconds
 
-    bf, fp = torch.bfloat16, torch.float32
-    for speedup, self_choice, plain_choice in ((2.4, bf, bf), (1.0, bf, bf), (0.5, bf, fp), (0.3, bf, fp),
-                                               (0.2, fp, fp), (0.01, fp, fp)):
+    bf, fp, i8 = torch.bfloat16, torch.float32, torch.int8
+    for bf16, int8, self_choice, plain_choice in (
+            (2.4, 4.0, i8, bf), (2.4, 2.0, bf, bf), (1.0, 1.0, i8, bf), (0.5, 2.0, i8, fp), (0.3, 0.2, bf, fp),
+            (0.2, 0.25, fp, fp), (0.01, 0.0, fp, fp), (0.01, 0.3, i8, fp)):
         monkeypatch.setattr(knn, "_MEASURED", {})
-        monkeypatch.setattr(knn, "_gemm_seconds", fake_seconds(speedup))
+        monkeypatch.setattr(knn, "_gemm_seconds", fake_seconds(bf16, int8 or 1e-9))
         calls.clear()
-        assert knn.bf16_gemm_speedup() == pytest.approx(speedup)
+        assert knn.gemm_speedup(torch.bfloat16) == pytest.approx(bf16)
         assert knn.choose_search_dtype(self_search=True) == self_choice
         assert knn.choose_search_dtype(self_search=False) == plain_choice
-        assert len(calls) == 2  # one fp32 and one bf16 timing, then cached
-    # at a speed-up of 0.5 a self-search runs bf16 and a plain search fp32, both exact
-    monkeypatch.setattr(knn, "_MEASURED", {"speedup": 0.5})
+        assert sorted(map(str, calls)) == ["torch.bfloat16", "torch.float32", "torch.int8"]   # then cached
+    # an int8 GEMM this torch lacks measures 0
+    monkeypatch.setattr(knn, "_MEASURED", {"fp32": 1.0})
+    monkeypatch.setattr(knn, "_gemm_seconds", real_seconds)
+    with monkeypatch.context() as patch:
+        patch.setattr(torch, "_int_mm", lambda a, b: (_ for _ in ()).throw(RuntimeError("no int8 GEMM")))
+        assert knn.gemm_speedup(torch.int8) == 0.0
+    # with bf16 at 0.5x and int8 at 0.2x: a self-search runs bf16, a plain search fp32, both exact
+    monkeypatch.setattr(knn, "_MEASURED", {"fp32": 1.0, "bf16": 0.5, "int8": 0.2})
     n = knn._TILE + 60  # large enough to count as a self-search
     x = torch.nn.functional.normalize(torch.randn(n, 16, generator=torch.Generator().manual_seed(0)), dim=1)
     exact = knn.knn_search(x, x, 7, self_index=torch.arange(n), search_dtype=torch.float32)
@@ -515,12 +531,144 @@ def test_search_dtype_is_chosen_by_measurement_once(monkeypatch):
         assert stats["search_dtype"] == dtype
         if self_index is not None:
             assert torch.equal(got[1], exact[1]) and torch.allclose(got[0], exact[0])
-    for forced, dtype in (("bf16", bf), ("fp32", fp)):
+    for forced, dtype in (("bf16", bf), ("fp32", fp), ("int8", i8)):
         monkeypatch.setenv("UMLKIT_SEARCH_DTYPE", forced)
         stats = {}
         got = knn.knn_search(x, x, 7, self_index=torch.arange(n), stats=stats)
         assert stats["search_dtype"] == dtype
         assert torch.equal(got[1], exact[1]) and torch.allclose(got[0], exact[0])
+    # int8 has no plain search: forced or passed, a plain search runs the measured plain choice (fp32 here)
+    for how in ("env", "argument"):
+        stats = {}
+        knn.knn_search(x[:300], x, 7, stats=stats, search_dtype=torch.int8 if how == "argument" else None)
+        assert stats["search_dtype"] == fp and not stats["self_search"]
     monkeypatch.setenv("UMLKIT_SEARCH_DTYPE", "fp16")
-    with pytest.raises(ValueError, match="UMLKIT_SEARCH_DTYPE='fp16': expected 'bf16' or 'fp32'"):
+    with pytest.raises(ValueError, match="UMLKIT_SEARCH_DTYPE='fp16': expected 'bf16', 'fp32' or 'int8'"):
         knn.knn_search(x, x, 7)
+    with pytest.raises(ValueError, match="search_dtype must be .* got torch.float16"):
+        knn.knn_search(x, x, 7, search_dtype=torch.float16)
+
+
+# ------------------------------------------------------------------------------ int8 self-search tiles
+def _int8_search(knn, x, depth, **kw):
+    stats = {}
+    v, i = knn.knn_search(x, x.clone(), depth, self_index=torch.arange(x.shape[0]), search_dtype=torch.int8,
+                          stats=stats, **kw)
+    assert stats["search_dtype"] == torch.int8 and stats["self_search"]
+    return v, i, stats
+
+
+def _assert_exact_rows(v, i, x, depth):
+    """Each row's first depth entries equal the fp32 search's (indices exactly, similarities to the last bit of
+    the re-scoring), the rest are blank."""
+    n = x.shape[0]
+    rv, ri = _fp32_reference(x, x, int(depth.max()), torch.arange(n))
+    for row in range(n):
+        d = int(depth[row])
+        assert torch.equal(i[row, :d], ri[row, :d]), row
+        torch.testing.assert_close(v[row, :d], rv[row, :d], rtol=0, atol=1e-6)
+        assert (i[row, d:] == -1).all()
+    assert not (i == torch.arange(n)[:, None]).any()
+
+
+def test_int8_quantisation_and_error_bound_hold():
+    """Codes are round(x * 127 / max|x|); the bound covers |x_r.x_c - codes_r.codes_c / scale^2| for every pair,
+    computed in float64, at several dimensions and for vectors that are not unit length."""
+    from umlkit.metrics.knn import _int8_error_bound, _quantize
+
+    gen = torch.Generator().manual_seed(3)
+    for dim, norm in ((2, 1.0), (16, 1.0), (128, 1.0), (512, 1.0), (64, 3.0)):
+        x = norm * torch.nn.functional.normalize(torch.randn(600, dim, generator=gen), dim=1)
+        x[1] = x[0] * 0.999   # near-duplicates, where the relative error matters most
+        codes, scale, err = _quantize(x)
+        assert scale == pytest.approx(127 / x.abs().max().item())
+        assert torch.equal(codes.long(), (x.double() * scale).round().long())
+        assert codes.abs().max() == 127
+        torch.testing.assert_close(err, (x.double() - codes.double() / scale).norm(dim=1).float())
+        bound = _int8_error_bound(x, codes, scale, err).double()
+        exact = x.double() @ x.double().T
+        approx = (codes.double() @ codes.double().T) / scale**2
+        assert ((exact - approx).abs() <= bound[:, None]).all()
+        assert bound.max() < 0.05 * norm**2   # and it is not vacuous
+    codes, scale, err = _quantize(torch.zeros(3, 4))   # all zero: a scale of 1, no error
+    assert scale == 1.0 and not codes.any() and not err.any()
+
+
+def test_int8_block_maxima_equal_brute_force(small_blocks):
+    """int8 tiles: the ceiling of each block's largest int32 code product over ``shift``, the self-match and padding
+    excluded (a block holding no other item reads -32768); tiles above the diagonal reduced both ways."""
+    knn = small_blocks
+    gen = torch.Generator().manual_seed(4)
+    for n, shift in ((200, 1), (256, 4), (77, 2), (129, 8)):   # ragged, whole tiles, one tile, a lone last item
+        x = torch.nn.functional.normalize(torch.randn(n, 8, generator=gen), dim=1)
+        codes, _, _ = knn._quantize(x)
+        pad = (-n) % 16
+        got = knn._self_block_maxima(torch.cat([codes, torch.zeros(pad, 8, dtype=torch.int8)]), n, shift)
+        products = codes.long() @ codes.long().T
+        for r in range(n):
+            for blk in range(got.shape[1]):
+                items = [c for c in range(16 * blk, min(16 * blk + 16, n)) if c != r]
+                want = -32768 if not items else -((-max(int(products[r, c]) for c in items)) // shift)
+                assert int(got[r, blk]) == want, (n, r, blk)
+
+
+@pytest.mark.parametrize("open_extra", [0, 8])
+@pytest.mark.parametrize("extra", [0, 2, 24])
+def test_int8_self_search_equals_fp32_exact(small_blocks, monkeypatch, extra, open_extra):
+    """Per-row depths, several groups and slabs, a padded last block; ``extra`` 0 leaves no slack, so cut rows fail
+    the final check and take full fp32 rows; 24 makes every row too deep for blocks. Exact every time."""
+    monkeypatch.setattr(small_blocks, "_OPEN_EXTRA", open_extra)
+    x, _ = _clustered(150, (2, 12), 16, seed=8, noise=0.4)
+    x = torch.nn.functional.normalize(torch.from_numpy(x), dim=1)
+    n = x.shape[0]
+    depth = torch.randint(1, 12, (n,), generator=torch.Generator().manual_seed(1))
+    v, i, stats = _int8_search(small_blocks, x, depth, candidate_extra=extra, chunk_size=50)
+    assert n % 16
+    _assert_exact_rows(v, i, x, depth)
+    if extra == 0:
+        assert stats["fp32_fallback_rows"] > 0
+    elif extra == 2:
+        assert stats["fp32_fallback_rows"] < n // 20
+    else:   # depth + 24 candidates need more than a quarter of the 68 blocks: every row is a full fp32 row
+        assert stats["fp32_fallback_rows"] == n
+
+
+def test_int8_self_search_opens_further_blocks_when_the_bound_asks(small_blocks, monkeypatch):
+    """Step 1 opening only the depth's blocks (``_OPEN_EXTRA`` 0): the error bound reaches past them for many rows,
+    so step 2 opens more blocks (rather than full fp32 rows), and the result is exact; deep rows (no blocks) take
+    full fp32 rows."""
+    knn = small_blocks
+    monkeypatch.setattr(knn, "_OPEN_EXTRA", 0)
+    gen = torch.Generator().manual_seed(6)
+    n = 700
+    x = torch.nn.functional.normalize(torch.randn(n, 64, generator=gen), dim=1)
+    depth = torch.randint(1, 6, (n,), generator=gen)
+    depth[:5] = 40   # k + extra blocks would cover more than a quarter of the gallery
+    v, i, stats = _int8_search(knn, x, depth, candidate_extra=4)
+    _assert_exact_rows(v, i, x, depth)
+    assert stats["second_pass_rows"] > n // 4
+    assert 5 <= stats["fp32_fallback_rows"] < n // 4
+
+
+def test_int8_self_search_with_negative_scores_and_duplicates(small_blocks):
+    """Every similarity of one row negative (its threshold below 0), exact duplicates (lower index first), and
+    a collapsed cluster of near-identical vectors."""
+    knn = small_blocks
+    gen = torch.Generator().manual_seed(7)
+    x = torch.nn.functional.normalize(torch.rand(300, 8, generator=gen) + 0.1, dim=1)
+    x[5] = -x[5]                        # its neighbours all score below 0
+    x[100:110] = x[3]                   # duplicates
+    x[200:260] = torch.nn.functional.normalize(torch.ones(8) + 1e-4 * torch.randn(60, 8, generator=gen), dim=1)
+    depth = torch.full((300,), 6)
+    v, i, _ = _int8_search(knn, x, depth, candidate_extra=3)
+    _assert_exact_rows(v, i, x, depth)
+    assert (v[5] < 0).all()
+    assert i[3, :6].tolist() == list(range(100, 106))
+
+
+def test_int8_self_search_is_deterministic(small_blocks):
+    x, _ = _clustered(100, (2, 10), 16, seed=2, noise=0.5)
+    x = torch.nn.functional.normalize(torch.from_numpy(x), dim=1)
+    first = _int8_search(small_blocks, x, 5)
+    second = _int8_search(small_blocks, x, 5)
+    assert torch.equal(first[0], second[0]) and torch.equal(first[1], second[1]) and first[2] == second[2]

@@ -53,9 +53,10 @@ import time
 
 import torch
 
-__all__ = ["bf16_gemm_speedup", "choose_search_dtype", "knn_search"]
+__all__ = ["bf16_gemm_speedup", "choose_search_dtype", "gemm_speedup", "knn_search"]
 
 _NEG_INF = float("-inf")
+_INT32_MIN = -(1 << 31)
 _BLOCK = 128            # gallery columns per block maximum
 _TILE = 2048            # side of a self-search tile (8 MB of bf16 scores: stays in the L3 cache while reduced)
 _OPEN_PAIRS = 1 << 20    # (row, opened block) pairs of one self-search group (8 MB per int64 array)
@@ -71,10 +72,14 @@ def _sort_desc_by_value_then_index(values: torch.Tensor, index: torch.Tensor) ->
     ``+ 0.0`` turns -0.0 into +0.0 so the two tie as floats do), are negated into the high 32 bits and the
     (non-negative, distinct) index fills the low 32: ascending keys are the wanted order, so the result is the
     same as two stable sorts (index, then value) at a third of their cost on a 1,000-wide row."""
-    bits = (values + 0.0).view(torch.int32)
-    monotone = torch.where(bits < 0, bits ^ 0x7FFFFFFF, bits).long()
-    order = ((-monotone) * (1 << 32) + index).argsort(dim=1)
+    order = ((-_monotone(values)) * (1 << 32) + index).argsort(dim=1)
     return values.gather(1, order), index.gather(1, order)
+
+
+def _monotone(values: torch.Tensor) -> torch.Tensor:
+    """fp32 values as int64 ordered like the floats (-0.0 and +0.0 equal), in [-2^31, 2^31)."""
+    bits = (values + 0.0).view(torch.int32)
+    return torch.where(bits < 0, bits ^ 0x7FFFFFFF, bits).long()
 
 
 def _exact_rows(q: torch.Tensor, g: torch.Tensor, k: int, self_index: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -144,72 +149,116 @@ def _int16_block_max(scores: torch.Tensor) -> torch.Tensor:
     return scores.view(torch.int16).view(b, width // _BLOCK, _BLOCK).amax(dim=2)
 
 
-def _self_block_maxima(gb: torch.Tensor, n: int) -> torch.Tensor:
-    """(n, blocks) int16 block maxima of the self-similarity of ``gb`` (padded to whole blocks; rows beyond n are
+def _self_block_maxima(g: torch.Tensor, n: int, shift: int = 1) -> torch.Tensor:
+    """(n, blocks) int16 block maxima of the self-similarity of ``g`` (padded to whole blocks; rows beyond n are
     padding), the diagonal excluded. Each tile at or above the diagonal is computed once and reduced along both
-    axes; a negative maximum reads as 0 (clamped), an upper bound all the same."""
-    m_pad = gb.shape[0]
+    axes.
+
+    ``g`` bf16: the maxima are the scores' bits; a negative maximum reads as 0 (clamped), an upper bound all the
+    same. ``g`` int8 (quantised, :func:`_quantize`): the int32 dot products' maxima divided by ``shift`` (a power of
+    two) and rounded up, so ``bm * shift`` bounds each block's largest product from above and ``(bm - 1) * shift``
+    from below; the self-match and the padding are excluded, and a block with no item left reads -32768.
+    """
+    int8 = g.dtype == torch.int8
+    m_pad = g.shape[0]
     bm = torch.empty(n, m_pad // _BLOCK, dtype=torch.int16)
+    if int8:
+        def to_int16(maxima: torch.Tensor) -> torch.Tensor:
+            return torch.div(maxima + (shift - 1), shift, rounding_mode="floor").clamp_(-32768, 32767).to(torch.int16)
+    else:
+        def to_int16(maxima: torch.Tensor) -> torch.Tensor:
+            return maxima
     for i0 in range(0, n, _TILE):
         i1 = min(i0 + _TILE, m_pad)
         r1 = min(i1, n)
         for j0 in range(i0, m_pad, _TILE):
             j1 = min(j0 + _TILE, m_pad)
-            s = torch.mm(gb[i0:i1], gb[j0:j1].T)
-            if j0 == i0:
-                s.diagonal().fill_(-0.0)  # the self-match: bits 0x8000, the smallest int16
-            bits = s.view(torch.int16)
-            bm[i0:r1, j0 // _BLOCK:j1 // _BLOCK] = bits[:r1 - i0].view(r1 - i0, -1, _BLOCK).amax(dim=2)
+            if int8:
+                bits = torch._int_mm(g[i0:i1], g[j0:j1].T)   # exact int32 dot products
+                if j0 == i0:
+                    bits.diagonal().fill_(_INT32_MIN)
+                bits[:, max(0, n - j0):] = _INT32_MIN    # padding columns
+                bits[max(0, n - i0):] = _INT32_MIN       # padding rows (read by the column maxima)
+            else:
+                s = torch.mm(g[i0:i1], g[j0:j1].T)
+                if j0 == i0:
+                    s.diagonal().fill_(-0.0)  # the self-match: bits 0x8000, the smallest int16
+                bits = s.view(torch.int16)
+            bm[i0:r1, j0 // _BLOCK:j1 // _BLOCK] = to_int16(bits[:r1 - i0].view(r1 - i0, -1, _BLOCK).amax(dim=2))
             if j0 != i0 and j0 < n:
                 c1 = min(j1, n)
                 cols = bits.view((i1 - i0) // _BLOCK, _BLOCK, j1 - j0).amax(dim=1)
-                bm[j0:c1, i0 // _BLOCK:i1 // _BLOCK] = cols[:, :c1 - j0].T
-    return bm.clamp_(min=0)
+                bm[j0:c1, i0 // _BLOCK:i1 // _BLOCK] = to_int16(cols[:, :c1 - j0].T)
+    return bm if int8 else bm.clamp_(min=0)
 
 
 def _threshold_candidates(bm_rows: torch.Tensor, qb: torch.Tensor, gt_blocks: torch.Tensor, si: torch.Tensor | None,
                           m: int, kk: int, n_open: int | torch.Tensor
                           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Candidates of a self-search group from its precomputed block maxima, gallery block by gallery block.
+    """Candidates of a bf16 self-search group from its precomputed block maxima.
 
     Each row opens its ``n_open`` best blocks; ``tau``, the smallest maximum among them, bounds every closed block.
-    Every opened block is one GEMM with all the rows that opened it (hundreds to thousands of rows: a large GEMM
-    runs 2-4x faster per row than the small per-chunk ones it replaces), and only its scores >= the row's
-    ``tau`` are kept (compared as int16 bits: ``tau`` >= 0). Per row the best ``kk`` kept scores are the
-    candidates, ordered by score, ties by index (so that the re-rank fills its slots in score order); a row with
-    fewer has index -1 and score -inf in its last slots. Returns (values, indices, rest): ``rest`` bounds every
-    item outside the candidates (``tau``, or the last candidate when some were left out). When nearly equal scores
-    (a collapsed embedding) pass by the thousand, the kept scores are cut to each row's best ``kk`` whenever they
-    exceed ``_MERGE_AT`` per candidate slot, so memory stays bounded.
+    The opened blocks' scores >= the row's ``tau`` are kept (:func:`_keep_at_least`, compared as int16 bits:
+    ``tau`` >= 0). Per row the best ``kk`` kept scores are the candidates, ordered by score, ties by index (so that
+    the re-rank fills its slots in score order); a row with fewer has index -1 and score -inf in its last slots.
+    Returns (values, indices, rest): ``rest`` bounds every item outside the candidates (``tau``, or the last
+    candidate when some were left out).
     """
     b, nb = bm_rows.shape
     n_open = torch.as_tensor(n_open).expand(b).clamp(1, nb)
     top_v, top_b = bm_rows.topk(int(n_open.max()), dim=1)
     tau = top_v.gather(1, (n_open - 1)[:, None]).squeeze(1)   # int16 bits of a non-negative bf16 value
     pair_row, slot = torch.nonzero(torch.arange(top_b.shape[1]) < n_open[:, None], as_tuple=True)
-    flat = top_b[pair_row, slot]
-    order = flat.argsort(stable=True)
-    pair_row, flat = pair_row[order], flat[order]          # pairs grouped by block
+    row, col, val, rank, overflow = _keep_at_least(pair_row, top_b[pair_row, slot], qb, gt_blocks, tau, si, m, kk)
+    cand_i = torch.full((b, kk), -1, dtype=torch.long)
+    cand_v = torch.full((b, kk), _NEG_INF)
+    cand_i[row, rank] = col
+    cand_v[row, rank] = val.view(torch.bfloat16).float()
+    rest = tau.view(torch.bfloat16).float()
+    # a row cut to kk: every score it dropped is <= its kk-th candidate (candidates only improve after a cut)
+    rest[overflow] = torch.maximum(rest[overflow], cand_v[overflow, -1])
+    return cand_v, cand_i, rest
+
+
+def _keep_at_least(pair_row: torch.Tensor, pair_block: torch.Tensor, q: torch.Tensor, gt_blocks: torch.Tensor,
+                   th: torch.Tensor, si: torch.Tensor | None, m: int, kk: int, kept: tuple | None = None
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The scores of query rows against gallery blocks, for the given (row, block) pairs, that reach the row's
+    threshold ``th``; then each row's best ``kk`` of them (:func:`_best_per_row`'s five tensors).
+
+    The pairs are grouped by block, and consecutive blocks form slabs of one batched GEMM each (``_slabs``): a block
+    opened by hundreds of rows is one large GEMM, 2-4x faster per row on the CPU than small per-chunk GEMMs. bf16
+    scores are compared as int16 bits (``th`` holds the bits of non-negative scores), fp32 scores as floats. The
+    self-match (``si``) and padding items (>= ``m``) are never kept. When nearly equal scores (a collapsed
+    embedding) pass by the thousand, the kept scores are cut to each row's best ``kk`` whenever they exceed
+    ``_MERGE_AT`` per candidate slot, so memory stays bounded. ``kept``: (row, col, val) of earlier passes, merged in.
+    """
+    b, nb = th.shape[0], gt_blocks.shape[0]
+    order = pair_block.argsort(stable=True)
+    pair_row, flat = pair_row[order], pair_block[order]          # pairs grouped by block
     counts = torch.bincount(flat, minlength=nb)
     first = counts.cumsum(0) - counts
     pos = torch.arange(flat.numel()) - first[flat]           # a pair's row inside its block's GEMM
-    rows, cols, vals = [], [], []
-    held, limit = 0, max(_MERGE_AT * b * kk, _SLAB_ENTRIES // 8)   # kept scores before a merge to the best kk
+    bits16 = q.dtype == torch.bfloat16
+    never = 0x7FFF if bits16 else float("inf")   # the threshold of padding slots: above every finite score
+    # a zero query and the threshold ``never`` in an extra last row: the padding slots of every slab point there
+    q = torch.cat([q, q.new_zeros(1, q.shape[1])])
+    th = torch.cat([th, th.new_full((1,), never)])
+    rows, cols, vals = ([kept[0]], [kept[1]], [kept[2]]) if kept is not None else ([], [], [])
+    held, limit = sum(r.numel() for r in rows), max(_MERGE_AT * b * kk, _SLAB_ENTRIES // 8)
     overflow = torch.zeros(b, dtype=torch.bool)
     for b0, b1, m_max in _slabs(counts.tolist()):
         p0, p1 = int(first[b0]), int(first[b1 - 1] + counts[b1 - 1])
         if p0 == p1:
             continue
-        sb, sp, sr = flat[p0:p1] - b0, pos[p0:p1], pair_row[p0:p1]
-        q = torch.zeros(b1 - b0, m_max, qb.shape[1], dtype=qb.dtype)
-        q[sb, sp] = qb.index_select(0, sr)
-        bits = torch.bmm(q, gt_blocks[b0:b1]).view(torch.int16)
-        th = torch.full((b1 - b0, m_max), 0x7FFF, dtype=torch.int16)
-        th[sb, sp] = tau[sr]
-        who = torch.zeros(b1 - b0, m_max, dtype=torch.int32)
-        who[sb, sp] = sr.to(torch.int32)
-        kb, kp, kc = torch.nonzero(bits >= th[:, :, None], as_tuple=True)
-        r, c, v = who[kb, kp].long(), (kb + b0) * _BLOCK + kc, bits[kb, kp, kc]
+        who = torch.full((b1 - b0, m_max), b, dtype=torch.long)   # the query row of each slot (b: padding)
+        who[flat[p0:p1] - b0, pos[p0:p1]] = pair_row[p0:p1]
+        # (index_select of the flat slots: 8x faster than embedding() with the 2-d index on fp32 rows)
+        scores = torch.bmm(q.index_select(0, who.flatten()).view(b1 - b0, m_max, -1), gt_blocks[b0:b1])
+        if bits16:
+            scores = scores.view(torch.int16)
+        kb, kp, kc = torch.nonzero(scores >= th[who][:, :, None], as_tuple=True)
+        r, c, v = who[kb, kp].long(), (kb + b0) * _BLOCK + kc, scores[kb, kp, kc]
         keep = c < m                               # padding items
         if si is not None:
             keep &= c != si[r]                     # the self-match
@@ -222,16 +271,11 @@ def _threshold_candidates(bm_rows: torch.Tensor, qb: torch.Tensor, gt_blocks: to
                                                   nb * _BLOCK)
             rows, cols, vals, held = [row], [col], [val], row.numel()
             overflow |= cut
+    if not rows:
+        empty = torch.empty(0, dtype=torch.long)
+        return empty, empty, torch.empty(0, dtype=q.dtype if not bits16 else torch.int16), empty, overflow
     row, col, val, rank, cut = _best_per_row(torch.cat(rows), torch.cat(cols), torch.cat(vals), b, kk, nb * _BLOCK)
-    overflow |= cut
-    cand_i = torch.full((b, kk), -1, dtype=torch.long)
-    cand_v = torch.full((b, kk), _NEG_INF)
-    cand_i[row, rank] = col
-    cand_v[row, rank] = val.to(torch.int16).view(torch.bfloat16).float()
-    rest = tau.view(torch.bfloat16).float()
-    # a row cut to kk: every score it dropped is <= its kk-th candidate (candidates only improve after a cut)
-    rest[overflow] = torch.maximum(rest[overflow], cand_v[overflow, -1])
-    return cand_v, cand_i, rest
+    return row, col, val, rank, overflow | cut
 
 
 def _slabs(counts: list[int]) -> list[tuple[int, int, int]]:
@@ -253,15 +297,19 @@ def _slabs(counts: list[int]) -> list[tuple[int, int, int]]:
 def _best_per_row(row: torch.Tensor, col: torch.Tensor, val: torch.Tensor, b: int, kk: int, m_pad: int
                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The best ``kk`` (score desc, index asc) of each row's kept scores as (row, col, val, rank within the row),
-    ordered by row then rank, and whether each row had more. One sort of a 64-bit key (bf16 bits of non-negative
-    scores are ordered as integers); three stable sorts where the key would overflow (galleries of ~2^29 items)."""
-    val = val.long()
-    if b * 65536 * m_pad < 1 << 62:
-        order = ((row * 65536 + (32767 - val)) * m_pad + col).argsort()
-    else:   # the same order from three stable sorts
+    ordered by row then rank, and whether each row had more. ``val``: int16 bits of non-negative bf16 scores
+    (ordered as integers: 15 bits) or fp32 scores (made monotone: 32 bits). One sort of a 64-bit key where it
+    fits, else two stable sorts (by index, then by row and score)."""
+    if val.dtype == torch.float32:
+        key, width = _monotone(val) + (1 << 31), 32
+    else:
+        key, width = val.long(), 15
+    desc = (1 << width) - 1 - key        # ascending = best first
+    if b * (1 << width) * m_pad < 1 << 62:
+        order = ((row * (1 << width) + desc) * m_pad + col).argsort()
+    else:   # the same order from two stable sorts
         order = col.argsort(stable=True)
-        order = order[(-val[order]).argsort(stable=True)]
-        order = order[row[order].argsort(stable=True)]
+        order = order[(row[order] * (1 << width) + desc[order]).argsort(stable=True)]
     row, col, val = row[order], col[order], val[order]
     per_row = torch.bincount(row, minlength=b)
     rank = torch.arange(row.numel()) - (per_row.cumsum(0) - per_row)[row]
@@ -327,42 +375,61 @@ def _from_blocks(bm_rows: torch.Tensor, kk: int, n_open: int,
 
 
 _BF16_MIN_SPEEDUP = {True: 0.3, False: 1.0}   # self-search, plain search (see the module docstring)
+_INT8_MIN_SPEEDUP = 0.3                        # self-search only (see the module docstring)
 _MEASURED: dict[str, float] = {}
+_DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32, "int8": torch.int8}
 
 
 def _gemm_seconds(a: torch.Tensor, reps: int = 5) -> float:
-    """Best of ``reps`` timings of ``a @ a.T`` after one warm-up product."""
-    a @ a.T
+    """Best of ``reps`` timings of ``a @ a.T`` (int8: ``torch._int_mm``, int32 sums) after one warm-up product."""
+    product = (lambda: torch._int_mm(a, a.T)) if a.dtype == torch.int8 else (lambda: a @ a.T)
+    product()
     best = float("inf")
     for _ in range(reps):
         start = time.perf_counter()
-        a @ a.T
+        product()
         best = min(best, time.perf_counter() - start)
     return best
 
 
-def bf16_gemm_speedup() -> float:
-    """fp32 time over bf16 time of a search-sized GEMM (512 x 128 by 128 x 512, best of 5) on this CPU, measured
-    once per process and cached."""
-    if "speedup" not in _MEASURED:
+def gemm_speedup(dtype: torch.dtype = torch.bfloat16) -> float:
+    """fp32 time over ``dtype`` time (bf16 or int8) of a search-sized GEMM (512 x 128 by 128 x 512, best of 5) on
+    this CPU, measured once per process and cached; 0 where this torch has no int8 GEMM on the CPU."""
+    name = {torch.bfloat16: "bf16", torch.int8: "int8"}[dtype]
+    if name not in _MEASURED:
         a = torch.randn(512, 128, generator=torch.Generator().manual_seed(0))
-        _MEASURED["speedup"] = _gemm_seconds(a) / _gemm_seconds(a.to(torch.bfloat16))
-    return _MEASURED["speedup"]
+        if "fp32" not in _MEASURED:
+            _MEASURED["fp32"] = _gemm_seconds(a)
+        try:
+            low = (a * 40).round().clamp(-127, 127).to(torch.int8) if dtype == torch.int8 else a.to(dtype)
+            _MEASURED[name] = _MEASURED["fp32"] / _gemm_seconds(low)
+        except (RuntimeError, AttributeError):   # an int8 GEMM this build or CPU lacks
+            _MEASURED[name] = 0.0
+    return _MEASURED[name]
+
+
+def bf16_gemm_speedup() -> float:
+    """:func:`gemm_speedup` of bf16."""
+    return gemm_speedup(torch.bfloat16)
 
 
 def choose_search_dtype(self_search: bool = False) -> torch.dtype:
-    """The candidate dtype :func:`knn_search` uses by default: ``torch.bfloat16`` where
-    :func:`bf16_gemm_speedup` reaches 0.3 (a self-search) or 1.0 (a plain search), else ``torch.float32``.
+    """The search :func:`knn_search` runs by default, from :func:`gemm_speedup`: a self-search takes int8 tiles
+    where the int8 GEMM reaches 1.0x fp32's, else bf16 from a bf16 speed-up of 0.3; a plain search takes bf16 from a
+    speed-up of 1.0; otherwise fp32.
 
-    The environment variable ``UMLKIT_SEARCH_DTYPE`` (``bf16`` or ``fp32``) overrides the measurement, e.g. to
-    compare the two or to pin a choice.
+    The environment variable ``UMLKIT_SEARCH_DTYPE`` (``bf16``, ``fp32`` or ``int8``) overrides the measurement,
+    e.g. to compare them or to pin a choice; ``int8`` applies to self-searches (a plain search has no int8 pass
+    and measures as without it).
     """
     forced = os.environ.get("UMLKIT_SEARCH_DTYPE")
     if forced is not None:
-        choices = {"bf16": torch.bfloat16, "fp32": torch.float32}
-        if forced not in choices:
-            raise ValueError(f"UMLKIT_SEARCH_DTYPE={forced!r}: expected 'bf16' or 'fp32' (or unset: measure)")
-        return choices[forced]
+        if forced not in _DTYPES:
+            raise ValueError(f"UMLKIT_SEARCH_DTYPE={forced!r}: expected 'bf16', 'fp32' or 'int8' (or unset: measure)")
+        if _DTYPES[forced] != torch.int8 or self_search:
+            return _DTYPES[forced]
+    if self_search and gemm_speedup(torch.int8) >= max(_INT8_MIN_SPEEDUP, bf16_gemm_speedup()):
+        return torch.int8
     return torch.bfloat16 if bf16_gemm_speedup() >= _BF16_MIN_SPEEDUP[bool(self_search)] else torch.float32
 
 
@@ -397,19 +464,19 @@ def knn_search(
         search_dtype: ``torch.bfloat16`` (candidates + exact re-rank), ``torch.float32`` (plain search) or
             ``None``: :func:`choose_search_dtype`, the faster on this CPU for this kind of search.
         stats: if given, receives ``{"rows": n, "search_dtype": dtype, "self_search": bool, "second_pass_rows": r2,
-            "fp32_fallback_rows": r3}``: the search that ran, whether the symmetric tiles were used, rows whose
-            certificate failed and were searched again with 4x more bf16 candidates, and rows that then needed the
-            full fp32 pass.
+            "fp32_fallback_rows": r3}``: the search that ran, whether the symmetric tiles were used, rows searched a
+            second time (bf16: the certificate failed, 4x more candidates; int8: further blocks opened), and rows
+            that then needed a full fp32 row (int8: also the rows too deep for blocks).
 
     Returns:
         (similarities, indices), both (n, max k); row i sorted by similarity descending (ties by gallery
         index) in its first k_i columns, then similarity -inf and index -1.
     """
+    if search_dtype not in (None, torch.bfloat16, torch.float32, torch.int8):
+        raise ValueError(f"search_dtype must be torch.bfloat16, torch.float32, torch.int8 or None, got {search_dtype}")
     self_search = search_dtype != torch.float32 and _is_self_search(query, gallery, self_index)
-    if search_dtype is None:
+    if search_dtype is None or (search_dtype == torch.int8 and not self_search):
         search_dtype = choose_search_dtype(self_search)
-    if search_dtype not in (torch.bfloat16, torch.float32):
-        raise ValueError(f"search_dtype must be torch.bfloat16, torch.float32 or None, got {search_dtype}")
     n, m = query.shape[0], gallery.shape[0]
     depth = torch.full((n,), int(k), dtype=torch.long) if not isinstance(k, torch.Tensor) else k.to(torch.long)
     if depth.shape != (n,):
@@ -434,6 +501,9 @@ def knn_search(
             kc = int(depth[rows].max())
             v, i = _exact_rows(query[rows], gallery, kc, None if self_index is None else self_index[rows])
             _put(out_v, out_i, rows, kc, v, i)
+    elif search_dtype == torch.int8:
+        counts["self_search"] = True
+        _search_int8(query, depth, order, available, chunk_size, candidate_extra, out_v, out_i, counts)
     else:
         _search_bf16(query, gallery, depth, order, self_index, available, chunk_size, candidate_extra,
                      out_v, out_i, counts, self_search)
@@ -558,3 +628,126 @@ class _Search:
             bv, bi = _exact_rows(q[part], self.gallery, kc, None if si is None else si[part])
             _put(out_v, out_i, rows[part], kc, bv, bi)
 
+
+
+def _quantize(x: torch.Tensor) -> tuple[torch.Tensor, float, torch.Tensor]:
+    """int8 codes of ``x`` on one scale for every vector (so that code dot products compare across items):
+    ``round(x * scale)`` with ``scale = 127 / max|x|``; returns (codes, scale, per-vector rounding error norm)."""
+    amax = float(x.abs().max()) if x.numel() else 0.0
+    scale = 127.0 / amax if amax > 0 else 1.0
+    codes = (x * scale).round_().clamp_(-127, 127).to(torch.int8)
+    return codes, scale, (x - codes.float() / scale).norm(dim=1)
+
+
+def _int8_error_bound(x: torch.Tensor, codes: torch.Tensor, scale: float, err: torch.Tensor) -> torch.Tensor:
+    """Per row r, a bound on |x_r.x_c - codes_r.codes_c / scale^2| for every item c of ``x``: with x = x~ + e (x~ the
+    decoded codes), the difference is e_r.x~_c + x_r.e_c, at most |e_r| max|x~| + |x_r| max|e| (Cauchy-Schwarz),
+    with the norms measured; 2^-10 relative and 1e-6 absolute slack cover their fp32 rounding."""
+    return (err * (codes.float() / scale).norm(dim=1).max() + x.norm(dim=1) * err.max()) * (1 + 2.0**-10) + 1e-6
+
+
+def _search_int8(x, depth, order, available, chunk_size, extra, out_v, out_i, counts):
+    """Self-search with int8 block maxima and fp32 candidates (``knn_search(..., search_dtype=torch.int8)``).
+
+    The symmetric tiles are int8 products (``torch._int_mm``: exact int32 sums), whose maxima bound every
+    block's fp32 scores within ``E_r``: with x = x~ + e (x~ the decoded codes), |x_r.x_c - x~_r.x~_c| <=
+    |e_r| max|x~| + |x_r| max|e|, measured per vector. Per row, in fp32:
+
+    1. open the row's ``depth + _OPEN_EXTRA`` blocks of largest maxima and keep their scores >= ``T``, the lower
+       bound of the k-th best score that the k largest of those maxima give (each is an item's product);
+    2. ``L``, the k-th best kept score, is a real item's: open every further block whose bound reaches
+       ``L - 3 slack`` (``slack`` bounds how two fp32 dot products of the same vectors differ) and keep its scores
+       above that. Rows that would open more than a quarter of the blocks take a full fp32 row instead;
+    3. the best ``depth + extra`` kept scores are the candidates; re-ranked by :func:`_rescore`, the k-th must beat
+       everything left out (the threshold, or the last candidate where more passed) by ``slack``, else the row
+       takes a full fp32 row.
+    """
+    n, d = x.shape
+    pad = (-n) % _BLOCK
+    codes, scale, err = _quantize(x)
+    dot_max = int(codes.int().pow(2).sum(dim=1).max())   # no product of two codes exceeds it (Cauchy-Schwarz)
+    shift = 1
+    while dot_max > 32766 * shift:
+        shift *= 2
+    zeros = torch.zeros(pad, d)
+    bm = _self_block_maxima(torch.cat([codes, zeros.to(torch.int8)]), n, shift)
+    nb = bm.shape[1]
+    gt_blocks = torch.cat([x, zeros]).view(nb, _BLOCK, d).transpose(1, 2).contiguous()
+    norm = x.norm(dim=1)
+    unit = shift / scale ** 2                     # a score per step of the int16 maxima
+    bound = _int8_error_bound(x, codes, scale, err)
+    slack = d * 2.0**-22 * norm * norm.max() + 1e-7
+    kk_of = (depth + extra).clamp(max=available)
+    by_blocks = (kk_of < available) & (kk_of * _BLOCK * 4 <= nb * _BLOCK)
+    pairs = (depth[order] + _OPEN_EXTRA).cumsum(0)
+    start = 0
+    while start < n:
+        first = order[start]
+        if by_blocks[first]:
+            before = int(pairs[start - 1]) if start else 0
+            size = max(1, int(torch.searchsorted(pairs, before + _OPEN_PAIRS, right=True)) - start)
+        else:
+            size = chunk_size
+        rows = order[start:start + size]
+        rows = rows[by_blocks[rows] == by_blocks[first]]
+        start += rows.numel()
+        if not by_blocks[first]:   # too deep for blocks: full fp32 rows
+            counts["fp32_fallback_rows"] += rows.numel()
+            kc = int(depth[rows].max())
+            _put(out_v, out_i, rows, kc, *_exact_rows(x[rows], x, kc, rows))
+            continue
+        fallback = _int8_group(x, rows, depth[rows], int(kk_of[rows].max()), bm[rows], gt_blocks, unit,
+                               bound[rows], slack[rows], out_v, out_i, counts)
+        counts["fp32_fallback_rows"] += fallback.numel()
+        for part in fallback.split(chunk_size) if fallback.numel() else ():
+            kc = int(depth[part].max())
+            _put(out_v, out_i, part, kc, *_exact_rows(x[part], x, kc, part))
+
+
+def _int8_group(x, rows, k, kk, bm_rows, gt_blocks, unit, bound, slack, out_v, out_i, counts) -> torch.Tensor:
+    """Steps 1-3 of :func:`_search_int8` for one group of rows; returns the rows left for a full fp32 search."""
+    b, nb = bm_rows.shape
+    m = x.shape[0]
+    q = x[rows]
+    # 1. the depth + _OPEN_EXTRA blocks of largest maxima, scores >= the k-th largest maximum's lower bound
+    n_open = (k + _OPEN_EXTRA).clamp(max=nb)
+    top_v, top_b = bm_rows.topk(int(n_open.max()), dim=1)
+    kth_max = top_v.gather(1, (k - 1)[:, None]).squeeze(1)
+    low = torch.where(kth_max > -32768, (kth_max.float() - 1) * unit - bound - slack, _NEG_INF)
+    # kept from step 1: the scores above the k-th largest maximum less a quarter of the bound, not the whole bound.
+    # Typical rounding errors are a small part of the worst case: on UML-like embeddings (148,500 x 128) the k-th
+    # best score exceeded that maximum by at most 0.23 of the bound. A row that keeps fewer than k scores this way
+    # has no L and takes a full fp32 row.
+    low = torch.maximum(low, kth_max.float() * unit - bound / 4 - slack)
+    pair_row, slot = torch.nonzero(torch.arange(top_b.shape[1]) < n_open[:, None], as_tuple=True)
+    pair_block = top_b[pair_row, slot]
+    row, col, val, rank, cut = _keep_at_least(pair_row, pair_block, q, gt_blocks, low, rows, m, kk)
+    # 2. every other block that may hold a score >= L - 3 slack, L the k-th best score kept so far
+    kth = torch.full((b,), _NEG_INF)
+    at_k = rank == k[row] - 1
+    kth[row[at_k]] = val[at_k]
+    th = kth - 3 * slack
+    steps = torch.floor((th - bound) / unit).clamp(-32768, 32767)   # bm * unit + bound >= th, on int16 steps
+    more = bm_rows >= steps.to(torch.int16)[:, None]
+    more[pair_row, pair_block] = False
+    extra_blocks = more.sum(dim=1)
+    too_many = extra_blocks * 4 > nb
+    more[too_many] = False
+    counts["second_pass_rows"] += int((extra_blocks > 0).sum())
+    pr, pb = torch.nonzero(more, as_tuple=True)
+    del more
+    if pr.numel():   # (a row cut to kk in step 1 dropped only scores below its kk-th, which only rises)
+        row, col, val, rank, cut2 = _keep_at_least(pr, pb, q, gt_blocks, th, rows, m, kk, kept=(row, col, val))
+        cut |= cut2
+    # 3. candidates in score order (ties by index), exact re-rank, certificate
+    cand_i = torch.full((b, kk), -1, dtype=torch.long)
+    cand_v = torch.full((b, kk), _NEG_INF)
+    cand_i[row, rank] = col
+    cand_v[row, rank] = val
+    rest = torch.maximum(th, low)   # step 1 dropped its blocks' scores below low
+    rest[cut] = torch.maximum(rest[cut], cand_v[cut, -1])
+    v, i = _sort_desc_by_value_then_index(_rescore(q, x, cand_i, rows), cand_i)
+    kc = int(k.max())
+    _put(out_v, out_i, rows, kc, v[:, :kc], i[:, :kc])
+    kth_exact = v.gather(1, (k - 1)[:, None]).squeeze(1)
+    return rows[too_many | ~(kth_exact > rest + slack)]
