@@ -5,9 +5,10 @@ classes, mostly 2-10 items, a tail up to ~100). Metrics: R@1/2/4/8, MAP@R, RP.
 
 Each implementation runs in its own subprocess so that its peak RSS is its own. Printed: seconds, peak RSS,
 the ratio to AccuracyCalculator (baseline, same run), and whether the metrics equal the fp32 exact search.
-``umlkit`` is the default engine, which picks its search by a start-up GEMM measurement (printed: bf16 or fp32);
-``umlkit-bf16`` / ``umlkit-fp32`` force one. ``ONEDNN_MAX_CPU_ISA=AVX512_CORE`` (or ``AVX2``) in the environment
-makes this CPU's bf16 GEMM behave like one without bf16 instructions, to check the choice.
+``umlkit`` is the default engine, which picks its search by start-up GEMM measurements (printed: int8, bf16 or
+fp32, with the measured speed-ups); ``umlkit-int8`` / ``umlkit-bf16`` / ``umlkit-fp32`` force one.
+``ONEDNN_MAX_CPU_ISA=AVX512_CORE`` (or ``AVX2``) in the environment makes this CPU's bf16 and int8 GEMMs behave
+like those of a CPU without bf16 (or AVX-512) instructions, to check the choice; fp32 GEMMs are not limited.
 
     python benchmarks/bench_eval.py            # full size (a few minutes on 2 cores)
     python benchmarks/bench_eval.py --scale 0.1
@@ -39,15 +40,19 @@ def run_one(impl: str, scale: float) -> dict:
     metrics = ["R@1", "R@2", "R@4", "R@8", "MAP@R", "RP"]
     start = time.perf_counter()
     search = None
-    if impl in ("umlkit", "umlkit-fp32", "umlkit-bf16"):
+    if impl.startswith("umlkit"):
         from umlkit.metrics import evaluate_retrieval
-        from umlkit.metrics.knn import choose_search_dtype
+        from umlkit.metrics.knn import choose_search_dtype, gemm_speedup
 
-        # "umlkit" is the default: the search this CPU is faster at, chosen by a start-up measurement
-        dtype = {"umlkit": None, "umlkit-fp32": torch.float32, "umlkit-bf16": torch.bfloat16}[impl]
+        # "umlkit" is the default: the search this CPU is faster at, chosen by start-up measurements
+        dtype = {"umlkit": None, "umlkit-fp32": torch.float32, "umlkit-bf16": torch.bfloat16,
+                 "umlkit-int8": torch.int8}[impl]
         res = evaluate_retrieval(x, y, metrics=metrics, search_dtype=dtype)
         out = {m: res[m] for m in metrics}
         search = str(dtype or choose_search_dtype(self_search=True)).replace("torch.", "")
+        if dtype is None:
+            search += (f" (GEMM speed-up over fp32: bf16 x{gemm_speedup(torch.bfloat16):.2f},"
+                       f" int8 x{gemm_speedup(torch.int8):.2f})")
     elif impl == "pml":
         from pytorch_metric_learning.utils.accuracy_calculator import AccuracyCalculator
 

@@ -730,12 +730,13 @@ def _int8_group(x, rows, k, kk, bm_rows, gt_blocks, unit, bound, slack, out_v, o
     steps = torch.floor((th - bound) / unit).clamp(-32768, 32767)   # bm * unit + bound >= th, on int16 steps
     more = bm_rows >= steps.to(torch.int16)[:, None]
     more[pair_row, pair_block] = False
-    extra_blocks = more.sum(dim=1)
-    too_many = extra_blocks * 4 > nb
-    more[too_many] = False
-    counts["second_pass_rows"] += int((extra_blocks > 0).sum())
     pr, pb = torch.nonzero(more, as_tuple=True)
     del more
+    extra_blocks = torch.bincount(pr, minlength=b)   # (a sum over the bool rows would make int64 copies of them)
+    too_many = extra_blocks * 4 > nb
+    counts["second_pass_rows"] += int((extra_blocks > 0).sum())
+    keep = ~too_many[pr]
+    pr, pb = pr[keep], pb[keep]
     if pr.numel():   # (a row cut to kk in step 1 dropped only scores below its kk-th, which only rises)
         row, col, val, rank, cut2 = _keep_at_least(pr, pb, q, gt_blocks, th, rows, m, kk, kept=(row, col, val))
         cut |= cut2
