@@ -52,13 +52,14 @@ def uml_like_embeddings(scale: float = 1.0, dim: int = 128, noise: float = 1.6, 
 
 
 def compare_with_pml(embeddings: torch.Tensor, labels: torch.Tensor) -> pd.DataFrame:
-    """R@1, MAP@R, RP and seconds from umlkit (bf16 and fp32 search) and PML's AccuracyCalculator."""
+    """R@1, MAP@R, RP and seconds from umlkit (bf16, int8 and fp32 searches) and PML's AccuracyCalculator."""
     from pytorch_metric_learning.utils.accuracy_calculator import AccuracyCalculator
 
     from umlkit.metrics.retrieval import evaluate_retrieval
 
     rows = {}
     for name, dtype in (("umlkit (bf16 candidates + fp32 re-rank)", torch.bfloat16),
+                        ("umlkit (int8 tiles + fp32 candidates)", torch.int8),
                         ("umlkit (fp32 search)", torch.float32)):
         start = time.perf_counter()
         res = evaluate_retrieval(embeddings, labels, metrics=["R@1", "MAP@R", "RP"], search_dtype=dtype)

@@ -1,4 +1,4 @@
-"""Exact cosine k-nearest-neighbour search on CPU, with a bf16 candidate pass and an fp32 re-rank.
+"""Exact cosine k-nearest-neighbour search on CPU, with a bf16 (or int8) candidate pass and an fp32 re-rank.
 
 Why written here and not taken from faiss or pytorch-metric-learning: both search in fp32 (faiss
 ``IndexFlatIP``; PML's ``FaissKNN``), which on a two-core CPU is bounded by the fp32 GEMM. The UML test set
@@ -36,15 +36,28 @@ of their full bf16 rows instead. Ties are broken by the lower gallery index so r
 query never retrieves the gallery position given in ``self_index``: that is how the CUB/Cars/SOP protocol
 (query set = gallery) excludes the self-match while In-shop (separate gallery) excludes nothing.
 
-**Which search runs** (``search_dtype=None``, the default): the bf16 candidate pass pays off only where bf16
-GEMMs are fast enough. :func:`bf16_gemm_speedup` times a 512 x 128 x 512 product in both dtypes once per process
-(about 10 ms). Measured on this project's AMD EPYC (avx512_bf16), and with oneDNN limited to AVX-512 without bf16
-(``ONEDNN_MAX_CPU_ISA=AVX512_CORE``): the GEMM ratio is 2.0-2.5x there and 0.36-0.43x here; a self-search of
-148,500 items took 15.5-17.3 s (bf16) against 84.8 s (fp32) there and 52 s against 91-92 s here, a plain
-14,000 x 60,000 search 1.4 s against 2.8 s there and 5.1 s against 3.1 s here. So bf16 is chosen for a
-self-search (symmetric tiles, half the GEMM) from a ratio of 0.3 and for a plain search from 1.0; a two-point fit
-of these timings puts the break-even ratios at about 0.2-0.25 and 0.65-0.9. With oneDNN limited to AVX2 the ratio
-is 0.01-0.1 and fp32 runs. Both searches return the exact top k.
+**int8 self-search** (``search_dtype=torch.int8``). The symmetric tiles can instead be int8 products
+(``torch._int_mm``: exact int32 sums) of the embeddings quantised on one scale, ``round(x * 127 / max|x|)``. Their
+block maxima bound every block's fp32 scores within a per-row error measured from the rounding
+(:func:`_int8_error_bound`, Cauchy-Schwarz on the rounding residuals: about 0.025 on UML-like 128-d embeddings,
+against about 0.002 for bf16). The looser bound is paid in the second phase, which runs in fp32: each row opens
+its best blocks, takes the k-th best score found there as a real lower bound L, then opens every further block
+whose bound reaches L (:func:`_search_int8`; about 50 blocks per row instead of 36 at PUMA's test size). No
+certificate pass is needed; a row whose final check fails takes a full fp32 row. int8 GEMMs stay fast where bf16
+ones are not: measured on the 512 x 128 x 512 product here, 2.7-4.3x fp32 natively, 2.7x with oneDNN limited to
+AVX-512 without bf16, 1.9x limited to AVX2 (bf16: 2.0-2.2x, 0.43x, 0.12x).
+
+**Which search runs** (``search_dtype=None``, the default). :func:`gemm_speedup` times a 512 x 128 x 512 product
+in fp32, bf16 and int8 once per process (about 15 ms). A self-search takes int8 tiles where the int8 GEMM reaches
+both 0.3x fp32's and bf16's speed-up; otherwise bf16 from a bf16 speed-up of 0.3, and a plain search (no int8
+pass) bf16 from 1.0; else fp32. Measured on this project's AMD EPYC (avx512_bf16), and with oneDNN limited to
+AVX-512 without bf16 (``ONEDNN_MAX_CPU_ISA=AVX512_CORE``): a self-search of 148,500 items took 15.5-17.3 s (bf16)
+against 84.8 s (fp32) there and 52 s against 91-92 s here, a plain 14,000 x 60,000 search 1.4 s against 2.8 s
+there and 5.1 s against 3.1 s here; a two-point fit puts bf16's break-even ratios at about 0.2-0.25 (self-search)
+and 0.65-0.9 (plain). The int8 self-search ran as fast as bf16 natively and 3-4x faster than it in the limited
+modes (README, Performance). Its 0.3 is an estimate, not a measurement (no CPU at hand has so slow an int8 GEMM):
+its tiles are about 17 s of fp32-equivalent GEMM divided by the speed-up, plus about 10 s of reductions and fp32
+openings, against about 90 s for the fp32 search. Every search returns the exact top k.
 """
 from __future__ import annotations
 
@@ -163,8 +176,10 @@ def _self_block_maxima(g: torch.Tensor, n: int, shift: int = 1) -> torch.Tensor:
     m_pad = g.shape[0]
     bm = torch.empty(n, m_pad // _BLOCK, dtype=torch.int16)
     if int8:
+        bits_of_shift = shift.bit_length() - 1   # shift is a power of two: an arithmetic shift rounds down
+
         def to_int16(maxima: torch.Tensor) -> torch.Tensor:
-            return torch.div(maxima + (shift - 1), shift, rounding_mode="floor").clamp_(-32768, 32767).to(torch.int16)
+            return ((maxima + (shift - 1)) >> bits_of_shift).clamp_(-32768, 32767).to(torch.int16)
     else:
         def to_int16(maxima: torch.Tensor) -> torch.Tensor:
             return maxima
@@ -461,8 +476,10 @@ def knn_search(
         chunk_size: queries per block of a plain search (its score buffer holds ``chunk_size * m`` bf16 values);
             a self-search opens blocks for up to 8x as many queries at once.
         candidate_extra: candidates beyond k taken in the bf16 pass.
-        search_dtype: ``torch.bfloat16`` (candidates + exact re-rank), ``torch.float32`` (plain search) or
-            ``None``: :func:`choose_search_dtype`, the faster on this CPU for this kind of search.
+        search_dtype: ``torch.bfloat16`` (candidates + exact re-rank), ``torch.int8`` (int8 tiles + fp32
+            candidates; self-searches only: a plain search given it runs as with ``None``), ``torch.float32``
+            (plain fp32 search) or ``None``: :func:`choose_search_dtype`, the faster on this CPU for this kind of
+            search.
         stats: if given, receives ``{"rows": n, "search_dtype": dtype, "self_search": bool, "second_pass_rows": r2,
             "fp32_fallback_rows": r3}``: the search that ran, whether the symmetric tiles were used, rows searched a
             second time (bf16: the certificate failed, 4x more candidates; int8: further blocks opened), and rows
@@ -737,9 +754,18 @@ def _int8_group(x, rows, k, kk, bm_rows, gt_blocks, unit, bound, slack, out_v, o
     counts["second_pass_rows"] += int((extra_blocks > 0).sum())
     keep = ~too_many[pr]
     pr, pb = pr[keep], pb[keep]
-    if pr.numel():   # (a row cut to kk in step 1 dropped only scores below its kk-th, which only rises)
-        row, col, val, rank, cut2 = _keep_at_least(pr, pb, q, gt_blocks, th, rows, m, kk, kept=(row, col, val))
+    if pr.numel():
+        row2, col2, val2, _, cut2 = _keep_at_least(pr, pb, q, gt_blocks, th, rows, m, kk)
         cut |= cut2
+        if row2.numel():   # merged into the rows that found more only (a handful: step 2 mostly proves)
+            hit = torch.zeros(b, dtype=torch.bool)
+            hit[row2] = True
+            sel = hit[row]
+            merged = _best_per_row(torch.cat([row[sel], row2]), torch.cat([col[sel], col2]),
+                                   torch.cat([val[sel], val2]), b, kk, nb * _BLOCK)
+            # (a row cut to kk in step 1 dropped only scores below its kk-th, which only rises)
+            row, col, val, rank = (torch.cat([t[~sel], u]) for t, u in zip((row, col, val, rank), merged))
+            cut |= merged[4]
     # 3. candidates in score order (ties by index), exact re-rank, certificate
     cand_i = torch.full((b, kk), -1, dtype=torch.long)
     cand_v = torch.full((b, kk), _NEG_INF)
@@ -747,8 +773,12 @@ def _int8_group(x, rows, k, kk, bm_rows, gt_blocks, unit, bound, slack, out_v, o
     cand_v[row, rank] = val
     rest = torch.maximum(th, low)   # step 1 dropped its blocks' scores below low
     rest[cut] = torch.maximum(rest[cut], cand_v[cut, -1])
-    v, i = _sort_desc_by_value_then_index(_rescore(q, x, cand_i, rows), cand_i)
+    # only candidates >= th are re-ranked (usually about k per row): the others score below rest + slack, so the
+    # check below already proves them out of the top k
     kc = int(k.max())
+    width = max(kc, int((cand_v >= th[:, None]).sum(dim=1).max()))
+    cand_i = cand_i[:, :width]
+    v, i = _sort_desc_by_value_then_index(_rescore(q, x, cand_i, rows), cand_i)
     _put(out_v, out_i, rows, kc, v[:, :kc], i[:, :kc])
     kth_exact = v.gather(1, (k - 1)[:, None]).squeeze(1)
     return rows[too_many | ~(kth_exact > rest + slack)]

@@ -27,7 +27,7 @@ The search runs in query blocks, so memory stays bounded at any depth (mAP@1000 
 
 ``gallery=None`` searches the query set against itself and excludes the self-match (CUB, Cars, SOP
 protocol); a separate gallery excludes nothing (In-shop protocol). The search is
-:func:`umlkit.metrics.knn.knn_search`, exact (fp32-equal) with a bf16 candidate pass.
+:func:`umlkit.metrics.knn.knn_search`, exact (fp32-equal) with a bf16 or int8 candidate pass.
 """
 from __future__ import annotations
 
@@ -409,8 +409,9 @@ def evaluate_retrieval(
             mAP@1000 and NMI.
         map_at_r_convention: ``"musgrave"`` (R excludes the query) or ``"roth"`` (R counts it, as Roth's
             ``mAP_c`` and VPTSP's ``mAP_R``).
-        search_dtype: ``torch.bfloat16`` (fast exact search), ``torch.float32``, or ``None`` (default): the faster
-            of the two on this CPU (:func:`umlkit.metrics.knn.choose_search_dtype`).
+        search_dtype: ``torch.bfloat16`` or ``torch.int8`` (fast exact searches; int8 for self-searches),
+            ``torch.float32``, or ``None`` (default): the fastest on this CPU
+            (:func:`umlkit.metrics.knn.choose_search_dtype`).
         seed: k-means seed for NMI.
         nmi_method: :func:`nmi`'s ``method``: ``"exact"`` (default; Roth's and PML's value), ``"hierarchical"``
             (the affordable two-level approximation for many classes) or ``"auto"`` (exact up to
