@@ -686,16 +686,17 @@ def _search_int8(x, depth, order, available, chunk_size, extra, out_v, out_i, co
     shift = 1
     while dot_max > 32766 * shift:
         shift *= 2
+    nb = (n + pad) // _BLOCK
+    kk_of = (depth + extra).clamp(max=available)
+    by_blocks = (kk_of < available) & (kk_of * _BLOCK * 4 <= nb * _BLOCK)
     zeros = torch.zeros(pad, d)
-    bm = _self_block_maxima(torch.cat([codes, zeros.to(torch.int8)]), n, shift)
-    nb = bm.shape[1]
+    # (no tiles when every row is too deep for blocks)
+    bm = _self_block_maxima(torch.cat([codes, zeros.to(torch.int8)]), n, shift) if bool(by_blocks.any()) else None
     gt_blocks = torch.cat([x, zeros]).view(nb, _BLOCK, d).transpose(1, 2).contiguous()
     norm = x.norm(dim=1)
     unit = shift / scale ** 2                     # a score per step of the int16 maxima
     bound = _int8_error_bound(x, codes, scale, err)
     slack = d * 2.0**-22 * norm * norm.max() + 1e-7
-    kk_of = (depth + extra).clamp(max=available)
-    by_blocks = (kk_of < available) & (kk_of * _BLOCK * 4 <= nb * _BLOCK)
     pairs = (depth[order] + _OPEN_EXTRA).cumsum(0)
     start = 0
     while start < n:
