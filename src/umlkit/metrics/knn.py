@@ -32,9 +32,10 @@ same neighbours as an exact fp32 search, faster:
 ``k`` may differ per query (MAP@R needs R_i neighbours for query i): queries are processed in order of their
 depth so each group searches only as deep as it must; unused columns are index -1, similarity -inf. Queries
 too deep for block selection (k + extra blocks would cover more than a quarter of the gallery) take the top k
-of their full bf16 rows instead. Ties are broken by the lower gallery index so results are deterministic. A
-query never retrieves the gallery position given in ``self_index``: that is how the CUB/Cars/SOP protocol
-(query set = gallery) excludes the self-match while In-shop (separate gallery) excludes nothing.
+of their full bf16 rows instead (int8 search: full fp32 rows). Ties are broken by the lower gallery index so
+results are deterministic. A query never retrieves the gallery position given in ``self_index``: that is how the
+CUB/Cars/SOP protocol (query set = gallery) excludes the self-match while In-shop (separate gallery) excludes
+nothing.
 
 **int8 self-search** (``search_dtype=torch.int8``). The symmetric tiles can instead be int8 products
 (``torch._int_mm``: exact int32 sums) of the embeddings quantised on one scale, ``round(x * 127 / max|x|)``. Their
@@ -42,20 +43,21 @@ block maxima bound every block's fp32 scores within a per-row error measured fro
 (:func:`_int8_error_bound`, Cauchy-Schwarz on the rounding residuals: about 0.025 on UML-like 128-d embeddings,
 against about 0.002 for bf16). The looser bound is paid in the second phase, which runs in fp32: each row opens
 its best blocks, takes the k-th best score found there as a real lower bound L, then opens every further block
-whose bound reaches L (:func:`_search_int8`; about 50 blocks per row instead of 36 at PUMA's test size). No
-certificate pass is needed; a row whose final check fails takes a full fp32 row. int8 GEMMs stay fast where bf16
-ones are not: measured on the 512 x 128 x 512 product here, 2.7-4.3x fp32 natively, 2.7x with oneDNN limited to
-AVX-512 without bf16, 1.9x limited to AVX2 (bf16: 2.0-2.2x, 0.43x, 0.12x).
+whose bound reaches L (:func:`_search_int8`; about 50 blocks per row instead of 36 at PUMA's test size). No second
+candidate pass is needed; a row whose final check fails takes a full fp32 row. int8 GEMMs stay fast where bf16 ones
+are not: on the 512 x 128 x 512 product of :func:`gemm_speedup`, in three benchmark runs here, 2.9-3.2x fp32
+natively, 1.9-2.2x with oneDNN limited to AVX-512 without bf16, 1.6x limited to AVX2 (bf16: 1.8-2.0x, 0.37-0.46x,
+0.08-0.10x).
 
 **Which search runs** (``search_dtype=None``, the default). :func:`gemm_speedup` times a 512 x 128 x 512 product
 in fp32, bf16 and int8 once per process (about 15 ms). A self-search takes int8 tiles where the int8 GEMM reaches
 both 0.3x fp32's and bf16's speed-up; otherwise bf16 from a bf16 speed-up of 0.3, and a plain search (no int8
 pass) bf16 from 1.0; else fp32. Measured on this project's AMD EPYC (avx512_bf16), and with oneDNN limited to
 AVX-512 without bf16 (``ONEDNN_MAX_CPU_ISA=AVX512_CORE``): a self-search of 148,500 items took 15.5-17.3 s (bf16)
-against 84.8 s (fp32) there and 52 s against 91-92 s here, a plain 14,000 x 60,000 search 1.4 s against 2.8 s
-there and 5.1 s against 3.1 s here; a two-point fit puts bf16's break-even ratios at about 0.2-0.25 (self-search)
-and 0.65-0.9 (plain). The int8 self-search ran as fast as bf16 natively and 3-4x faster than it in the limited
-modes (README, Performance). Its 0.3 is an estimate, not a measurement (no CPU at hand has so slow an int8 GEMM):
+against 84.8 s (fp32) natively and 52 s against 91-92 s limited, a plain 14,000 x 60,000 search 1.4 s against
+2.8 s natively and 5.1 s against 3.1 s limited; a two-point fit puts bf16's break-even ratios at about 0.2-0.25
+(self-search) and 0.65-0.9 (plain). The int8 self-search ran as fast as bf16 natively and 2.95x faster than it
+limited (README, Performance). Its 0.3 is an estimate, not a measurement (no CPU at hand has so slow an int8 GEMM):
 its tiles are about 17 s of fp32-equivalent GEMM divided by the speed-up, plus about 10 s of reductions and fp32
 openings, against about 90 s for the fp32 search. Every search returns the exact top k.
 """
@@ -430,8 +432,9 @@ def bf16_gemm_speedup() -> float:
 
 def choose_search_dtype(self_search: bool = False) -> torch.dtype:
     """The search :func:`knn_search` runs by default, from :func:`gemm_speedup`: a self-search takes int8 tiles
-    where the int8 GEMM reaches 1.0x fp32's, else bf16 from a bf16 speed-up of 0.3; a plain search takes bf16 from a
-    speed-up of 1.0; otherwise fp32.
+    where the int8 GEMM's speed-up reaches both 0.3 and bf16's, else bf16 from a bf16 speed-up of 0.3; a plain search
+    takes bf16 from a speed-up of 1.0; otherwise fp32. (A self-search here: query = gallery, ``self_index`` =
+    ``arange(n)`` and more than ``_TILE`` items; smaller ones follow the plain rule.)
 
     The environment variable ``UMLKIT_SEARCH_DTYPE`` (``bf16``, ``fp32`` or ``int8``) overrides the measurement,
     e.g. to compare them or to pin a choice; ``int8`` applies to self-searches (a plain search has no int8 pass
