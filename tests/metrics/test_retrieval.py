@@ -189,6 +189,27 @@ def test_bf16_search_equals_fp32_exact(extra):
         assert stats["second_pass_rows"] > 0
 
 
+@pytest.mark.parametrize("excluded", [False, True])
+def test_exact_rows_equal_a_float64_ranking(excluded):
+    """The fp32 rows (faiss's flat search for the first cut, then the re-scoring) rank as float64 does, ties (exact
+    duplicates) by the lower index, the self-match excluded where given; k up to every other item."""
+    from umlkit.metrics.knn import _exact_rows
+
+    gen = torch.Generator().manual_seed(11)
+    g = torch.nn.functional.normalize(torch.randn(300, 24, generator=gen), dim=1)
+    g[150:160] = g[3]   # duplicates of item 3
+    q = torch.cat([g[:40], g[150:152]])
+    self_index = torch.cat([torch.arange(40), torch.tensor([150, 151])]) if excluded else None
+    for k in (1, 12, 299):
+        v, i = _exact_rows(q, g, k, self_index)
+        exact = q.double() @ g.double().T
+        for r in range(q.shape[0]):
+            order = sorted((c for c in range(300) if self_index is None or c != int(self_index[r])),
+                           key=lambda c: (-exact[r, c].item(), c))[:k]
+            assert i[r].tolist() == order, (k, r)
+            torch.testing.assert_close(v[r].double(), exact[r, order], rtol=0, atol=1e-6)
+
+
 def test_bf16_error_bound_holds():
     from umlkit.metrics.knn import _bf16_error_bound
 

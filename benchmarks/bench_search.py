@@ -1,0 +1,100 @@
+"""Benchmark: umlkit's self-search (``knn_search``) against faiss's fp32 flat search, at several sizes.
+
+The retrieval step alone, without the metrics: L2-normalised 128-d UML-like embeddings (as in ``bench_eval.py``),
+each item's neighbours to the depth MAP@R needs (its class size - 1, at least 8), the item itself excluded. The
+baseline is faiss ``IndexFlatIP`` (what PML's AccuracyCalculator calls), searched to the largest depth + 1 (faiss
+has no per-query depth and returns the item itself), timed in the same process. umlkit's searches: the default
+(chosen by start-up GEMM measurements) and each forced dtype. Printed: seconds, the ratio to faiss, and whether the
+neighbours equal umlkit's fp32 search (faiss's own order of near-ties may differ, so it is compared only by how many
+rows' neighbour sets agree).
+
+    python benchmarks/bench_search.py                      # scales 0.05, 0.2, 1.0
+    python benchmarks/bench_search.py --scales 0.2 --impls faiss,umlkit
+
+The machine (CPU model, torch, threads) is printed first: a ratio measured on one CPU does not hold on another.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import torch
+from _machine import describe
+
+from umlkit.metrics.examples import uml_like_embeddings
+
+DTYPES = {"umlkit": None, "umlkit-int8": torch.int8, "umlkit-bf16": torch.bfloat16, "umlkit-fp32": torch.float32}
+
+
+def problem(scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Embeddings and each item's search depth (MAP@R's: class size - 1, at least 8)."""
+    x, y = uml_like_embeddings(scale, dim=128)
+    x, y = torch.as_tensor(x).float(), torch.as_tensor(y)
+    depth = torch.maximum(torch.full((x.shape[0],), 8), torch.bincount(y)[y] - 1)
+    return x, depth
+
+
+def run_faiss(x: torch.Tensor, depth: torch.Tensor) -> tuple[float, torch.Tensor]:
+    import faiss
+
+    start = time.perf_counter()
+    index = faiss.IndexFlatIP(x.shape[1])
+    index.add(x.numpy())
+    _, idx = index.search(x.numpy(), int(depth.max()) + 1)
+    seconds = time.perf_counter() - start
+    idx = torch.from_numpy(idx)
+    # drop each row's own index (faiss returns it among the first, usually first)
+    own = (idx == torch.arange(x.shape[0])[:, None]).to(torch.uint8)
+    order = own.argsort(dim=1, stable=True)[:, : int(depth.max())]   # the others, in faiss's order
+    return seconds, idx.gather(1, order)
+
+
+def run_umlkit(x: torch.Tensor, depth: torch.Tensor, dtype: torch.dtype | None) -> tuple[float, torch.Tensor, str]:
+    from umlkit.metrics.knn import knn_search
+
+    stats: dict = {}
+    start = time.perf_counter()
+    _, idx = knn_search(x, x, depth, self_index=torch.arange(x.shape[0]), search_dtype=dtype, stats=stats)
+    return time.perf_counter() - start, idx, str(stats["search_dtype"]).replace("torch.", "")
+
+
+def same_sets(a: torch.Tensor, b: torch.Tensor, depth: torch.Tensor) -> float:
+    """Fraction of rows whose first depth neighbours are the same set in both."""
+    agree = [set(a[r, :d].tolist()) == set(b[r, :d].tolist()) for r, d in enumerate(depth.tolist())]
+    return float(np.mean(agree))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scales", default="0.05,0.2,1.0", help="fractions of the 148,500-item problem")
+    parser.add_argument("--impls", default="faiss,umlkit,umlkit-int8,umlkit-bf16,umlkit-fp32")
+    args = parser.parse_args()
+    impls = args.impls.split(",")
+    unknown = [i for i in impls if i != "faiss" and i not in DTYPES]
+    if unknown:
+        parser.error(f"--impls: unknown {unknown}; expected faiss or one of {sorted(DTYPES)}")
+    print(describe(), flush=True)
+    for scale in (float(s) for s in args.scales.split(",")):
+        x, depth = problem(scale)
+        print(f"\n{x.shape[0]} items x {x.shape[1]}-d, depth {int(depth.min())}-{int(depth.max())}", flush=True)
+        results = {}
+        for impl in impls:
+            if impl == "faiss":
+                seconds, idx = run_faiss(x, depth)
+                results[impl] = (seconds, idx, "fp32 flat")
+            else:
+                results[impl] = run_umlkit(x, depth, DTYPES[impl])
+        base = results.get("faiss")
+        exact = results.get("umlkit-fp32")
+        for impl, (seconds, idx, search) in results.items():
+            line = f"{impl:>12}: {seconds:7.2f} s   search {search:<9}"
+            if base:
+                line += f"   speed-up vs faiss x{base[0] / seconds:.2f}"
+            if exact and impl != "umlkit-fp32":
+                line += f"   rows with the fp32 search's neighbour set {same_sets(idx, exact[1], depth):.4f}"
+            print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()
