@@ -519,7 +519,7 @@ def test_search_dtype_is_chosen_by_measurement_once(monkeypatch):
     calls, real_seconds = [], knn._gemm_seconds
 
     def fake_seconds(bf16, int8):
-        def seconds(a, reps=5):
+        def seconds(a, reps=9):
             calls.append(a.dtype)
             return {torch.float32: 1.0, torch.bfloat16: 1.0 / bf16, torch.int8: 1.0 / int8}[a.dtype]
         return seconds

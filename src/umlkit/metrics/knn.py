@@ -50,7 +50,7 @@ natively, 1.9-2.2x with oneDNN limited to AVX-512 without bf16, 1.6x limited to 
 0.08-0.10x).
 
 **Which search runs** (``search_dtype=None``, the default). :func:`gemm_speedup` times a 512 x 128 x 512 product
-in fp32, bf16 and int8 once per process (about 15 ms). A self-search takes int8 tiles where the int8 GEMM reaches
+in fp32, bf16 and int8 once per process (about 20 ms). A self-search takes int8 tiles where the int8 GEMM reaches
 both 0.3x fp32's and bf16's speed-up; otherwise bf16 from a bf16 speed-up of 0.3, and a plain search (no int8
 pass) bf16 from 1.0; else fp32. Measured on this project's AMD EPYC (avx512_bf16), and with oneDNN limited to
 AVX-512 without bf16 (``ONEDNN_MAX_CPU_ISA=AVX512_CORE``): a self-search of 148,500 items took 15.5-17.3 s (bf16)
@@ -414,10 +414,12 @@ _MEASURED: dict[str, float] = {}
 _DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32, "int8": torch.int8}
 
 
-def _gemm_seconds(a: torch.Tensor, reps: int = 5) -> float:
-    """Best of ``reps`` timings of ``a @ a.T`` (int8: ``torch._int_mm``, int32 sums) after one warm-up product."""
+def _gemm_seconds(a: torch.Tensor, reps: int = 9) -> float:
+    """Best of ``reps`` timings of ``a @ a.T`` (int8: ``torch._int_mm``, int32 sums) after three warm-up products.
+    (One warm-up and the best of 5 let a busy moment of a 2-core machine flip the int8/bf16 order now and then.)"""
     product = (lambda: torch._int_mm(a, a.T)) if a.dtype == torch.int8 else (lambda: a @ a.T)
-    product()
+    for _ in range(3):
+        product()
     best = float("inf")
     for _ in range(reps):
         start = time.perf_counter()
@@ -427,7 +429,7 @@ def _gemm_seconds(a: torch.Tensor, reps: int = 5) -> float:
 
 
 def gemm_speedup(dtype: torch.dtype = torch.bfloat16) -> float:
-    """fp32 time over ``dtype`` time (bf16 or int8) of a search-sized GEMM (512 x 128 by 128 x 512, best of 5) on
+    """fp32 time over ``dtype`` time (bf16 or int8) of a search-sized GEMM (512 x 128 by 128 x 512, best of 9) on
     this CPU, measured once per process and cached; 0 where this torch has no int8 GEMM on the CPU."""
     name = {torch.bfloat16: "bf16", torch.int8: "int8"}[dtype]
     if name not in _MEASURED:
