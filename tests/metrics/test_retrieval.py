@@ -510,8 +510,8 @@ def test_second_chance_opens_enough_blocks_for_its_candidates(small_blocks):
 
 
 def test_search_dtype_is_chosen_by_measurement_once(monkeypatch):
-    """search_dtype=None: a self-search takes int8 tiles where the int8 GEMM is at least as fast as fp32's and bf16's
-    (and 0.3x fp32's), else bf16 from a bf16/fp32 speed-up of 0.3; a plain search takes bf16 from 1.0, else fp32. Each
+    """search_dtype=None: a self-search takes int8 tiles where the int8 GEMM's speed-up over fp32 reaches 0.5 and
+    bf16's, else bf16 from a bf16/fp32 speed-up of 0.5; a plain search takes bf16 from 1.5, else fp32. Each
     GEMM is timed once per process; UMLKIT_SEARCH_DTYPE overrides (int8 for self-searches only); every choice
     returns the exact top k."""
     from umlkit.metrics import knn
@@ -526,8 +526,8 @@ def test_search_dtype_is_chosen_by_measurement_once(monkeypatch):
 
     bf, fp, i8 = torch.bfloat16, torch.float32, torch.int8
     for bf16, int8, self_choice, plain_choice in (
-            (2.4, 4.0, i8, bf), (2.4, 2.0, bf, bf), (1.0, 1.0, i8, bf), (0.5, 2.0, i8, fp), (0.3, 0.2, bf, fp),
-            (0.2, 0.25, fp, fp), (0.01, 0.0, fp, fp), (0.01, 0.3, i8, fp)):
+            (2.4, 4.0, i8, bf), (2.4, 2.0, bf, bf), (1.5, 1.5, i8, bf), (1.0, 1.0, i8, fp), (0.5, 2.0, i8, fp),
+            (0.5, 0.4, bf, fp), (0.45, 0.45, fp, fp), (0.01, 0.0, fp, fp), (0.01, 0.5, i8, fp)):
         monkeypatch.setattr(knn, "_MEASURED", {})
         monkeypatch.setattr(knn, "_gemm_seconds", fake_seconds(bf16, int8 or 1e-9))
         calls.clear()

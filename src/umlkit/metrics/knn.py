@@ -51,15 +51,20 @@ natively, 1.9-2.2x with oneDNN limited to AVX-512 without bf16, 1.6x limited to 
 
 **Which search runs** (``search_dtype=None``, the default). :func:`gemm_speedup` times a 512 x 128 x 512 product
 in fp32, bf16 and int8 once per process (about 20 ms). A self-search takes int8 tiles where the int8 GEMM reaches
-both 0.3x fp32's and bf16's speed-up; otherwise bf16 from a bf16 speed-up of 0.3, and a plain search (no int8
-pass) bf16 from 1.0; else fp32. Measured on this project's AMD EPYC (avx512_bf16), and with oneDNN limited to
-AVX-512 without bf16 (``ONEDNN_MAX_CPU_ISA=AVX512_CORE``): a self-search of 148,500 items took 15.5-17.3 s (bf16)
-against 84.8 s (fp32) natively and 52 s against 91-92 s limited, a plain 14,000 x 60,000 search 1.4 s against
-2.8 s natively and 5.1 s against 3.1 s limited; a two-point fit puts bf16's break-even ratios at about 0.2-0.25
-(self-search) and 0.65-0.9 (plain). The int8 self-search ran as fast as bf16 natively and 2.95x faster than it
-limited (README, Performance). Its 0.3 is an estimate, not a measurement (no CPU at hand has so slow an int8 GEMM):
-its tiles are about 17 s of fp32-equivalent GEMM divided by the speed-up, plus about 10 s of reductions and fp32
-openings, against about 90 s for the fp32 search. Every search returns the exact top k.
+both 0.5x fp32's and bf16's speed-up; otherwise bf16 from a bf16 speed-up of 0.5, and a plain search (no int8
+pass) bf16 from 1.5; else fp32. The thresholds are the break-even speed-ups of two-point fits (time = a / speed-up
++ c) of measurements on this project's AMD EPYC (avx512_bf16), natively and with oneDNN limited
+(``ONEDNN_MAX_CPU_ISA``), against the fp32 search as it now runs (its rows from faiss, :func:`_exact_rows`):
+
+- self-search of 148,500 items (``benchmarks/bench_eval.py``, search plus about 1 s of metrics): fp32 45 s (the
+  search alone, ``bench_search.py``); bf16 15.5 s at a speed-up of about 2 and 52 s at about 0.4 (limited to
+  AVX-512 without bf16); int8 13.3 s at about 3.0 and 18.4 s at about 1.6 (limited to AVX2). Break-even: 0.47
+  (bf16) and 0.45 (int8);
+- plain search, 14,000 x 60,000, k = 8: fp32 1.6-1.8 s; bf16 1.4-1.5 s natively (about 2) and 4.8 s limited
+  (about 0.4). Break-even: 1.5.
+
+The int8 self-search ran as fast as bf16 natively and 2.95x faster than it limited (README, Performance). Every
+search returns the exact top k.
 """
 from __future__ import annotations
 
@@ -408,8 +413,8 @@ def _from_blocks(bm_rows: torch.Tensor, kk: int, n_open: int,
     return cand_v, cand_i, rest
 
 
-_BF16_MIN_SPEEDUP = {True: 0.3, False: 1.0}   # self-search, plain search (see the module docstring)
-_INT8_MIN_SPEEDUP = 0.3                        # self-search only (see the module docstring)
+_BF16_MIN_SPEEDUP = {True: 0.5, False: 1.5}   # self-search, plain search (see the module docstring)
+_INT8_MIN_SPEEDUP = 0.5                        # self-search only (see the module docstring)
 _MEASURED: dict[str, float] = {}
 _DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32, "int8": torch.int8}
 
@@ -451,8 +456,8 @@ def bf16_gemm_speedup() -> float:
 
 def choose_search_dtype(self_search: bool = False) -> torch.dtype:
     """The search :func:`knn_search` runs by default, from :func:`gemm_speedup`: a self-search takes int8 tiles
-    where the int8 GEMM's speed-up reaches both 0.3 and bf16's, else bf16 from a bf16 speed-up of 0.3; a plain search
-    takes bf16 from a speed-up of 1.0; otherwise fp32. (A self-search here: query = gallery, ``self_index`` =
+    where the int8 GEMM's speed-up reaches both 0.5 and bf16's, else bf16 from a bf16 speed-up of 0.5; a plain search
+    takes bf16 from a speed-up of 1.5; otherwise fp32. (A self-search here: query = gallery, ``self_index`` =
     ``arange(n)`` and more than ``_TILE`` items; smaller ones follow the plain rule.)
 
     The environment variable ``UMLKIT_SEARCH_DTYPE`` (``bf16``, ``fp32`` or ``int8``) overrides the measurement,
