@@ -108,11 +108,11 @@ def _exact_rows(q: torch.Tensor, g: torch.Tensor, k: int, self_index: torch.Tens
 
     The first cut comes from faiss's fp32 flat search (``faiss.knn``, inner product: GEMM and selection fused), 2.4x
     faster than torch's product plus ``topk`` for 1,024 queries against 29,700 items at k = 107 on this project's
-    AMD EPYC (0.066 s against 0.156 s with the re-scoring). It returns k + 8 (+ 1 where a self-match is excluded),
-    which are re-scored (:func:`_rescore`) and sorted, ties by index. Every item it left out scores at most its last
-    returned score, so within ``slack`` (two fp32 dot products of the same vectors differ by less) of that after
-    re-scoring; a row whose k-th re-scored value does not beat that bound (ties across the cut, e.g. more exact
-    duplicates than the 8 spare places) is searched again 4x as deep, up to the whole gallery."""
+    AMD EPYC (0.066 s against 0.156 s for torch's product, ``topk`` and re-scoring). It returns k + 8 (+ 1 where a
+    self-match is excluded), which are re-scored (:func:`_rescore`) and sorted, ties by index. Every item it left
+    out scores at most its last returned score, so within ``slack`` (two fp32 dot products of the same vectors
+    differ by less) of that after re-scoring; a row whose k-th re-scored value does not beat that bound (ties across the cut, e.g. more exact
+    duplicates than the 8 spare places) is searched again with 4x as many returned, up to the whole gallery."""
     import faiss
 
     n, m = q.shape[0], g.shape[0]
