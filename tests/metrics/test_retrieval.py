@@ -445,8 +445,9 @@ def test_self_search_tiles_equal_fp32_exact(small_blocks, monkeypatch, extra, op
 
 
 def test_collapsed_embeddings_keep_memory_bounded_and_results_exact(small_blocks, monkeypatch):
-    """Near-identical embeddings (an untrained or collapsed model): every score of every opened block passes the
-    threshold, so the kept scores are cut to each row's best after each slab; the neighbours are still exact."""
+    """Near-identical embeddings (an untrained or collapsed model), bf16 search: every score of every opened block
+    passes the threshold, so the kept scores are cut to each row's best after each slab; the neighbours are still
+    exact."""
     knn = small_blocks
     monkeypatch.setattr(knn, "_OPEN_PAIRS", 4096)   # groups of ~300 rows: 4096 opened blocks of 16 scores each
     calls = []
@@ -456,7 +457,8 @@ def test_collapsed_embeddings_keep_memory_bounded_and_results_exact(small_blocks
     n = 600
     x = torch.nn.functional.normalize(torch.ones(n, 16) + 1e-3 * torch.randn(n, 16, generator=gen), dim=1)
     stats = {}
-    v, i = knn.knn_search(x, x.clone(), 5, self_index=torch.arange(n), candidate_extra=2, stats=stats)
+    v, i = knn.knn_search(x, x.clone(), 5, self_index=torch.arange(n), candidate_extra=2, stats=stats,
+                          search_dtype=torch.bfloat16)
     assert stats["self_search"]
     exact = x @ x.T
     exact.fill_diagonal_(float("-inf"))
@@ -685,6 +687,28 @@ def test_int8_self_search_with_negative_scores_and_duplicates(small_blocks):
     _assert_exact_rows(v, i, x, depth)
     assert (v[5] < 0).all()
     assert i[3, :6].tolist() == list(range(100, 106))
+
+
+def test_int8_self_search_sends_collapsed_rows_to_fp32_at_once(small_blocks, monkeypatch):
+    """Near-identical embeddings: the int8 bound exceeds the scores' spread, so more than half the blocks lie within
+    one bound of each row's k-th largest maximum. Such rows take full fp32 rows without opening any block; a
+    well-spread row in the same set still takes the block path. Exact either way."""
+    knn = small_blocks
+    opened = []
+    keep = knn._keep_at_least
+    monkeypatch.setattr(knn, "_keep_at_least", lambda *a, **kw: opened.append(a[0].numel()) or keep(*a, **kw))
+    gen = torch.Generator().manual_seed(5)
+    n = 600
+    x = torch.nn.functional.normalize(torch.ones(n, 16) + 1e-3 * torch.randn(n, 16, generator=gen), dim=1)
+    depth = torch.full((n,), 5)
+    v, i, stats = _int8_search(knn, x, depth, candidate_extra=2)
+    _assert_exact_rows(v, i, x, depth)
+    assert stats["fp32_fallback_rows"] == n and not opened
+    # spread-out data: the block path runs (and the prediction sends few rows to fp32)
+    y = torch.nn.functional.normalize(torch.randn(n, 16, generator=gen), dim=1)
+    v, i, stats = _int8_search(knn, y, depth, candidate_extra=2)
+    _assert_exact_rows(v, i, y, depth)
+    assert opened and stats["fp32_fallback_rows"] < n // 10
 
 
 def test_int8_self_search_is_deterministic(small_blocks):

@@ -749,15 +749,29 @@ def _search_int8(x, depth, order, available, chunk_size, extra, out_v, out_i, co
             _put(out_v, out_i, part, kc, *_exact_rows(x[part], x, kc, part))
 
 
-def _int8_group(x, rows, k, kk, bm_rows, gt_blocks, unit, bound, slack, out_v, out_i, counts) -> torch.Tensor:
+def _int8_group(x, rows, k, kk, bm_rows, gt_blocks, unit, bound, slack, out_v, out_i, counts,
+                predict: bool = True) -> torch.Tensor:
     """Steps 1-3 of :func:`_search_int8` for one group of rows; returns the rows left for a full fp32 search."""
     b, nb = bm_rows.shape
     m = x.shape[0]
-    q = x[rows]
-    # 1. the depth + _OPEN_EXTRA blocks of largest maxima, scores >= the k-th largest maximum's lower bound
     n_open = (k + _OPEN_EXTRA).clamp(max=nb)
     top_v, top_b = bm_rows.topk(int(n_open.max()), dim=1)
     kth_max = top_v.gather(1, (k - 1)[:, None]).squeeze(1)
+    if predict:
+        # L is typically near the k-th largest maximum, so step 2 would open about the blocks within one bound of it:
+        # where those already pass half the gallery (near-equal embeddings, where the bound exceeds the
+        # scores' spread), the row takes a full fp32 row at once instead of after step 1
+        steps = torch.floor(kth_max.float() - bound / unit).clamp(-32768, 32767).to(torch.int16)
+        near = torch.cat([(part >= th[:, None]).sum(dim=1, dtype=torch.int32)   # (int32: no int64 copy of the rows)
+                          for part, th in zip(bm_rows.split(4096), steps.split(4096))]) if b else steps.int()
+        hopeless = near * 2 > nb
+        if bool(hopeless.any()):
+            keep = ~hopeless
+            rest = _int8_group(x, rows[keep], k[keep], kk, bm_rows[keep], gt_blocks, unit, bound[keep], slack[keep],
+                               out_v, out_i, counts, predict=False) if bool(keep.any()) else rows[:0]
+            return torch.cat([rows[hopeless], rest])
+    q = x[rows]
+    # 1. the depth + _OPEN_EXTRA blocks of largest maxima, scores >= the k-th largest maximum's lower bound
     low = torch.where(kth_max > -32768, (kth_max.float() - 1) * unit - bound - slack, _NEG_INF)
     # kept from step 1: the scores above the k-th largest maximum less a quarter of the bound, not the whole bound.
     # Typical rounding errors are a small part of the worst case: on UML-like embeddings (148,500 x 128) the k-th
