@@ -103,7 +103,8 @@ def _monotone(values: torch.Tensor) -> torch.Tensor:
     return torch.where(bits < 0, bits ^ 0x7FFFFFFF, bits).long()
 
 
-def _exact_rows(q: torch.Tensor, g: torch.Tensor, k: int, self_index: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+def _exact_rows(q: torch.Tensor, g: torch.Tensor, k: int, self_index: torch.Tensor | None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
     """Full fp32 similarities for some rows, then the top k with the deterministic tie rule.
 
     The first cut comes from faiss's fp32 flat search (``faiss.knn``, inner product: GEMM and selection fused), 2.4x
@@ -111,8 +112,9 @@ def _exact_rows(q: torch.Tensor, g: torch.Tensor, k: int, self_index: torch.Tens
     AMD EPYC (0.066 s against 0.156 s for torch's product, ``topk`` and re-scoring). It returns k + 8 (+ 1 where a
     self-match is excluded), which are re-scored (:func:`_rescore`) and sorted, ties by index. Every item it left
     out scores at most its last returned score, so within ``slack`` (two fp32 dot products of the same vectors
-    differ by less) of that after re-scoring; a row whose k-th re-scored value does not beat that bound (ties across the cut, e.g. more exact
-    duplicates than the 8 spare places) is searched again with 4x as many returned, up to the whole gallery."""
+    differ by less) of that after re-scoring; a row whose k-th re-scored value does not beat that bound (ties across
+    the cut, e.g. more exact duplicates than the 8 spare places) is searched again with 4x as many returned, up to
+    the whole gallery."""
     import faiss
 
     n, m = q.shape[0], g.shape[0]
@@ -131,6 +133,22 @@ def _exact_rows(q: torch.Tensor, g: torch.Tensor, k: int, self_index: torch.Tens
         out_v[rows[done]], out_i[rows[done]] = v[done, :k], i[done, :k]
         rows, width = rows[~done], 4 * width
     return out_v, out_i
+
+
+def _fp32_rows(query, gallery, self_index, rows, depth, out_v, out_i, chunk_size) -> None:
+    """Full fp32 rows (:func:`_exact_rows`) for the queries ``rows``, at most ``chunk_size`` at once, each chunk as
+    deep as its deepest row, written into ``out_v`` / ``out_i``."""
+    for start in range(0, rows.numel(), chunk_size):
+        part = rows[start:start + chunk_size]
+        kc = int(depth[part].max())
+        si = None if self_index is None else self_index[part]
+        _put(out_v, out_i, part, kc, *_exact_rows(query[part], gallery, kc, si))
+
+
+def _transposed_blocks(g: torch.Tensor) -> torch.Tensor:
+    """(blocks, d, _BLOCK): each block of a padded gallery transposed, the right operand of the openings' batched
+    GEMMs."""
+    return g.view(-1, _BLOCK, g.shape[1]).transpose(1, 2).contiguous()
 
 
 _RESCORE_ELEMENTS = 1 << 17
@@ -260,7 +278,7 @@ def _threshold_candidates(bm_rows: torch.Tensor, qb: torch.Tensor, gt_blocks: to
 
 
 def _keep_at_least(pair_row: torch.Tensor, pair_block: torch.Tensor, q: torch.Tensor, gt_blocks: torch.Tensor,
-                   th: torch.Tensor, si: torch.Tensor | None, m: int, kk: int, kept: tuple | None = None
+                   th: torch.Tensor, si: torch.Tensor | None, m: int, kk: int
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The scores of query rows against gallery blocks, for the given (row, block) pairs, that reach the row's
     threshold ``th``; then each row's best ``kk`` of them (:func:`_best_per_row`'s five tensors).
@@ -270,7 +288,7 @@ def _keep_at_least(pair_row: torch.Tensor, pair_block: torch.Tensor, q: torch.Te
     scores are compared as int16 bits (``th`` holds the bits of non-negative scores), fp32 scores as floats. The
     self-match (``si``) and padding items (>= ``m``) are never kept. When nearly equal scores (a collapsed
     embedding) pass by the thousand, the kept scores are cut to each row's best ``kk`` whenever they exceed
-    ``_MERGE_AT`` per candidate slot, so memory stays bounded. ``kept``: (row, col, val) of earlier passes, merged in.
+    ``_MERGE_AT`` per candidate slot, so memory stays bounded.
     """
     b, nb = th.shape[0], gt_blocks.shape[0]
     order = pair_block.argsort(stable=True)
@@ -283,8 +301,8 @@ def _keep_at_least(pair_row: torch.Tensor, pair_block: torch.Tensor, q: torch.Te
     # a zero query and the threshold ``never`` in an extra last row: the padding slots of every slab point there
     q = torch.cat([q, q.new_zeros(1, q.shape[1])])
     th = torch.cat([th, th.new_full((1,), never)])
-    rows, cols, vals = ([kept[0]], [kept[1]], [kept[2]]) if kept is not None else ([], [], [])
-    held, limit = sum(r.numel() for r in rows), max(_MERGE_AT * b * kk, _SLAB_ENTRIES // 8)
+    rows, cols, vals = [], [], []
+    held, limit = 0, max(_MERGE_AT * b * kk, _SLAB_ENTRIES // 8)
     overflow = torch.zeros(b, dtype=torch.bool)
     for b0, b1, m_max in _slabs(counts.tolist()):
         p0, p1 = int(first[b0]), int(first[b1 - 1] + counts[b1 - 1])
@@ -540,14 +558,10 @@ def knn_search(
         return out_v, out_i.long()
     order = torch.argsort(depth, stable=True)  # shallow queries first: each group searches only as deep as it needs
     if search_dtype == torch.float32:
-        for start in range(0, n, chunk_size):
-            rows = order[start:start + chunk_size]
-            kc = int(depth[rows].max())
-            v, i = _exact_rows(query[rows], gallery, kc, None if self_index is None else self_index[rows])
-            _put(out_v, out_i, rows, kc, v, i)
+        _fp32_rows(query, gallery, self_index, order, depth, out_v, out_i, chunk_size)
     elif search_dtype == torch.int8:
         counts["self_search"] = True
-        _search_int8(query, depth, order, available, chunk_size, candidate_extra, out_v, out_i, counts)
+        _search_int8(query, self_index, depth, order, available, chunk_size, candidate_extra, out_v, out_i, counts)
     else:
         _search_bf16(query, gallery, depth, order, self_index, available, chunk_size, candidate_extra,
                      out_v, out_i, counts, self_search)
@@ -569,7 +583,7 @@ def _put(out_v, out_i, rows, kc, v, i) -> None:
 
 def _search_bf16(query, gallery, depth, order, self_index, available, chunk_size, extra, out_v, out_i, counts,
                  self_search):
-    n, m = query.shape[0], gallery.shape[0]
+    m = gallery.shape[0]
     pad = (-m) % _BLOCK
     gb = gallery.to(torch.bfloat16)
     if pad:
@@ -580,19 +594,27 @@ def _search_bf16(query, gallery, depth, order, self_index, available, chunk_size
     if self_search and bool(by_blocks.any()):
         s.self_search()
     counts["self_search"] = s.bm is not None
-    # opened (row, block) pairs up to each position of ``order``: a self-search group holds at most _OPEN_PAIRS
-    pairs = (depth[order] + _OPEN_EXTRA).cumsum(0) if s.bm is not None else None
+    for rows, blocked in _groups(order, depth, by_blocks, chunk_size, paired=s.bm is not None):
+        s.rows(rows, depth, int(kk_of[rows].max()), blocked, out_v, out_i, counts)
+
+
+def _groups(order, depth, by_blocks, chunk_size, paired):
+    """Consecutive queries of ``order`` (shallow first) in groups, each all block-selected or all full-row (a
+    query's ``by_blocks`` only turns off with depth). A block-selected group of a self-search (``paired``) holds at
+    most ``_OPEN_PAIRS`` opened (row, block) pairs, any other group at most ``chunk_size`` rows. Yields (rows,
+    block-selected)."""
+    pairs = (depth[order] + _OPEN_EXTRA).cumsum(0) if paired else None
     start = 0
-    while start < n:
+    while start < order.numel():
         first = order[start]
         size = chunk_size
-        if s.bm is not None and by_blocks[first]:
+        if paired and by_blocks[first]:
             before = int(pairs[start - 1]) if start else 0
             size = max(1, int(torch.searchsorted(pairs, before + _OPEN_PAIRS, right=True)) - start)
         rows = order[start:start + size]
-        rows = rows[by_blocks[rows] == by_blocks[first]]   # a group is all block-selected or all full-row
+        rows = rows[by_blocks[rows] == by_blocks[first]]
         start += rows.numel()
-        s.rows(rows, depth, int(kk_of[rows].max()), bool(by_blocks[first]), out_v, out_i, counts)
+        yield rows, bool(by_blocks[first])
 
 
 class _Search:
@@ -614,7 +636,7 @@ class _Search:
 
     def self_search(self) -> None:
         self.bm = _self_block_maxima(self.gb, self.query.shape[0])
-        self.gt_blocks = self.gb.view(self.nb, _BLOCK, -1).transpose(1, 2).contiguous()
+        self.gt_blocks = _transposed_blocks(self.gb)
 
     def candidates(self, qb, si, kk, n_open, bm_rows=None):
         """(values, indices, rest) of the best ``kk`` bf16 scores: from ``n_open`` blocks (precomputed maxima
@@ -640,7 +662,7 @@ class _Search:
         q = self.query[rows]
         si = None if self.self_index is None else self.self_index[rows]
         if kk >= self.available:  # every retrievable item is a candidate: the exact search costs the same
-            _put(out_v, out_i, rows, kc, *_exact_rows(q, self.gallery, kc, si))
+            _fp32_rows(self.query, self.gallery, self.self_index, rows, depth, out_v, out_i, self.chunk_size)
             return
         qb = q.to(torch.bfloat16)
         precomputed = self.bm is not None and by_blocks
@@ -668,9 +690,7 @@ class _Search:
                 _put(out_v, out_i, rows[bad], kc, v2[:, :kc], i2[:, :kc])
                 bad = bad[_uncertified(q[bad], qb[bad], self.dg_max, self.gb_max, v2, kr[bad], rest2)]
         counts["fp32_fallback_rows"] += bad.numel()
-        for part in bad.split(self.chunk_size):   # at most chunk_size fp32 rows at once (memory as a plain search)
-            bv, bi = _exact_rows(q[part], self.gallery, kc, None if si is None else si[part])
-            _put(out_v, out_i, rows[part], kc, bv, bi)
+        _fp32_rows(self.query, self.gallery, self.self_index, rows[bad], depth, out_v, out_i, self.chunk_size)
 
 
 
@@ -690,7 +710,7 @@ def _int8_error_bound(x: torch.Tensor, codes: torch.Tensor, scale: float, err: t
     return (err * (codes.float() / scale).norm(dim=1).max() + x.norm(dim=1) * err.max()) * (1 + 2.0**-10) + 1e-6
 
 
-def _search_int8(x, depth, order, available, chunk_size, extra, out_v, out_i, counts):
+def _search_int8(x, self_index, depth, order, available, chunk_size, extra, out_v, out_i, counts):
     """Self-search with int8 block maxima and fp32 candidates (``knn_search(..., search_dtype=torch.int8)``).
 
     The symmetric tiles are int8 products (``torch._int_mm``: exact int32 sums), whose maxima bound every
@@ -719,57 +739,41 @@ def _search_int8(x, depth, order, available, chunk_size, extra, out_v, out_i, co
     zeros = torch.zeros(pad, d)
     # (no tiles when every row is too deep for blocks)
     bm = _self_block_maxima(torch.cat([codes, zeros.to(torch.int8)]), n, shift) if bool(by_blocks.any()) else None
-    gt_blocks = torch.cat([x, zeros]).view(nb, _BLOCK, d).transpose(1, 2).contiguous()
+    gt_blocks = _transposed_blocks(torch.cat([x, zeros]))
     norm = x.norm(dim=1)
     unit = shift / scale ** 2                     # a score per step of the int16 maxima
     bound = _int8_error_bound(x, codes, scale, err)
     slack = d * 2.0**-22 * norm * norm.max() + 1e-7
-    pairs = (depth[order] + _OPEN_EXTRA).cumsum(0)
-    start = 0
-    while start < n:
-        first = order[start]
-        if by_blocks[first]:
-            before = int(pairs[start - 1]) if start else 0
-            size = max(1, int(torch.searchsorted(pairs, before + _OPEN_PAIRS, right=True)) - start)
-        else:
-            size = chunk_size
-        rows = order[start:start + size]
-        rows = rows[by_blocks[rows] == by_blocks[first]]
-        start += rows.numel()
-        if not by_blocks[first]:   # too deep for blocks: full fp32 rows
-            counts["fp32_fallback_rows"] += rows.numel()
-            kc = int(depth[rows].max())
-            _put(out_v, out_i, rows, kc, *_exact_rows(x[rows], x, kc, rows))
-            continue
-        fallback = _int8_group(x, rows, depth[rows], int(kk_of[rows].max()), bm[rows], gt_blocks, unit,
+    for rows, blocked in _groups(order, depth, by_blocks, chunk_size, paired=True):
+        if blocked:   # rows too deep for blocks, and those _int8_group leaves, take full fp32 rows
+            rows = _int8_group(x, rows, depth[rows], int(kk_of[rows].max()), bm[rows], gt_blocks, unit,
                                bound[rows], slack[rows], out_v, out_i, counts)
-        counts["fp32_fallback_rows"] += fallback.numel()
-        for part in fallback.split(chunk_size) if fallback.numel() else ():
-            kc = int(depth[part].max())
-            _put(out_v, out_i, part, kc, *_exact_rows(x[part], x, kc, part))
+        counts["fp32_fallback_rows"] += rows.numel()
+        _fp32_rows(x, x, self_index, rows, depth, out_v, out_i, chunk_size)
 
 
-def _int8_group(x, rows, k, kk, bm_rows, gt_blocks, unit, bound, slack, out_v, out_i, counts,
-                predict: bool = True) -> torch.Tensor:
+def _int8_group(x, rows, k, kk, bm_rows, gt_blocks, unit, bound, slack, out_v, out_i, counts) -> torch.Tensor:
     """Steps 1-3 of :func:`_search_int8` for one group of rows; returns the rows left for a full fp32 search."""
     b, nb = bm_rows.shape
     m = x.shape[0]
     n_open = (k + _OPEN_EXTRA).clamp(max=nb)
     top_v, top_b = bm_rows.topk(int(n_open.max()), dim=1)
     kth_max = top_v.gather(1, (k - 1)[:, None]).squeeze(1)
-    if predict:
-        # L is typically near the k-th largest maximum, so step 2 would open about the blocks within one bound of it:
-        # where those already pass half the gallery (near-equal embeddings, where the bound exceeds the
-        # scores' spread), the row takes a full fp32 row at once instead of after step 1
-        steps = torch.floor(kth_max.float() - bound / unit).clamp(-32768, 32767).to(torch.int16)
-        near = torch.cat([(part >= th[:, None]).sum(dim=1, dtype=torch.int32)   # (int32: no int64 copy of the rows)
-                          for part, th in zip(bm_rows.split(4096), steps.split(4096))]) if b else steps.int()
-        hopeless = near * 2 > nb
-        if bool(hopeless.any()):
-            keep = ~hopeless
-            rest = _int8_group(x, rows[keep], k[keep], kk, bm_rows[keep], gt_blocks, unit, bound[keep], slack[keep],
-                               out_v, out_i, counts, predict=False) if bool(keep.any()) else rows[:0]
-            return torch.cat([rows[hopeless], rest])
+    # L is typically near the k-th largest maximum, so step 2 would open about the blocks within one bound of it:
+    # where those already pass half the gallery (near-equal embeddings, where the bound exceeds the scores' spread),
+    # the row takes a full fp32 row at once instead of after step 1
+    steps = torch.floor(kth_max.float() - bound / unit).clamp(-32768, 32767).to(torch.int16)
+    near = torch.cat([(part >= th[:, None]).sum(dim=1, dtype=torch.int32)   # (int32: no int64 copy of the rows)
+                      for part, th in zip(bm_rows.split(4096), steps.split(4096))])
+    hopeless = near * 2 > nb
+    gave_up = rows[hopeless]
+    if gave_up.numel():
+        keep = ~hopeless
+        rows, k, bm_rows, bound, slack, n_open, top_v, top_b, kth_max = (
+            t[keep] for t in (rows, k, bm_rows, bound, slack, n_open, top_v, top_b, kth_max))
+        b = rows.numel()
+        if not b:
+            return gave_up
     q = x[rows]
     # 1. the depth + _OPEN_EXTRA blocks of largest maxima, scores >= the k-th largest maximum's lower bound
     low = torch.where(kth_max > -32768, (kth_max.float() - 1) * unit - bound - slack, _NEG_INF)
@@ -823,4 +827,4 @@ def _int8_group(x, rows, k, kk, bm_rows, gt_blocks, unit, bound, slack, out_v, o
     v, i = _sort_desc_by_value_then_index(_rescore(q, x, cand_i, rows), cand_i)
     _put(out_v, out_i, rows, kc, v[:, :kc], i[:, :kc])
     kth_exact = v.gather(1, (k - 1)[:, None]).squeeze(1)
-    return rows[too_many | ~(kth_exact > rest + slack)]
+    return torch.cat([gave_up, rows[too_many | ~(kth_exact > rest + slack)]])
