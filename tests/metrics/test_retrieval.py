@@ -447,9 +447,11 @@ def test_self_search_tiles_equal_fp32_exact(small_blocks, monkeypatch, extra, op
 def test_collapsed_embeddings_keep_memory_bounded_and_results_exact(small_blocks, monkeypatch):
     """Near-identical embeddings (an untrained or collapsed model), bf16 search: every score of every opened block
     passes the threshold, so the kept scores are cut to each row's best after each slab; the neighbours are still
-    exact."""
+    exact. (Such rows now go to fp32 at once, next test; the cut is for rows the prediction lets through, so it is
+    switched off here.)"""
     knn = small_blocks
     monkeypatch.setattr(knn, "_OPEN_PAIRS", 4096)   # groups of ~300 rows: 4096 opened blocks of 16 scores each
+    monkeypatch.setattr(knn, "_crowded", lambda bm_rows, *a: torch.zeros(bm_rows.shape[0], dtype=torch.bool))
     calls = []
     best = knn._best_per_row
     monkeypatch.setattr(knn, "_best_per_row", lambda *a: calls.append((a[0].numel(), a[3], a[4])) or best(*a))
@@ -470,6 +472,50 @@ def test_collapsed_embeddings_keep_memory_bounded_and_results_exact(small_blocks
     assert all(held <= max(knn._MERGE_AT * b * kk, knn._SLAB_ENTRIES // 8) + max(knn._SLAB_ENTRIES, b * 16)
                for held, b, kk in calls)
     assert max(held for held, _, kk in calls if kk == 7) < 4096 * 16 // 3
+
+
+def test_bf16_self_search_sends_collapsed_rows_to_fp32_at_once(small_blocks, monkeypatch):
+    """Near-identical embeddings, bf16 self-search: every score lies within the bf16 error of the k-th, so no
+    certificate can hold short of most of the row. The rows take full fp32 rows without a candidate pass (before,
+    two passes each, 7x the fp32 search's time at 20,000 items); spread-out rows still take the block path."""
+    knn = small_blocks
+    opened = []
+    keep = knn._keep_at_least
+    monkeypatch.setattr(knn, "_keep_at_least", lambda *a, **kw: opened.append(a[0].numel()) or keep(*a, **kw))
+    gen = torch.Generator().manual_seed(5)
+    n = 600
+    x = torch.nn.functional.normalize(torch.ones(n, 16) + 1e-3 * torch.randn(n, 16, generator=gen), dim=1)
+    depth = torch.full((n,), 5)
+    stats = {}
+    v, i = knn.knn_search(x, x.clone(), depth, self_index=torch.arange(n), candidate_extra=2, stats=stats,
+                          search_dtype=torch.bfloat16)
+    _assert_exact_rows(v, i, x, depth)
+    assert stats["self_search"] and stats["fp32_fallback_rows"] == n
+    assert stats["second_pass_rows"] == 0 and not opened
+    y = torch.nn.functional.normalize(torch.randn(n, 16, generator=gen), dim=1)
+    v, i = knn.knn_search(y, y.clone(), depth, self_index=torch.arange(n), candidate_extra=2, stats=stats,
+                          search_dtype=torch.bfloat16)
+    _assert_exact_rows(v, i, y, depth)
+    assert opened and stats["fp32_fallback_rows"] < n // 10
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_crowded_rows_equal_a_full_count(seed):
+    """_crowded counts only the rows whose n_open-th largest maximum reaches the threshold; with n_open at most half
+    the blocks that is the same answer as counting every row."""
+    from umlkit.metrics.knn import _crowded
+    gen = torch.Generator().manual_seed(seed)
+    b, nb = 300, 40
+    bm = torch.randint(-200, 200, (b, nb), generator=gen).to(torch.int16)
+    bm[:100] = 150 + torch.randint(0, 3, (100, nb), generator=gen).to(torch.int16)   # crowded rows
+    n_open = torch.randint(1, nb // 2 + 1, (b,), generator=gen)
+    top_v = bm.topk(int(n_open.max()), dim=1).values
+    low = top_v.gather(1, torch.randint(0, 4, (b, 1), generator=gen)).squeeze(1) - torch.randint(
+        0, 60, (b,), generator=gen).to(torch.int16)
+    expected = torch.tensor([sum(int(bm[r, j]) >= int(low[r]) for j in range(nb)) * 2 > nb for r in range(b)])
+    got = _crowded(bm, top_v, n_open, low)
+    assert torch.equal(got, expected)
+    assert 0 < int(got.sum()) < b
 
 
 def test_block_path_of_a_plain_search_equals_fp32_exact(small_blocks):

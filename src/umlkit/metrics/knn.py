@@ -250,7 +250,7 @@ def _self_block_maxima(g: torch.Tensor, n: int, shift: int = 1) -> torch.Tensor:
 
 
 def _threshold_candidates(bm_rows: torch.Tensor, qb: torch.Tensor, gt_blocks: torch.Tensor, si: torch.Tensor | None,
-                          m: int, kk: int, n_open: int | torch.Tensor
+                          m: int, kk: int, n_open: int | torch.Tensor, top: tuple | None = None
                           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Candidates of a bf16 self-search group from its precomputed block maxima.
 
@@ -259,11 +259,11 @@ def _threshold_candidates(bm_rows: torch.Tensor, qb: torch.Tensor, gt_blocks: to
     ``tau`` >= 0). Per row the best ``kk`` kept scores are the candidates, ordered by score, ties by index (so that
     the re-rank fills its slots in score order); a row with fewer has index -1 and score -inf in its last slots.
     Returns (values, indices, rest): ``rest`` bounds every item outside the candidates (``tau``, or the last
-    candidate when some were left out).
+    candidate when some were left out). ``top``: the rows' ``bm_rows.topk(max n_open)``, where already computed.
     """
     b, nb = bm_rows.shape
     n_open = torch.as_tensor(n_open).expand(b).clamp(1, nb)
-    top_v, top_b = bm_rows.topk(int(n_open.max()), dim=1)
+    top_v, top_b = top if top is not None else bm_rows.topk(int(n_open.max()), dim=1)
     tau = top_v.gather(1, (n_open - 1)[:, None]).squeeze(1)   # int16 bits of a non-negative bf16 value
     pair_row, slot = torch.nonzero(torch.arange(top_b.shape[1]) < n_open[:, None], as_tuple=True)
     row, col, val, rank, overflow = _keep_at_least(pair_row, top_b[pair_row, slot], qb, gt_blocks, tau, si, m, kk)
@@ -333,6 +333,21 @@ def _keep_at_least(pair_row: torch.Tensor, pair_block: torch.Tensor, q: torch.Te
         return empty, empty, torch.empty(0, dtype=q.dtype if not bits16 else torch.int16), empty, overflow
     row, col, val, rank, cut = _best_per_row(torch.cat(rows), torch.cat(cols), torch.cat(vals), b, kk, nb * _BLOCK)
     return row, col, val, rank, overflow | cut
+
+
+def _crowded(bm_rows: torch.Tensor, top_v: torch.Tensor, n_open: torch.Tensor, low: torch.Tensor) -> torch.Tensor:
+    """Rows where more than half of the blocks have a maximum >= ``low`` (int16, per row): near-equal embeddings,
+    whose scores spread less than the error bound, so that no certificate short of most of the row can hold. Such a
+    row takes a full fp32 row at once. Only rows whose ``n_open``-th largest maximum (``top_v``: each row's largest
+    maxima, descending) reaches ``low`` are counted, in parts (int32 sums: no int64 copy of the rows); the others
+    have at most ``n_open`` such blocks, at most half the row."""
+    b, nb = bm_rows.shape
+    crowded = torch.zeros(b, dtype=torch.bool)
+    nth = top_v.gather(1, (n_open - 1).clamp(max=top_v.shape[1] - 1)[:, None]).squeeze(1)
+    maybe = torch.nonzero((nth >= low) | (n_open * 2 > nb)).flatten()
+    for part in maybe.split(4096):
+        crowded[part] = (bm_rows[part] >= low[part, None]).sum(dim=1, dtype=torch.int32) * 2 > nb
+    return crowded
 
 
 def _slabs(counts: list[int]) -> list[tuple[int, int, int]]:
@@ -638,12 +653,12 @@ class _Search:
         self.bm = _self_block_maxima(self.gb, self.query.shape[0])
         self.gt_blocks = _transposed_blocks(self.gb)
 
-    def candidates(self, qb, si, kk, n_open, bm_rows=None):
+    def candidates(self, qb, si, kk, n_open, bm_rows=None, top=None):
         """(values, indices, rest) of the best ``kk`` bf16 scores: from ``n_open`` blocks (precomputed maxima
-        ``bm_rows`` with recomputed blocks, or the maxima and blocks of the bf16 rows); ``n_open=0``: from the
-        whole rows."""
+        ``bm_rows`` with recomputed blocks, ``top`` their top-k where computed, or the maxima and blocks of the bf16
+        rows); ``n_open=0``: from the whole rows."""
         if bm_rows is not None:
-            return _threshold_candidates(bm_rows, qb, self.gt_blocks, si, self.m, kk, n_open)
+            return _threshold_candidates(bm_rows, qb, self.gt_blocks, si, self.m, kk, n_open, top)
         scores = torch.mm(qb, self.gb.T)
         if n_open:
             blocks = scores.view(qb.shape[0], self.nb, _BLOCK)
@@ -666,12 +681,28 @@ class _Search:
             return
         qb = q.to(torch.bfloat16)
         precomputed = self.bm is not None and by_blocks
+        bm_rows = top = None
         if precomputed:   # per row: its depth + _OPEN_EXTRA blocks
-            n_open = depth[rows] + _OPEN_EXTRA
+            bm_rows, n_open = self.bm[rows], depth[rows] + _OPEN_EXTRA
+            top = bm_rows.topk(int(n_open.max()), dim=1)
+            # near-equal embeddings (every score within the bf16 error of the k-th): full fp32 rows at once, before
+            # two candidate passes that cannot certify them
+            kth = top[0].gather(1, (depth[rows] - 1)[:, None]).squeeze(1).view(torch.bfloat16).float()
+            low = (kth - _bf16_error_bound(q, qb, self.dg_max, self.gb_max, kth)).clamp(min=0)
+            crowded = _crowded(bm_rows, top[0], n_open, low.to(torch.bfloat16).view(torch.int16))
+            if bool(crowded.any()):
+                counts["fp32_fallback_rows"] += int(crowded.sum())
+                _fp32_rows(self.query, self.gallery, self.self_index, rows[crowded], depth, out_v, out_i,
+                           self.chunk_size)
+                keep = ~crowded
+                rows, q, qb, bm_rows, n_open = rows[keep], q[keep], qb[keep], bm_rows[keep], n_open[keep]
+                top = (top[0][keep], top[1][keep])
+                si = None if si is None else si[keep]
+                if not rows.numel():
+                    return
         else:
             n_open = kk if by_blocks else 0
-        cand_v, cand_i, rest = self.candidates(qb, si, kk, n_open,
-                                               bm_rows=self.bm[rows] if precomputed else None)
+        cand_v, cand_i, rest = self.candidates(qb, si, kk, n_open, bm_rows=bm_rows, top=top)
         v, i = _sort_desc_by_value_then_index(_rescore(q, self.gallery, cand_i, si), cand_i)
         _put(out_v, out_i, rows, kc, v[:, :kc], i[:, :kc])
         kr = depth[rows]
@@ -685,7 +716,7 @@ class _Search:
             sb = None if si is None else si[bad]
             if kk2 < self.available:
                 cv2, ci2, rest2 = self.candidates(qb[bad], sb, kk2, n_open2,
-                                                  bm_rows=self.bm[rows[bad]] if precomputed and n_open2 else None)
+                                                  bm_rows=bm_rows[bad] if precomputed and n_open2 else None)
                 v2, i2 = _sort_desc_by_value_then_index(_rescore(q[bad], self.gallery, ci2, sb), ci2)
                 _put(out_v, out_i, rows[bad], kc, v2[:, :kc], i2[:, :kc])
                 bad = bad[_uncertified(q[bad], qb[bad], self.dg_max, self.gb_max, v2, kr[bad], rest2)]
@@ -763,9 +794,7 @@ def _int8_group(x, rows, k, kk, bm_rows, gt_blocks, unit, bound, slack, out_v, o
     # where those already pass half the gallery (near-equal embeddings, where the bound exceeds the scores' spread),
     # the row takes a full fp32 row at once instead of after step 1
     steps = torch.floor(kth_max.float() - bound / unit).clamp(-32768, 32767).to(torch.int16)
-    near = torch.cat([(part >= th[:, None]).sum(dim=1, dtype=torch.int32)   # (int32: no int64 copy of the rows)
-                      for part, th in zip(bm_rows.split(4096), steps.split(4096))])
-    hopeless = near * 2 > nb
+    hopeless = _crowded(bm_rows, top_v, n_open, steps)
     gave_up = rows[hopeless]
     if gave_up.numel():
         keep = ~hopeless
