@@ -421,20 +421,26 @@ def test_self_block_maxima_equal_brute_force(small_blocks):
         assert torch.equal(got, expect)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.int8])
 @pytest.mark.parametrize("open_extra", [0, 8])
 @pytest.mark.parametrize("extra", [0, 2, 4])
-def test_self_search_tiles_equal_fp32_exact(small_blocks, monkeypatch, extra, open_extra):
-    """``open_extra``: blocks opened beyond the depth (0: as few as the depth, so more rows need a second chance)."""
+def test_self_search_tiles_equal_fp32_exact(small_blocks, monkeypatch, extra, open_extra, dtype):
+    """``open_extra``: blocks opened beyond the depth (0: as few as the depth, so more rows need a second chance).
+    Every opening, the bf16 second chance's included, holds at most ``_OPEN_PAIRS`` (row, block) pairs."""
     monkeypatch.setattr(small_blocks, "_OPEN_EXTRA", open_extra)
+    pairs = []
+    keep = small_blocks._keep_at_least
+    monkeypatch.setattr(small_blocks, "_keep_at_least", lambda *a: pairs.append(a[0].numel()) or keep(*a))
     x, _ = _clustered(150, (2, 12), 16, seed=8, noise=0.4)
     x = torch.nn.functional.normalize(torch.from_numpy(x), dim=1)
     n = x.shape[0]
     depth = torch.randint(1, 12, (n,), generator=torch.Generator().manual_seed(1))
     stats = {}
     v, i = small_blocks.knn_search(x, x.clone(), depth, self_index=torch.arange(n), candidate_extra=extra,
-                                   chunk_size=50, stats=stats)
+                                   chunk_size=50, stats=stats, search_dtype=dtype)
     rv, ri = _fp32_reference(x, x, 11, torch.arange(n))
     assert stats["self_search"] and n % 16   # the symmetric tiles ran, with a padded last block
+    assert pairs and max(pairs) <= small_blocks._OPEN_PAIRS
     for row in range(n):   # the same neighbours; similarities to the last bit of the re-scoring's fp32
         d = int(depth[row])
         assert torch.equal(i[row, :d], ri[row, :d])
@@ -763,3 +769,45 @@ def test_int8_self_search_is_deterministic(small_blocks):
     first = _int8_search(small_blocks, x, 5)
     second = _int8_search(small_blocks, x, 5)
     assert torch.equal(first[0], second[0]) and torch.equal(first[1], second[1]) and first[2] == second[2]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.int8, torch.float32])
+def test_search_runs_fp32_products_in_fp32_whatever_the_process_allows(small_blocks, monkeypatch, dtype):
+    """A process that let oneDNN run fp32 matmuls in bf16 (``set_float32_matmul_precision("medium")``) would void
+    the exact paths' fp32 slack: the search switches it off while it runs (the re-rank sees IEEE fp32) and restores
+    it afterwards, also when it raises."""
+    knn = small_blocks
+    matmul = torch.backends.mkldnn.matmul
+    seen = []
+    rescore = knn._rescore
+    monkeypatch.setattr(knn, "_rescore", lambda *a: seen.append(matmul.fp32_precision) or rescore(*a))
+    x, _ = _clustered(60, (2, 10), 16, seed=3, noise=0.4)
+    x = torch.nn.functional.normalize(torch.from_numpy(x), dim=1)
+    before = matmul.fp32_precision
+    try:
+        matmul.fp32_precision = "bf16"
+        v, i = knn.knn_search(x, x.clone(), 5, self_index=torch.arange(x.shape[0]), search_dtype=dtype)
+        assert seen and set(seen) == {"ieee"}
+        assert matmul.fp32_precision == "bf16"
+        with pytest.raises(ValueError, match="k must be >= 1"):
+            knn.knn_search(x, x, 0)
+        assert matmul.fp32_precision == "bf16"
+    finally:
+        matmul.fp32_precision = before
+    _assert_exact_rows(v, i, x, torch.full((x.shape[0],), 5))
+
+
+def test_fp32_guard_uses_the_legacy_setting_on_older_torch(monkeypatch):
+    """torch < 2.9 has no per-backend setting: the guard sets and restores ``float32_matmul_precision``."""
+    from umlkit.metrics import knn
+    monkeypatch.setattr(torch.backends.mkldnn, "matmul", None, raising=False)
+    state, calls = ["medium"], []
+    monkeypatch.setattr(torch, "get_float32_matmul_precision", lambda: state[0])
+    monkeypatch.setattr(torch, "set_float32_matmul_precision", lambda p: calls.append(p) or state.__setitem__(0, p))
+    with knn._ieee_fp32_matmul():
+        assert state[0] == "highest"
+    assert calls == ["highest", "medium"] and state[0] == "medium"
+    state[0], calls[:] = "highest", []
+    with knn._ieee_fp32_matmul():
+        pass
+    assert calls == []

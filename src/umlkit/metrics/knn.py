@@ -68,6 +68,7 @@ search returns the exact top k.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
@@ -514,6 +515,37 @@ def _is_self_search(query: torch.Tensor, gallery: torch.Tensor, self_index: torc
             and torch.equal(self_index.long(), torch.arange(n)) and torch.equal(query, gallery))
 
 
+@contextlib.contextmanager
+def _ieee_fp32_matmul():
+    """fp32 products in full fp32 while a search runs. Every exact path's slack assumes fp32 inputs and fp32
+    accumulation; a process that allowed bf16 arithmetic for fp32 matmuls
+    (``torch.set_float32_matmul_precision("medium")``, or ``torch.backends.mkldnn.matmul.fp32_precision = "bf16"``:
+    oneDNN then runs them in bf16 on CPUs with bf16 units) would void the certificate. The setting is restored
+    afterwards, also when the search raises."""
+    mkldnn = getattr(torch.backends.mkldnn, "matmul", None)
+    if mkldnn is not None and hasattr(mkldnn, "fp32_precision"):   # torch >= 2.9: the per-backend setting
+        before = mkldnn.fp32_precision
+        if before in ("none", "ieee"):
+            yield
+            return
+        mkldnn.fp32_precision = "ieee"
+        try:
+            yield
+        finally:
+            mkldnn.fp32_precision = before
+        return
+    before = torch.get_float32_matmul_precision()
+    if before == "highest":
+        yield
+        return
+    torch.set_float32_matmul_precision("highest")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(before)
+
+
+@_ieee_fp32_matmul()
 @torch.no_grad()
 def knn_search(
     query: torch.Tensor,
@@ -713,13 +745,17 @@ class _Search:
             kk2 = min(self.available, 4 * kk + 64)
             n_open2 = max(2 * kk, -(-kk2 // _BLOCK) + 1)   # enough blocks for kk2 candidates besides padding
             n_open2 = n_open2 if by_blocks and n_open2 * _BLOCK * 2 <= self.gb.shape[0] else 0
-            sb = None if si is None else si[bad]
-            if kk2 < self.available:
-                cv2, ci2, rest2 = self.candidates(qb[bad], sb, kk2, n_open2,
-                                                  bm_rows=bm_rows[bad] if precomputed and n_open2 else None)
-                v2, i2 = _sort_desc_by_value_then_index(_rescore(q[bad], self.gallery, ci2, sb), ci2)
-                _put(out_v, out_i, rows[bad], kc, v2[:, :kc], i2[:, :kc])
-                bad = bad[_uncertified(q[bad], qb[bad], self.dg_max, self.gb_max, v2, kr[bad], rest2)]
+            if kk2 < self.available:   # (in parts of at most _OPEN_PAIRS opened pairs, as the first pass)
+                failed = []
+                for part in bad.split(max(1, _OPEN_PAIRS // n_open2) if n_open2 else self.chunk_size):
+                    sb = None if si is None else si[part]
+                    cv2, ci2, rest2 = self.candidates(qb[part], sb, kk2, n_open2,
+                                                      bm_rows=bm_rows[part] if precomputed and n_open2 else None)
+                    v2, i2 = _sort_desc_by_value_then_index(_rescore(q[part], self.gallery, ci2, sb), ci2)
+                    _put(out_v, out_i, rows[part], kc, v2[:, :kc], i2[:, :kc])
+                    failed.append(part[_uncertified(q[part], qb[part], self.dg_max, self.gb_max, v2, kr[part],
+                                                    rest2)])
+                bad = torch.cat(failed)
         counts["fp32_fallback_rows"] += bad.numel()
         _fp32_rows(self.query, self.gallery, self.self_index, rows[bad], depth, out_v, out_i, self.chunk_size)
 
