@@ -10,6 +10,11 @@ rows' neighbour sets agree).
 
     python benchmarks/bench_search.py                      # scales 0.05, 0.2, 1.0
     python benchmarks/bench_search.py --scales 0.2 --impls faiss,umlkit
+    python benchmarks/bench_search.py --data collapsed --items 20000   # hard inputs, k = 10 (below)
+
+``--data collapsed`` (all ones plus N(0, 0.02) noise, normalised: an untrained or collapsed model, every score
+within the bf16 and int8 errors of every other) and ``--data random`` (Gaussian, ``--dim`` wide: high dimensions
+loosen the int8 bound) are the inputs on which the fast paths lose their advantage; each item is searched to k = 10.
 
 The machine (CPU model, torch, threads) is printed first: a ratio measured on one CPU does not hold on another.
 """
@@ -27,9 +32,15 @@ from umlkit.metrics.examples import uml_like_embeddings
 DTYPES = {"umlkit": None, "umlkit-int8": torch.int8, "umlkit-bf16": torch.bfloat16, "umlkit-fp32": torch.float32}
 
 
-def problem(scale: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Embeddings and each item's search depth (MAP@R's: class size - 1, at least 8)."""
-    x, y = uml_like_embeddings(scale, dim=128)
+def problem(scale: float, data: str = "uml", dim: int = 128, items: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Embeddings and each item's search depth: UML-like at ``scale`` (MAP@R's depth: class size - 1, at least 8), or
+    ``items`` collapsed or random ones (k = 10)."""
+    if data != "uml":
+        gen = torch.Generator().manual_seed(0)
+        noise = torch.randn(items, dim, generator=gen)
+        x = torch.nn.functional.normalize(1 + 0.02 * noise if data == "collapsed" else noise, dim=1)
+        return x, torch.full((items,), 10)
+    x, y = uml_like_embeddings(scale, dim=dim)
     x, y = torch.as_tensor(x).float(), torch.as_tensor(y)
     depth = torch.maximum(torch.full((x.shape[0],), 8), torch.bincount(y)[y] - 1)
     return x, depth
@@ -69,15 +80,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scales", default="0.05,0.2,1.0", help="fractions of the 148,500-item problem")
     parser.add_argument("--impls", default="faiss,umlkit,umlkit-int8,umlkit-bf16,umlkit-fp32")
+    parser.add_argument("--data", choices=("uml", "collapsed", "random"), default="uml")
+    parser.add_argument("--items", default="20000", help="sizes of the collapsed or random sets (comma-separated)")
+    parser.add_argument("--dim", type=int, default=128)
     args = parser.parse_args()
     impls = args.impls.split(",")
     unknown = [i for i in impls if i != "faiss" and i not in DTYPES]
     if unknown:
         parser.error(f"--impls: unknown {unknown}; expected faiss or one of {sorted(DTYPES)}")
     print(describe(), flush=True)
-    for scale in (float(s) for s in args.scales.split(",")):
-        x, depth = problem(scale)
-        print(f"\n{x.shape[0]} items x {x.shape[1]}-d, depth {int(depth.min())}-{int(depth.max())}", flush=True)
+    sizes = args.scales if args.data == "uml" else args.items
+    for size in sizes.split(","):
+        x, depth = problem(float(size), args.data, args.dim, int(size) if args.data != "uml" else 0)
+        print(f"\n{args.data} data, {x.shape[0]} items x {x.shape[1]}-d, depth {int(depth.min())}-{int(depth.max())}",
+              flush=True)
         results = {}
         for impl in impls:
             if impl == "faiss":

@@ -24,3 +24,13 @@ def test_same_sets_counts_rows_whose_first_depth_neighbours_match(bench):
     b = torch.tensor([[2, 1, 0], [4, 6, 5], [7, 9, 8]])
     assert bench.same_sets(a, b, torch.tensor([2, 3, 1])) == 1.0
     assert bench.same_sets(a, b, torch.tensor([3, 3, 2])) == 1 / 3
+
+
+def test_hard_inputs_are_collapsed_or_random_at_depth_ten(bench):
+    x, depth = bench.problem(0.0, "collapsed", 16, items=300)
+    assert x.shape == (300, 16) and torch.equal(depth, torch.full((300,), 10))
+    torch.testing.assert_close(x.norm(dim=1), torch.ones(300))
+    cos = x @ x.T
+    assert float(cos.min()) > 0.99   # every pair nearly equal
+    y, _ = bench.problem(0.0, "random", 16, items=300)
+    assert float((y @ y.T).min()) < 0   # spread out

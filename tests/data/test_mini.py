@@ -107,6 +107,42 @@ def test_make_mini_never_replaces_what_it_did_not_write(tmp_path):
     assert json.loads((tree / "UML_MINI.json").read_text())["complete"] is True
 
 
+def test_make_mini_keeps_a_users_files_inside_its_own_folders(tmp_path):
+    """A file added inside a UML-Mini dataset folder (notes, a real image) is not deleted by a regeneration of
+    another seed or by ``overwrite``: refused before anything is touched, the file named."""
+    tree = make_mini(tmp_path / "t", sources=["cub", "flowers"])
+    notes = tree / "CUB_200_2011" / "my_notes.txt"
+    notes.write_text("keep me")
+    photo = tree / "flowers" / "jpg" / "my_photo.jpg"
+    photo.write_bytes(b"not generated")
+    before = json.loads((tree / "UML_MINI.json").read_text())
+    for kw in ({"seed": 1, "sources": ["cub"]}, {"overwrite": True, "sources": ["cub", "flowers"]}):
+        # (another seed regenerates every source of the tree)
+        with pytest.raises(FileExistsError, match="did not write: .*my_notes.txt.*my_photo.jpg") as err:
+            make_mini(tree, **kw)
+        assert "2 file(s)" in str(err.value)
+        assert notes.read_text() == "keep me" and photo.read_bytes() == b"not generated"
+        assert json.loads((tree / "UML_MINI.json").read_text()) == before
+    notes.unlink()
+    photo.unlink()
+    assert make_mini(tree, sources=["cub"], overwrite=True) == tree   # once moved away, it regenerates
+    # an interrupted generation (no image list yet) may hold any image, not other files
+    (tree / "CUB_200_2011" / "uml_mini_text.tsv").unlink()
+    make_mini(tree, sources=["cub"], overwrite=True)
+    (tree / "CUB_200_2011" / "uml_mini_text.tsv").unlink()
+    (tree / "CUB_200_2011" / "notes.md").write_text("x")
+    with pytest.raises(FileExistsError, match="notes.md"):
+        make_mini(tree, sources=["cub"], overwrite=True)
+
+
+def test_a_manifest_that_is_not_an_object_is_named(tmp_path):
+    (tmp_path / "UML_MINI.json").write_text("[]")
+    with pytest.raises(ValueError, match=r"UML_MINI.json is not a UML-Mini manifest: expected a JSON object, found a "
+                                         r"list"):
+        make_mini(tmp_path, sources=["cub"])
+    assert (tmp_path / "UML_MINI.json").read_text() == "[]"
+
+
 def test_a_source_does_not_depend_on_the_others_generated_with_it(tmp_path):
     alone = make_mini(tmp_path / "alone", sources=["cars"])
     together = make_mini(tmp_path / "together", sources=["cub", "cars"])

@@ -578,9 +578,13 @@ def _read_manifest(path: Path) -> dict | None:
     if not path.is_file():
         return None
     try:
-        return json.loads(path.read_text())
+        manifest = json.loads(path.read_text())
     except (OSError, ValueError) as err:
         raise ValueError(f"{path} is not a readable UML-Mini manifest ({err}); move it away or choose another root")
+    if not isinstance(manifest, dict):
+        raise ValueError(f"{path} is not a UML-Mini manifest: expected a JSON object, found a "
+                         f"{type(manifest).__name__}; move it away or choose another root")
+    return manifest
 
 
 def _write_manifest(path: Path, info: dict) -> None:
@@ -615,7 +619,53 @@ def _check_target(root: Path, names: list[str], manifest: dict | None) -> set[st
         raise FileExistsError(f"{', '.join(foreign)} exist(s) under the UML-Mini tree {root} but UML-Mini did not write "
                               f"them (no {FOLDER_MARKER} marker inside); refusing to replace them. Move them away or "
                               f"choose another root.")
+    added = [f for n in names if (root / _FOLDERS[n]).is_dir() for f in _files_not_written(root / _FOLDERS[n], n)]
+    if added:
+        shown = ", ".join(str(f) for f in added[:5]) + (f" and {len(added) - 5} more" if len(added) > 5 else "")
+        raise FileExistsError(f"regenerating UML-Mini under {root} would replace its dataset folders, but they hold "
+                              f"{len(added)} file(s) UML-Mini did not write: {shown}. Move them out of the tree first "
+                              f"(nothing was changed).")
     return created
+
+
+# the files each writer adds besides the images (the images are listed in TEXT_FILE)
+_METADATA = {
+    "cub": ("classes.txt", "image_class_labels.txt", "images.txt"),
+    "nabirds": ("classes.txt", "image_class_labels.txt", "images.txt"),
+    "cars": ("cars_annos.mat",),
+    "sop": ("Ebay_train.txt", "Ebay_test.txt"),
+    "inshop": ("Eval/list_eval_partition.txt",),
+    "dogs": ("file_list.mat",),
+    "flowers": ("cat_to_name.json", "imagelabels.mat", "setid.mat"),
+    "aircraft": ("data/images_variant_test.txt", "data/images_variant_trainval.txt",
+                 "data/images_variant_trainvaltest.txt", "data/variants.txt"),
+}
+_IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
+
+
+def _files_not_written(folder: Path, name: str) -> list[Path]:
+    """Files under a UML-Mini dataset folder that its writer did not put there (a user's notes, a real image copied
+    in): anything besides the marker, :data:`TEXT_FILE`, the source's metadata files and the images the text file
+    lists. A folder without the text file (generation interrupted before its last file) may also hold any image."""
+    written = {FOLDER_MARKER, TEXT_FILE, *_METADATA[name]}
+    listing = folder / TEXT_FILE
+    images = None
+    if listing.is_file():
+        try:
+            images = {line.split("\t", 1)[0] for line in listing.read_text().splitlines()[1:]}
+        except (OSError, UnicodeDecodeError) as err:
+            raise ValueError(f"{listing} is not UML-Mini's image list ({err}); move the folder {folder} away") from err
+    out = []
+    for path in sorted(folder.rglob("*")):
+        if path.is_dir() and not path.is_symlink():
+            continue
+        rel = path.relative_to(folder).as_posix()
+        if rel in written or (images is not None and rel in images):
+            continue
+        if images is None and path.suffix.lower() in _IMAGE_SUFFIXES and not path.is_symlink():
+            continue
+        out.append(path)
+    return out
 
 
 def mini_alias(root) -> str | None:
