@@ -33,6 +33,9 @@ def inputs(tmp_path_factory) -> Path:
     (t / "orphan.pt").write_bytes(b"junk")
     (t / "real").mkdir()
     (t / "real" / "mine.txt").write_text("keep")
+    (t / "empty.npz").write_bytes(b"")
+    (t / "listmanifest").mkdir()
+    (t / "listmanifest" / "UML_MINI.json").write_text("[]")
     return t
 
 
@@ -40,6 +43,7 @@ def inputs(tmp_path_factory) -> Path:
 CASES = [
     (["evaluate", "{t}/missing.npz"], "{t}/missing.npz"),
     (["evaluate", "{t}/bad.yaml"], "{t}/bad.yaml: not an .npz archive"),
+    (["evaluate", "{t}/empty.npz"], "cannot read {t}/empty.npz"),
     (["evaluate", "{t}/single.npy"], "{t}/single.npy"),
     (["evaluate", "{t}/len.npz"], "{t}/len.npz: query_labels has 3 entries but query has 6 rows"),
     (["evaluate", "{t}/nan.npz"], "{t}/nan.npz: query has 1 row(s) with NaN"),
@@ -56,10 +60,21 @@ CASES = [
     (["train", CONFIG, "--resume", "{t}/none.pt", "--run-dir", "{t}/r"], "checkpoint {t}/none.pt does not exist"),
     (["train", CONFIG, "--set", "model.embed_dim=abc"], "config key model.embed_dim = 'abc': expected an integer >= 1"),
     (["train", CONFIG, "--set", "train.epochs=-1"], "config key train.epochs = -1: expected an integer >= 1"),
-    (["train", CONFIG, "--set", "optimizer.lr=-1"], "config key optimizer.lr = -1: expected a number >= 0"),
+    (["train", CONFIG, "--set", "optimizer.lr=-1"], "config key optimizer.lr = -1: expected a finite number >= 0"),
+    (["train", CONFIG, "--set", "optimizer.lr=.inf"], "config key optimizer.lr = inf: expected a finite number"),
+    (["train", CONFIG, "--set", "precision=fp8"], "config key precision = 'fp8': expected fp32, bf16 or fp16"),
+    (["train", CONFIG, "--set", "device=gpu0"], "config key device = 'gpu0': expected auto, cpu, cuda or cuda:N"),
+    (["train", CONFIG, "--set", "objective.0.weight=abc"], "config key objective.0.weight = 'abc': expected a number"),
+    (["train", CONFIG, "--set", "seed=99999999999999999999"], "config key seed = 99999999999999999999: expected"),
+    (["train", CONFIG, "--set", "train.select_on=foo", "--run-dir", "{t}/r"],
+     "config key train.select_on = 'foo': expected one of ["),
+    (["train", CONFIG, "--run-dir", "{t}/real"], "run_dir {t}/real is not a umlkit run folder (files a run does "
+                                                 "not write (mine.txt))"),
+    (["train", CONFIG, "--run-dir", "{t}/run"], "run_dir {t}/run is not a umlkit run folder"),
+    (["train", CONFIG, "--run-dir", "{t}/ok.npz"], "run_dir {t}/ok.npz is a file"),
     (["train", CONFIG, "--set", "data.batch_size=1.5"], "config key data.batch_size = 1.5: expected an integer"),
     (["train", CONFIG, "--set", "model.pretrained=maybe"], "config key model.pretrained = 'maybe': expected true"),
-    (["train", CONFIG, "--set", "optimizer.lr_mult.head=-2"], "optimizer.lr_mult.head = -2: expected a number"),
+    (["train", CONFIG, "--set", "optimizer.lr_mult.head=-2"], "optimizer.lr_mult.head = -2: expected a finite number"),
     (["eval", "{t}/missing.pt", "--data", "{t}"], "checkpoint {t}/missing.pt does not exist"),
     (["eval", "{t}/orphan.pt", "--data", "{t}"], "{t}/config.json not found"),
     (["eval", "{t}/run/last.pt", "--data", "{t}"], "{t}/run/config.json: not a umlkit run configuration"),
@@ -67,6 +82,8 @@ CASES = [
     (["data", "check", "--root", "{t}/nothere"], "data root {t}/nothere does not exist"),
     (["data", "check", "--root", "{t}", "--datasets", "foo"], "unknown dataset(s) ['foo']"),
     (["data", "make-mini", "--root", "{t}/real"], "{t}/real"),
+    (["data", "make-mini", "--root", "{t}/listmanifest"], "{t}/listmanifest/UML_MINI.json is not a UML-Mini "
+                                                          "manifest: expected a JSON object, found a list"),
     (["data", "make-mini", "--size", "huge"], "argument --size: invalid choice: 'huge'"),
     (["data", "pretrain-mini", "--epochs", "0", "--out", "{t}/w"], "argument --epochs: expected a positive integer, got 0"),
     (["records", "train", "oodml", "tables", "--worker", "3/2"], "--worker 3/2"),
@@ -109,3 +126,18 @@ def test_bad_input_gives_one_line_naming_it(inputs, capsys, argv, expected):
     assert after == before or argv[0] == "train", (before, after)   # nothing created or removed...
     shutil.rmtree(inputs / "r", ignore_errors=True)                    # ...except a refused run's own folder
     assert (inputs / "real" / "mine.txt").read_text() == "keep"
+
+
+def test_an_unexpected_exception_is_one_line_naming_its_type(monkeypatch, capsys):
+    """An error none of umlkit's checks anticipated (here a ZeroDivisionError inside a command) still prints one
+    line, with the exception's type, and the traceback only with --debug."""
+    def boom(args):
+        raise ZeroDivisionError("division by zero")
+    parser = cli.build_parser()
+    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    parser._subparsers._group_actions[0].choices["evaluate"].set_defaults(func=boom)
+    assert cli.main(["evaluate", "x.npz"]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[0] == "umlkit: error: ZeroDivisionError: division by zero" and "Traceback" not in err
+    with pytest.raises(ZeroDivisionError):
+        cli.main(["--debug", "evaluate", "x.npz"])

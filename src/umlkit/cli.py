@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import zipfile
 from collections.abc import Sequence
 
 import umlkit
@@ -50,8 +51,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         blob = np.load(args.file, allow_pickle=False)
         if not hasattr(blob, "files"):
             raise ValueError("a single .npy array, not an .npz archive")
-    except (OSError, ValueError) as err:
-        reason = "not an .npz archive" if "pickled" in str(err) else str(err)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:   # (an empty or a truncated file)
+        reason = "not an .npz archive" if "pickled" in str(err) else str(err) or type(err).__name__
         print(f"umlkit: error: cannot read {args.file}: {reason}; expected an .npz file with arrays 'embeddings' "
               "and 'labels' (numpy.savez)", file=sys.stderr)
         return 2
@@ -421,11 +422,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("umlkit: interrupted", file=sys.stderr)
         return 130
-    except (ValueError, OSError, RuntimeError, KeyError, TypeError) as err:
+    except Exception as err:   # one line; the traceback with --debug
         if getattr(args, "debug", False):
             raise
         msg = err.args[0] if isinstance(err, KeyError) and len(err.args) == 1 else err
-        print(f"umlkit: error: {' '.join(str(msg).split())}", file=sys.stderr)
+        text = " ".join(str(msg).split())
+        if not isinstance(err, (ValueError, OSError, RuntimeError, KeyError, TypeError)):
+            # not one of umlkit's own checks (those raise the five above with a full message): say what it was
+            text = f"{type(err).__name__}: {text}" if text else type(err).__name__
+        print(f"umlkit: error: {text}", file=sys.stderr)
         print("(run again with --debug for the full traceback)", file=sys.stderr)
         return 2
 

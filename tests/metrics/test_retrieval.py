@@ -811,3 +811,22 @@ def test_fp32_guard_uses_the_legacy_setting_on_older_torch(monkeypatch):
     with knn._ieee_fp32_matmul():
         pass
     assert calls == []
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda x: knn_search(x.double(), x, 2), "query must be a 2-d float32 tensor .* dtype torch.float64"),
+    (lambda x: knn_search(x, x[:, :3], 2), "query has dimension 4 but gallery has 3"),
+    (lambda x: knn_search(x[0], x, 2), r"query must be a 2-d float32 tensor .* shape \(4,\)"),
+    (lambda x: knn_search(x.numpy(), x, 2), "query must be a torch.Tensor, got ndarray"),
+    (lambda x: knn_search(torch.cat([x, torch.full((1, 4), float("nan"))]), x, 2), "1 row.* NaN or inf .* row 10"),
+    (lambda x: knn_search(x, x, 2.7), "k must be an int or an integer tensor, got 2.7"),
+    (lambda x: knn_search(x, x, torch.full((10,), 2.0)), "integer tensor, got dtype torch.float32"),
+    (lambda x: knn_search(x, x, 2, self_index=torch.arange(10).float()), r"self_index must be an integer tensor"),
+    (lambda x: knn_search(x, x, 2, self_index=torch.arange(10) + 5), r"in \[0, 10\) or -1, got \[5, 14\]"),
+    (lambda x: evaluate_retrieval(x, [0] * 5 + [1] * 5, ks=(0, 1)), r"ks must be integers >= 1 .* \[0, 1\]"),
+    (lambda x: evaluate_retrieval(x, [0] * 5 + [1] * 5, metrics="R@1"), r"the string 'R@1' \(write \['R@1'\]\)"),
+])
+def test_search_inputs_it_cannot_take_are_named(call, message):
+    x = torch.nn.functional.normalize(torch.randn(10, 4, generator=torch.Generator().manual_seed(0)), dim=1)
+    with pytest.raises((ValueError, TypeError), match=message):
+        call(x)

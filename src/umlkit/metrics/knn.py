@@ -515,6 +515,37 @@ def _is_self_search(query: torch.Tensor, gallery: torch.Tensor, self_index: torc
             and torch.equal(self_index.long(), torch.arange(n)) and torch.equal(query, gallery))
 
 
+def _check_inputs(query, gallery, k, self_index) -> None:
+    """Clear errors for what the search cannot take (it would fail deep inside, or silently return -inf / -1)."""
+    for name, x in (("query", query), ("gallery", gallery)):
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"knn_search: {name} must be a torch.Tensor, got {type(x).__name__}")
+        if x.dim() != 2 or x.dtype != torch.float32:
+            raise ValueError(f"knn_search: {name} must be a 2-d float32 tensor (rows of L2-normalised embeddings), "
+                             f"got shape {tuple(x.shape)} and dtype {x.dtype}")
+        if not bool(torch.isfinite(x).all()):
+            rows = torch.nonzero(~torch.isfinite(x).all(dim=1)).flatten()
+            raise ValueError(f"knn_search: {name} has {rows.numel()} row(s) with NaN or inf (first: row "
+                             f"{int(rows[0])})")
+    if query.shape[1] != gallery.shape[1]:
+        raise ValueError(f"knn_search: query has dimension {query.shape[1]} but gallery has {gallery.shape[1]}")
+    if isinstance(k, torch.Tensor):
+        if k.dtype.is_floating_point or k.dtype == torch.bool:
+            raise ValueError(f"knn_search: k must be an int or an integer tensor, got dtype {k.dtype}")
+    elif isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        raise ValueError(f"knn_search: k must be an int or an integer tensor, got {k!r}")
+    if self_index is not None:
+        n, m = query.shape[0], gallery.shape[0]
+        if not isinstance(self_index, torch.Tensor) or self_index.dtype.is_floating_point or \
+                self_index.shape != (n,):
+            raise ValueError(f"knn_search: self_index must be an integer tensor of shape ({n},), got "
+                             f"{getattr(self_index, 'dtype', type(self_index).__name__)} "
+                             f"{tuple(getattr(self_index, 'shape', ()))}")
+        if n and (int(self_index.min()) < -1 or int(self_index.max()) >= m):
+            raise ValueError(f"knn_search: self_index values must be gallery positions in [0, {m}) or -1, got "
+                             f"[{int(self_index.min())}, {int(self_index.max())}]")
+
+
 @contextlib.contextmanager
 def _ieee_fp32_matmul():
     """fp32 products in full fp32 while a search runs. Every exact path's slack assumes fp32 inputs and fp32
@@ -583,6 +614,7 @@ def knn_search(
     """
     if search_dtype not in (None, torch.bfloat16, torch.float32, torch.int8):
         raise ValueError(f"search_dtype must be torch.bfloat16, torch.float32, torch.int8 or None, got {search_dtype}")
+    _check_inputs(query, gallery, k, self_index)
     self_search = search_dtype != torch.float32 and _is_self_search(query, gallery, self_index)
     if search_dtype is None or (search_dtype == torch.int8 and not self_search):
         search_dtype = choose_search_dtype(self_search)

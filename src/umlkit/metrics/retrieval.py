@@ -110,7 +110,12 @@ def check_labels(y, n: int, name: str = "labels", emb_name: str = "embeddings") 
 
 def parse_metrics(metrics: Sequence[str] | None, ks: Sequence[int]) -> tuple[list[int], list[str]]:
     """Split requested metric names into recall ks and the other metrics, validating names."""
+    if isinstance(metrics, str):
+        raise ValueError(f"metrics must be a list of names, got the string {metrics!r} (write [{metrics!r}])")
     if metrics is None:
+        bad = [k for k in ks if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1]
+        if bad:
+            raise ValueError(f"ks must be integers >= 1 (the k of R@k), got {list(ks)}")
         return sorted({int(k) for k in ks}), list(_KNOWN)
     recall, other = set(), []
     for name in metrics:

@@ -20,6 +20,7 @@ the fully resolved config.
 from __future__ import annotations
 
 import copy
+import math
 import re
 from pathlib import Path
 
@@ -203,13 +204,20 @@ def _check_values(cfg: dict) -> None:
             fail(key, value, "true or false")
         if kind == "fraction" and not (is_number and 0 <= value < 1):
             fail(key, value, "a number in [0, 1)")
-        if kind == "number" and not (is_number and value >= low):
-            fail(key, value, f"a number >= {low:g}")
+        if kind == "number" and not (is_number and math.isfinite(value) and value >= low):
+            fail(key, value, f"a finite number >= {low:g}")
     from umlkit.data.few_shot import parse_few_shot
     parse_few_shot((cfg.get("data") or {}).get("few_shot"))   # an integer >= 1, "published:k" or null
+    if isinstance(cfg.get("seed"), int) and cfg["seed"] >= 2**32:
+        fail("seed", cfg["seed"], "an integer in [0, 2**32) (numpy's seed range)")
+    if cfg.get("precision") not in ("fp32", "bf16", "fp16"):
+        fail("precision", cfg.get("precision"), "fp32, bf16 or fp16")
+    device = cfg.get("device")
+    if not (device == "auto" or (isinstance(device, str) and re.fullmatch(r"cpu|cuda(:\d+)?", device))):
+        fail("device", device, "auto, cpu, cuda or cuda:N")
     for group, mult in (cfg.get("optimizer", {}).get("lr_mult") or {}).items():
-        if isinstance(mult, bool) or not isinstance(mult, (int, float)) or mult < 0:
-            fail(f"optimizer.lr_mult.{group}", mult, "a number >= 0")
+        if isinstance(mult, bool) or not isinstance(mult, (int, float)) or not (math.isfinite(mult) and mult >= 0):
+            fail(f"optimizer.lr_mult.{group}", mult, "a finite number >= 0")
 
 
 def _check_objective(objective) -> None:
@@ -224,7 +232,12 @@ def _check_objective(objective) -> None:
                            "known: name, weight, options")
         term.setdefault("weight", 1.0)
         term.setdefault("options", {})
-        term["weight"] = float(term["weight"])
+        try:
+            term["weight"] = float(term["weight"])
+        except (TypeError, ValueError):
+            raise ValueError(f"config key objective.{i}.weight = {term['weight']!r}: expected a number") from None
+        if not math.isfinite(term["weight"]):
+            raise ValueError(f"config key objective.{i}.weight = {term['weight']!r}: expected a finite number")
 
 
 def _is_file_ref(value) -> bool:

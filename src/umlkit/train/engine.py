@@ -446,6 +446,38 @@ def _frame_from_json(d: dict) -> pd.DataFrame:
 
 
 # -------------------------------------------------------------------------------------------------- fit
+_RUN_FILES = ("config.json", "log.jsonl", "metrics.json", "latest.pt", "previous.pt", "best.pt")
+
+
+def _check_run_dir(run_dir: Path, resume) -> None:
+    """Refuse, before anything is built or written, a run folder that training would overwrite without having
+    written it: a file, a folder with files other than a run's (a user's own ``config.json`` included: a run's holds
+    ``config_hash``), or, unless resuming, a folder that already holds a run's checkpoints or metrics."""
+    if not run_dir.exists():
+        return
+    if not run_dir.is_dir():
+        raise NotADirectoryError(f"run_dir {run_dir} is a file; expected a new or empty folder, or a run folder")
+    names = sorted(p.name for p in run_dir.iterdir())
+    if not names:
+        return
+    other = [n for n in names if n not in _RUN_FILES and not (n.startswith(".") and n.endswith(".tmp"))]
+    try:
+        ours = isinstance(saved := json.loads((run_dir / "config.json").read_text()), dict) and "config_hash" in saved
+    except (OSError, ValueError):
+        ours = False
+    if other or not ours:
+        what = f"files a run does not write ({', '.join(other[:5])})" if other else \
+            "no config.json written by umlkit's training"
+        raise FileExistsError(f"run_dir {run_dir} is not a umlkit run folder ({what}); training writes config.json, "
+                              f"log.jsonl and checkpoints there, so it takes only a new or empty folder or one of its "
+                              f"own runs. Choose another run_dir (CLI: --run-dir); nothing was changed.")
+    done = [n for n in ("latest.pt", "best.pt", "metrics.json") if n in names]
+    if done and not resume:
+        raise FileExistsError(f"run_dir {run_dir} already holds a run ({', '.join(done)}); training from scratch "
+                              f"would overwrite it. Resume it (resume=True; CLI: --resume) or choose another run_dir "
+                              f"(CLI: --run-dir); nothing was changed.")
+
+
 def fit(config: dict | None = None, *, run_dir: str | Path | None = None, resume: bool | str | Path = False,
         overrides=None, _fail_at_step: int | None = None, _poison_at_step: int | None = None) -> FitResult:
     """Train and evaluate one configuration (see :mod:`umlkit.train.config` for the keys).
@@ -470,6 +502,8 @@ def fit(config: dict | None = None, *, run_dir: str | Path | None = None, resume
             torch.cuda.set_device(device)
     run_dir = Path(run_dir) if run_dir is not None else run_dir_for(cfg)
     is_main = rank == 0
+    if is_main:
+        _check_run_dir(run_dir, resume)
     seed = int(cfg["seed"])
     torch.manual_seed(seed)
     np.random.seed(seed)
@@ -479,6 +513,10 @@ def fit(config: dict | None = None, *, run_dir: str | Path | None = None, resume
     # model and loss (the loss needs the class count, the model needs its auxiliary heads)
     m = cfg["model"]
     train_set, test_set, val_set = build_data(cfg, backbone_data_config(m["backbone"]))
+    rows = [*test_set.source_names, "Unified", "Harmonic"]
+    if cfg["train"]["select_on"] not in rows:   # checked now, not at the first evaluation
+        raise ValueError(f"config key train.select_on = {cfg['train']['select_on']!r}: expected one of {rows} (a "
+                         f"test source of data.datasets, or a summary row)")
     torch.manual_seed(seed)
     model = build_model(cfg, train_set.num_classes, load_weights=True).to(device)
     loss = build_objective(cfg, train_set, model.embed_dim).to(device)

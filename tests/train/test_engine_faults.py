@@ -1,0 +1,49 @@
+"""fit's run folder: training writes config.json, log.jsonl and checkpoints there, so it refuses, before anything is
+built or written, a folder it would overwrite without having written it."""
+import json
+
+import pytest
+
+from umlkit.train.engine import _check_run_dir
+
+
+def _run_folder(path, *files):
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps({"config": {}, "config_hash": "abc"}))
+    for f in files:
+        (path / f).write_bytes(b"ckpt")
+    return path
+
+
+def test_new_empty_and_unfinished_run_folders_are_accepted(tmp_path):
+    _check_run_dir(tmp_path / "new", resume=False)
+    (tmp_path / "empty").mkdir()
+    _check_run_dir(tmp_path / "empty", resume=False)
+    # a run that wrote its config and log but no checkpoint yet (stopped in its first epoch), a leftover temp file
+    started = _run_folder(tmp_path / "started", "log.jsonl", ".latest.pt.tmp")
+    _check_run_dir(started, resume=False)
+
+
+def test_a_finished_run_is_resumed_not_overwritten(tmp_path):
+    done = _run_folder(tmp_path / "done", "latest.pt", "best.pt", "metrics.json", "log.jsonl")
+    with pytest.raises(FileExistsError, match=r"already holds a run \(latest.pt, best.pt, metrics.json\).*--resume"):
+        _check_run_dir(done, resume=False)
+    _check_run_dir(done, resume=True)
+    _check_run_dir(done, resume=str(done / "latest.pt"))
+
+
+def test_a_users_folder_is_refused_even_with_resume(tmp_path):
+    mine = _run_folder(tmp_path / "mine", "latest.pt")
+    (mine / "notes.txt").write_text("keep")
+    for resume in (False, True):
+        with pytest.raises(FileExistsError, match=r"not a umlkit run folder \(files a run does not write \(notes.txt"):
+            _check_run_dir(mine, resume=resume)
+    own_config = tmp_path / "own"
+    own_config.mkdir()
+    (own_config / "config.json").write_text('{"lr": 0.1}')   # the user's config.json, not a run's
+    with pytest.raises(FileExistsError, match="no config.json written by umlkit's training"):
+        _check_run_dir(own_config, resume=False)
+    assert (own_config / "config.json").read_text() == '{"lr": 0.1}'
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(NotADirectoryError, match="is a file"):
+        _check_run_dir(tmp_path / "file", resume=False)
