@@ -3,6 +3,7 @@
 Nothing here trains: every case fails before the first step."""
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -79,6 +80,7 @@ CASES = [
     (["eval", "{t}/orphan.pt", "--data", "{t}"], "{t}/config.json not found"),
     (["eval", "{t}/run/last.pt", "--data", "{t}"], "{t}/run/config.json: not a umlkit run configuration"),
     (["eval", "{t}/run/last.pt"], "the following arguments are required: --data"),
+    (["eval", "{t}/missing.pt", "--data", "{t}", "--metrics", "R@1,FOO"], "unknown metric 'FOO'"),
     (["data", "check", "--root", "{t}/nothere"], "data root {t}/nothere does not exist"),
     (["data", "check", "--root", "{t}", "--datasets", "foo"], "unknown dataset(s) ['foo']"),
     (["data", "make-mini", "--root", "{t}/real"], "{t}/real"),
@@ -97,6 +99,9 @@ CASES = [
     (["reproduce", "--chapters", "nonexistent"], "unknown chapter(s) ['nonexistent']"),
     (["reproduce", "-p", "NOEQUALS"], "-p expects NAME=VALUE"),
     (["reproduce", "-p", "SEEDS=[0,"], "-p 'SEEDS=[0,': the value is not valid YAML"),
+    (["reproduce", "--dry-run", "--chapters", "evaluation"], "--dry-run goes with --stale"),
+    (["reproduce", "--stale", "--paper", "nosuch"], "argument --paper: invalid choice: 'nosuch'"),
+    (["records", "train", "oodml", "tables", "--match", "zzz"], "--match 'zzz' matches none of the 750 job labels"),
     (["reproduce", "--profile", "weird"], "argument --profile: invalid choice: 'weird'"),
     (["oodml", "import-splits", "{t}/nope", "--root", "{t}"], "{t}/nope lacks ['cub200_splits.pkl'"),
     (["book", "sync-colab", "--root", "{t}/nope"], "{t}/nope/_config.yml: cannot read the book configuration"),
@@ -141,3 +146,21 @@ def test_an_unexpected_exception_is_one_line_naming_its_type(monkeypatch, capsys
     assert err.splitlines()[0] == "umlkit: error: ZeroDivisionError: division by zero" and "Traceback" not in err
     with pytest.raises(ZeroDivisionError):
         cli.main(["--debug", "evaluate", "x.npz"])
+
+
+def test_an_unreadable_stored_record_is_reported_not_counted(tmp_path, monkeypatch, capsys):
+    """A truncated record file is neither "stored" nor silently skipped by ``records train``: both commands name it."""
+    from umlkit.experiments.records import find_record, normalise_key
+    job = cli._job_list("oodml", "tables", "quick")[0]
+    source = find_record(normalise_key(job[2]), "quick")
+    target = tmp_path / "quick" / source.relative_to(source.parents[3])
+    target.parent.mkdir(parents=True)
+    target.write_text(source.read_text()[:40])
+    monkeypatch.setenv("UMLKIT_RESULTS", str(tmp_path))
+    assert cli.main(["records", "status", "oodml", "tables"]) == 2
+    out = capsys.readouterr()
+    assert "0 of 750 records stored" in out.out
+    assert f"1 stored record(s) cannot be read, first: run record {target} cannot be read" in out.err
+    assert cli.main(["records", "train", "oodml", "tables", "--match", "zzz|" + re.escape(job[1]) + "$"]) == 2
+    assert f"run record {target} cannot be read" in capsys.readouterr().err
+    assert target.read_text() == source.read_text()[:40]

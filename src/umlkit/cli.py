@@ -5,10 +5,12 @@ import argparse
 import json
 import sys
 import zipfile
+from pathlib import Path
 from collections.abc import Sequence
 
 import umlkit
 from umlkit._paths import data_root, repo_root, results_root
+from umlkit.paper import PAPERS
 
 
 def _positive_int(text: str) -> int:
@@ -130,12 +132,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from umlkit.data import build_transforms, load_unified
     from umlkit.train import evaluate_model, load_checkpoint
+    from umlkit.metrics.retrieval import parse_metrics
     from umlkit.train.engine import build_model
 
+    if args.metrics:   # checked before the test set is embedded
+        parse_metrics(args.metrics.split(","), ())
     ckpt = Path(args.checkpoint)
     if not ckpt.is_file():
         raise FileNotFoundError(f"checkpoint {ckpt} does not exist (expected a run folder's last.pt or best.pt)")
@@ -208,11 +211,34 @@ def _parse_worker(text: str) -> tuple[int, int]:
 
 
 def _cmd_records_status(args: argparse.Namespace) -> int:
-    from umlkit.experiments.records import find_record, normalise_key
     jobs = _job_list(args.paper, args.jobs, args.profile)
-    have = sum(find_record(normalise_key(job[2]), args.profile) is not None for job in jobs)
+    stored, broken = _stored(jobs, args.profile)
+    have = len(stored)
     print(f"{args.paper} {args.jobs} ({args.profile}): {have} of {len(jobs)} records stored, {len(jobs) - have} to train")
-    return 0
+    return _report_unreadable(broken)
+
+
+def _stored(jobs, profile) -> tuple[list[Path], list[str]]:
+    """The readable stored records of ``jobs``, and a line per stored record that cannot be read (a truncated or
+    edited file: counted as neither stored nor to train)."""
+    from umlkit.experiments.records import RecordError, find_record, load_record, normalise_key
+    stored, broken = [], []
+    for job in jobs:
+        path = find_record(normalise_key(job[2]), profile)
+        if path is None:
+            continue
+        try:
+            load_record(path)
+            stored.append(path)
+        except RecordError as err:
+            broken.append(str(err))
+    return stored, broken
+
+
+def _report_unreadable(broken: list[str]) -> int:
+    if not broken:
+        return 0
+    raise ValueError(f"{len(broken)} stored record(s) cannot be read, first: {broken[0]}")
 
 
 def _cmd_records_train(args: argparse.Namespace) -> int:
@@ -232,8 +258,13 @@ def _cmd_records_train(args: argparse.Namespace) -> int:
             pattern = re.compile(args.match)
         except re.error as err:
             raise ValueError(f"--match {args.match!r} is not a regular expression: {err}") from err
+        every = len(jobs)
         jobs = [j for j in jobs if pattern.search(j[1])]
+        if not jobs:
+            raise ValueError(f"--match {args.match!r} matches none of the {every} job labels of {args.paper} "
+                             f"{args.jobs} (e.g. {_job_list(args.paper, args.jobs, args.profile)[0][1]!r})")
     jobs = [j for k, j in enumerate(jobs) if k % n == i]
+    _report_unreadable(_stored(jobs, args.profile)[1])   # before training: the user decides what to do with them
     todo = [j for j in jobs if find_record(normalise_key(j[2]), args.profile) is None]
     folder = _records_folder(args.paper)
     print(f"worker {i}/{n}: {len(jobs)} jobs, {len(jobs) - len(todo)} already stored, {len(todo)} to train")
@@ -278,6 +309,10 @@ def _cmd_book_check(args: argparse.Namespace) -> int:
 def _cmd_reproduce(args: argparse.Namespace) -> int:
     from umlkit.reproduce import reproduce
 
+    if not args.stale and (args.dry_run or args.paper):
+        # (without --stale, --dry-run would be ignored and the chapters executed)
+        raise ValueError(f"{'--dry-run' if args.dry_run else '--paper'} goes with --stale (list or retrain the stale "
+                         f"records); nothing was run")
     if args.stale:
         code = _cmd_stale(args)
         if code or not args.chapters:
@@ -342,7 +377,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stale", action="store_true",
                    help="retrain the stored run records whose data, weights or code fingerprint changed (then run "
                         "--chapters, if given)")
-    p.add_argument("--paper", default=None, help="with --stale: only this paper's records (puma, oodml, ...)")
+    p.add_argument("--paper", default=None, choices=PAPERS, help="with --stale: only this paper's records")
     p.add_argument("--dry-run", action="store_true", help="with --stale: list the stale records, train nothing")
     p.set_defaults(func=_cmd_reproduce)
 
