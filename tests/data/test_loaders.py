@@ -256,3 +256,12 @@ def test_unified_offsets_sources_and_inshop_roles(tmp_path):
     assert u.is_gallery.tolist() == [True] * 4 + [False] * 2 + [True] * 2
     with pytest.raises(ValueError, match="split"):
         load_unified(tmp_path, "query", names=["sop"])
+
+
+@pytest.mark.parametrize("content", [b"", b"not a mat file at all"])
+def test_an_unreadable_annotation_mat_file_is_named(tmp_path, content):
+    from umlkit.data.datasets import _loadmat
+    f = tmp_path / "cars_annos.mat"
+    f.write_bytes(content)
+    with pytest.raises(ValueError, match=r"cars_annos.mat: not a readable MATLAB annotation file .*original .mat"):
+        _loadmat(f)

@@ -198,6 +198,30 @@ def test_a_published_class_the_data_root_lacks_is_named(mini_root, tmp_path):
         oodml.read_published_splits(tmp_path / "cub200_splits.pkl", "cub", mini_root)
 
 
+class _Evil:
+    def __reduce__(self):
+        import os
+        return (os.system, ("touch pwned",))
+
+
+def test_a_split_file_that_would_run_code_or_is_truncated_is_refused(mini_root, tmp_path, monkeypatch):
+    import pickle
+    import numpy as np
+    monkeypatch.chdir(tmp_path)
+    evil = tmp_path / "cub200_splits.pkl"
+    evil.write_bytes(pickle.dumps({1: {"train": [_Evil()], "test": [], "fid": 1.0}}))
+    with pytest.raises(ValueError, match=r"cub200_splits.pkl: not a readable ooDML split file .*refusing to load"):
+        oodml.read_published_splits(evil, "cub", mini_root)
+    assert not (tmp_path / "pwned").exists()
+    evil.write_bytes(b"")
+    with pytest.raises(ValueError, match=r"cub200_splits.pkl: not a readable ooDML split file .*Ran out of input"):
+        oodml.read_published_splits(evil, "cub", mini_root)
+    # plain data, numpy values included, still reads (then fails on the unknown class, as above)
+    evil.write_bytes(pickle.dumps({1: {"train": ["999.Dodo"], "test": [], "fid": np.float64(1.0)}}))
+    with pytest.raises(KeyError, match="999.Dodo"):
+        oodml.read_published_splits(evil, "cub", mini_root)
+
+
 def test_generated_and_published_splits_compare_by_fid_and_class_overlap():
     a = {"splits": [{"id": 1, "fid": 5.0, "test": [1, 2, 3, 4]}]}
     b = {"splits": [{"id": 1, "fid": 8.0, "test": [3, 4, 5, 6]}]}

@@ -294,7 +294,11 @@ def _loadmat(path: Path):
     from scipy.io import loadmat
     if not path.is_file():
         raise FileNotFoundError(path)
-    return loadmat(str(path), squeeze_me=True, struct_as_record=False)
+    try:
+        return loadmat(str(path), squeeze_me=True, struct_as_record=False)
+    except Exception as err:   # scipy's MatReadError, or a ValueError / TypeError from a file of another kind
+        raise ValueError(f"{path}: not a readable MATLAB annotation file ({err or type(err).__name__}); expected the "
+                         f"dataset's original .mat file") from err
 
 
 def _read_cars(root: Path, cars_split: str = "label_id", **_):

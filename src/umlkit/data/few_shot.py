@@ -70,7 +70,8 @@ def published_file(root: str | Path, source: str, shots: int) -> Path:
 
 
 class _PlainUnpickler(pickle.Unpickler):
-    """Builds containers, strings, numbers and numpy arrays; refuses every other global."""
+    """Builds containers, strings, numbers and numpy arrays; refuses every other global (a crafted pickle cannot run
+    code). Used for the official few-shot files and ooDML's split files."""
     _ALLOWED = {("builtins", n) for n in ("dict", "list", "tuple", "set", "str", "int", "float", "bool", "bytes")}
     _ALLOWED |= {("numpy", "ndarray"), ("numpy", "dtype"), ("numpy.core.multiarray", "_reconstruct"),
                  ("numpy._core.multiarray", "_reconstruct"), ("numpy.core.multiarray", "scalar"),
@@ -78,18 +79,24 @@ class _PlainUnpickler(pickle.Unpickler):
 
     def find_class(self, module, name):
         if (module, name) not in self._ALLOWED:
-            raise pickle.UnpicklingError(f"refusing to load {module}.{name}: a few-shot file holds only lists, "
-                                         "strings, numbers and arrays")
+            raise pickle.UnpicklingError(f"refusing to load {module}.{name}: only containers, strings, numbers and "
+                                         "numpy arrays are read from this file")
         return super().find_class(module, name)
+
+
+def load_plain_pickle(path: Path, what: str):
+    """The contents of a pickle of plain data (:class:`_PlainUnpickler`); an unreadable or foreign file raises a
+    ValueError naming it and ``what`` it should be."""
+    try:
+        return _PlainUnpickler(io.BytesIO(Path(path).read_bytes())).load()
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError) as err:
+        raise ValueError(f"{path}: not a readable {what} ({err or type(err).__name__})") from err
 
 
 def read_published(path: str | Path) -> dict:
     """One official few-shot file as ``{"paths": [str], "labels": np.ndarray}`` (``im_paths`` and ``ys``)."""
     path = Path(path)
-    try:
-        data = _PlainUnpickler(io.BytesIO(path.read_bytes())).load()
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError) as err:
-        raise ValueError(f"{path}: not a readable PUMA few-shot file ({err})") from err
+    data = load_plain_pickle(path, "PUMA few-shot file")
     if not isinstance(data, dict) or "im_paths" not in data or "ys" not in data:
         keys = sorted(data) if isinstance(data, dict) else type(data).__name__
         raise ValueError(f"{path}: expected a dict with im_paths and ys (the official {{ys, I, im_paths, ds_ID}}), "

@@ -818,11 +818,11 @@ def read_published_splits(pkl_path, source: str, root) -> dict:
     """One official ``datasplits/*_splits.pkl`` (ooDML's repository) as this module's split layout: per split id its
     train/test class keys (class names mapped onto ``root``'s annotation ids), FID, the default flag (CUB 3, Cars
     and SOP 1, as ``ood_main.py``) and the class-level validation split (``split_val``). A class name the data
-    root does not have is an error naming it. The pickle is the authors' file: read only one you trust."""
-    import pickle
+    root does not have is an error naming it. The pickle is read as plain data only (containers, strings, numbers,
+    numpy arrays): a file that asks for anything else is refused, so a crafted one cannot run code."""
     from umlkit.data import load_dataset
-    with open(pkl_path, "rb") as fh:
-        raw = pickle.load(fh)  # noqa: S301 - the published split files are pickles
+    from umlkit.data.few_shot import load_plain_pickle
+    raw = load_plain_pickle(pkl_path, "ooDML split file (datasplits/*_splits.pkl)")
     if not isinstance(raw, dict) or not raw:
         raise ValueError(f"{pkl_path}: expected a dict of split id -> {{train, test, fid, ...}}")
     names = {}
