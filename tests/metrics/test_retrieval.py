@@ -480,10 +480,12 @@ def test_collapsed_embeddings_keep_memory_bounded_and_results_exact(small_blocks
     assert max(held for held, _, kk in calls if kk == 7) < 4096 * 16 // 3
 
 
-def test_bf16_self_search_sends_collapsed_rows_to_fp32_at_once(small_blocks, monkeypatch):
-    """Near-identical embeddings, bf16 self-search: every score lies within the bf16 error of the k-th, so no
-    certificate can hold short of most of the row. The rows take full fp32 rows without a candidate pass (before,
-    two passes each, 7x the fp32 search's time at 20,000 items); spread-out rows still take the block path."""
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.int8])
+def test_self_search_sends_collapsed_rows_to_fp32_at_once(small_blocks, monkeypatch, dtype):
+    """Near-identical embeddings: the bf16 or int8 error bound exceeds the scores' spread, so more than half the
+    blocks lie within one bound of each row's k-th largest maximum and no certificate can hold short of most of the
+    row. Such rows take full fp32 rows without opening any block (bf16 before: two candidate passes each, 7x the
+    fp32 search's time at 20,000 items); spread-out rows still take the block path. Exact either way."""
     knn = small_blocks
     opened = []
     keep = knn._keep_at_least
@@ -494,13 +496,13 @@ def test_bf16_self_search_sends_collapsed_rows_to_fp32_at_once(small_blocks, mon
     depth = torch.full((n,), 5)
     stats = {}
     v, i = knn.knn_search(x, x.clone(), depth, self_index=torch.arange(n), candidate_extra=2, stats=stats,
-                          search_dtype=torch.bfloat16)
+                          search_dtype=dtype)
     _assert_exact_rows(v, i, x, depth)
     assert stats["self_search"] and stats["fp32_fallback_rows"] == n
     assert stats["second_pass_rows"] == 0 and not opened
     y = torch.nn.functional.normalize(torch.randn(n, 16, generator=gen), dim=1)
     v, i = knn.knn_search(y, y.clone(), depth, self_index=torch.arange(n), candidate_extra=2, stats=stats,
-                          search_dtype=torch.bfloat16)
+                          search_dtype=dtype)
     _assert_exact_rows(v, i, y, depth)
     assert opened and stats["fp32_fallback_rows"] < n // 10
 
@@ -739,28 +741,6 @@ def test_int8_self_search_with_negative_scores_and_duplicates(small_blocks):
     _assert_exact_rows(v, i, x, depth)
     assert (v[5] < 0).all()
     assert i[3, :6].tolist() == list(range(100, 106))
-
-
-def test_int8_self_search_sends_collapsed_rows_to_fp32_at_once(small_blocks, monkeypatch):
-    """Near-identical embeddings: the int8 bound exceeds the scores' spread, so more than half the blocks lie within
-    one bound of each row's k-th largest maximum. Such rows take full fp32 rows without opening any block; a
-    well-spread row in the same set still takes the block path. Exact either way."""
-    knn = small_blocks
-    opened = []
-    keep = knn._keep_at_least
-    monkeypatch.setattr(knn, "_keep_at_least", lambda *a, **kw: opened.append(a[0].numel()) or keep(*a, **kw))
-    gen = torch.Generator().manual_seed(5)
-    n = 600
-    x = torch.nn.functional.normalize(torch.ones(n, 16) + 1e-3 * torch.randn(n, 16, generator=gen), dim=1)
-    depth = torch.full((n,), 5)
-    v, i, stats = _int8_search(knn, x, depth, candidate_extra=2)
-    _assert_exact_rows(v, i, x, depth)
-    assert stats["fp32_fallback_rows"] == n and not opened
-    # spread-out data: the block path runs (and the prediction sends few rows to fp32)
-    y = torch.nn.functional.normalize(torch.randn(n, 16, generator=gen), dim=1)
-    v, i, stats = _int8_search(knn, y, depth, candidate_extra=2)
-    _assert_exact_rows(v, i, y, depth)
-    assert opened and stats["fp32_fallback_rows"] < n // 10
 
 
 def test_int8_self_search_is_deterministic(small_blocks):
