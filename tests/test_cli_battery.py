@@ -35,6 +35,12 @@ def inputs(tmp_path_factory) -> Path:
     (t / "real").mkdir()
     (t / "real" / "mine.txt").write_text("keep")
     (t / "empty.npz").write_bytes(b"")
+    repo = "repository:\n  url: https://github.com/o/n\n  branch: main\n"
+    for name, config, toc in (("nochapters", repo, "root: book/intro\nchapters:\n  - file: book/gone\n"),
+                              ("listconfig", "- a\n", "root: intro\n"), ("badtoc", repo, "root: [\n")):
+        (t / name).mkdir()
+        (t / name / "_config.yml").write_text(config)
+        (t / name / "_toc.yml").write_text(toc)
     (t / "listmanifest").mkdir()
     (t / "listmanifest" / "UML_MINI.json").write_text("[]")
     return t
@@ -105,6 +111,10 @@ CASES = [
     (["reproduce", "--profile", "weird"], "argument --profile: invalid choice: 'weird'"),
     (["oodml", "import-splits", "{t}/nope", "--root", "{t}"], "{t}/nope lacks ['cub200_splits.pkl'"),
     (["book", "sync-colab", "--root", "{t}/nope"], "{t}/nope/_config.yml: cannot read the book configuration"),
+    (["book", "sync-colab", "--root", "{t}/nochapters", "--check"], "{t}/nochapters/_toc.yml lists 2 chapter(s) "
+                                                                    "that do not exist: {t}/nochapters/book/intro"),
+    (["book", "sync-colab", "--root", "{t}/listconfig"], "{t}/listconfig/_config.yml: expected a mapping"),
+    (["book", "sync-colab", "--root", "{t}/badtoc"], "{t}/badtoc/_toc.yml: cannot read the table of contents"),
     (["book", "check-html", "{t}/nope"], "{t}/nope: no built book here"),
     (["nosuchcommand"], "invalid choice: 'nosuchcommand'"),
 ]

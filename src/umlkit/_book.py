@@ -34,9 +34,12 @@ def repository(config: str | Path) -> dict:
     import yaml
     path = Path(config)
     try:
-        repo = (yaml.safe_load(path.read_text()) or {}).get("repository") or {}
-    except (OSError, yaml.YAMLError) as e:
-        raise ValueError(f"{path}: cannot read the book configuration ({e})") from e
+        config = yaml.safe_load(path.read_text()) or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise ValueError(f"{path}: cannot read the book configuration ({' '.join(str(e).split())})") from e
+    if not isinstance(config, dict):
+        raise ValueError(f"{path}: expected a mapping (jupyter-book's _config.yml), found a {type(config).__name__}")
+    repo = config.get("repository") or {}
     url = str(repo.get("url", "")).rstrip("/")
     m = re.fullmatch(r"https://github\.com/([\w.-]+/[\w.-]+?)(?:\.git)?", url)
     if not m:
@@ -78,14 +81,23 @@ def sync_colab(root: str | Path = ".", check: bool = False) -> list[Path]:
     import yaml
     root = Path(root)
     repo = repository(root / "_config.yml")
-    toc = yaml.safe_load((root / "_toc.yml").read_text())
-    files = [toc["root"], *[c["file"] for part in toc.get("parts", [{"chapters": toc.get("chapters", [])}])
-                            for c in part.get("chapters", [])]]
+    toc_path = root / "_toc.yml"
+    try:
+        toc = yaml.safe_load(toc_path.read_text())
+        files = [toc["root"], *[c["file"] for part in toc.get("parts", [{"chapters": toc.get("chapters", [])}])
+                                for c in part.get("chapters", [])]]
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, KeyError, TypeError, AttributeError) as e:
+        raise ValueError(f"{toc_path}: cannot read the table of contents ({' '.join(str(e).split())}); expected "
+                         f"jupyter-book's root: and chapters: (or parts:) with file: entries") from e
+    # a chapter is a notebook; a markdown page (FILE.md) has no badge to sync; anything else is missing
+    paths = [root / (n if n.endswith(".ipynb") else f"{n}.ipynb") for n in files
+             if not (root / f"{n}.md").is_file() and not n.endswith(".md")]
+    missing = [p for p in paths if not p.is_file()]
+    if missing:
+        raise FileNotFoundError(f"{toc_path} lists {len(missing)} chapter(s) that do not exist: "
+                                f"{', '.join(str(p) for p in missing[:5])}")
     changed = []
-    for name in files:
-        path = root / (name if name.endswith(".ipynb") else f"{name}.ipynb")
-        if not path.exists():
-            continue
+    for path in paths:
         nb = nbformat.read(path, as_version=4)
         before = nbformat.writes(nb)
         rel = path.relative_to(root).as_posix()
