@@ -32,6 +32,9 @@ def inputs(tmp_path_factory) -> Path:
     (t / "run" / "config.json").write_text("{not json")
     (t / "run" / "last.pt").write_bytes(b"junk")
     (t / "orphan.pt").write_bytes(b"junk")
+    (t / "emptyrun").mkdir()
+    (t / "emptyrun" / "config.json").write_text('{"config": {}}')
+    (t / "emptyrun" / "last.pt").write_bytes(b"junk")
     (t / "real").mkdir()
     (t / "real" / "mine.txt").write_text("keep")
     (t / "empty.npz").write_bytes(b"")
@@ -86,6 +89,8 @@ CASES = [
     (["eval", "{t}/orphan.pt", "--data", "{t}"], "{t}/config.json not found"),
     (["eval", "{t}/run/last.pt", "--data", "{t}"], "{t}/run/config.json: not a umlkit run configuration"),
     (["eval", "{t}/run/last.pt"], "the following arguments are required: --data"),
+    (["eval", "{t}/emptyrun/last.pt", "--data", "{t}"], "{t}/emptyrun/config.json: not a umlkit run configuration "
+                                                        "(expected its config to hold the sections model, data"),
     (["eval", "{t}/missing.pt", "--data", "{t}", "--metrics", "R@1,FOO"], "unknown metric 'FOO'"),
     (["data", "check", "--root", "{t}/nothere"], "data root {t}/nothere does not exist"),
     (["data", "check", "--root", "{t}", "--datasets", "foo"], "unknown dataset(s) ['foo']"),
@@ -174,3 +179,23 @@ def test_an_unreadable_stored_record_is_reported_not_counted(tmp_path, monkeypat
     assert cli.main(["records", "train", "oodml", "tables", "--match", "zzz|" + re.escape(job[1]) + "$"]) == 2
     assert f"run record {target} cannot be read" in capsys.readouterr().err
     assert target.read_text() == source.read_text()[:40]
+
+
+def test_eval_names_a_checkpoint_that_does_not_fit_its_run_configuration(tmp_path, capsys):
+    """A checkpoint copied next to another run's config.json (here: another embedding size) is named with that file,
+    not left to torch's size-mismatch message."""
+    import json
+
+    from umlkit.train import load_config
+    from umlkit.train.checkpoint import save_checkpoint
+    from umlkit.train.engine import build_model
+    cfg = load_config(CONFIG, profile="quick")
+    other = load_config(CONFIG, profile="quick", overrides=["model.embed_dim=16"])
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"config": cfg, "config_hash": "x"}, default=str))
+    save_checkpoint({"model": build_model(other).state_dict()}, run / "best.pt")
+    assert cli.main(["eval", str(run / "best.pt"), "--data", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"checkpoint {run / 'best.pt'} does not fit the model that {run / 'config.json'} describes (size " \
+           "mismatch" in err.splitlines()[0]

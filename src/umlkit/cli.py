@@ -133,8 +133,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 def _cmd_eval(args: argparse.Namespace) -> int:
     from umlkit.data import build_transforms, load_unified
-    from umlkit.train import evaluate_model, load_checkpoint
     from umlkit.metrics.retrieval import parse_metrics
+    from umlkit.train import evaluate_model, load_checkpoint
     from umlkit.train.engine import build_model
 
     if args.metrics:   # checked before the test set is embedded
@@ -148,12 +148,21 @@ def _cmd_eval(args: argparse.Namespace) -> int:
                                 f"checkpoint {ckpt.name}")
     try:
         cfg = json.loads(cfg_file.read_text())["config"]
-    except (ValueError, KeyError) as err:
+    except (ValueError, KeyError, TypeError) as err:
         raise ValueError(f"{cfg_file}: not a umlkit run configuration ({err})") from err
+    if not isinstance(cfg, dict) or not all(isinstance(cfg.get(k), dict) for k in ("model", "data", "train")):
+        raise ValueError(f"{cfg_file}: not a umlkit run configuration (expected its config to hold the sections "
+                         f"model, data and train)")
     state = load_checkpoint(ckpt)
     num_classes = state["model"]["proxy_bias"].shape[0] if cfg["model"]["method"] == "vptsp" else None
     model = build_model(cfg, num_classes)
-    model.load_state_dict(state["model"])
+    try:
+        model.load_state_dict(state["model"])
+    except RuntimeError as err:
+        first = next((ln.strip() for ln in str(err).splitlines() if "size mismatch" in ln or "Missing" in ln
+                      or "Unexpected" in ln), str(err).splitlines()[0])
+        raise ValueError(f"checkpoint {ckpt} does not fit the model that {cfg_file} describes ({first}); was the "
+                         f"checkpoint copied from another run folder?") from err
     names = args.datasets.split(",") if args.datasets else cfg["data"]["datasets"]
     test = load_unified(args.data, "test", names, transform=build_transforms(cfg["data"]["transform"],
                                                                               model.data_config, train=False),
