@@ -576,8 +576,6 @@ def _ieee_fp32_matmul():
         torch.set_float32_matmul_precision(before)
 
 
-@_ieee_fp32_matmul()
-@torch.no_grad()
 def knn_search(
     query: torch.Tensor,
     gallery: torch.Tensor,
@@ -612,9 +610,20 @@ def knn_search(
         (similarities, indices), both (n, max k); row i sorted by similarity descending (ties by gallery
         index) in its first k_i columns, then similarity -inf and index -1.
     """
+    _check_inputs(query, gallery, k, self_index)
+    return _knn_search(query, gallery, k, self_index=self_index, chunk_size=chunk_size,
+                       candidate_extra=candidate_extra, search_dtype=search_dtype, stats=stats)
+
+
+@_ieee_fp32_matmul()
+@torch.no_grad()
+def _knn_search(query, gallery, k, *, self_index=None, chunk_size=1024, candidate_extra=24, search_dtype=None,
+                stats=None):
+    """:func:`knn_search` on inputs already checked: umlkit's own metrics call it with embeddings that
+    ``check_embeddings`` validated, so the finiteness pass over the gallery (about 54 ms at 148,500 x 128 on this
+    project's CPU) is not repeated for every block of queries."""
     if search_dtype not in (None, torch.bfloat16, torch.float32, torch.int8):
         raise ValueError(f"search_dtype must be torch.bfloat16, torch.float32, torch.int8 or None, got {search_dtype}")
-    _check_inputs(query, gallery, k, self_index)
     self_search = search_dtype != torch.float32 and _is_self_search(query, gallery, self_index)
     if search_dtype is None or (search_dtype == torch.int8 and not self_search):
         search_dtype = choose_search_dtype(self_search)

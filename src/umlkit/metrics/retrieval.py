@@ -37,7 +37,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from umlkit.metrics.knn import knn_search
+from umlkit.metrics.knn import _knn_search, knn_search
 
 __all__ = [
     "evaluate_retrieval",
@@ -347,8 +347,9 @@ def evaluate_indices(
             starts = tqdm(starts, desc=f"searching {nq} queries in blocks of {block}", unit="block")
         for start in starts:
             sl = slice(start, min(start + block, nq))
-            _, idx = knn_search(q[sl], g, depth[sl], self_index=self_index[sl] if any_self else None,
-                                search_dtype=search_dtype)
+            # (inputs checked above: the gallery's finiteness pass is not repeated per block)
+            _, idx = _knn_search(q[sl], g, depth[sl], self_index=self_index[sl] if any_self else None,
+                                 search_dtype=search_dtype)
             match = (idx >= 0) & (gl[idx.clamp(min=0)] == ql[sl, None])
             for k in recall_ks:
                 hits[k].append(match[:, :k].any(dim=1))
