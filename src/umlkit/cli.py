@@ -267,11 +267,10 @@ def _cmd_records_train(args: argparse.Namespace) -> int:
             pattern = re.compile(args.match)
         except re.error as err:
             raise ValueError(f"--match {args.match!r} is not a regular expression: {err}") from err
-        every = len(jobs)
-        jobs = [j for j in jobs if pattern.search(j[1])]
+        every, jobs = jobs, [j for j in jobs if pattern.search(j[1])]
         if not jobs:
-            raise ValueError(f"--match {args.match!r} matches none of the {every} job labels of {args.paper} "
-                             f"{args.jobs} (e.g. {_job_list(args.paper, args.jobs, args.profile)[0][1]!r})")
+            raise ValueError(f"--match {args.match!r} matches none of the {len(every)} job labels of {args.paper} "
+                             f"{args.jobs} (e.g. {every[0][1]!r})")
     jobs = [j for k, j in enumerate(jobs) if k % n == i]
     _report_unreadable(_stored(jobs, args.profile)[1])   # before training: the user decides what to do with them
     todo = [j for j in jobs if find_record(normalise_key(j[2]), args.profile) is None]
