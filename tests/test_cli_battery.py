@@ -27,6 +27,7 @@ def inputs(tmp_path_factory) -> Path:
     np.save(t / "single.npy", x)
     (t / "bad.yaml").write_text("model: [unclosed\n")
     (t / "typo.yaml").write_text("modle:\n  backbone: x\n")
+    (t / "subtypo.yaml").write_text("train:\n  epoch: 2\n")
     (t / "list.yaml").write_text("- a\n- b\n")
     (t / "run").mkdir()
     (t / "run" / "config.json").write_text("{not json")
@@ -85,6 +86,14 @@ CASES = [
     (["train", CONFIG, "--set", "data.batch_size=1.5"], "config key data.batch_size = 1.5: expected an integer"),
     (["train", CONFIG, "--set", "model.pretrained=maybe"], "config key model.pretrained = 'maybe': expected true"),
     (["train", CONFIG, "--set", "optimizer.lr_mult.head=-2"], "optimizer.lr_mult.head = -2: expected a finite number"),
+    (["train", "{t}/subtypo.yaml"], "{t}/subtypo.yaml: unknown key(s) ['epoch'] in config section train"),
+    (["train", CONFIG, "--set", "optimizer.lr_mult.bakcbone=0"], "unknown parameter group(s) ['bakcbone'] in "
+                                                                   "optimizer.lr_mult"),
+    (["train", CONFIG, "--set", "clip.max=-1"], "config key clip.max = -1: expected a finite number > 0"),
+    (["train", CONFIG, "--set", "schedule.milestones=5"], "config key schedule.milestones = 5: expected a list"),
+    (["train", CONFIG, "--set", "data.augment='no'"], "config key data.augment = 'no': expected true or false"),
+    (["train", CONFIG, "--set", "objective.0.weight=-1"], "config key objective.0.weight = -1.0: expected a finite "
+                                                          "number >= 0"),
     (["eval", "{t}/missing.pt", "--data", "{t}"], "checkpoint {t}/missing.pt does not exist"),
     (["eval", "{t}/orphan.pt", "--data", "{t}"], "{t}/config.json not found"),
     (["eval", "{t}/run/last.pt", "--data", "{t}"], "{t}/run/config.json: not a umlkit run configuration"),

@@ -180,7 +180,8 @@ def test_bf16_search_equals_fp32_exact(extra):
     x = torch.nn.functional.normalize(torch.from_numpy(x), dim=1)
     self_index = torch.arange(x.shape[0])
     stats = {}
-    v, i = knn_search(x, x, 20, self_index=self_index, candidate_extra=extra, chunk_size=97, stats=stats)
+    v, i = knn_search(x, x, 20, self_index=self_index, candidate_extra=extra, chunk_size=97, stats=stats,
+                      search_dtype=torch.bfloat16)   # pinned: a CPU without fast bf16 would choose fp32
     rv, ri = _fp32_reference(x, x, 20, self_index)
     assert torch.equal(i, ri)
     assert torch.equal(v, rv)

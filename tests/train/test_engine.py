@@ -2,6 +2,7 @@
 truncated checkpoints, parameter groups and warm-up, configs."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -10,9 +11,11 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from umlkit.train import (CheckpointError, TrainingDivergedError, apply_overrides, fit, load_checkpoint,
                           load_config, param_groups, read_log, resolve_config)
+from umlkit.train.config import DEFAULTS
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -142,16 +145,80 @@ def test_config_files_profiles_and_overrides(tmp_path):
         fit({"profile": "full", "train": {"progress": False}})
 
 
+@pytest.mark.parametrize("config, error, match", [
+    # a misspelt key inside a section (from a dict or a YAML file) would be kept beside the default and ignored
+    ({"train": {"epoch": 2}}, KeyError, r"unknown key\(s\) \['epoch'\] in config section train; known: .*epochs"),
+    ({"data": {"batchsize": 16}}, KeyError, r"\['batchsize'\] in config section data"),
+    ({"optimizer": {"learning_rate": 1e-2}}, KeyError, r"\['learning_rate'\] in config section optimizer"),
+    ({"profiles": {"quick": {"clip": {"maximum": 1}}}}, KeyError, r"\['maximum'\] in config section clip"),
+    ({"optimizer": {"lr_mult": {"bakcbone": 0.0}}}, KeyError, r"parameter group\(s\) \['bakcbone'\] in optimizer"),
+    ({"model": {"options": [1]}}, ValueError, r"model.options = \[1\]: expected a mapping"),
+    ({"train": 3}, ValueError, r"config section train = 3: expected a mapping"),
+    # values that pass a type check but would train something else than asked
+    ({"clip": {"mode": "norm", "max": -1}}, ValueError, r"clip.max = -1: expected a finite number > 0"),
+    ({"clip": {"mode": "sum"}}, ValueError, r"clip.mode = 'sum': expected value, norm or null"),
+    ({"schedule": {"name": "multistep", "milestones": "5"}}, ValueError, r"schedule.milestones = '5': expected a list"),
+    ({"schedule": {"gamma": 0}}, ValueError, r"schedule.gamma = 0: expected a finite number > 0"),
+    ({"data": {"augment": "no"}}, ValueError, r"data.augment = 'no': expected true or false"),
+    ({"data": {"cache": "false"}}, ValueError, r"data.cache = 'false': expected true or false"),
+    ({"data": {"datasets": "cub"}}, ValueError, r"data.datasets = 'cub': expected a non-empty list"),
+    ({"data": {"expected": "none"}}, ValueError, r"data.expected = 'none': expected auto, null"),
+    ({"train": {"epochs": 2, "warmup_epochs": 3}}, ValueError, r"train.warmup_epochs = 3: expected at most train.epochs"),
+    ({"objective": [{"name": "triplet", "weight": -1}]}, ValueError, r"objective.0.weight = -1.0: expected a finite "
+                                                                     r"number >= 0"),
+    ({"objective": [{"name": "triplet", "options": [1]}]}, ValueError, r"objective.0.options = \[1\]: expected a map"),
+])
+def test_config_keys_and_values_are_checked_when_resolved(tmp_path, config, error, match):
+    with pytest.raises(error, match=match):
+        resolve_config(config)
+    path = tmp_path / "c.yaml"     # a YAML file goes through the same checks
+    path.write_text(yaml.safe_dump(config))
+    with pytest.raises(error, match=match):
+        load_config(path)
+
+
+def test_every_shipped_config_resolves_under_the_key_checks():
+    for path in sorted((Path(__file__).resolve().parents[2] / "configs").rglob("*.yaml")):
+        raw = yaml.safe_load(path.read_text())
+        if isinstance(raw, dict) and set(raw) <= set(DEFAULTS) | {"profiles", "loss"}:
+            for profile in ("quick", "full"):
+                load_config(path, profile=profile)
+
+
 def test_resume_after_changing_the_architecture_names_checkpoint_and_keys(small_root, tmp_path):
+    run = tmp_path / "run"
     cfg = tiny_cfg(small_root, epochs=1)
-    fit(cfg, run_dir=tmp_path)
+    fit(cfg, run_dir=run)
+    saved = (run / "config.json").read_bytes()
     changed = tiny_cfg(small_root, epochs=2)
     changed["model"]["embed_dim"] = 24
-    with pytest.raises(RuntimeError) as err:
-        fit(changed, run_dir=tmp_path, resume=True)
+    with pytest.raises(ValueError) as err:     # the run folder's config.json says what the checkpoint was
+        fit(changed, run_dir=run, resume=True)
     msg = str(err.value)
-    assert str(tmp_path / "latest.pt") in msg and "model.embed_dim" in msg and "model state" in msg
-    assert load_checkpoint(tmp_path / "latest.pt")["epoch"] == 1      # nothing was overwritten
+    assert f"differs from {run / 'config.json'} in model.embed_dim. A resumed run" in msg   # epochs may change
+    assert (run / "config.json").read_bytes() == saved
+    # a checkpoint taken into a new folder has no config.json beside it: the state that does not fit is named
+    with pytest.raises(RuntimeError) as err:
+        fit(changed, run_dir=tmp_path / "new", resume=run / "latest.pt")
+    assert str(run / "latest.pt") in str(err.value) and "model state" in str(err.value)
+    assert load_checkpoint(run / "latest.pt")["epoch"] == 1      # nothing was overwritten
+
+
+def test_resume_refuses_a_changed_training_configuration_and_keeps_config_json(small_root, tmp_path):
+    """Resuming with another learning rate, seed or objective would continue the run under settings its
+    config.json then claims for the whole run; only where and how long it runs may change (train.epochs)."""
+    cfg = tiny_cfg(small_root, epochs=1)
+    fit(cfg, run_dir=tmp_path)
+    saved = (tmp_path / "config.json").read_bytes()
+    for key, value in (("optimizer.lr", 0.5), ("seed", 7), ("data.batch_size", 16)):
+        changed = resolve_config(cfg, overrides=[f"{key}={value}"])
+        with pytest.raises(ValueError, match=rf"differs from {re.escape(str(tmp_path / 'config.json'))} in {key}\b"):
+            fit(changed, run_dir=tmp_path, resume=True)
+        assert (tmp_path / "config.json").read_bytes() == saved
+        assert load_checkpoint(tmp_path / "latest.pt")["epoch"] == 1
+    longer = resolve_config(cfg, overrides=["train.epochs=2"])
+    assert fit(longer, run_dir=tmp_path, resume=True).history[-1]["epoch"] == 2
+    assert json.loads((tmp_path / "config.json").read_text())["config"]["train"]["epochs"] == 2
 
 
 

@@ -170,9 +170,37 @@ def resolve_config(config: dict | None = None, profile: str | None = None, overr
     out = merge(out, profiles.get(profile, {}))
     out["profile"] = profile
     out = apply_overrides(out, overrides)
+    _check_keys(out)
     _check_objective(out["objective"])
     _check_values(out)
     return out
+
+
+# parameter groups of umlkit.train.engine.param_groups, the only keys optimizer.lr_mult can address
+LR_GROUPS = ("backbone", "new", "head", "loss", "proxy")
+
+
+def _check_keys(cfg: dict) -> None:
+    """Every key inside a section must be one of :data:`DEFAULTS`' (a misspelt ``train.epoch`` would otherwise be
+    kept beside the default ``epochs`` and ignored); ``model.options`` and ``data.splits`` are free-form (checked by
+    the model factory and the split reader), ``optimizer.lr_mult`` takes the parameter groups."""
+    for section, known in DEFAULTS.items():
+        if not isinstance(known, dict):
+            continue
+        given = cfg.get(section)
+        if not isinstance(given, dict):
+            raise ValueError(f"config section {section} = {given!r}: expected a mapping of {', '.join(sorted(known))}")
+        unknown = sorted(set(given) - set(known))
+        if unknown:
+            raise KeyError(f"unknown key(s) {unknown} in config section {section}; known: {', '.join(sorted(known))}")
+    for key, value, expected in (("model.options", cfg["model"]["options"], "a mapping of method options"),
+                                 ("data.splits", cfg["data"]["splits"], "a mapping {source: split}"),
+                                 ("optimizer.lr_mult", cfg["optimizer"]["lr_mult"], "a mapping {group: multiple}")):
+        if not isinstance(value, dict):
+            raise ValueError(f"config key {key} = {value!r}: expected {expected}")
+    unknown = sorted(set(cfg["optimizer"]["lr_mult"]) - set(LR_GROUPS))
+    if unknown:
+        raise KeyError(f"unknown parameter group(s) {unknown} in optimizer.lr_mult; known: {', '.join(LR_GROUPS)}")
 
 
 # (dotted key, kind, lower bound): the settings whose wrong type or range would otherwise surface as a library
@@ -184,6 +212,8 @@ _VALUE_CHECKS = [
     ("model.embed_dim", "int?", 1), ("model.pretrained", "bool", None), ("optimizer.lr", "number", 0.0),
     ("optimizer.weight_decay", "number", 0.0), ("optimizer.momentum", "number", 0.0), ("train.epochs", "int", 1),
     ("train.warmup_epochs", "int", 0), ("train.eval_every", "int", 1), ("train.eval_batch_size", "int", 1),
+    ("data.augment", "bool", None), ("data.cache", "bool", None), ("train.progress", "bool", None),
+    ("schedule.step_size", "int", 1), ("schedule.gamma", "positive", None), ("schedule.eta_min", "number", 0.0),
 ]
 
 
@@ -206,6 +236,26 @@ def _check_values(cfg: dict) -> None:
             fail(key, value, "a number in [0, 1)")
         if kind == "number" and not (is_number and math.isfinite(value) and value >= low):
             fail(key, value, f"a finite number >= {low:g}")
+        if kind == "positive" and not (is_number and math.isfinite(value) and value > 0):
+            fail(key, value, "a finite number > 0")
+    train, data, clip = cfg["train"], cfg["data"], cfg["clip"]
+    if train["warmup_epochs"] > train["epochs"]:
+        fail("train.warmup_epochs", train["warmup_epochs"], f"at most train.epochs = {train['epochs']} (the epochs "
+             "that train the heads only)")
+    datasets = data["datasets"]
+    if not (isinstance(datasets, list) and datasets and all(isinstance(d, str) for d in datasets)):
+        fail("data.datasets", datasets, "a non-empty list of dataset names, e.g. [cub, cars]")
+    if not (data["expected"] in (None, "auto") or isinstance(data["expected"], dict)):
+        fail("data.expected", data["expected"], "auto, null (no count check) or a mapping of counts")
+    if clip["mode"] not in (None, "value", "norm"):
+        fail("clip.mode", clip["mode"], "value, norm or null")
+    if isinstance(clip["max"], bool) or not isinstance(clip["max"], (int, float)) or \
+            not (math.isfinite(clip["max"]) and clip["max"] > 0):
+        fail("clip.max", clip["max"], "a finite number > 0 (the largest gradient value or norm kept)")
+    milestones = cfg["schedule"]["milestones"]
+    if not (isinstance(milestones, list) and all(isinstance(m, int) and not isinstance(m, bool) and m >= 1
+                                                   for m in milestones)):
+        fail("schedule.milestones", milestones, "a list of epochs (integers >= 1), e.g. [10, 20]")
     from umlkit.data.few_shot import parse_few_shot
     parse_few_shot((cfg.get("data") or {}).get("few_shot"))   # an integer >= 1, "published:k" or null
     if isinstance(cfg.get("seed"), int) and cfg["seed"] >= 2**32:
@@ -236,8 +286,12 @@ def _check_objective(objective) -> None:
             term["weight"] = float(term["weight"])
         except (TypeError, ValueError):
             raise ValueError(f"config key objective.{i}.weight = {term['weight']!r}: expected a number") from None
-        if not math.isfinite(term["weight"]):
-            raise ValueError(f"config key objective.{i}.weight = {term['weight']!r}: expected a finite number")
+        if not (math.isfinite(term["weight"]) and term["weight"] >= 0):
+            raise ValueError(f"config key objective.{i}.weight = {term['weight']!r}: expected a finite number >= 0 "
+                             "(a negative weight would maximise the term)")
+        if not isinstance(term["options"], dict):
+            raise ValueError(f"config key objective.{i}.options = {term['options']!r}: expected a mapping of "
+                             f"{term['name']}'s options")
 
 
 def _is_file_ref(value) -> bool:

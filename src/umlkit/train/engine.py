@@ -364,18 +364,27 @@ def _flat(d, prefix: str = "") -> dict:
     return out
 
 
+# what a resumed run may change: where and how fast it runs, and how long it trains (train.epochs extends a run)
+RESUMABLE_CHANGES = ("device", "data.root", "data.num_workers", "train.epochs", "train.progress",
+                     "train.eval_batch_size")
+
+
+def _config_changes(old_config: Path, cfg: dict) -> list[str]:
+    """The dotted keys whose values differ between the run folder's config.json and ``cfg`` ([] when the file is
+    missing or unreadable)."""
+    try:
+        before = _flat(json.loads(old_config.read_text())["config"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    now = _flat(json.loads(json.dumps(cfg, default=str)))
+    return [k for k in sorted(set(before) | set(now)) if before.get(k) != now.get(k)]
+
+
 def _resume_mismatch(what: str, path: Path, err: Exception, old_config: Path, cfg: dict) -> RuntimeError:
     """The error for a checkpoint whose ``what`` state does not fit the configured run: it names the checkpoint,
     the first line of torch's message and the configuration keys that differ from the run folder's config.json."""
-    changed = []
-    if old_config.is_file():
-        try:
-            before = _flat(json.loads(old_config.read_text())["config"])
-            now = _flat(json.loads(json.dumps(cfg, default=str)))
-            changed = [k for k in sorted(set(before) | set(now)) if before.get(k) != now.get(k)
-                       and k.split(".")[0] in ("model", "objective", "loss", "optimizer", "data")]
-        except (ValueError, KeyError):
-            changed = []
+    changed = [k for k in _config_changes(old_config, cfg)
+               if k.split(".")[0] in ("model", "objective", "loss", "optimizer", "data")]
     first = str(err).strip().splitlines()[0][:300] if str(err).strip() else type(err).__name__
     hint = (f" The configuration differs from the one in {old_config} in: {', '.join(changed[:8])}"
             f"{' ...' if len(changed) > 8 else ''}." if changed else "")
@@ -549,6 +558,13 @@ def fit(config: dict | None = None, *, run_dir: str | Path | None = None, resume
     if resume:
         path = Path(resume) if not isinstance(resume, bool) else ckpt_path
         if path.exists() or not isinstance(resume, bool):
+            changed = [k for k in _config_changes(run_dir / "config.json", cfg) if k not in RESUMABLE_CHANGES]
+            if changed:   # checked before the checkpoint is read and before config.json is rewritten
+                raise ValueError(
+                    f"cannot resume {run_dir}: the configuration differs from {run_dir / 'config.json'} in "
+                    f"{', '.join(changed[:8])}{' ...' if len(changed) > 8 else ''}. A resumed run continues the same "
+                    f"training (it may change only {', '.join(RESUMABLE_CHANGES)}); train the new configuration into "
+                    f"another run folder. Nothing was changed.")
             state = load_checkpoint(path, map_location=device)
             for what, target, saved in (("model", model, state["model"]),
                                         ("objective", loss, _objective_state(state["loss"])),
