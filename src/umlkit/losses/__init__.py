@@ -36,8 +36,9 @@ __all__ = ["INPUTS", "LOSSES", "TERMS", "ModelRegularizer", "aux_heads_for", "cr
            "PMLLoss", "RhoDistanceMiner", "S2SDLoss", "UniformPriorLoss", "poincare_distance_matrix",
            "similarity_distillation", "to_poincare"]
 
-# Builders take (num_classes, embedding_size, **options); the PML-backed ones ignore options they do not use, as
-# create_loss always did.
+# Builders take (num_classes, embedding_size, **options). The PML-backed ones name their options and end in
+# ``**_unused``: create_loss refuses any other option for them (a misspelt ``margn`` would otherwise train with the
+# default margin); the others pass their options to a class that refuses unknown ones itself.
 
 def _need(name: str, num_classes, embedding_size, *what) -> None:
     missing = [w for w, v in (("num_classes", num_classes), ("embedding_size", embedding_size))
@@ -204,7 +205,20 @@ def create_loss(name: str, num_classes: int | None = None, embedding_size: int |
         True
     """
     entry = loss_entry(name)
+    known = _named_options(entry.build)
+    unknown = sorted(set(overrides) - known) if known is not None else []
+    if unknown:
+        raise TypeError(f"loss {name!r}: unknown option(s) {unknown}; it takes {', '.join(sorted(known)) or 'none'}")
     return entry.build(num_classes, embedding_size, **{**entry.defaults, **overrides})
+
+
+def _named_options(build) -> set[str] | None:
+    """The options a builder that ignores the rest (``**_unused``) names; None for builders that pass them on."""
+    import inspect
+    params = inspect.signature(build).parameters.values()
+    if not any(p.kind is p.VAR_KEYWORD and p.name == "_unused" for p in params):
+        return None
+    return {p.name for p in params if p.kind is not p.VAR_KEYWORD} - {"num_classes", "embedding_size"}
 
 
 def loss_table() -> pd.DataFrame:
