@@ -33,14 +33,28 @@ def file_sha256(path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
+def _new_file_mode(path: Path) -> int:
+    """The permissions ``path`` keeps (when it exists) or a new file gets under the process's umask; mkstemp's
+    temporary files are private (0600), which a rename would otherwise carry over."""
+    try:
+        return path.stat().st_mode & 0o777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
 def _atomic_write(path: Path, data: str | bytes) -> None:
-    """Write text or bytes to ``path`` through a temporary file in the same folder and a rename."""
+    """Write text or bytes to ``path`` through a temporary file in the same folder, flushed to disk, and a rename."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "wb" if isinstance(data, bytes) else "w") as fh:
             fh.write(data)
+            fh.flush()
+            os.fchmod(fh.fileno(), _new_file_mode(path))
+            os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

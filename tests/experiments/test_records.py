@@ -3,6 +3,7 @@ recomputation, and the committed quick-profile records (none stale; one retraine
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,23 @@ def test_edited_or_unreadable_records_raise(counting_runner):
     path.write_text("{not json")
     with pytest.raises(rc.RecordError, match="cannot be read"):
         rc.cached_record("puma", "t", "r", key, "counting", "quick", log=None)
+    for content, message in ((b"null", "holds a JSON NoneType, not a record"), (b'"text"', "holds a JSON str"),
+                             (b"\xff\xfe binary", "cannot be read")):
+        path.write_bytes(content)
+        with pytest.raises(rc.RecordError, match=f"run record {path} ({message})"):
+            rc.load_record(path)
+
+
+def test_a_record_key_is_checked_before_the_run_and_records_get_the_umask_mode(counting_runner, tmp_path):
+    with pytest.raises(Exception, match="resolved configuration"):
+        rc.cached_record("puma", "t", "r", {"seed": 0, "train": {"epochs": 1}}, "counting", "quick", log=None)
+    assert counting_runner == []           # nothing was trained for a key that could not be stored
+    old = os.umask(0o022)
+    try:
+        rec = rc.cached_record("puma", "t", "r", run_config("quick", method="linear"), "counting", "quick", log=None)
+    finally:
+        os.umask(old)
+    assert Path(rec["path"]).stat().st_mode & 0o777 == 0o644   # not mkstemp's private 0600
 
 
 def test_stale_records_are_listed_and_recomputed(counting_runner, monkeypatch):

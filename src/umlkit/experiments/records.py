@@ -68,8 +68,11 @@ def load_record(path: str | Path) -> dict:
     path = Path(path)
     try:
         rec = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as err:
+    except (OSError, ValueError) as err:     # ValueError: JSON errors and bytes that are not UTF-8
         raise RecordError(f"run record {path} cannot be read ({err}); delete it or pass rerun=True") from err
+    if not isinstance(rec, dict):
+        raise RecordError(f"run record {path} holds a JSON {type(rec).__name__}, not a record (an object with key, "
+                          f"result, runner); delete it or pass rerun=True")
     for field in ("key", "key_hash", "result", "runner"):
         if field not in rec:
             raise RecordError(f"run record {path} has no {field!r} field; delete it or pass rerun=True")
@@ -119,6 +122,7 @@ def cached_record(paper: str, table: str, label: str, key: dict, runner: str | C
     if existing is not None and not rerun:
         return load_record(existing)
     path = existing or record_path(paper, table, label, key, profile)
+    stamp = fingerprint(key)   # a key it cannot fingerprint fails here, before the run, not after it
     name = runner if isinstance(runner, str) else f"callable:{getattr(runner, '__qualname__', 'unknown')}"
     if log is not None:
         log(f"training {paper}/{table}/{label} ({'rerun' if existing else 'no stored record'})")
@@ -126,7 +130,7 @@ def cached_record(paper: str, table: str, label: str, key: dict, runner: str | C
     result = runners.run(runner, key) if isinstance(runner, str) else runner(key)
     rec = {
         "paper": paper, "table": table, "label": label, "profile": profile, "runner": name,
-        "key": key, "key_hash": config_hash(key), "fingerprint": fingerprint(key),
+        "key": key, "key_hash": config_hash(key), "fingerprint": stamp,
         "result": result, "seconds": round(time.perf_counter() - t0, 1),
         "created": time.strftime("%Y-%m-%d %H:%M:%S"),
         "software": {"torch": torch.__version__, "python": platform.python_version(),
