@@ -81,3 +81,25 @@ def test_unified_errors():
         unified_evaluation(x, np.arange(7), ["A"] * 6)
     with pytest.raises(ValueError, match="is_query"):
         unified_evaluation(x, np.arange(7), ["A"] * 7, is_query=np.ones(5, dtype=bool))
+
+
+def test_source_names_are_checked():
+    """Two sources under one display name overwrote one row (Harmonic then came from the other source alone)."""
+    xa, ya, xb, yb = _two_sources()
+    x, y, src = np.concatenate([xa, xb]), np.concatenate([ya, yb]), np.array([0] * 4 + [1] * 3)
+    named = unified_evaluation(x, y, src, source_names=["cub", "cars"])
+    assert list(named.index) == ["cub", "cars", "Unified", "Harmonic"]
+    assert named.loc["cars", "R@1"] == pytest.approx(200 / 3)
+    for names, match in ((["x", "x"], "sources 0 and 1 have the same name 'x'"),
+                         (["cub", "Unified"], "source 1 is named 'Unified', a summary row's name"),
+                         (["cub"], "no name for source 1 .*a list of 1 names"),
+                         ({0: "cub"}, r"no name for source 1 .*a dict with keys \['0'\]")):
+        with pytest.raises(ValueError, match=match):
+            unified_evaluation(x, y, src, source_names=names)
+
+
+def test_a_per_source_failure_names_the_source():
+    xa, ya, xb, yb = _two_sources()
+    x, y = np.concatenate([xa, xb]), np.concatenate([ya, yb])
+    with pytest.raises(ValueError, match="source 'B': .*offers only 2"):   # B's 3 items: R@4 needs more
+        unified_evaluation(x, y, ["A"] * 4 + ["B"] * 3, metrics=["R@2", "R@3"])

@@ -515,7 +515,7 @@ def _is_self_search(query: torch.Tensor, gallery: torch.Tensor, self_index: torc
             and torch.equal(self_index.long(), torch.arange(n)) and torch.equal(query, gallery))
 
 
-def _check_inputs(query, gallery, k, self_index) -> None:
+def _check_inputs(query, gallery, k, self_index, chunk_size=1024, candidate_extra=24) -> None:
     """Clear errors for what the search cannot take (it would fail deep inside, or silently return -inf / -1)."""
     for name, x in (("query", query), ("gallery", gallery)):
         if not isinstance(x, torch.Tensor):
@@ -534,6 +534,9 @@ def _check_inputs(query, gallery, k, self_index) -> None:
             raise ValueError(f"knn_search: k must be an int or an integer tensor, got dtype {k.dtype}")
     elif isinstance(k, bool) or not isinstance(k, (int, np.integer)):
         raise ValueError(f"knn_search: k must be an int or an integer tensor, got {k!r}")
+    for name, value, low in (("chunk_size", chunk_size, 1), ("candidate_extra", candidate_extra, 0)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            raise ValueError(f"knn_search: {name} must be an integer >= {low}, got {value!r}")
     if self_index is not None:
         n, m = query.shape[0], gallery.shape[0]
         if not isinstance(self_index, torch.Tensor) or self_index.dtype.is_floating_point or \
@@ -610,7 +613,7 @@ def knn_search(
         (similarities, indices), both (n, max k); row i sorted by similarity descending (ties by gallery
         index) in its first k_i columns, then similarity -inf and index -1.
     """
-    _check_inputs(query, gallery, k, self_index)
+    _check_inputs(query, gallery, k, self_index, chunk_size, candidate_extra)
     return _knn_search(query, gallery, k, self_index=self_index, chunk_size=chunk_size,
                        candidate_extra=candidate_extra, search_dtype=search_dtype, stats=stats)
 

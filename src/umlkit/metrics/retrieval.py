@@ -468,9 +468,11 @@ def neighbour_class_counts(embeddings, labels, k: int = 20) -> np.ndarray:
     of its semantically closest classes with and without guidance. Labels must be 0..C-1."""
     emb = torch.nn.functional.normalize(check_embeddings(embeddings), dim=1)
     y = check_labels(labels, emb.shape[0])
-    if int(y.min()) < 0:
-        raise ValueError(f"labels must be 0..C-1, got {int(y.min())}")
     n = emb.shape[0]
+    if int(y.min()) < 0 or int(y.max()) >= n:   # the (C, C) table is sized by the largest label
+        raise ValueError(f"labels must be class indices 0..C-1 with C <= {n} (the number of embeddings), got "
+                         f"[{int(y.min())}, {int(y.max())}]; map raw class ids to 0..C-1 first (e.g. np.unique(labels, "
+                         f"return_inverse=True))")
     if not 1 <= k < n:
         raise ValueError(f"k={k} neighbours need 1 <= k < {n} (the number of embeddings)")
     _, idx = knn_search(emb, emb, k, self_index=torch.arange(n))

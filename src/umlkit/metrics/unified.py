@@ -32,7 +32,32 @@ def _source_name(source_names: Sequence[str] | dict | None, s) -> str:
     """A source id's display name: ``source_names`` is a list indexed by integer id, a dict id -> name, or None."""
     if source_names is None:
         return str(s)
-    return str(source_names[s]) if isinstance(source_names, dict) else str(source_names[int(s)])
+    try:
+        return str(source_names[s]) if isinstance(source_names, dict) else str(source_names[int(s)])
+    except (KeyError, IndexError, TypeError, ValueError):
+        what = (f"a dict with keys {sorted(map(str, source_names))[:8]}" if isinstance(source_names, dict) else
+                f"a list of {len(source_names)} names indexed by integer source id")
+        raise ValueError(f"source_names has no name for source {_plain(s)!r} (source_names is {what})") from None
+
+
+def _plain(s):
+    """A numpy scalar source id as the Python value it stands for (for messages)."""
+    return s.item() if isinstance(s, np.generic) else s
+
+
+def _source_names(source_names: Sequence[str] | dict | None, ids) -> dict:
+    """``{source id: display name}`` for ``ids``; two sources under one name would overwrite each other's row, and
+    a source named like a summary row would be replaced by it."""
+    names = {s: _source_name(source_names, s) for s in ids}
+    taken: dict[str, object] = {}
+    for s, name in names.items():
+        if name in taken:
+            raise ValueError(f"sources {_plain(taken[name])!r} and {_plain(s)!r} have the same name {name!r}; give "
+                             f"each its own")
+        if name in ("Unified", "Harmonic"):
+            raise ValueError(f"source {_plain(s)!r} is named {name!r}, a summary row's name; call it something else")
+        taken[name] = s
+    return names
 
 
 def harmonic_mean(values: Sequence[float]) -> float:
@@ -107,9 +132,6 @@ def unified_evaluation(
         example = int(shared[shared > 1].index[0])
         raise ValueError(f"label {example} occurs in more than one source; give each source disjoint global labels")
 
-    def name_of(s):
-        return _source_name(source_names, s)
-
     def run(sel_q: torch.Tensor, sel_g: torch.Tensor) -> dict[str, float]:
         return evaluate_indices(
             emb, lab, torch.nonzero(sel_q).flatten(), torch.nonzero(sel_g).flatten(), recall_ks=recall_ks,
@@ -117,11 +139,14 @@ def unified_evaluation(
         )
 
     rows, counts = {}, {}
-    for s in pd.unique(src):
+    for s, name in _source_names(source_names, pd.unique(src)).items():
         in_s = torch.from_numpy(src == s)
-        res = run(q_mask & in_s, g_mask & in_s)
-        rows[name_of(s)] = [100.0 * res[c] for c in columns]
-        counts[name_of(s)] = (int(res["n_queries"]), int(res["n_gallery"]))
+        try:
+            res = run(q_mask & in_s, g_mask & in_s)
+        except ValueError as err:
+            raise ValueError(f"source {name!r}: {err}") from err
+        rows[name] = [100.0 * res[c] for c in columns]
+        counts[name] = (int(res["n_queries"]), int(res["n_gallery"]))
     res = run(q_mask, g_mask)
     per_source = pd.DataFrame.from_dict(rows, orient="index", columns=columns)
     rows["Unified"] = [100.0 * res[c] for c in columns]
@@ -155,6 +180,7 @@ def cross_source_rate(embeddings, sources, *, is_query=None, is_gallery=None,
     crossed = src[gi[idx[:, 0]].numpy()] != src[qi.numpy()]
     q_src = src[qi.numpy()]
 
-    out = {_source_name(source_names, s): 100.0 * float(crossed[q_src == s].mean()) for s in pd.unique(q_src)}
+    out = {name: 100.0 * float(crossed[q_src == s].mean())
+           for s, name in _source_names(source_names, pd.unique(q_src)).items()}
     out["Unified"] = 100.0 * float(crossed.mean())
     return pd.Series(out, name="cross-source top-1 (%)")
