@@ -159,8 +159,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     try:
         model.load_state_dict(state["model"])
     except RuntimeError as err:
-        first = next((ln.strip() for ln in str(err).splitlines() if "size mismatch" in ln or "Missing" in ln
-                      or "Unexpected" in ln), str(err).splitlines()[0])
+        from umlkit.models.backbones import state_dict_mismatch
+        first = state_dict_mismatch(err)
         raise ValueError(f"checkpoint {ckpt} does not fit the model that {cfg_file} describes ({first}); was the "
                          f"checkpoint copied from another run folder?") from err
     names = args.datasets.split(",") if args.datasets else cfg["data"]["datasets"]

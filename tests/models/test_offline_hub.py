@@ -64,5 +64,10 @@ def test_corrupt_or_foreign_weights_files_are_named(tmp_path):
     bad.write_bytes(TINY_WEIGHTS.read_bytes()[:5000])                     # truncated download
     with pytest.raises(ValueError, match="broken.safetensors cannot be loaded into vit_tiny_uml_patch8_32"):
         create_backbone("vit_tiny_uml", weights=bad)
-    with pytest.raises(ValueError, match="cannot be loaded into vit_tiny_uml_patch4_32.*belongs to this backbone"):
+    with pytest.raises(ValueError, match="cannot be loaded into vit_tiny_uml_patch4_32.*belongs to this backbone") \
+            as err:
         create_backbone("vit_tiny_uml_patch4_32", weights=TINY_WEIGHTS)   # another architecture's weights
+    # torch's first line names only the class; the mismatching parameter must be in the message
+    assert "size mismatch for" in str(err.value) and "Error(s) in loading" not in str(err.value)
+    with pytest.raises(FileNotFoundError, match=f"weights file {tmp_path} is a folder"):
+        create_backbone("vit_tiny_uml", weights=tmp_path)

@@ -128,6 +128,17 @@ def resolve_backbone_name(name: str) -> str:
     return BACKBONES.get(name, name)
 
 
+def state_dict_mismatch(err: Exception, limit: int = 400) -> str:
+    """The part of a loading error a reader needs: for torch's "Error(s) in loading state_dict" the missing and
+    unexpected keys and size mismatches it lists on its further lines (its first line names only the class), else
+    the first line; at most ``limit`` characters."""
+    lines = [ln.strip() for ln in str(err).strip().splitlines() if ln.strip()]
+    if not lines:
+        return type(err).__name__
+    text = " ".join(lines[1:]) if lines[0].startswith("Error(s) in loading state_dict") and len(lines) > 1 else lines[0]
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def create_backbone(name: str, pretrained: bool = False, weights: str | Path | None = None,
                     freeze_bn: bool = False, **kwargs) -> torch.nn.Module:
     """A timm model with its classifier removed (``num_classes=0``)."""
@@ -139,13 +150,14 @@ def create_backbone(name: str, pretrained: bool = False, weights: str | Path | N
     if weights is not None:
         path = Path(weights).expanduser()
         if not path.is_file():
-            raise FileNotFoundError(f"weights file {path} does not exist (expected a .safetensors/.pth/.npz checkpoint "
+            what = "is a folder" if path.is_dir() else "does not exist"
+            raise FileNotFoundError(f"weights file {path} {what} (expected a .safetensors/.pth/.npz checkpoint "
                                     f"of {timm_name})")
         try:
             model = timm.create_model(timm_name, pretrained=True, num_classes=0,
                                       pretrained_cfg_overlay=dict(file=str(path), hf_hub_id=None, url=None), **kwargs)
         except Exception as err:  # unreadable file, another architecture's weights, ...
-            first = str(err).strip().splitlines()[0][:300] if str(err).strip() else type(err).__name__
+            first = state_dict_mismatch(err)
             raise ValueError(f"weights file {path} cannot be loaded into {timm_name} ({type(err).__name__}: {first}). "
                              f"Expected a .safetensors/.pth/.bin/.npz checkpoint of {timm_name}; check that the file is "
                              f"complete and belongs to this backbone (model.backbone).") from err

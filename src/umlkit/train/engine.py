@@ -385,7 +385,8 @@ def _resume_mismatch(what: str, path: Path, err: Exception, old_config: Path, cf
     the first line of torch's message and the configuration keys that differ from the run folder's config.json."""
     changed = [k for k in _config_changes(old_config, cfg)
                if k.split(".")[0] in ("model", "objective", "loss", "optimizer", "data")]
-    first = str(err).strip().splitlines()[0][:300] if str(err).strip() else type(err).__name__
+    from umlkit.models.backbones import state_dict_mismatch
+    first = state_dict_mismatch(err)
     hint = (f" The configuration differs from the one in {old_config} in: {', '.join(changed[:8])}"
             f"{' ...' if len(changed) > 8 else ''}." if changed else "")
     return RuntimeError(f"cannot resume from {path}: the checkpoint's {what} state does not fit the configured "
