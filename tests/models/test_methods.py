@@ -269,6 +269,11 @@ def test_resnet_and_errors():
         create_model("not_a_model", "linear")
     with pytest.raises(ValueError, match="num_classes"):
         create_model(TINY, "vptsp")
+    for bad in (0, -3, "64", 12.5, True):   # 0 built a model with (B, 0) embeddings
+        with pytest.raises(ValueError, match=f"embed_dim must be an integer >= 1, got {bad!r}"):
+            create_model(TINY, "linear", embed_dim=bad)
+    with pytest.raises(ValueError, match="pretrained must be True or False, got 'no'"):
+        create_model(TINY, "linear", pretrained="no")
 
 
 @pytest.mark.parametrize("method", ["puma", "vpt", "lora", "adaptformer", "full", "vptsp"])

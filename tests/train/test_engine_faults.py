@@ -47,3 +47,22 @@ def test_a_users_folder_is_refused_even_with_resume(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(NotADirectoryError, match="is a file"):
         _check_run_dir(tmp_path / "file", resume=False)
+
+
+class _Payload:
+    """Something a checkpoint made by other code could pickle (and a crafted one could abuse on unpickling)."""
+
+
+def test_a_checkpoint_with_python_objects_is_refused_without_advising_an_unsafe_load(tmp_path):
+    import torch
+
+    from umlkit.train.checkpoint import CheckpointError, load_checkpoint
+    path = tmp_path / "latest.pt"
+    torch.save({"model": {}, "extra": _Payload()}, path)
+    with pytest.raises(CheckpointError, match=f"checkpoint {path} holds Python objects .* weights_only=True") as err:
+        load_checkpoint(path)
+    assert "weights_only=False" not in str(err.value) and "\n" not in str(err.value)
+    path.write_bytes(b"PK\x03\x04 truncated")
+    with pytest.raises(CheckpointError, match=f"checkpoint {path} is truncated or corrupt") as err:
+        load_checkpoint(path)
+    assert "\n" not in str(err.value)

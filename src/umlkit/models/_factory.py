@@ -152,6 +152,10 @@ def create_model(backbone: str, method: str, embed_dim: int = 128, pretrained: b
         torch.Size([2, 32])
     """
     entry = method_entry(method)
+    if embed_dim is not None and (isinstance(embed_dim, bool) or not isinstance(embed_dim, int) or embed_dim < 1):
+        raise ValueError(f"embed_dim must be an integer >= 1, got {embed_dim!r}")
+    if not isinstance(pretrained, bool):   # "no" would be true and go to the hub
+        raise ValueError(f"pretrained must be True or False, got {pretrained!r}")
     kw = dict(method_kwargs)
     (freeze_bn,) = _pop(kw, freeze_bn=False)
     net = create_backbone(backbone, pretrained=pretrained, weights=weights, freeze_bn=freeze_bn)

@@ -54,7 +54,14 @@ def load_checkpoint(path: str | Path, map_location="cpu") -> dict:
         prev = path.with_name("previous.pt")
         hint = (f"; the previous checkpoint {prev} is intact, resume from it with resume='{prev}' (CLI: "
                 f"umlkit train ... --resume {prev})" if prev.is_file() and prev != path else "")
-        raise CheckpointError(f"checkpoint {path} is truncated or corrupt ({type(err).__name__}: {err}){hint}") from None
+        lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+        if lines and lines[0].startswith("Weights only load failed"):   # torch then suggests weights_only=False
+            raise CheckpointError(f"checkpoint {path} holds Python objects other than tensors and plain data, which "
+                                  f"umlkit does not unpickle (it loads checkpoints with weights_only=True); it was not "
+                                  f"written by umlkit's training{hint}") from None
+        detail = lines[0][:300] if lines else ""
+        raise CheckpointError(f"checkpoint {path} is truncated or corrupt ({type(err).__name__}: {detail}){hint}") \
+            from None
     if not isinstance(state, dict) or "model" not in state:
         raise CheckpointError(f"{path} is not a umlkit checkpoint (no 'model' entry)")
     return state
