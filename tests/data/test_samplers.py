@@ -106,3 +106,20 @@ def test_mini_train_transform_equals_torchvisions_padded_random_crop():
     got = [ours(im) for im in images] + [torch.rand(2)]
     assert all(torch.equal(a, b) for a, b in zip(want, got))
     assert len({tuple(g.flatten()[:5].tolist()) for g in got[:-1]}) > 1   # the crops do move
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(m=2.0), "m must be an integer >= 1, got 2.0"),
+    (dict(batch_size="8"), "batch_size must be an integer >= 1, got '8'"),
+    (dict(world_size=0), "world_size must be an integer >= 1, got 0"),
+    (dict(rank=2, world_size=2), r"rank 2 is not one of the world_size=2 processes \(0..1\)"),   # gave empty batches
+])
+def test_sampler_arguments_are_named(kwargs, message):
+    args = dict(batch_size=8, m=2, seed=0) | kwargs
+    with pytest.raises(ValueError, match=message):
+        build_sampler("m_per_class", LABELS, **args)
+
+
+def test_few_shot_needs_an_integer_count():
+    with pytest.raises(ValueError, match="shots must be a positive integer, got 2.5"):   # said "seed must be integer"
+        few_shot_indices(LABELS, 2.5)

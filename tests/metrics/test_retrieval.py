@@ -623,6 +623,10 @@ def test_search_dtype_is_chosen_by_measurement_once(monkeypatch):
         stats = {}
         knn.knn_search(x[:300], x, 7, stats=stats, search_dtype=torch.int8 if how == "argument" else None)
         assert stats["search_dtype"] == fp and not stats["self_search"]
+    monkeypatch.setenv("UMLKIT_SEARCH_DTYPE", "")     # set but empty (`UMLKIT_SEARCH_DTYPE= cmd`): as unset
+    stats = {}
+    knn.knn_search(x[:300], x, 7, stats=stats)
+    assert stats["search_dtype"] == fp
     monkeypatch.setenv("UMLKIT_SEARCH_DTYPE", "fp16")
     with pytest.raises(ValueError, match="UMLKIT_SEARCH_DTYPE='fp16': expected 'bf16', 'fp32' or 'int8'"):
         knn.knn_search(x, x, 7)

@@ -50,6 +50,10 @@ def test_a_hub_that_never_answers_fails_fast_naming_the_file(silent_server, monk
 def test_offline_mode_is_detected_without_network(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert hub_unreachable() == "HF_HUB_OFFLINE is set"
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setenv("UMLKIT_HUB_TIMEOUT", "abc")
+    with pytest.raises(ValueError, match="UMLKIT_HUB_TIMEOUT='abc': expected seconds"):
+        hub_unreachable()
 
 
 def test_shipped_and_local_weights_need_no_hub(monkeypatch):

@@ -246,10 +246,47 @@ def _transformed(key: tuple, transform, img: Image.Image) -> torch.Tensor:
 # --------------------------------------------------------------------------------------------- format readers
 # Each returns {split: (paths, class_keys)} with class keys that sort into the split's class order.
 
-def _lines(path: Path) -> list[str]:
+def _numbered(path: Path) -> list[tuple[int, str]]:
+    """(line number, stripped text) of the non-blank lines of an annotation file."""
     if not path.is_file():
         raise FileNotFoundError(path)
-    return [ln.strip() for ln in path.read_text().splitlines() if ln.strip()]
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: not a text annotation file ({err.reason} at byte {err.start}); expected the "
+                         f"dataset's original file") from None
+    return [(no, ln.strip()) for no, ln in enumerate(text.splitlines(), start=1) if ln.strip()]
+
+
+def _lines(path: Path) -> list[str]:
+    return [ln for _, ln in _numbered(path)]
+
+
+def _table(path: Path, layout: str, skip: int = 0, ints: tuple[int, ...] = ()) -> list[list]:
+    """The rows of a whitespace-separated annotation file after ``skip`` header lines, split into the fields
+    ``layout`` names (its last field takes the rest of the line, e.g. a name with spaces); the fields at ``ints``
+    as integers. A line that does not fit is named with its file and number."""
+    fields = layout.split()
+    rows = []
+    for no, ln in _numbered(path)[skip:]:
+        parts = ln.split(None, len(fields) - 1)
+        try:
+            if len(parts) != len(fields):
+                raise ValueError
+            rows.append([int(v) if i in ints else v for i, v in enumerate(parts)])
+        except ValueError:
+            raise ValueError(f"{path}, line {no}: expected '{layout}'"
+                             f"{' (' + ', '.join(fields[i] for i in ints) + ' integer)' if ints else ''}, got "
+                             f"{ln[:80]!r}") from None
+    return rows
+
+
+def _labels_of(ids: dict, labels: dict, path: Path) -> list[int]:
+    """The class of each image id in ``ids`` (sorted) from ``labels``; an image without one is named."""
+    missing = [i for i in ids if i not in labels]
+    if missing:
+        raise ValueError(f"{path} gives no class for {len(missing)} image(s) of images.txt (first: id {missing[0]})")
+    return [labels[i] for i in ids]
 
 
 def _reject_dot_underscore(paths: list[str], where: Path) -> None:
@@ -280,13 +317,12 @@ def _halves(paths: list[Path], keys: list, train_keys: set | None = None, declar
 
 def _read_cub(root: Path, **_):
     base = root / "CUB_200_2011"
-    ids = dict(ln.split(" ", 1) for ln in _lines(base / "images.txt"))
-    labels = dict(ln.split() for ln in _lines(base / "image_class_labels.txt"))
+    ids = dict(sorted(_table(base / "images.txt", "IMAGE_ID PATH", ints=(0,))))
+    labels = dict(_table(base / "image_class_labels.txt", "IMAGE_ID CLASS_ID", ints=(0, 1)))
     _reject_dot_underscore(list(ids.values()), base / "images.txt")
-    order = sorted(ids, key=int)
-    keys = [int(labels[i]) for i in order]
-    paths = [base / "images" / ids[i] for i in order]
-    names = {int(a): b for a, b in (ln.split(" ", 1) for ln in _lines(base / "classes.txt"))}
+    keys = _labels_of(ids, labels, base / "image_class_labels.txt")
+    paths = [base / "images" / path for path in ids.values()]
+    names = dict(_table(base / "classes.txt", "CLASS_ID NAME", ints=(0,)))
     return _halves(paths, keys, declared=list(names)), names
 
 
@@ -324,15 +360,15 @@ def _read_sop(root: Path, **_):
     base = root / "Stanford_Online_Products"
     out, names = {}, {}
     for split, fname in (("train", "Ebay_train.txt"), ("test", "Ebay_test.txt")):
-        rows = [ln.split() for ln in _lines(base / fname)[1:]]
-        out[split] = ([base / r[3] for r in rows], [int(r[1]) for r in rows])
+        rows = _table(base / fname, "IMAGE_ID CLASS_ID SUPER_CLASS_ID PATH", skip=1, ints=(1,))
+        out[split] = ([base / r[3] for r in rows], [r[1] for r in rows])
         names.update({int(r[1]): r[3].split("/")[0].replace("_final", "") for r in rows})
     return out, names
 
 
 def _read_inshop(root: Path, **_):
     base = root / "Inshop_Clothes"
-    rows = [ln.split() for ln in _lines(base / "Eval" / "list_eval_partition.txt")[2:]]
+    rows = _table(base / "Eval" / "list_eval_partition.txt", "IMAGE_NAME ITEM_ID EVALUATION_STATUS", skip=2)
     out = {s: ([], []) for s in ("train", "query", "gallery")}
     for img, item, status in rows:
         if status not in out:
@@ -345,14 +381,13 @@ def _read_inshop(root: Path, **_):
 
 def _read_nabirds(root: Path, **_):
     base = root / "nabirds"
-    ids = dict(ln.split(" ", 1) for ln in _lines(base / "images.txt"))
-    labels = dict(ln.split() for ln in _lines(base / "image_class_labels.txt"))
-    order = sorted(ids)
-    keys = [int(labels[i]) for i in order]
+    ids = dict(sorted(_table(base / "images.txt", "IMAGE_UUID PATH")))
+    labels = dict(_table(base / "image_class_labels.txt", "IMAGE_UUID CLASS_ID", ints=(1,)))
+    keys = _labels_of(ids, labels, base / "image_class_labels.txt")
     names = {}
     if (base / "classes.txt").is_file():
-        names = {int(a): b for a, b in (ln.split(" ", 1) for ln in _lines(base / "classes.txt"))}
-    return _halves([base / "images" / ids[i] for i in order], keys), names
+        names = dict(_table(base / "classes.txt", "CLASS_ID NAME", ints=(0,)))
+    return _halves([base / "images" / path for path in ids.values()], keys), names
 
 
 def _read_dogs(root: Path, **_):

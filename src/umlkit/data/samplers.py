@@ -144,6 +144,13 @@ SAMPLERS = ("random", "m_per_class", "unique_class", "class_random", "source_bal
 def build_sampler(name: str, labels, batch_size: int, m: int = 4, sources=None, seed: int = 0, rank: int = 0,
                   world_size: int = 1) -> BaseBatchSampler:
     """A batch sampler by name (see the module docstring)."""
+    for key, value, low in (("batch_size", batch_size, 1), ("m", m, 1), ("seed", seed, 0), ("world_size", world_size, 1),
+                            ("rank", rank, 0)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            raise ValueError(f"sampler {name!r}: {key} must be an integer >= {low}, got {value!r}")
+    if rank >= world_size:
+        raise ValueError(f"sampler {name!r}: rank {rank} is not one of the world_size={world_size} processes "
+                         f"(0..{world_size - 1})")
     if name == "random":
         return RandomBatchSampler(len(labels), batch_size, seed, rank, world_size)
     if name == "m_per_class":
@@ -163,7 +170,7 @@ def few_shot_indices(labels: Sequence[int], shots: int, seed: int = 0) -> np.nda
     """PUMA's few-shot training subsets: ``shots`` images per class (1, 2, 4, 8, 16 in the paper), drawn without
     replacement, or with replacement for a class with fewer images (as the official ``random.choices``).
     Deterministic in ``(seed, shots)``; classes in sorted order."""
-    if shots <= 0:
-        raise ValueError(f"shots must be positive, got {shots}")
+    if isinstance(shots, bool) or not isinstance(shots, (int, np.integer)) or shots <= 0:
+        raise ValueError(f"shots must be a positive integer, got {shots!r}")
     rng = np.random.default_rng([seed, shots])
     return np.concatenate([rng.choice(idx, shots, replace=len(idx) < shots) for idx in group_by_class(labels)[1]])

@@ -504,7 +504,7 @@ def choose_search_dtype(self_search: bool = False) -> torch.dtype:
     e.g. to compare them or to pin a choice; ``int8`` applies to self-searches (a plain search has no int8 pass
     and measures as without it).
     """
-    forced = os.environ.get("UMLKIT_SEARCH_DTYPE")
+    forced = os.environ.get("UMLKIT_SEARCH_DTYPE") or None   # set but empty: as unset
     if forced is not None:
         if forced not in _DTYPES:
             raise ValueError(f"UMLKIT_SEARCH_DTYPE={forced!r}: expected 'bf16', 'fp32' or 'int8' (or unset: measure)")

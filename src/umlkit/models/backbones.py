@@ -112,7 +112,13 @@ def hub_unreachable(timeout: float | None = None) -> str | None:
     (``UMLKIT_HUB_TIMEOUT``, default 5), else the reason (no network, refused, no answer in time, offline mode)."""
     if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
         return "HF_HUB_OFFLINE is set"
-    timeout = float(timeout if timeout is not None else os.environ.get("UMLKIT_HUB_TIMEOUT", 5))
+    if timeout is None:
+        raw = os.environ.get("UMLKIT_HUB_TIMEOUT") or "5"
+        try:
+            timeout = float(raw)
+        except ValueError:
+            raise ValueError(f"UMLKIT_HUB_TIMEOUT={raw!r}: expected seconds, e.g. 5") from None
+    timeout = float(timeout)
     url = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/") + "/api/models/timm"
     try:
         with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout):
