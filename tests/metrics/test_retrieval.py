@@ -811,6 +811,8 @@ def test_fp32_guard_uses_the_legacy_setting_on_older_torch(monkeypatch):
     (lambda x: knn_search(x, x, torch.full((10,), 2.0)), "integer tensor, got dtype torch.float32"),
     (lambda x: knn_search(x, x, 2, self_index=torch.arange(10).float()), r"self_index must be an integer tensor"),
     (lambda x: knn_search(x, x, 2, self_index=torch.arange(10) + 5), r"in \[0, 10\) or -1, got \[5, 14\]"),
+    (lambda x: evaluate_retrieval(x, list(range(10))), r"NMI needs .* 10 queries, 10 classes. Leave it out"),
+    (lambda x: evaluate_retrieval(x, [0] * 10), r"NMI needs .* 10 queries, 1 classes. Leave it out"),
     (lambda x: knn_search(x, x, 2, chunk_size=0), "chunk_size must be an integer >= 1, got 0"),
     (lambda x: knn_search(x, x, 2, candidate_extra=-5), "candidate_extra must be an integer >= 0, got -5"),
     (lambda x: neighbour_class_counts(x, [0] * 9 + [10**6], k=2), r"C <= 10 .* got \[0, 1000000\]; map raw"),

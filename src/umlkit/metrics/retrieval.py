@@ -311,6 +311,12 @@ def evaluate_indices(
     nq, ng = q.shape[0], g.shape[0]
     if nq == 0 or ng == 0:
         raise ValueError(f"need at least one query and one gallery item, got {nq} queries and {ng} gallery items")
+    if "NMI" in others:   # checked before the search, whose results its failure would otherwise discard
+        n_classes = int(torch.unique(ql).numel())
+        if n_classes < 2 or nq <= n_classes:
+            raise ValueError(f"NMI needs at least 2 classes and more items than classes; got {nq} queries, {n_classes} "
+                             f"classes. Leave it out (metrics=['R@1', 'MAP@R', ...]; the default metric set "
+                             f"includes it)")
     # position of each query inside the gallery (-1 when it is not a gallery item)
     order = torch.argsort(gallery_index)
     sorted_g = gallery_index[order]
