@@ -38,6 +38,10 @@ def inputs(tmp_path_factory) -> Path:
     (t / "emptyrun" / "last.pt").write_bytes(b"junk")
     (t / "real").mkdir()
     (t / "real" / "mine.txt").write_text("keep")
+    (t / "weights").mkdir()
+    (t / "weights" / "vit_tiny_uml_patch8_32.safetensors").write_text("mine")
+    (t / "badsums").mkdir()
+    (t / "badsums" / "SHA256SUMS").write_text("not a checksum line\n")
     (t / "empty.npz").write_bytes(b"")
     repo = "repository:\n  url: https://github.com/o/n\n  branch: main\n"
     for name, config, toc in (("nochapters", repo, "root: book/intro\nchapters:\n  - file: book/gone\n"),
@@ -108,6 +112,11 @@ CASES = [
                                                           "manifest: expected a JSON object, found a list"),
     (["data", "make-mini", "--size", "huge"], "argument --size: invalid choice: 'huge'"),
     (["data", "pretrain-mini", "--epochs", "0", "--out", "{t}/w"], "argument --epochs: expected a positive integer, got 0"),
+    (["data", "pretrain-mini"], "pretraining would replace "),      # the shipped weights: only with --overwrite
+    (["data", "pretrain-mini", "--out", "{t}/weights"], "pretraining would replace {t}/weights/vit_tiny_uml_patch8_32"
+                                                        ".safetensors; pass overwrite=True (CLI: --overwrite)"),
+    (["data", "pretrain-mini", "--out", "{t}/badsums"], "{t}/badsums/SHA256SUMS, line 1: expected '<sha256> <file "
+                                                        "name>'"),
     (["records", "train", "oodml", "tables", "--worker", "3/2"], "--worker 3/2"),
     (["records", "train", "oodml", "tables", "--worker", "half"], "expects I/N"),
     (["records", "train", "oodml", "tables", "--match", "("], "--match '(' is not a regular expression"),

@@ -111,7 +111,8 @@ def _cmd_data_make_mini(args: argparse.Namespace) -> int:
 def _cmd_data_pretrain_mini(args: argparse.Namespace) -> int:
     from umlkit.models.pretrain import pretrain_tiny_vit
 
-    report = pretrain_tiny_vit(args.out, epochs=args.epochs, seed=args.seed, recipe=args.recipe)
+    report = pretrain_tiny_vit(args.out, epochs=args.epochs, seed=args.seed, recipe=args.recipe,
+                               overwrite=args.overwrite)
     print(json.dumps(report, indent=1))
     return 0
 
@@ -450,6 +451,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="v1: the weights of UML-Mini v1; v2: longer, with unobservable targets masked")
     p.add_argument("--epochs", type=_positive_int, default=None, help="default: the recipe's")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--overwrite", action="store_true", help="replace existing weights, heads and report (the shipped "
+                   "ones without --out)")
     p.set_defaults(func=_cmd_data_pretrain_mini)
     return parser
 

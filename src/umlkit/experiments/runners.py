@@ -80,7 +80,8 @@ def weights_for(cfg: dict) -> dict:
     path = out / "vit_tiny_uml_patch8_32.safetensors"
     if not path.is_file():
         from umlkit.models.pretrain import pretrain_tiny_vit
-        pretrain_tiny_vit(out, epochs=epochs, progress=False, log=lambda *_: None)
+        # its own cache folder: files an interrupted run left there (heads before weights) are replaced
+        pretrain_tiny_vit(out, epochs=epochs, progress=False, log=lambda *_: None, overwrite=True)
     resolved = copy.deepcopy(cfg)
     resolved["model"]["weights"] = str(path)
     return resolved

@@ -153,22 +153,27 @@ def weight_files(recipe: str = "v1", out: str | Path | None = None) -> dict[str,
 
 def pretrain_tiny_vit(out: str | Path | None = None, epochs: int | None = None, n_images: int | None = None,
                       batch_size: int = 128, lr: float = 1e-3, seed: int = 0, data_seed: int = 1234,
-                      progress: bool = True, log: callable = print, recipe: str = "v1") -> dict:
+                      progress: bool = True, log: callable = print, recipe: str = "v1", overwrite: bool = False
+                      ) -> dict:
     """Pretrain ``vit_tiny_uml_patch8_32`` with a recipe of :data:`RECIPES` and write its weights, heads, report
     and ``SHA256SUMS`` (other entries of an existing ``SHA256SUMS`` are kept) to ``out``.
 
     ``epochs`` and ``n_images`` default to the recipe's. After every epoch the model is evaluated on 2,000 fresh
     images (no random numbers are drawn, so the weights do not depend on it): summed validation loss and
     accuracy per head, the curve of the report. Deterministic on CPU for a fixed thread count.
+
+    Existing weights, heads or report files are replaced only with ``overwrite=True`` (the shipped ones are what the
+    committed records were trained with); the folder and ``SHA256SUMS`` are checked before training, and every file
+    is written atomically.
     """
-    from safetensors.torch import save_file
+    from safetensors.torch import save as to_bytes
     if recipe not in RECIPES:
         raise ValueError(f"unknown pretraining recipe {recipe!r}; choose one of {sorted(RECIPES)}")
     spec = RECIPES[recipe]
     epochs = spec["epochs"] if epochs is None else int(epochs)
     n_images = spec["n_images"] if n_images is None else int(n_images)
     files = weight_files(recipe, out)
-    files["weights"].parent.mkdir(parents=True, exist_ok=True)
+    sums = _check_destination(files, overwrite)
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     t0 = time.perf_counter()
@@ -218,8 +223,8 @@ def pretrain_tiny_vit(out: str | Path | None = None, epochs: int | None = None, 
     with torch.no_grad():
         named = class_logits({k: h(feats) for k, h in heads.items()})
     acc["class (320 named)"] = float((named.argmax(1) == torch.from_numpy(val_targets["class"])).float().mean())
-    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(files["weights"]))
-    save_file({k: v.contiguous() for k, v in heads.state_dict().items()}, str(files["heads"]))
+    _atomic_write(files["weights"], to_bytes({k: v.contiguous() for k, v in model.state_dict().items()}))
+    _atomic_write(files["heads"], to_bytes({k: v.contiguous() for k, v in heads.state_dict().items()}))
     import platform
     report = {"recipe": recipe, "seconds": round(time.perf_counter() - t0, 1), "epochs": epochs,
               "n_images": n_images, "seed": seed, "masked_unobservable_targets": spec["mask_unobservable"],
@@ -232,14 +237,40 @@ def pretrain_tiny_vit(out: str | Path | None = None, epochs: int | None = None, 
               "sha256": {files["weights"].name: sha256(files["weights"]), files["heads"].name: sha256(files["heads"])},
               "size_bytes": files["weights"].stat().st_size, "torch": torch.__version__,
               "threads": torch.get_num_threads(), "cpu": _cpu_name() or platform.processor()}
-    sums = {}
-    if files["sums"].is_file():
-        sums = {name: h for h, name in (line.split() for line in files["sums"].read_text().splitlines() if line.strip())}
     sums.update(report["sha256"])
     _atomic_write(files["sums"], "".join(f"{h}  {n}\n" for n, h in sorted(sums.items())))
     _atomic_write(files["report"], json.dumps(report, indent=1))
     log(json.dumps(report["val_accuracy"]))
     return report
+
+
+def _check_destination(files: dict[str, Path], overwrite: bool) -> dict[str, str]:
+    """Before any training: refuse files that would be replaced without ``overwrite``, a folder that cannot be
+    written, and a ``SHA256SUMS`` that cannot be read (its entries, kept and updated, are returned)."""
+    import tempfile
+    existing = [str(files[k]) for k in ("weights", "heads", "report") if files[k].exists()]
+    if existing and not overwrite:
+        raise FileExistsError(f"pretraining would replace {', '.join(existing)}; pass overwrite=True (CLI: "
+                              f"--overwrite) to replace them, or choose another folder (--out). Shipped weights are "
+                              f"what the committed records were trained with. Nothing was changed.")
+    folder = files["weights"].parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as err:
+        raise OSError(f"cannot write the weights into {folder} ({err.strerror or err}); choose another --out") from None
+    sums = {}
+    if files["sums"].is_file():
+        for no, line in enumerate(files["sums"].read_text(errors="replace").splitlines(), start=1):
+            parts = line.split()
+            if not parts:
+                continue
+            if len(parts) != 2 or len(parts[0]) != 64:
+                raise ValueError(f"{files['sums']}, line {no}: expected '<sha256>  <file name>', got {line[:80]!r}; "
+                                 f"fix or move the file before pretraining")
+            sums[parts[1]] = parts[0]
+    return sums
 
 
 def _cpu_name() -> str:
