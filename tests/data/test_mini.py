@@ -1,6 +1,7 @@
 """UML-Mini: determinism, real loaders reading it back with the manifest's counts, sizes, design properties."""
 import hashlib
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -126,13 +127,18 @@ def test_make_mini_keeps_a_users_files_inside_its_own_folders(tmp_path):
     notes.unlink()
     photo.unlink()
     assert make_mini(tree, sources=["cub"], overwrite=True) == tree   # once moved away, it regenerates
-    # an interrupted generation (no image list yet) may hold any image, not other files
+    # a folder without its image list (an interrupted generation) cannot tell its images from a user's: an image
+    # of theirs put there was deleted; now the folder is named and nothing is touched
     (tree / "CUB_200_2011" / "uml_mini_text.tsv").unlink()
-    make_mini(tree, sources=["cub"], overwrite=True)
-    (tree / "CUB_200_2011" / "uml_mini_text.tsv").unlink()
-    (tree / "CUB_200_2011" / "notes.md").write_text("x")
-    with pytest.raises(FileExistsError, match="notes.md"):
+    mine = tree / "CUB_200_2011" / "images" / "my_bird.jpg"
+    mine.write_bytes(b"a real photo")
+    with pytest.raises(FileExistsError, match=r"1001 file\(s\) UML-Mini did not write.*CUB_200_2011 lack\(s\) "
+                                              r"uml_mini_text.tsv.*delete it"):
         make_mini(tree, sources=["cub"], overwrite=True)
+    assert mine.read_bytes() == b"a real photo"
+    shutil.rmtree(tree / "CUB_200_2011")            # the user removes the interrupted folder: it regenerates
+    make_mini(tree, sources=["cub"], overwrite=True)
+    assert load_dataset("cub", tree, "train").class_names
 
 
 def test_a_manifest_that_is_not_an_object_is_named(tmp_path):

@@ -622,9 +622,14 @@ def _check_target(root: Path, names: list[str], manifest: dict | None) -> set[st
     added = [f for n in names if (root / _FOLDERS[n]).is_dir() for f in _files_not_written(root / _FOLDERS[n], n)]
     if added:
         shown = ", ".join(str(f) for f in added[:5]) + (f" and {len(added) - 5} more" if len(added) > 5 else "")
+        unlisted = [str(root / _FOLDERS[n]) for n in names
+                    if (root / _FOLDERS[n]).is_dir() and not (root / _FOLDERS[n] / TEXT_FILE).is_file()]
+        hint = (f" {', '.join(unlisted)} lack(s) {TEXT_FILE}, UML-Mini's list of the images it wrote (an interrupted "
+                f"generation, or a version-1 tree): if nothing in such a folder is yours, delete it and run again."
+                if unlisted else "")
         raise FileExistsError(f"regenerating UML-Mini under {root} would replace its dataset folders, but they hold "
                               f"{len(added)} file(s) UML-Mini did not write: {shown}. Move them out of the tree first "
-                              f"(nothing was changed).")
+                              f"(nothing was changed).{hint}")
     return created
 
 
@@ -646,7 +651,9 @@ _IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
 def _files_not_written(folder: Path, name: str) -> list[Path]:
     """Files under a UML-Mini dataset folder that its writer did not put there (a user's notes, a real image copied
     in): anything besides the marker, :data:`TEXT_FILE`, the source's metadata files and the images the text file
-    lists. A folder without the text file (generation interrupted before its last file) may also hold any image."""
+    lists. In a folder without the text file (generation interrupted before its last file, or a tree of generator
+    version 1) nothing tells its images from a user's, so every image counts as not written: the folder is named
+    and the user removes it, rather than regeneration deleting an image of theirs."""
     written = {FOLDER_MARKER, TEXT_FILE, *_METADATA[name]}
     listing = folder / TEXT_FILE
     images = None
@@ -661,8 +668,6 @@ def _files_not_written(folder: Path, name: str) -> list[Path]:
             continue
         rel = path.relative_to(folder).as_posix()
         if rel in written or (images is not None and rel in images):
-            continue
-        if images is None and path.suffix.lower() in _IMAGE_SUFFIXES and not path.is_symlink():
             continue
         out.append(path)
     return out
