@@ -3,6 +3,7 @@
 Nothing here trains: every case fails before the first step."""
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from pathlib import Path
@@ -38,6 +39,7 @@ def inputs(tmp_path_factory) -> Path:
     (t / "emptyrun" / "last.pt").write_bytes(b"junk")
     (t / "real").mkdir()
     (t / "real" / "mine.txt").write_text("keep")
+    os.mkfifo(t / "pipe.npz")            # np.load waited on it forever
     (t / "weights").mkdir()
     (t / "weights" / "vit_tiny_uml_patch8_32.safetensors").write_text("mine")
     (t / "badsums").mkdir()
@@ -59,6 +61,8 @@ CASES = [
     (["evaluate", "{t}/missing.npz"], "{t}/missing.npz"),
     (["evaluate", "{t}/bad.yaml"], "{t}/bad.yaml: not an .npz archive"),
     (["evaluate", "{t}/empty.npz"], "cannot read {t}/empty.npz"),
+    (["evaluate", "{t}/pipe.npz"], "{t}/pipe.npz is not a regular file"),
+    (["evaluate", "{t}/real"], "{t}/real is not a regular file"),
     (["evaluate", "{t}/single.npy"], "{t}/single.npy"),
     (["evaluate", "{t}/len.npz"], "{t}/len.npz: query_labels has 3 entries but query has 6 rows"),
     (["evaluate", "{t}/nan.npz"], "{t}/nan.npz: query has 1 row(s) with NaN"),

@@ -49,6 +49,10 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
     from umlkit.metrics import evaluate_retrieval
 
+    if Path(args.file).exists() and not Path(args.file).is_file():   # a folder, or a pipe np.load would wait on
+        print(f"umlkit: error: {args.file} is not a regular file; expected an .npz file with arrays 'embeddings' and "
+              "'labels' (numpy.savez)", file=sys.stderr)
+        return 2
     try:
         blob = np.load(args.file, allow_pickle=False)
         if not hasattr(blob, "files"):

@@ -45,10 +45,14 @@ def _new_file_mode(path: Path) -> int:
 
 
 def _atomic_write(path: Path, data: str | bytes) -> None:
-    """Write text or bytes to ``path`` through a temporary file in the same folder, flushed to disk, and a rename."""
+    """Write text or bytes to ``path`` through a temporary file in the same folder, flushed to disk, and a rename.
+    A symbolic link is written through: its target gets the content and the link stays (a rename would replace the
+    link by a file and leave the target as it was)."""
     path = Path(path)
+    if path.is_symlink():
+        path = path.resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb" if isinstance(data, bytes) else "w") as fh:
             fh.write(data)

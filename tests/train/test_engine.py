@@ -207,18 +207,24 @@ def test_resume_after_changing_the_architecture_names_checkpoint_and_keys(small_
 def test_resume_refuses_a_changed_training_configuration_and_keeps_config_json(small_root, tmp_path):
     """Resuming with another learning rate, seed or objective would continue the run under settings its
     config.json then claims for the whole run; only where and how long it runs may change (train.epochs)."""
+    run = tmp_path / "run"
     cfg = tiny_cfg(small_root, epochs=1)
-    fit(cfg, run_dir=tmp_path)
-    saved = (tmp_path / "config.json").read_bytes()
+    fit(cfg, run_dir=run)
+    saved = (run / "config.json").read_bytes()
     for key, value in (("optimizer.lr", 0.5), ("seed", 7), ("data.batch_size", 16)):
         changed = resolve_config(cfg, overrides=[f"{key}={value}"])
-        with pytest.raises(ValueError, match=rf"differs from {re.escape(str(tmp_path / 'config.json'))} in {key}\b"):
-            fit(changed, run_dir=tmp_path, resume=True)
-        assert (tmp_path / "config.json").read_bytes() == saved
-        assert load_checkpoint(tmp_path / "latest.pt")["epoch"] == 1
+        with pytest.raises(ValueError, match=rf"differs from {re.escape(str(run / 'config.json'))} in {key}\b"):
+            fit(changed, run_dir=run, resume=True)
+        assert (run / "config.json").read_bytes() == saved
+        assert load_checkpoint(run / "latest.pt")["epoch"] == 1
+    # a checkpoint two epochs in, resumed into a one-epoch run: refused before config.json is rewritten
+    fit(resolve_config(cfg, overrides=["train.epochs=2"]), run_dir=tmp_path / "two")
+    with pytest.raises(ValueError, match=r"train.epochs = 1: the checkpoint has trained 2 epochs already"):
+        fit(cfg, run_dir=run, resume=tmp_path / "two" / "latest.pt")
+    assert (run / "config.json").read_bytes() == saved
     longer = resolve_config(cfg, overrides=["train.epochs=2"])
-    assert fit(longer, run_dir=tmp_path, resume=True).history[-1]["epoch"] == 2
-    assert json.loads((tmp_path / "config.json").read_text())["config"]["train"]["epochs"] == 2
+    assert fit(longer, run_dir=run, resume=True).history[-1]["epoch"] == 2
+    assert json.loads((run / "config.json").read_text())["config"]["train"]["epochs"] == 2
 
 
 

@@ -45,6 +45,7 @@ from umlkit.losses import create_loss, loss_inputs, model_requirements
 from umlkit.losses._checks import NonFiniteEmbeddingsError
 from umlkit.models import create_model, method_entry
 from umlkit.models.backbones import backbone_data_config
+from umlkit.results import _atomic_write
 from umlkit.train.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from umlkit.train.config import config_hash, legacy_objective, resolve_config
 from umlkit.train.evaluate import evaluate_model
@@ -583,14 +584,18 @@ def fit(config: dict | None = None, *, run_dir: str | Path | None = None, resume
             sampler.load_state_dict(state["sampler"])
             set_rng_state(state["rng"])
             history, start_epoch = list(state["history"]), int(state["epoch"])
+            if cfg["train"]["epochs"] < start_epoch:
+                raise ValueError(f"cannot resume {path} with train.epochs = {cfg['train']['epochs']}: the checkpoint "
+                                 f"has trained {start_epoch} epochs already; give at least {start_epoch}. Nothing "
+                                 f"was changed.")
             best_epoch = state.get("best_epoch")
             best = _frame_from_json(state["best"]) if state.get("best") else None
             if scaler is not None and "scaler" in state:
                 scaler.load_state_dict(state["scaler"])
     if is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "config.json").write_text(json.dumps({"config": cfg, "config_hash": config_hash(_hashable(cfg))},
-                                                        indent=1, default=str))
+        _atomic_write(run_dir / "config.json", json.dumps({"config": cfg, "config_hash": config_hash(_hashable(cfg))},
+                                                          indent=1, default=str))
         with open(run_dir / "log.jsonl", "w") as fh:  # rewritten from the checkpoint's history on resume
             fh.writelines(json.dumps(h) + "\n" for h in history)
 
@@ -701,7 +706,7 @@ def fit(config: dict | None = None, *, run_dir: str | Path | None = None, resume
         last = _frame_from_json(history[-1]["test"])
     result = FitResult(run_dir, cfg, history, last, best, best_epoch, model, loss, time.perf_counter() - t0)
     if is_main and last is not None:
-        (run_dir / "metrics.json").write_text(json.dumps(
+        _atomic_write(run_dir / "metrics.json", json.dumps(
             {"last_epoch": _frame_to_json(last), "best_on_test": _frame_to_json(best), "best_epoch": best_epoch,
              "selection_note": "best_on_test selects the epoch on the test set, as the papers do"}, indent=1))
     if world > 1:
