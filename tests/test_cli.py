@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 import umlkit
 from umlkit import cli
@@ -26,6 +27,11 @@ def test_cli_evaluate(tmp_path, capsys):
     np.savez(tmp_path / "bad.npz", emb=x)
     assert cli.main(["evaluate", str(tmp_path / "bad.npz")]) == 2
     assert "lacks" in capsys.readouterr().err
+    # every item its own class: MAP@R has no query with positives; JSON has no NaN, so it is null
+    np.savez(tmp_path / "single.npz", embeddings=x, labels=np.arange(4))
+    assert cli.main(["evaluate", str(tmp_path / "single.npz"), "--metrics", "R@1,MAP@R"]) == 0
+    out = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(f"invalid JSON constant {c}"))
+    assert out["MAP@R"] is None and out["R@1"] == 0.0
 
 
 def test_cli_errors_are_one_line_naming_the_input(tmp_path, capsys):

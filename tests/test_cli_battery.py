@@ -25,6 +25,7 @@ def inputs(tmp_path_factory) -> Path:
     nan[0, 0] = np.nan
     np.savez(t / "nan.npz", embeddings=nan, labels=np.array([0, 0, 1, 1, 2, 2]))
     np.savez(t / "ok.npz", embeddings=x, labels=np.array([0, 0, 1, 1, 2, 2]))
+    np.savez(t / "strlabels.npz", embeddings=x, labels=np.array(list("aabbcc")))
     np.save(t / "single.npy", x)
     (t / "bad.yaml").write_text("model: [unclosed\n")
     (t / "typo.yaml").write_text("modle:\n  backbone: x\n")
@@ -64,8 +65,12 @@ CASES = [
     (["evaluate", "{t}/pipe.npz"], "{t}/pipe.npz is not a regular file"),
     (["evaluate", "{t}/real"], "{t}/real is not a regular file"),
     (["evaluate", "{t}/single.npy"], "{t}/single.npy"),
-    (["evaluate", "{t}/len.npz"], "{t}/len.npz: query_labels has 3 entries but query has 6 rows"),
-    (["evaluate", "{t}/nan.npz"], "{t}/nan.npz: query has 1 row(s) with NaN"),
+    (["evaluate", "{t}/len.npz"], "{t}/len.npz: labels has 3 entries but embeddings has 6 rows"),
+    (["evaluate", "{t}/strlabels.npz"], "{t}/strlabels.npz: "),
+    (["evaluate", "{t}/ok.npz"], "{t}/ok.npz: R@8 needs k=8 neighbours but the gallery offers only 5 per query (no "
+                                 "--metrics: the default set"),
+    (["reproduce", "-p", "PROFILE=full"], "-p 'PROFILE=full': choose the profile with --profile full"),
+    (["evaluate", "{t}/nan.npz"], "{t}/nan.npz: embeddings has 1 row(s) with NaN"),
     (["evaluate", "{t}/ok.npz", "--metrics", "FOO"], "unknown metric 'FOO'"),
     (["evaluate", "{t}/ok.npz", "--metrics", "R@0"], "R@k needs k >= 1"),
     (["train", "{t}/missing.yaml"], "{t}/missing.yaml does not exist"),

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import zipfile
 from pathlib import Path
@@ -72,9 +73,14 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     metrics = args.metrics.split(",") if args.metrics else None
     try:
         res = evaluate_retrieval(blob["embeddings"], blob["labels"], gallery, gallery_labels, metrics=metrics)
-    except ValueError as err:
-        raise ValueError(f"{args.file}: {err}") from err
-    print(json.dumps(res, indent=2))
+    except (ValueError, TypeError) as err:
+        # the library names the arrays as its arguments; the file calls them embeddings and labels
+        text = re.sub(r"\bquery\b(?= (has|must))", "embeddings", str(err).replace("query_labels", "labels"))
+        hint = "" if metrics or not re.search(r"R@|NMI|mAP", text) else \
+            " (no --metrics: the default set R@1,2,4,8, MAP@R, RP, mAP@1000, NMI; choose with --metrics R@1,MAP@R)"
+        raise type(err)(f"{args.file}: {text}{hint}") from err
+    # JSON has no NaN (MAP@R of a set without positives): null
+    print(json.dumps({k: (None if isinstance(v, float) and v != v else v) for k, v in res.items()}, indent=2))
     return 0
 
 
@@ -338,6 +344,8 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
             print(f"umlkit: error: -p expects NAME=VALUE (a YAML value), got {item!r}", file=sys.stderr)
             return 2
         name, value = item.split("=", 1)
+        if name.strip() == "PROFILE":   # reproduce sets it from --profile; the -p value was dropped without a word
+            raise ValueError(f"-p {item!r}: choose the profile with --profile {value.strip() or 'quick|full'}")
         try:
             params[name.strip()] = yaml.safe_load(value)
         except yaml.YAMLError as err:

@@ -62,6 +62,11 @@ def test_edited_or_unreadable_records_raise(counting_runner):
         path.write_bytes(content)
         with pytest.raises(rc.RecordError, match=f"run record {path} ({message})"):
             rc.load_record(path)
+    data["key"] = {"a": 1}                    # a consistent hash over a key no runner wrote
+    data["key_hash"] = rc.config_hash(data["key"])
+    path.write_text(json.dumps(data))
+    with pytest.raises(rc.RecordError, match=f"run record {path}: its key cannot be fingerprinted"):
+        rc.load_record(path)
 
 
 def test_a_record_key_is_checked_before_the_run_and_records_get_the_umask_mode(counting_runner, tmp_path):

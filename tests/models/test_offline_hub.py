@@ -51,9 +51,10 @@ def test_offline_mode_is_detected_without_network(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert hub_unreachable() == "HF_HUB_OFFLINE is set"
     monkeypatch.delenv("HF_HUB_OFFLINE")
-    monkeypatch.setenv("UMLKIT_HUB_TIMEOUT", "abc")
-    with pytest.raises(ValueError, match="UMLKIT_HUB_TIMEOUT='abc': expected seconds"):
-        hub_unreachable()
+    for bad in ("abc", "-1", "nan", "inf", "0"):   # torch/urllib said "Timeout value out of range", "Invalid value NaN"
+        monkeypatch.setenv("UMLKIT_HUB_TIMEOUT", bad)
+        with pytest.raises(ValueError, match=rf"UMLKIT_HUB_TIMEOUT='{bad}': expected seconds in \(0, 600\]"):
+            hub_unreachable()
 
 
 def test_shipped_and_local_weights_need_no_hub(monkeypatch):

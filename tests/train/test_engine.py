@@ -134,6 +134,8 @@ def test_config_files_profiles_and_overrides(tmp_path):
     assert quick["optimizer"]["weight_decay"] == 1e-4  # defaults fill the rest
     with pytest.raises(KeyError, match="unknown key 'lrr'"):
         apply_overrides(quick, ["optimizer.lrr=1"])
+    with pytest.raises(ValueError, match=r"override 'data.datasets=\[cub': the value is not valid YAML"):
+        apply_overrides(quick, ["data.datasets=[cub"])
     with pytest.raises(KeyError, match="unknown key 'optimiser' in the config"):
         apply_overrides(quick, ["optimiser.lr=1"])
     assert apply_overrides(quick, ["model.options.adapter_dim=8"])["model"]["options"] == {"adapter_dim": 8}
@@ -167,6 +169,8 @@ def test_config_files_profiles_and_overrides(tmp_path):
     ({"objective": [{"name": "triplet", "weight": -1}]}, ValueError, r"objective.0.weight = -1.0: expected a finite "
                                                                      r"number >= 0"),
     ({"objective": [{"name": "triplet", "options": [1]}]}, ValueError, r"objective.0.options = \[1\]: expected a map"),
+    ({"train": {"metrics": []}}, ValueError, r"train.metrics = \[\]: expected a non-empty list"),   # IndexError
+    ({"profiles": {"quick": [1, 2]}}, ValueError, r"profiles = .*: expected \{quick: "),            # AttributeError
 ])
 def test_config_keys_and_values_are_checked_when_resolved(tmp_path, config, error, match):
     with pytest.raises(error, match=match):

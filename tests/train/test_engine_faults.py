@@ -66,3 +66,23 @@ def test_a_checkpoint_with_python_objects_is_refused_without_advising_an_unsafe_
     with pytest.raises(CheckpointError, match=f"checkpoint {path} is truncated or corrupt") as err:
         load_checkpoint(path)
     assert "\n" not in str(err.value)
+
+
+def test_device_and_world_settings_are_named(monkeypatch):
+    import torch
+
+    from umlkit.train.engine import _device, _world
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    assert _device("auto").type == "cpu"
+    with pytest.raises(ValueError, match=r"config key device = 'cuda:1': torch sees 0 CUDA GPU\(s\) here"):
+        _device("cuda:1")     # torch's own message ("Found no NVIDIA driver") named no setting
+    monkeypatch.setenv("WORLD_SIZE", "abc")
+    with pytest.raises(ValueError, match="WORLD_SIZE='abc' / RANK=None: expected integers"):
+        _world()
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "2")
+    with pytest.raises(ValueError, match="WORLD_SIZE=2, RANK=2: expected 0 <= RANK < WORLD_SIZE"):
+        _world()
+    monkeypatch.setenv("RANK", "1")
+    assert _world() == (2, 1)

@@ -80,7 +80,12 @@ def load_record(path: str | Path) -> dict:
         raise RecordError(f"run record {path}: its stored configuration hashes to {config_hash(rec['key'])}, "
                           f"not to the recorded {rec['key_hash']}; the file was edited. Delete it or rerun.")
     rec["path"] = str(path)
-    rec["stale"] = stale_parts(rec.get("fingerprint"), fingerprint(rec["key"]))
+    try:
+        current = fingerprint(rec["key"])
+    except (ValueError, TypeError, KeyError) as err:
+        raise RecordError(f"run record {path}: its key cannot be fingerprinted ({err}); it was not written by umlkit "
+                          f"or was edited. Delete it (a chapter or `umlkit reproduce` then trains it again)") from err
+    rec["stale"] = stale_parts(rec.get("fingerprint"), current)
     rec["cached"] = True
     return rec
 

@@ -117,7 +117,9 @@ def hub_unreachable(timeout: float | None = None) -> str | None:
         try:
             timeout = float(raw)
         except ValueError:
-            raise ValueError(f"UMLKIT_HUB_TIMEOUT={raw!r}: expected seconds, e.g. 5") from None
+            timeout = float("nan")
+        if not 0 < timeout <= 600:   # also NaN; a longer wait is what this probe exists to avoid
+            raise ValueError(f"UMLKIT_HUB_TIMEOUT={raw!r}: expected seconds in (0, 600], e.g. 5")
     timeout = float(timeout)
     url = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/") + "/api/models/timm"
     try:

@@ -119,7 +119,10 @@ def apply_overrides(config: dict, overrides) -> dict:
         if "=" not in item:
             raise ValueError(f"override {item!r} must look like key.sub=value")
         key, raw = item.split("=", 1)
-        value = _coerce(yaml.safe_load(raw))
+        try:
+            value = _coerce(yaml.safe_load(raw))
+        except yaml.YAMLError as err:
+            raise ValueError(f"override {item!r}: the value is not valid YAML ({' '.join(str(err).split())})") from None
         key = key.strip()
         if key.startswith("loss."):
             key = _legacy_key(key, out.get("objective", []))
@@ -155,6 +158,9 @@ def resolve_config(config: dict | None = None, profile: str | None = None, overr
     """DEFAULTS <- config (with its ``profiles[profile]`` block) <- overrides; validates the top-level keys."""
     config = copy.deepcopy(config or {})
     profiles = config.pop("profiles", {}) or {}
+    if not isinstance(profiles, dict) or not all(isinstance(b, dict) for b in profiles.values()):
+        raise ValueError(f"profiles = {profiles!r}: expected {{quick: {{...}}, full: {{...}}}}, a mapping of config "
+                         f"sections per profile")
     for block in (config, *profiles.values()):
         if "loss" in block:
             if "objective" in block:
@@ -242,6 +248,10 @@ def _check_values(cfg: dict) -> None:
     if train["warmup_epochs"] > train["epochs"]:
         fail("train.warmup_epochs", train["warmup_epochs"], f"at most train.epochs = {train['epochs']} (the epochs "
              "that train the heads only)")
+    metrics = train["metrics"]
+    if not (isinstance(metrics, list) and metrics and all(isinstance(m, str) for m in metrics)):
+        fail("train.metrics", metrics, "a non-empty list of metric names, e.g. [R@1, MAP@R] (the first selects the "
+             "best epoch)")
     datasets = data["datasets"]
     if not (isinstance(datasets, list) and datasets and all(isinstance(d, str) for d in datasets)):
         fail("data.datasets", datasets, "a non-empty list of dataset names, e.g. [cub, cars]")

@@ -419,7 +419,23 @@ def _second_view(x: torch.Tensor) -> torch.Tensor:
 def _device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+    device = torch.device(name)
+    if device.type == "cuda" and (not torch.cuda.is_available() or (device.index or 0) >= torch.cuda.device_count()):
+        raise ValueError(f"config key device = {name!r}: torch sees {torch.cuda.device_count()} CUDA GPU(s) here; use "
+                         f"device: auto (a GPU when there is one) or cpu")
+    return device
+
+
+def _world() -> tuple[int, int]:
+    """(world size, rank) from torchrun's environment variables, checked."""
+    try:
+        world, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
+    except ValueError:
+        raise ValueError(f"WORLD_SIZE={os.environ.get('WORLD_SIZE')!r} / RANK={os.environ.get('RANK')!r}: expected "
+                         f"integers (torchrun sets them)") from None
+    if world < 1 or not 0 <= rank < world:
+        raise ValueError(f"WORLD_SIZE={world}, RANK={rank}: expected 0 <= RANK < WORLD_SIZE")
+    return world, rank
 
 
 def run_dir_for(cfg: dict) -> Path:
@@ -501,8 +517,7 @@ def fit(config: dict | None = None, *, run_dir: str | Path | None = None, resume
         overrides: dotted ``key=value`` strings applied on top of ``config``.
     """
     cfg = resolve_config(config, overrides=overrides)
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    rank = int(os.environ.get("RANK", "0"))
+    world, rank = _world()
     device = _device(cfg["device"])
     if world > 1:
         import torch.distributed as dist
