@@ -265,3 +265,26 @@ def test_an_unreadable_annotation_mat_file_is_named(tmp_path, content):
     f.write_bytes(content)
     with pytest.raises(ValueError, match=r"cars_annos.mat: not a readable MATLAB annotation file .*original .mat"):
         _loadmat(f)
+
+
+def test_check_a_uml_mini_tree_and_a_damaged_dataset(tmp_path):
+    """A UML-Mini tree is checked for its own sources (it has no iNat: a fresh tree exited 1); a damaged annotation
+    file marks that dataset only (it stopped the whole table); an unfinished generation says to run make-mini."""
+    import json
+
+    from umlkit.data import make_mini
+    root = make_mini(tmp_path / "m", sources=["cub", "sop"])
+    table = check_datasets(root)
+    assert list(table.index) == ["cub", "sop"] and (table["status"] == "found").all()
+    with open(root / "CUB_200_2011" / "images.txt", "a") as fh:
+        fh.write("garbage_line_without_id\n")
+    table = check_datasets(root, [" cub", "sop"])
+    assert table.loc["cub", "status"] == "unreadable annotations" and table.loc["sop", "status"] == "found"
+    assert "images.txt, line" in table.loc["cub", "detail"]
+    info = json.loads((root / "UML_MINI.json").read_text())
+    (root / "UML_MINI.json").write_text(json.dumps({**info, "complete": False}))
+    (root / "Stanford_Online_Products" / "Ebay_test.txt").write_text(
+        "\n".join((root / "Stanford_Online_Products" / "Ebay_test.txt").read_text().splitlines()[:-5]) + "\n")
+    table = check_datasets(root, ["sop"])
+    assert table.loc["sop", "status"] == "count mismatch"
+    assert "generation did not finish" in table.loc["sop", "detail"] and "make-mini --root" in table.loc["sop", "detail"]

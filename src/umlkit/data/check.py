@@ -1,12 +1,13 @@
 """``umlkit data check``: which datasets are present under a root, with counts, and how to get the missing ones."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
 from PIL import Image
 
-from umlkit.data.datasets import DATASETS, DatasetCountError, ImageListDataset, load_dataset
+from umlkit.data.datasets import DATASETS, MINI_MANIFEST, DatasetCountError, ImageListDataset, load_dataset
 
 __all__ = ["check_datasets", "verify_images", "CorruptImagesError"]
 
@@ -41,6 +42,15 @@ def verify_images(dataset: ImageListDataset, on_error: str = "report") -> list[t
     return bad
 
 
+def _mini_manifest(root: Path) -> dict | None:
+    """The UML-Mini manifest of ``root`` when it holds a readable one."""
+    try:
+        manifest = json.loads((root / MINI_MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    return manifest if isinstance(manifest, dict) else None
+
+
 def check_datasets(root: str | Path, names=None, verify: bool = False, on_error: str = "report") -> pd.DataFrame:
     """One row per dataset: status (found / missing / count mismatch / files missing / unreadable images),
     images and classes per split, and for problems where to obtain the data and the layout expected."""
@@ -48,9 +58,13 @@ def check_datasets(root: str | Path, names=None, verify: bool = False, on_error:
     if not root.is_dir():
         raise FileNotFoundError(f"data root {root} does not exist or is not a folder; pass --root DIR (the folder "
                                 f"that holds cub200/, cars196/, ...) or set UMLKIT_DATA")
+    names = [n.strip() for n in names] if names else None
     unknown = [n for n in (names or []) if n not in DATASETS]
     if unknown:
         raise ValueError(f"unknown dataset(s) {unknown}; expected some of {list(DATASETS)}")
+    manifest = _mini_manifest(root)
+    if names is None and manifest is not None:   # a UML-Mini tree: its own sources (it has no iNat, for one)
+        names = [n for n in DATASETS if n in manifest.get("datasets", {})] or None
     rows = []
     for name in names or DATASETS:
         spec = DATASETS[name]
@@ -70,6 +84,12 @@ def check_datasets(root: str | Path, names=None, verify: bool = False, on_error:
             row["detail"] = (f"get it from {spec.url}; expected layout {spec.layout}" if missing_folder else str(err))
         except DatasetCountError as err:
             row["status"] = "count mismatch"
+            row["detail"] = str(err)
+            if manifest is not None and not manifest.get("complete", True):
+                row["detail"] = (f"{root} is a UML-Mini tree whose generation did not finish ({MINI_MANIFEST} says "
+                                 f"complete: false); run `umlkit data make-mini --root {root}` again")
+        except ValueError as err:   # a damaged annotation file (named in the message): that dataset only
+            row["status"] = "unreadable annotations"
             row["detail"] = str(err)
         rows.append(row)
     return pd.DataFrame(rows).set_index("dataset")
