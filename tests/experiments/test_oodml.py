@@ -193,9 +193,27 @@ def test_published_split_files_map_onto_the_loaders_class_keys(mini_root, tmp_pa
 
 def test_a_published_class_the_data_root_lacks_is_named(mini_root, tmp_path):
     import pickle
-    (tmp_path / "cub200_splits.pkl").write_bytes(pickle.dumps({1: {"train": ["999.Dodo"], "test": [], "fid": 1.0}}))
+    (tmp_path / "cub200_splits.pkl").write_bytes(pickle.dumps({1: {"train": ["999.Dodo"], "test": ["998.Moa"], "fid": 1.0}}))
     with pytest.raises(KeyError, match="999.Dodo"):
         oodml.read_published_splits(tmp_path / "cub200_splits.pkl", "cub", mini_root)
+
+
+def test_malformed_or_impossible_published_splits_are_named(mini_root, tmp_path):
+    """Bare "fid" / "invalid literal for int()" messages before; empty and overlapping splits were accepted."""
+    import pickle
+    made = _fake_pickles(mini_root, tmp_path)
+    names, order, half = made["cub"]
+    path = tmp_path / "cub200_splits.pkl"
+    cases = [({1: {"train": order[:half], "test": order[half:]}}, r"split 1 = .*expected \{train: \[class names\]"),
+             ({"a": {"train": order[:half], "test": order[half:], "fid": 1.0}}, r"split id 'a' is not an integer"),
+             ({1: [1, 2]}, r"split 1 = \[1, 2\]: expected"),
+             ({1: {"train": order[:half], "test": order[half:], "fid": "abc"}}, r"split 1 has fid 'abc'; expected a num"),
+             ({1: {"train": [], "test": [], "fid": 1.0}}, r"with non-empty train and test"),
+             ({1: {"train": order, "test": order, "fid": 1.0}}, rf"split 1 trains and tests on {len(order)} shared cl")]
+    for raw, message in cases:
+        path.write_bytes(pickle.dumps(raw))
+        with pytest.raises(ValueError, match=f"{path}: .*" + message):
+            oodml.read_published_splits(path, "cub", mini_root)
 
 
 class _Evil:
@@ -217,7 +235,7 @@ def test_a_split_file_that_would_run_code_or_is_truncated_is_refused(mini_root, 
     with pytest.raises(ValueError, match=r"cub200_splits.pkl: not a readable ooDML split file .*Ran out of input"):
         oodml.read_published_splits(evil, "cub", mini_root)
     # plain data, numpy values included, still reads (then fails on the unknown class, as above)
-    evil.write_bytes(pickle.dumps({1: {"train": ["999.Dodo"], "test": [], "fid": np.float64(1.0)}}))
+    evil.write_bytes(pickle.dumps({1: {"train": ["999.Dodo"], "test": ["998.Moa"], "fid": np.float64(1.0)}}))
     with pytest.raises(KeyError, match="999.Dodo"):
         oodml.read_published_splits(evil, "cub", mini_root)
 

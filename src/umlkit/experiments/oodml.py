@@ -217,7 +217,8 @@ def write_splits(profile: str = "quick", overwrite: bool = False) -> Path:
     path = _splits_path(profile)
     data = json.dumps(make_splits(profile), indent=None, separators=(",", ":"), sort_keys=True) + "\n"
     if path.exists() and not overwrite and path.read_text() != data:
-        raise FileExistsError(f"{path} exists with other splits; pass overwrite=True to replace it")
+        raise FileExistsError(f"{path} exists with other splits; pass overwrite=True (CLI: --overwrite) to "
+                              f"replace it")
     _atomic_write(path, data)
     load_splits.cache_clear()
     return path
@@ -814,6 +815,17 @@ def _published_names(source: str, ds) -> dict[str, object]:
     return {str(n): k for n, k in zip(ds.class_names, ds.class_keys)}
 
 
+def _split_id(pkl_path):
+    """Sort key of a split file's ids (integers, maybe as strings); another id is named with its file."""
+    def key(sid):
+        try:
+            return int(sid)
+        except (TypeError, ValueError):
+            raise ValueError(f"{pkl_path}: split id {sid!r} is not an integer; expected the official file's 1, 2, "
+                             f"...") from None
+    return key
+
+
 def read_published_splits(pkl_path, source: str, root) -> dict:
     """One official ``datasplits/*_splits.pkl`` (ooDML's repository) as this module's split layout: per split id its
     train/test class keys (class names mapped onto ``root``'s annotation ids), FID, the default flag (CUB 3, Cars
@@ -838,10 +850,21 @@ def read_published_splits(pkl_path, source: str, root) -> dict:
         return _jsonable(names[str(n)] for n in lst)
 
     splits = []
-    for sid in sorted(raw, key=int):
+    for sid in sorted(raw, key=_split_id(pkl_path)):
         s = raw[sid]
-        entry = {"id": int(sid), "kind": "published", "iteration": 0, "fid": round(float(s["fid"]), 4),
+        if not (isinstance(s, dict) and {"train", "test", "fid"} <= set(s)
+                and all(isinstance(s[p], (list, tuple)) and len(s[p]) for p in ("train", "test"))):
+            raise ValueError(f"{pkl_path}: split {sid!r} = {str(s)[:80]}: expected {{train: [class names], test: [class "
+                             f"names], fid: number[, split_val: [...]]}} with non-empty train and test")
+        try:
+            fid = round(float(s["fid"]), 4)
+        except (TypeError, ValueError):
+            raise ValueError(f"{pkl_path}: split {sid!r} has fid {s['fid']!r}; expected a number") from None
+        entry = {"id": int(sid), "kind": "published", "iteration": 0, "fid": fid,
                  "default": int(sid) == default, "train": keys(s["train"], sid, "train"), "test": keys(s["test"], sid, "test")}
+        if set(entry["train"]) & set(entry["test"]):
+            raise ValueError(f"{pkl_path}: split {sid!r} trains and tests on {len(set(entry['train']) & set(entry['test']))} "
+                             f"shared class(es); ooDML's splits are class-disjoint")
         if s.get("split_val"):
             entry["val"] = keys(s["split_val"], sid, "split_val")
         splits.append(entry)
@@ -864,7 +887,8 @@ def import_published_splits(pkl_dir, root, sources=SOURCES, overwrite: bool = Fa
     path = _splits_path("full")
     data = json.dumps(out, separators=(",", ":"), sort_keys=True) + "\n"
     if path.exists() and not overwrite and path.read_text() != data:
-        raise FileExistsError(f"{path} exists with other splits; pass overwrite=True to replace it")
+        raise FileExistsError(f"{path} exists with other splits; pass overwrite=True (CLI: --overwrite) to "
+                              f"replace it")
     _atomic_write(path, data)
     load_splits.cache_clear()
     return path
