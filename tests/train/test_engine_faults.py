@@ -86,3 +86,11 @@ def test_device_and_world_settings_are_named(monkeypatch):
         _world()
     monkeypatch.setenv("RANK", "1")
     assert _world() == (2, 1)
+
+
+def test_a_bad_search_dtype_variable_fails_before_training(monkeypatch, tmp_path):
+    from umlkit.train import fit
+    monkeypatch.setenv("UMLKIT_SEARCH_DTYPE", "fp16")
+    with pytest.raises(ValueError, match="UMLKIT_SEARCH_DTYPE='fp16': expected 'bf16', 'fp32' or 'int8'"):
+        fit({"data": {"root": str(tmp_path / "none")}, "train": {"progress": False}}, run_dir=tmp_path / "run")
+    assert not (tmp_path / "run").exists()       # before any data, model or file (the epoch ran first before)

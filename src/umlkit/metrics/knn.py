@@ -75,7 +75,7 @@ import time
 import numpy as np
 import torch
 
-__all__ = ["bf16_gemm_speedup", "choose_search_dtype", "gemm_speedup", "knn_search"]
+__all__ = ["bf16_gemm_speedup", "choose_search_dtype", "forced_search_dtype", "gemm_speedup", "knn_search"]
 
 _NEG_INF = float("-inf")
 _INT32_MIN = -(1 << 31)
@@ -494,6 +494,15 @@ def bf16_gemm_speedup() -> float:
     return gemm_speedup(torch.bfloat16)
 
 
+def forced_search_dtype() -> torch.dtype | None:
+    """The dtype ``UMLKIT_SEARCH_DTYPE`` pins (None when unset or empty); a value it cannot take is an error naming
+    it (the training engine asks at start-up, not at its first evaluation)."""
+    forced = os.environ.get("UMLKIT_SEARCH_DTYPE") or None
+    if forced is not None and forced not in _DTYPES:
+        raise ValueError(f"UMLKIT_SEARCH_DTYPE={forced!r}: expected 'bf16', 'fp32' or 'int8' (or unset: measure)")
+    return None if forced is None else _DTYPES[forced]
+
+
 def choose_search_dtype(self_search: bool = False) -> torch.dtype:
     """The search :func:`knn_search` runs by default, from :func:`gemm_speedup`: a self-search takes int8 tiles
     where the int8 GEMM's speed-up reaches both 0.5 and bf16's, else bf16 from a bf16 speed-up of 0.5; a plain search
@@ -504,12 +513,9 @@ def choose_search_dtype(self_search: bool = False) -> torch.dtype:
     e.g. to compare them or to pin a choice; ``int8`` applies to self-searches (a plain search has no int8 pass
     and measures as without it).
     """
-    forced = os.environ.get("UMLKIT_SEARCH_DTYPE") or None   # set but empty: as unset
-    if forced is not None:
-        if forced not in _DTYPES:
-            raise ValueError(f"UMLKIT_SEARCH_DTYPE={forced!r}: expected 'bf16', 'fp32' or 'int8' (or unset: measure)")
-        if _DTYPES[forced] != torch.int8 or self_search:
-            return _DTYPES[forced]
+    forced = forced_search_dtype()
+    if forced is not None and (forced != torch.int8 or self_search):
+        return forced
     if self_search and gemm_speedup(torch.int8) >= max(_INT8_MIN_SPEEDUP, bf16_gemm_speedup()):
         return torch.int8
     return torch.bfloat16 if bf16_gemm_speedup() >= _BF16_MIN_SPEEDUP[bool(self_search)] else torch.float32

@@ -519,6 +519,8 @@ def fit(config: dict | None = None, *, run_dir: str | Path | None = None, resume
     cfg = resolve_config(config, overrides=overrides)
     world, rank = _world()
     device = _device(cfg["device"])
+    from umlkit.metrics.knn import forced_search_dtype
+    forced_search_dtype()   # a bad UMLKIT_SEARCH_DTYPE fails now, not at the first evaluation after an epoch
     if world > 1:
         import torch.distributed as dist
         if not dist.is_initialized():
