@@ -34,6 +34,8 @@ def reproduce(profile: str = "quick", chapters=None, root: Path | None = None, k
     none: a name a chapter does not define is added after its parameters cell, harmlessly)."""
     import papermill as pm
 
+    from umlkit._progress import progress_enabled   # UMLKIT_PROGRESS=0 switches papermill's bar off too
+
     root = root or repo_root()
     known = book_chapters(root)
     chapters = list(chapters or known)
@@ -49,7 +51,7 @@ def reproduce(profile: str = "quick", chapters=None, root: Path | None = None, k
         t0 = time.perf_counter()
         try:
             pm.execute_notebook(str(src), str(dst), parameters={**(parameters or {}), "PROFILE": profile}, cwd=str(src.parent),
-                                kernel_name=kernel, progress_bar=progress)
+                                kernel_name=kernel, progress_bar=progress and progress_enabled())
             status, detail = "ok", str(dst)
         except Exception as err:  # keep going: the summary says what failed
             status, detail = "failed", f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"

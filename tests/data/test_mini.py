@@ -147,6 +147,12 @@ def test_a_manifest_that_is_not_an_object_is_named(tmp_path):
                                          r"list"):
         make_mini(tmp_path, sources=["cub"])
     assert (tmp_path / "UML_MINI.json").read_text() == "[]"
+    for bad, message in (('{"version": "2"}', r"its 'version' is '2', expected an integer"),
+                         ('{"version": 2, "created": 5}', r"its 'created' is 5, expected a list")):
+        (tmp_path / "UML_MINI.json").write_text(bad)     # raw TypeErrors ("'<' not supported", "not iterable")
+        with pytest.raises(ValueError, match=message):
+            make_mini(tmp_path, sources=["cub"])
+        assert (tmp_path / "UML_MINI.json").read_text() == bad
 
 
 def test_a_source_does_not_depend_on_the_others_generated_with_it(tmp_path):

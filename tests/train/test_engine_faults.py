@@ -94,3 +94,14 @@ def test_a_bad_search_dtype_variable_fails_before_training(monkeypatch, tmp_path
     with pytest.raises(ValueError, match="UMLKIT_SEARCH_DTYPE='fp16': expected 'bf16', 'fp32' or 'int8'"):
         fit({"data": {"root": str(tmp_path / "none")}, "train": {"progress": False}}, run_dir=tmp_path / "run")
     assert not (tmp_path / "run").exists()       # before any data, model or file (the epoch ran first before)
+
+
+def test_a_loss_option_error_names_the_objective_term():
+    from types import SimpleNamespace
+
+    from umlkit.train import resolve_config
+    from umlkit.train.engine import build_objective
+    cfg = resolve_config({"objective": [{"name": "multisimilarity"}, {"name": "curricularface",
+                                                                         "options": {"margn": 0.3}}]})
+    with pytest.raises(TypeError, match=r"config key objective.1 \(curricularface\): .*margn"):
+        build_objective(cfg, SimpleNamespace(num_classes=5), embed_dim=8)

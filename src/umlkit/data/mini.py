@@ -584,6 +584,11 @@ def _read_manifest(path: Path) -> dict | None:
     if not isinstance(manifest, dict):
         raise ValueError(f"{path} is not a UML-Mini manifest: expected a JSON object, found a "
                          f"{type(manifest).__name__}; move it away or choose another root")
+    for key, kind, what in (("version", int, "an integer"), ("seed", int, "an integer"), ("datasets", dict, "an object"),
+                            ("created", list, "a list")):
+        if key in manifest and (not isinstance(manifest[key], kind) or isinstance(manifest[key], bool)):
+            raise ValueError(f"{path} is not a UML-Mini manifest: its {key!r} is {manifest[key]!r}, expected {what}; "
+                             f"move it away or choose another root")
     return manifest
 
 

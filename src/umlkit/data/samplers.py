@@ -40,7 +40,9 @@ class BaseBatchSampler:
         if batch_size <= 0 or batch_size % world_size:
             raise ValueError(f"batch_size ({batch_size}) must be a positive multiple of world_size ({world_size})")
         if n < batch_size:
-            raise ValueError(f"the dataset has {n} items, fewer than one batch of {batch_size}")
+            raise ValueError(f"the dataset has {n} items, fewer than one batch of {batch_size} (a small training "
+                             f"set: check data.datasets, data.few_shot and data.val_fraction, whose held-out classes "
+                             f"leave it)")
         self.n, self.batch_size, self.seed = n, batch_size, seed
         self.rank, self.world_size = rank, world_size
         self.epoch = 0

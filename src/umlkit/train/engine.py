@@ -289,7 +289,10 @@ def build_objective(cfg: dict, train_set, embed_dim: int) -> nn.ModuleList:
         elif isinstance(ref, dict):
             opts["language_embeddings"] = load_class_embeddings(ref, train_set.class_names(), where=where,
                                                                 class_keys=train_set.class_keys())
-        module = create_loss(term["name"], num_classes=train_set.num_classes, embedding_size=embed_dim, **opts)
+        try:
+            module = create_loss(term["name"], num_classes=train_set.num_classes, embedding_size=embed_dim, **opts)
+        except (TypeError, ValueError) as err:   # e.g. an option the loss does not take: name the term
+            raise type(err)(f"config key objective.{i} ({term['name']}): {err}") from err
         loss_inputs(module)  # an undeclared or unknown input fails here, before training starts
         terms.append(module)
     return nn.ModuleList(terms)
