@@ -36,10 +36,26 @@ def test_committed_splits_follow_table_s1_layout():
 
 @pytest.mark.slow
 def test_committed_splits_are_what_make_splits_computes():
+    """The same classes in every split; the FIDs (4 decimals) to their last digit, which another CPU kind's float
+    kernels can move (an AVX2-only EPYC changed 7 of them by 1e-4, no class)."""
     fresh = oodml.make_splits("quick")
     stored = oodml.load_splits("quick")
     import json
-    assert json.loads(json.dumps(fresh)) == stored
+
+    def same(a, b, path=""):
+        if isinstance(a, dict) and isinstance(b, dict):
+            assert set(a) == set(b), path
+            for k in a:
+                same(a[k], b[k], f"{path}.{k}")
+        elif isinstance(a, list) and isinstance(b, list):
+            assert len(a) == len(b), path
+            for i, (x, y) in enumerate(zip(a, b)):
+                same(x, y, f"{path}[{i}]")
+        elif isinstance(a, float) and isinstance(b, float):
+            assert a == pytest.approx(b, abs=2e-4), path
+        else:
+            assert a == b, path
+    same(json.loads(json.dumps(fresh)), stored)
 
 
 def test_run_config_tunes_on_training_classes_only():
