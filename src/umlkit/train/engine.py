@@ -673,10 +673,8 @@ def fit(config: dict | None = None, *, run_dir: str | Path | None = None, resume
                 params += sparse_grads(sparse)
             if clip["mode"] == "value":
                 torch.nn.utils.clip_grad_value_(params, clip["max"])
-            elif clip["mode"] == "norm":
+            elif clip["mode"] == "norm":   # (resolve_config admits value, norm or null only)
                 torch.nn.utils.clip_grad_norm_(params, clip["max"])
-            elif clip["mode"] is not None:
-                raise ValueError(f"clip.mode must be 'value', 'norm' or null, got {clip['mode']!r}")
             if scaler is not None:
                 scaler.step(opt)
                 scaler.update()
