@@ -21,3 +21,10 @@ def bench(request):
         yield importlib.import_module(request.module.BENCH_SCRIPT)
     finally:
         sys.path.remove(folder)
+
+
+@pytest.fixture(scope="session")
+def quick_board():
+    """The quick profile's scoreboard from the committed records, computed once per test session (read-only)."""
+    from umlkit.experiments.scoreboard import scoreboard
+    return scoreboard("quick")

@@ -93,6 +93,48 @@ def test_language_files_are_found_again_without_the_language_model(tmp_path, mon
     lg._REFS.clear()
 
 
+def test_reading_never_makes_a_language_file(tmp_path, monkeypatch):
+    """Inside read_only() a language file that is not stored is a MissingSideFile; no folder, lock or index is
+    written and no language model is loaded."""
+    from umlkit.experiments.records import MissingSideFile, read_only
+    monkeypatch.setenv("UMLKIT_RESULTS", str(tmp_path))
+    lg._REFS.clear()
+
+    def refuse(*a, **k):
+        raise AssertionError("reading must not compute a language file")
+    monkeypatch.setattr(lg, "_make", refuse)
+    with read_only(), pytest.raises(MissingSideFile, match=r"no stored language file for cars / ELG \(quick: "
+                                                           r"identity [0-9a-f]{16} is not in .*index.json\)"):
+        lg.run_config("quick", method="Multisimilarity + ELG", source="cars")
+    assert not any(tmp_path.rglob("*"))
+    lg._REFS.clear()
+
+
+def test_a_language_files_identity_does_not_hash_the_code_files(monkeypatch):
+    """An edit of an error message in umlkit.data.language / names / mini once renamed every language file and lost
+    the records that name them: the identity hashes the inputs and FILE_VERSION, not the modules' bytes."""
+    from umlkit import results
+    ident = lg._identity("cub", "ELG", "quick", "minilm", "a photo of a {}", None)
+    monkeypatch.setattr(results, "file_sha256", lambda path: "edited")   # every file's bytes "changed"
+    assert lg._identity("cub", "ELG", "quick", "minilm", "a photo of a {}", None) == ident
+    monkeypatch.setattr(language, "FILE_VERSION", language.FILE_VERSION + 1)
+    assert lg._identity("cub", "ELG", "quick", "minilm", "a photo of a {}", None) != ident
+    assert lg._identity("cub", "ELG", "quick", "minilm", "{}", None) != ident
+
+
+def test_the_class_texts_a_quick_language_file_encodes_are_pinned():
+    """The language files' identity trusts FILE_VERSION for the code that names classes (umlkit.data.names) and
+    encodes them: when this digest changes, what a language file holds changed - bump
+    umlkit.data.language.FILE_VERSION (the files are then made anew, and the guided records retrained)."""
+    import hashlib
+    import json
+    rows, texts, _ = lg._source_classes("unified", "quick")
+    assert (len(rows), rows[0], texts[0]) == (571, "cub#1", "Amber bird with a cobalt head")
+    digest = hashlib.sha256(json.dumps([rows, texts]).encode()).hexdigest()
+    assert digest == "1b0ff7df11cdcdbd0045406946fb0956092a69edea3a24524737ec6f641a4b49", \
+        "the class texts changed: bump umlkit.data.language.FILE_VERSION"
+
+
 @pytest.mark.slow
 def test_quick_pseudolabels_name_the_attributes_that_define_a_cars_like_class():
     """Cars-like classes are shape x texture x aspect x scale; the tiny ViT's named classifier knows colour,

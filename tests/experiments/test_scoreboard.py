@@ -15,18 +15,17 @@ def no_training(monkeypatch):
         monkeypatch.setitem(runners.RUNNERS, name, refuse)
 
 
-def test_scoreboard_checks_every_declared_claim_from_records(no_training):
-    board = scoreboard("quick")
+def test_scoreboard_checks_every_declared_claim_from_records(no_training, quick_board):
+    board = quick_board
     declared = declared_claims("quick")
     puma = board[board["paper"] == "puma"]
     assert len(puma) == declared["puma"]
     assert all(is_final(v) or v.startswith(("holds, ", "not reproduced, ")) for v in board["verdict"])
     assert set(VERDICTS) == {"supported", "inconclusive", "contradicted"}
     assert set(puma["table"]) == {"Table 2", "Table 3", "Table 4", "Table 5", "Few-shot", "Regime map"}
-    # ooDML's record set is filled over several sessions: only claims whose two cells have records are checked
-    assert len(board[board["paper"] == "oodml"]) <= declared["oodml"]
     summary = scoreboard_summary(board, declared)
-    assert summary.loc["puma", "checked"] == len(puma) == summary.loc["puma", "declared"]
+    for paper in declared:   # every declared claim is on the board, checked
+        assert summary.loc[paper, "checked"] == declared[paper] == (board["paper"] == paper).sum()
     beats, equiv = board[board["margin"].isna()], board[board["margin"].notna()]
     for _, row in beats[~beats["verdict"].map(is_final)].iterrows():   # too few seeds: the sign of the gap
         if abs(row["gap"]) >= 0.1:                                       # (the board's gap is rounded)
@@ -36,17 +35,28 @@ def test_scoreboard_checks_every_declared_claim_from_records(no_training):
     for _, row in equiv[equiv["verdict"] == "supported"].iterrows():    # "within d": the gap is inside the margin
         assert row["p"] < 0.05 and abs(row["gap"]) < row["margin"] and row["test"].startswith("TOST")
     lg = board[board["paper"] == "language_guidance"]
-    assert 0 < len(lg) <= declared["language_guidance"] and "Table 2" in set(lg["table"])
+    assert "Table 2" in set(lg["table"]) and "Unified setting" in set(lg["table"])
 
 
-def test_a_profile_without_records_gives_an_empty_board(no_training, monkeypatch, tmp_path):
-    """Without training records only the claims read from a committed benchmark file remain (VPTSP Table 10's step
-    times, benchmarks/results); every other claim needs records."""
+def test_a_profile_without_records_keeps_every_claim_as_missing(no_training, monkeypatch, tmp_path):
+    """Without training records only the claims read from a committed benchmark file (VPTSP Table 10's step
+    times, benchmarks/results) are checked; every other declared claim stays on the board as "missing records",
+    naming its cells, and counts in the summary. Nothing is written into the empty results folder."""
+    from umlkit.experiments import vptsp
+    from umlkit.experiments.tables import MISSING
     monkeypatch.setenv("UMLKIT_RESULTS", str(tmp_path))
     board = scoreboard("quick")
-    assert set(zip(board["paper"], board["table"])) <= {("vptsp", "Table 10")}
-    from umlkit.experiments import vptsp
-    assert len(board) == len(vptsp.table10_claims()) and (board["seeds"] >= 3).all()
+    declared = declared_claims("quick")
+    assert board.groupby("paper").size().to_dict() == declared
+    checked = board[board["verdict"] != MISSING]
+    assert set(zip(checked["paper"], checked["table"])) <= {("vptsp", "Table 10")}
+    assert len(checked) == len(vptsp.table10_claims()) and (checked["seeds"] >= 3).all()
+    lost = board[board["verdict"] == MISSING]
+    assert (lost["missing"].str.len() > 0).all() and lost["missing"].str.contains(r"\(").all()
+    summary = scoreboard_summary(board, declared)
+    assert (summary["checked"] + summary[MISSING] == summary["declared"]).all()
+    assert summary[MISSING].sum() == len(lost) and summary["checked"].sum() == len(checked)
+    assert not any(tmp_path.rglob("*"))
 
 
 def test_the_view_shows_gaps_seeds_the_test_and_the_verdict():
@@ -60,3 +70,17 @@ def test_the_view_shows_gaps_seeds_the_test_and_the_verdict():
     view = scoreboard_view(board)
     assert list(view.columns) == ["claim", "paper gap", "measured gap", "seeds", "test", "verdict"]
     assert view["paper gap"].tolist() == [10.0, -5.0] and view["test"].tolist() == ["Welch p=0.012", "–"]
+
+
+def test_the_view_names_the_cells_of_a_claim_with_missing_records():
+    import pandas as pd
+
+    from umlkit.experiments.scoreboard import scoreboard_summary, scoreboard_view
+    board = pd.DataFrame({"paper": ["p", "p"], "table": ["T", "T"], "claim": ["a", "b"], "paper A": [80.0, 70.0],
+                          "paper B": [70.0, 75.0], "gap": [3.2, float("nan")], "seeds": [3, 0],
+                          "p": [0.0123, float("nan")], "test": ["Welch t: t=4.10, df=3.1, p=0.0123", float("nan")],
+                          "verdict": ["supported", "missing records"], "missing": ["", "X (CUB)"]})
+    view = scoreboard_view(board)
+    assert view["test"].tolist() == ["Welch p=0.012", "–"] and view["missing records"].tolist() == ["", "X (CUB)"]
+    summary = scoreboard_summary(board, {"p": 2})
+    assert summary.loc["p", ["declared", "checked", "supported", "missing records"]].tolist() == [2, 1, 1, 1]

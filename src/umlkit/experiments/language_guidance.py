@@ -31,6 +31,7 @@ from pathlib import Path
 import yaml
 
 from umlkit.experiments import oodml
+from umlkit.experiments.records import MissingSideFile, is_read_only
 from umlkit.experiments.prose import number as _num, verdict_counts as _verdict_counts
 from umlkit.experiments.runners import SOURCE_NAMES
 from umlkit.experiments.tables import Claim, Row, Table
@@ -291,27 +292,32 @@ def imagenet_pseudolabels(datasets, k: int, classifier, names: list[str], batch_
 
 
 def _identity(source: str, guidance: str, profile: str, model: str, template: str, shuffle_seed) -> str:
-    """What decides a language file without computing it: the source's data, the guidance (names or the
-    classifier's weights and k), the language model, the primer, and the code that makes names and files
-    (``umlkit.data.names``, ``umlkit.data.language``, its :data:`FILE_VERSION`)."""
+    """What decides a language file, without computing it: the source's data (its fingerprint: UML-Mini's generator
+    version and seed, or the real annotation files), the guidance (names and k, or the classifier's weights), the
+    language model, the primer, the shuffle seed, and :data:`umlkit.data.language.FILE_VERSION` - the version of the
+    code that names classes and encodes them (``umlkit.data.names`` and ``umlkit.data.language``), bumped when a
+    change there changes what a file holds; a test pins the texts a quick file is made from, so that such a change
+    without a bump fails.
+
+    Not the code files' bytes: an edit of an error message in those modules changed every identity, the committed
+    index found none of its files, and reading the book recomputed them (and, on another CPU, gave them new sha256s
+    and the records new keys)."""
     import hashlib
     import json
 
+    from umlkit.data import language
     from umlkit.experiments.fingerprint import data_fingerprint
-    cfg = _base_config(source, profile)
+    from umlkit.results import file_sha256 as sha
     spec = guidance_spec(guidance)
     g = {"names": spec["names"], "k": spec["k"]}
-    from umlkit.data import language, mini, names
-    from umlkit.results import file_sha256 as sha
-    parts = {"source": source, "data": data_fingerprint(cfg), "guidance": g, "model": model, "template": template,
-             "shuffle": shuffle_seed, "version": language.FILE_VERSION,
-             "code": [sha(Path(m.__file__)) for m in (language, names, mini)]}
+    parts = {"source": source, "data": data_fingerprint(_base_config(source, profile)), "guidance": g,
+             "model": model, "template": template, "shuffle": shuffle_seed, "version": language.FILE_VERSION}
     if g["names"] in ("attributes", "hierarchy"):   # no language model reads anything: model and primer play no part
         parts.update(model=None, template=None)
-    if g["names"] == "pseudolabels" and profile == "quick":
+    if g["names"] in ("pseudolabels", "sample pseudolabels") and profile == "quick":
         from umlkit.models.pretrain import weight_files
         parts["classifier"] = {k: sha(weight_files("v2")[k]) for k in ("weights", "heads")}
-    elif g["names"] == "pseudolabels":
+    elif g["names"] in ("pseudolabels", "sample pseudolabels"):
         parts["classifier"] = dict(lg_config()["plg_classifier"])
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -327,7 +333,9 @@ def language_ref(source: str, guidance: str, profile: str = "quick", model: str 
     ``results/<profile>/language/index.json`` maps what decides a file (:func:`_identity`: data, guidance,
     classifier weights, language model, primer) to its name, so a chapter or the scoreboard finds a stored file
     without loading the language model or recomputing pseudolabels; the file's own sha256 stays its identity in
-    the record key."""
+    the record key. Inside :func:`umlkit.experiments.records.read_only` a file that is not stored raises
+    :class:`~umlkit.experiments.records.MissingSideFile` (its rows count as missing records) and nothing is
+    written."""
     import json
 
     from umlkit._paths import results_root
@@ -338,19 +346,28 @@ def language_ref(source: str, guidance: str, profile: str = "quick", model: str 
     template = template or g["template"] or cfg["template"]
     shuffle_seed = shuffle_seed if shuffle_seed is not None else g["shuffle"]
     memo = (source, guidance, profile, model, template, shuffle_seed, str(results_root(profile)))
-    if memo in _REFS:
-        return dict(_REFS[memo])
     folder = results_root(profile) / "language"
-    folder.mkdir(parents=True, exist_ok=True)
+    if memo in _REFS and (folder / Path(_REFS[memo]["file"]).name).is_file():   # a file removed since is looked up
+        return dict(_REFS[memo])
     index_path = folder / "index.json"
     ident = _identity(source, guidance, profile, model, template, shuffle_seed)
-    with _locked(folder / ".lock"):  # two record workers must not compute the same file or lose index entries
+    if is_read_only():   # reading never computes a file, takes the lock or touches the index
         index = json.loads(index_path.read_text()) if index_path.is_file() else {}
         ref = _lookup(folder, index, ident, profile)
         if ref is None:
-            ref = _make(source, guidance, profile, model, template, shuffle_seed, g)
-            index[ident] = Path(ref["file"]).name
-            _atomic_write(index_path, json.dumps(dict(sorted(index.items())), indent=1))
+            where = (f"{index_path} names {index[ident]} for identity {ident}, which is not there" if ident in index
+                     else f"identity {ident} is not in {index_path}")
+            raise MissingSideFile(f"no stored language file for {source} / {guidance} ({profile}: {where}); "
+                                  f"`umlkit records train language_guidance ...` makes it")
+    else:
+        folder.mkdir(parents=True, exist_ok=True)
+        with _locked(folder / ".lock"):  # two record workers must not compute the same file or lose index entries
+            index = json.loads(index_path.read_text()) if index_path.is_file() else {}
+            ref = _lookup(folder, index, ident, profile)
+            if ref is None:
+                ref = _make(source, guidance, profile, model, template, shuffle_seed, g)
+                index[ident] = Path(ref["file"]).name
+                _atomic_write(index_path, json.dumps(dict(sorted(index.items())), indent=1))
     _REFS[memo] = ref
     return dict(ref)
 

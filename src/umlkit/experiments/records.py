@@ -26,6 +26,8 @@ import platform
 import re
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 import torch
@@ -35,11 +37,37 @@ from umlkit.experiments.fingerprint import fingerprint, stale_parts
 from umlkit.results import _atomic_write, config_hash
 
 __all__ = ["record_path", "load_record", "cached_record", "find_record", "list_records", "records_summary",
-           "stale_records", "recompute", "restamp", "RecordError", "normalise_key"]
+           "stale_records", "recompute", "restamp", "RecordError", "MissingSideFile", "normalise_key", "read_only",
+           "is_read_only"]
 
 
 class RecordError(RuntimeError):
     """A stored record is unreadable or does not belong to the configuration that names it."""
+
+
+class MissingSideFile(RecordError):
+    """Reading (:func:`read_only`) needed a side file a record key names (e.g. a language file) that is not stored:
+    the rows whose keys need it count as missing records; nothing is computed."""
+
+
+_READ_ONLY: ContextVar[bool] = ContextVar("umlkit_read_only", default=False)
+
+
+@contextmanager
+def read_only():
+    """Within this block, building a record key never computes or writes a side file (it raises
+    :class:`MissingSideFile` instead) and :func:`cached_record` never trains: reading the book, the scoreboard or a
+    chapter with ``TRAIN=False`` leaves the repository as it was."""
+    token = _READ_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _READ_ONLY.reset(token)
+
+
+def is_read_only() -> bool:
+    """Whether the caller is inside :func:`read_only`."""
+    return _READ_ONLY.get()
 
 
 def _slug(label: str) -> str:
@@ -126,6 +154,9 @@ def cached_record(paper: str, table: str, label: str, key: dict, runner: str | C
     existing = find_record(key, profile)
     if existing is not None and not rerun:
         return load_record(existing)
+    if is_read_only():
+        raise RecordError(f"{paper}/{table}/{label}: no stored record under {_records_root(profile)} and reading is "
+                          f"read-only (train it with `umlkit records train` or a chapter with TRAIN=True)")
     path = existing or record_path(paper, table, label, key, profile)
     stamp = fingerprint(key)   # a key it cannot fingerprint fails here, before the run, not after it
     name = runner if isinstance(runner, str) else f"callable:{getattr(runner, '__qualname__', 'unknown')}"

@@ -1,9 +1,9 @@
 """One scoreboard of every declared claim of the book's papers, read from the stored records.
 
 Each paper module declares its tables (rows and claims, :mod:`umlkit.experiments.tables`); :func:`scoreboard`
-measures every table from the records of a profile without training anything (every stored seed of a row counts;
-rows without a record are left out, and so are the claims that need them), compares with the paper's numbers and
-checks the claims. The verdict rule is :data:`umlkit.experiments.tables.VERDICT_RULE` (a one-sided Welch or paired
+measures every table from the records of a profile without training anything or computing a side file (every
+stored seed of a row counts; a claim whose cells lack a record is listed as "missing records", naming them),
+compares with the paper's numbers and checks the claims. The verdict rule is :data:`umlkit.experiments.tables.VERDICT_RULE` (a one-sided Welch or paired
 t-test with at least three seeds per cell: *supported* / *inconclusive* / *contradicted*; with fewer seeds a
 preliminary *holds, n seed(s)* / *not reproduced, n seed(s)*).
 """
@@ -13,9 +13,10 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from umlkit.experiments.tables import Table, compare, measure, table_claims
+from umlkit.experiments.records import MissingSideFile, find_record, normalise_key, read_only
+from umlkit.experiments.tables import MISSING, Table, compare, measure, table_claims
 
-__all__ = ["PAPERS", "scoreboard", "scoreboard_summary", "scoreboard_view", "declared_claims"]
+__all__ = ["PAPERS", "scoreboard", "scoreboard_summary", "scoreboard_view", "declared_claims", "missing_records"]
 
 
 def _puma_tables(profile: str) -> dict[str, Table]:
@@ -47,44 +48,48 @@ PAPERS: dict[str, Callable[[str], dict[str, Table]]] = {"puma": _puma_tables, "o
 
 
 def scoreboard(profile: str = "quick", papers=None) -> pd.DataFrame:
-    """Every declared claim whose cells have stored records: paper, table, claim, the paper's and the measured
-    values, gap, seeds, seed spread, verdict, and whether a record behind it is stale."""
+    """Every declared claim: paper, table, claim, the paper's and the measured values, gap, seeds, seed spread,
+    verdict, and whether a record behind it is stale. A claim a cell of which has no stored record (or needs a side
+    file that is not stored) keeps its line with the verdict "missing records" and the cells named in ``missing``;
+    nothing is trained or written."""
     frames = []
     for paper in papers or PAPERS:
         for name, spec in PAPERS[paper](profile).items():
             if not spec.claims:
                 continue
             measured = measure(spec, profile, seeds=range(MAX_SEEDS), train=False, progress=False, log=None)
-            if measured.empty:
-                continue
-            cmp = compare(measured, paper)
+            cmp = compare(measured, paper) if not measured.empty else pd.DataFrame()
             claims = table_claims(spec, cmp)
-            if claims.empty:
-                continue
-            stale = bool(measured["stale"].astype(bool).any())
+            stale = bool(not measured.empty and measured["stale"].astype(bool).any())
             frames.append(claims.assign(paper=paper, table=name, profile=profile, stale=stale))
     if not frames:
         return pd.DataFrame(columns=["paper", "table", "claim", "verdict"])
     out = pd.concat(frames, ignore_index=True)
+    if "missing" not in out:
+        out["missing"] = ""
+    out["missing"] = out["missing"].fillna("")
     first = ["paper", "table", "claim"]
     return out[first + [c for c in out.columns if c not in first]]
 
 
 def scoreboard_summary(board: pd.DataFrame, declared: dict[str, int] | None = None) -> pd.DataFrame:
     """Claims per paper and verdict (counts; preliminary verdicts grouped as "holds (< 3 seeds)" / "not reproduced
-    (< 3 seeds)"), with how many were declared when ``declared`` is given."""
+    (< 3 seeds)"), with how many were declared when ``declared`` is given; "checked" leaves out the claims with
+    missing records, which have a column of their own."""
     if board.empty:
         return pd.DataFrame()
     from umlkit.experiments.tables import verdict_group
     board = board.assign(verdict=board["verdict"].map(verdict_group))
     counts = board.pivot_table(index="paper", columns="verdict", values="claim", aggfunc="count", fill_value=0)
-    counts.insert(0, "checked", counts.sum(axis=1))
+    counts.insert(0, "checked", counts.drop(columns=[MISSING], errors="ignore").sum(axis=1))
     if declared is not None:
         counts.insert(0, "declared", [declared.get(p, 0) for p in counts.index])
     return counts
 
 
 def _short_test(test: str, p: float) -> str:
+    if not isinstance(test, str):   # a claim with missing records was not tested
+        return "–"
     if test.startswith("TOST"):
         return f"TOST p={p:.2g}"
     if test.startswith("Welch"):
@@ -106,7 +111,37 @@ def scoreboard_view(board: pd.DataFrame) -> pd.DataFrame:
         "paper gap": (board["paper A"] - board["paper B"]).round(1), "measured gap": board["gap"],
         "seeds": board["seeds"], "test": [_short_test(t, p) for t, p in zip(board["test"], board["p"])],
         "verdict": board["verdict"]})
+    if "missing" in board and board["missing"].fillna("").astype(bool).any():   # which cells lack records
+        out["missing records"] = board["missing"].fillna("")
     return out.set_index(keys) if keys else out
+
+
+def missing_records(profile: str = "quick", papers=None) -> pd.DataFrame:
+    """Every declared (row, seed) of every table that has no stored record, read-only: paper, table, row, seed and
+    why (``no record`` for a key no record has, or the missing side file its key names). A table computed from
+    other tables' records (``derive``) is covered by those tables. Empty when the record set is complete."""
+    lines = []
+    with read_only():
+        for paper in papers or PAPERS:
+            for name, spec in PAPERS[paper](profile).items():
+                if spec.derive is not None:
+                    continue
+                for row in spec.rows:
+                    seeds = spec.seeds_of(row)[:1] if row.seed_free else spec.seeds_of(row)
+                    for seed in seeds:
+                        why = _why_missing(spec, row, int(seed), profile)
+                        if why:
+                            lines.append({"paper": paper, "table": name, "row": row.title, "seed": int(seed),
+                                          "why": why})
+    return pd.DataFrame(lines, columns=["paper", "table", "row", "seed", "why"])
+
+
+def _why_missing(spec: Table, row, seed: int, profile: str) -> str:
+    try:
+        key = spec.config(row, seed, profile, ())
+    except MissingSideFile as err:
+        return f"side file: {err}"
+    return "" if find_record(normalise_key(key), profile) is not None else "no record"
 
 
 def declared_claims(profile: str = "quick") -> dict[str, int]:

@@ -20,12 +20,13 @@ table in the paper's layout (:func:`side_by_side`) and give each claim a verdict
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from umlkit.experiments.records import cached_record, find_record, normalise_key
+from umlkit.experiments.records import MissingSideFile, cached_record, find_record, normalise_key, read_only
 from umlkit.paper import paper_table
 from umlkit.results import _atomic_write
 
@@ -48,7 +49,7 @@ VERDICT_RULE = (
     f"seeds.")
 
 __all__ = ["Row", "Claim", "Table", "KEYS", "RESULT_COLUMNS", "ALPHA", "MIN_SEEDS", "VERDICTS", "VERDICT_RULE",
-           "claim_test", "is_final", "verdict_group", "measure", "lr_sweep_frame", "compare", "results_frame", "save_results", "table_claims",
+           "claim_test", "is_final", "MISSING", "verdict_group", "measure", "lr_sweep_frame", "compare", "results_frame", "save_results", "table_claims",
            "side_by_side", "check_claims", "stale_note", "params_rows", "score_rows", "rank_view", "rank_views"]
 
 KEYS = ["table", "section", "method", "setting", "dataset", "metric"]
@@ -162,7 +163,8 @@ def measure(spec: Table, profile: str = "quick", rows: Sequence[Row] | None = No
     Columns: table, section, method, setting, row (the reader's label), seed, dataset, metric, value, record
     (its path) and stale (the fingerprint parts that changed, "" when current)."""
     if spec.derive is not None:
-        return spec.derive(profile, train)
+        with (nullcontext() if train or rerun else read_only()):
+            return spec.derive(profile, train)
     rows = list(spec.rows if rows is None else rows)
     cols = _columns(spec)
     jobs = []
@@ -176,21 +178,34 @@ def measure(spec: Table, profile: str = "quick", rows: Sequence[Row] | None = No
         from umlkit._progress import tqdm
         it = tqdm(jobs, desc=f"{spec.paper} {spec.table}", unit="run")
     out = []
-    for row, seed in it:
-        key = spec.config(row, seed, profile, overrides)
-        if not train and not rerun and find_record(normalise_key(key), profile) is None:
-            continue
-        label = f"{row.label or row.title}-seed{seed}"
-        rec = cached_record(spec.paper, spec.slug, label, key, row.runner, profile, rerun=rerun, log=log)
-        result = rec["result"]
-        scores = spec.scores(result, row) if spec.scores else result["test"]
-        lines = score_rows(spec.table, row, seed, scores, spec.metric, cols)
-        if spec.params and "trainable_model" in result:
-            lines += params_rows(spec.table, row, seed, result["trainable_model"], spec.params_dataset)
-        for ln in lines:
-            ln.update(record=rec["path"], stale=",".join(rec["stale"]), seed_free=row.seed_free)
-        out += lines
+    with (nullcontext() if train or rerun else read_only()):
+        for row, seed in it:
+            out += _measure_one(spec, row, seed, profile, cols, rerun, log, overrides, train)
     return pd.DataFrame(out)
+
+
+def _measure_one(spec: Table, row: Row, seed: int, profile: str, cols, rerun: bool, log, overrides,
+                 train: bool) -> list[dict]:
+    """The long rows of one (row, seed): its record's scores, trained first when allowed and missing; nothing
+    when reading only and the record (or a side file its key needs) is not stored."""
+    try:
+        key = spec.config(row, seed, profile, overrides)
+    except MissingSideFile:
+        if train or rerun:
+            raise
+        return []
+    if not train and not rerun and find_record(normalise_key(key), profile) is None:
+        return []
+    label = f"{row.label or row.title}-seed{seed}"
+    rec = cached_record(spec.paper, spec.slug, label, key, row.runner, profile, rerun=rerun, log=log)
+    result = rec["result"]
+    scores = spec.scores(result, row) if spec.scores else result["test"]
+    lines = score_rows(spec.table, row, seed, scores, spec.metric, cols)
+    if spec.params and "trainable_model" in result:
+        lines += params_rows(spec.table, row, seed, result["trainable_model"], spec.params_dataset)
+    for ln in lines:
+        ln.update(record=rec["path"], stale=",".join(rec["stale"]), seed_free=row.seed_free)
+    return lines
 
 
 def _per_seed(d: pd.DataFrame) -> dict:
@@ -301,12 +316,34 @@ def stale_note(cmp: pd.DataFrame) -> str:
             f"{', '.join(rows)}. Run `umlkit reproduce --stale` to retrain them.")
 
 
-def table_claims(spec: Table, cmp: pd.DataFrame) -> pd.DataFrame:
-    """The table's declared claims whose two cells were measured, with verdicts (:func:`check_claims`)."""
-    have = {tuple(r) for r in cmp[["section", "method", "setting", "dataset"]].to_numpy()}
-    usable = [c for c in spec.claims
-              if all((s["section"], s["method"], s["setting"], s["dataset"]) in have for s in (c.a, c.b))]
-    return check_claims(cmp, usable)
+MISSING = "missing records"   # the verdict of a declared claim a cell of which has no stored record
+
+
+def _cell_name(sel: Mapping) -> str:
+    row = " / ".join(x for x in (sel.get("section", ""), sel.get("method", ""), sel.get("setting", "")) if x)
+    return f"{row} ({sel['dataset']})"
+
+
+def table_claims(spec: Table, cmp: pd.DataFrame, missing: bool = True) -> pd.DataFrame:
+    """The table's declared claims with verdicts (:func:`check_claims`). A claim a cell of which was not measured
+    (no stored record, or a side file its key needs is missing) is kept with the verdict :data:`MISSING` and the
+    unmeasured cells named in ``missing`` - a declared claim never vanishes (``missing=False``: measured ones only)."""
+    have = set() if cmp.empty else {tuple(r) for r in cmp[["section", "method", "setting", "dataset"]].to_numpy()}
+
+    def absent(c: Claim) -> list[str]:
+        return [_cell_name(s) for s in (c.a, c.b)
+                if (s["section"], s["method"], s["setting"], s["dataset"]) not in have]
+    usable = [c for c in spec.claims if not absent(c)]
+    checked = check_claims(cmp, usable) if usable else pd.DataFrame()
+    if not missing:
+        return checked
+    lost = [{"claim": c.text, "verdict": MISSING, "missing": "; ".join(absent(c)), "seeds": 0}
+            for c in spec.claims if absent(c)]
+    if not lost:
+        return checked
+    out = pd.concat([checked, pd.DataFrame(lost)], ignore_index=True) if not checked.empty else pd.DataFrame(lost)
+    order = {c.text: i for i, c in enumerate(spec.claims)}
+    return out.sort_values("claim", key=lambda s: s.map(order), kind="stable").reset_index(drop=True)
 
 
 def claim_test(a: Sequence[float] | Mapping[int, float], b: Sequence[float] | Mapping[int, float],
@@ -402,9 +439,9 @@ def _equivalence(gap: float, se2: float, df: float, n: int, margin: float, kind:
 
 
 def verdict_group(verdict: str) -> str:
-    """A verdict for counting: the three final verdicts as they are, every preliminary one as "holds (< 3 seeds)"
-    or "not reproduced (< 3 seeds)"."""
-    if is_final(verdict):
+    """A verdict for counting: the three final verdicts (and :data:`MISSING`) as they are, every preliminary one
+    as "holds (< 3 seeds)" or "not reproduced (< 3 seeds)"."""
+    if is_final(verdict) or verdict == MISSING:
         return verdict
     return f"{verdict.split(',')[0]} (< {MIN_SEEDS} seeds)"
 

@@ -1,0 +1,80 @@
+"""The committed quick record set is complete: every declared claim and every declared table row finds its records
+and the side files their keys name, read-only (nothing is trained, computed or written); and the check notices a
+record or a language file that went missing (issue: the unified language-guidance claims vanished when a code
+change renamed the file their records name)."""
+import shutil
+from pathlib import Path
+
+import pytest
+
+from umlkit._paths import results_root
+from umlkit.experiments import runners
+from umlkit.experiments.scoreboard import declared_claims, missing_records, scoreboard
+from umlkit.experiments.tables import MISSING
+
+UNIFIED_ELG = "PUMA + ELG beats PUMA in the unified setting (Unified)"
+
+
+@pytest.fixture()
+def no_training(monkeypatch):
+    def refuse(key):
+        raise AssertionError("reading records must not train")
+    for name in list(runners.RUNNERS):
+        monkeypatch.setitem(runners.RUNNERS, name, refuse)
+
+
+def _language_files(root: Path) -> set[str]:
+    folder = root / "quick" / "language"
+    return {p.name for p in folder.iterdir()} if folder.is_dir() else set()
+
+
+def test_every_declared_row_and_seed_finds_its_record(no_training):
+    before = _language_files(results_root("quick").parent)
+    missing = missing_records("quick")
+    assert missing.empty, f"{len(missing)} declared runs have no stored record:\n{missing.head(20).to_string()}"
+    assert _language_files(results_root("quick").parent) == before     # no side file was made, no lock taken
+
+
+def test_every_declared_claim_is_on_the_board_with_its_records(no_training, quick_board):
+    declared = declared_claims("quick")
+    assert quick_board.groupby("paper").size().to_dict() == declared
+    lost = quick_board[quick_board["verdict"] == MISSING]
+    assert lost.empty, f"claims without records: {lost[['paper', 'claim', 'missing']].to_string()}"
+    lg = quick_board[quick_board["paper"] == "language_guidance"]
+    assert lg.set_index("claim").loc[UNIFIED_ELG, "verdict"] in ("supported", "inconclusive", "contradicted")
+
+
+def _copy(src: Path, dst: Path, parts) -> None:
+    for part in parts:
+        shutil.copytree(src / part, dst / part)
+
+
+def test_a_removed_record_or_side_file_is_reported_missing(no_training, tmp_path, monkeypatch):
+    src = results_root("quick")
+    dst = tmp_path / "results" / "quick"
+    _copy(src, dst, ["records/puma", "records/language_guidance", "language"])
+    monkeypatch.setenv("UMLKIT_RESULTS", str(tmp_path / "results"))
+    assert missing_records("quick", papers=["language_guidance"]).empty
+
+    # one record of the unified PUMA + ELG row removed: its row and seed are named, the claims stay on the board
+    gone = sorted((dst / "records" / "language_guidance" / "unified").glob("unified-PUMA+ELG-seed1-*.json"))
+    assert len(gone) == 1
+    gone[0].unlink()
+    missing = missing_records("quick", papers=["language_guidance"])
+    assert missing[["table", "row", "seed", "why"]].values.tolist() == [
+        ["Unified setting", "PUMA + ELG", 1, "no record"]]
+
+    # the language file those records name renamed: every seed of the row is missing, for that reason
+    (dst / "language" / "unified-minilm-elg-e75961606ae9.npz").rename(dst / "language" / "renamed.npz")
+    missing = missing_records("quick", papers=["language_guidance"])
+    assert missing[["row", "seed"]].values.tolist() == [[r, s] for r in ("PUMA + ELG", "full fine-tuning + ELG")
+                                                         for s in (0, 1, 2)]
+    assert all(w.startswith("side file: no stored language file for unified / ELG") and
+               "names unified-minilm-elg-e75961606ae9.npz" in w for w in missing["why"])
+    assert "renamed.npz" in _language_files(tmp_path / "results")           # nothing was recomputed or renamed back
+    assert not any(n.startswith("unified-minilm-elg") for n in _language_files(tmp_path / "results"))
+
+    board = scoreboard("quick", papers=["language_guidance"])
+    assert len(board) == declared_claims("quick")["language_guidance"]      # no claim vanished
+    row = board.set_index("claim").loc[UNIFIED_ELG]
+    assert row["verdict"] == MISSING and row["missing"] == "PUMA + ELG (Unified)"
