@@ -1162,6 +1162,8 @@ def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: di
     facts["uni_claims"] = str(len(unified_table(profile).claims))
     facts["uni_verdicts"] = (_verdict_counts(claims, in_uni) if not claims.empty and in_uni.any()
                              else "not checked yet (the guided rows wait for the unified omega sweep)")
+    facts["uni_claim_list"] = ("; ".join(f"“{c}”: {v}" for c, v in claims.loc[in_uni, ["claim", "verdict"]].to_numpy())
+                                if not claims.empty and in_uni.any() else "none yet")
     return facts
 
 
