@@ -11,7 +11,6 @@ from collections.abc import Sequence
 
 import umlkit
 from umlkit._paths import data_root, repo_root, results_root
-from umlkit.paper import PAPERS
 
 
 def _positive_int(text: str) -> int:
@@ -189,7 +188,7 @@ def _cmd_stale(args: argparse.Namespace) -> int:
     from umlkit._progress import tqdm
 
     from umlkit.experiments.records import recompute, stale_records
-    stale = stale_records(args.profile, args.paper)
+    stale = stale_records(args.profile, _records_folder(args.paper) if args.paper else None)
     if not stale:
         print(f"no stale records in the {args.profile} profile" + (f" of {args.paper}" if args.paper else ""))
         return 0
@@ -204,20 +203,19 @@ def _cmd_stale(args: argparse.Namespace) -> int:
     return 0
 
 
-JOB_PAPERS = ("oodml", "language_guidance", "vptsp", "puma", "regime")   # papers whose record sets train outside their chapter
-
-
 def _job_list(paper: str, name: str, profile: str):
-    if paper not in JOB_PAPERS:
-        raise ValueError(f"paper {paper!r} has no job lists; choose one of {', '.join(JOB_PAPERS)}")
-    import importlib
-    return importlib.import_module(f"umlkit.experiments.{paper}").job_list(name, profile)
+    """A registered paper's named job list (:mod:`umlkit.experiments.registry`)."""
+    from umlkit.experiments.registry import get_paper
+    try:
+        return get_paper(paper).job_list(name, profile)
+    except KeyError as err:
+        raise ValueError(err.args[0]) from None
 
 
 def _records_folder(paper: str) -> str:
-    """The records folder of a job list's module: its ``PAPER`` (the regime map's records live with PUMA's)."""
-    import importlib
-    return getattr(importlib.import_module(f"umlkit.experiments.{paper}"), "PAPER", paper)
+    """The records folder a registered paper's job lists write to (the regime map's records live with PUMA's)."""
+    from umlkit.experiments.registry import get_paper
+    return get_paper(paper).records_folder
 
 
 def _parse_worker(text: str) -> tuple[int, int]:
@@ -328,14 +326,22 @@ def _cmd_book_check(args: argparse.Namespace) -> int:
 def _cmd_reproduce(args: argparse.Namespace) -> int:
     from umlkit.reproduce import reproduce
 
-    if not args.stale and (args.dry_run or args.paper):
+    if not args.stale and args.dry_run:
         # (without --stale, --dry-run would be ignored and the chapters executed)
-        raise ValueError(f"{'--dry-run' if args.dry_run else '--paper'} goes with --stale (list or retrain the stale "
-                         f"records); nothing was run")
+        raise ValueError("--dry-run goes with --stale (list or retrain the stale records); nothing was run")
     if args.stale:
         code = _cmd_stale(args)
         if code or not args.chapters:
             return code
+    chapters = args.chapters.split(",") if args.chapters else None
+    if args.paper and not args.stale:   # the registered paper's chapters
+        from umlkit.experiments.registry import get_paper
+        try:
+            chapters = list(get_paper(args.paper).chapters)
+        except KeyError as err:
+            raise ValueError(err.args[0]) from None
+        if args.chapters:
+            raise ValueError("--paper (without --stale) runs the paper's chapters: give --paper or --chapters")
 
     import yaml
     params = {}
@@ -350,8 +356,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
             params[name.strip()] = yaml.safe_load(value)
         except yaml.YAMLError as err:
             raise ValueError(f"-p {item!r}: the value is not valid YAML ({' '.join(str(err).split())})") from err
-    table = reproduce(profile=args.profile, chapters=args.chapters.split(",") if args.chapters else None,
-                      parameters=params)
+    table = reproduce(profile=args.profile, chapters=chapters, parameters=params)
     print(table.to_string())
     return 0 if (table["status"] == "ok").all() else 1
 
@@ -398,7 +403,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stale", action="store_true",
                    help="retrain the stored run records whose data, weights or code fingerprint changed (then run "
                         "--chapters, if given)")
-    p.add_argument("--paper", default=None, choices=PAPERS, help="with --stale: only this paper's records")
+    p.add_argument("--paper", default=None, help="a registered paper (puma, oodml, language_guidance, vptsp, regime): "
+                   "run its chapters; with --stale: retrain only its stale records")
     p.add_argument("--dry-run", action="store_true", help="with --stale: list the stale records, train nothing")
     p.set_defaults(func=_cmd_reproduce)
 
@@ -407,7 +413,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, func, text in (("train", _cmd_records_train, "train the missing records of a job list"),
                              ("status", _cmd_records_status, "how many records of a job list are stored")):
         p = rsub.add_parser(name, help=text)
-        p.add_argument("paper", choices=JOB_PAPERS)
+        p.add_argument("paper", help="a registered paper: puma, oodml, language_guidance, vptsp or regime")
         p.add_argument("jobs", help="the paper's job list: oodml: lr_sweep, tables; language_guidance: omega_sweep, "
                        "tables, semantic, unified_sweep, unified; vptsp: lr_sweep, tables; puma: tuning, "
                        "few_shot_tuning, few_shot, tables, second_tables, budget; regime: map")

@@ -25,7 +25,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from contextlib import contextmanager
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 
 import yaml
@@ -34,6 +34,7 @@ from umlkit.experiments import oodml
 from umlkit.experiments.records import MissingSideFile, is_read_only
 from umlkit.experiments.prose import number as _num, verdict_counts as _verdict_counts
 from umlkit.experiments.runners import SOURCE_NAMES
+from umlkit.experiments.registry import Paper
 from umlkit.experiments.tables import Claim, Row, Table
 from umlkit.paper import paper_table
 
@@ -1273,3 +1274,11 @@ def unified_table(profile: str = "quick") -> Table:
               for m, g in unified_rows() if g is not None for d in ("Unified", "Harmonic")]
     return Table(PAPER, "Unified setting", rows, config, seeds=SEEDS, claims=claims, params=False,
                  columns=[SOURCE_NAMES[s] for s in PUMA_ORDER] + ["Unified", "Harmonic"])
+
+
+# ------------------------------------------------------------------------------------------------ registry entry
+# what the scoreboard, `umlkit records` and `umlkit reproduce --paper` need (registered by umlkit.experiments.catalog)
+ENTRY = (Paper(
+    name=PAPER, title="Language guidance (Roth, Vinyals, Akata, CVPR 2022)", claim_tables=TABLES,
+    chapters=("language_guidance",),
+    job_lists={n: partial(job_list, n) for n in ("omega_sweep", "tables", "semantic", "unified_sweep", "unified")}))

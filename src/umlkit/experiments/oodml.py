@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import copy
 import json
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +33,7 @@ import yaml
 from umlkit.data import build_transforms, load_dataset
 from umlkit.data.shift import Split, removal_progression, swap_progression
 from umlkit.experiments.runners import SOURCE_NAMES
+from umlkit.experiments.registry import Paper
 from umlkit.experiments.tables import Claim, Row, Table, measure, lr_sweep_frame
 from umlkit.metrics.distribution import class_means
 from umlkit.models.backbones import backbone_data_config, create_backbone
@@ -923,3 +924,9 @@ def paper_curves(metric: str = "R@1") -> pd.DataFrame:
                                    "split": split.to_numpy(), "fid": fid.to_numpy(), "value": p["value"].to_numpy(),
                                    "seed": 0}))
     return pd.concat(parts, ignore_index=True)
+
+
+# ------------------------------------------------------------------------------------------------ registry entry
+# what the scoreboard, `umlkit records` and `umlkit reproduce --paper` need (registered by umlkit.experiments.catalog)
+ENTRY = (Paper(name=PAPER, title="ooDML (Milbich, Roth et al., NeurIPS 2021)", claim_tables=TABLES,
+                     chapters=("oodml",), job_lists={n: partial(job_list, n) for n in ("lr_sweep", "tables")}))

@@ -33,7 +33,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Sequence
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +41,7 @@ import pandas as pd
 import yaml
 
 from umlkit._paths import repo_folder
+from umlkit.experiments.registry import Paper
 from umlkit.experiments.tables import Claim, Row, Table
 
 __all__ = ["PAPER", "TABLE_NAME", "config", "make_splits", "write_splits", "load_splits", "split_of", "map_config",
@@ -380,3 +381,15 @@ def probe_table(forgetting: pd.DataFrame) -> pd.DataFrame:
     long = forgetting.melt(id_vars=["shift", "attribute"], var_name="model", value_name="accuracy")
     out = long.pivot_table(index=["shift", "model"], columns="attribute", values="accuracy", sort=False)
     return out[list(dict.fromkeys(forgetting["attribute"]))]
+
+
+# ------------------------------------------------------------------------------------------------ registry entry
+# what the scoreboard, `umlkit records` and `umlkit reproduce --paper` need (registered by umlkit.experiments.catalog)
+def claim_tables(profile: str = "quick") -> dict[str, Table]:
+    """The map's table (quick profile only: its shifted splits are UML-Mini's)."""
+    return {TABLE_NAME: MAP()} if profile == "quick" else {}
+
+
+# the book's own experiment on PUMA's configuration: its records live with PUMA's, its claims are a family of their own
+ENTRY = (Paper(name="regime", title="Regime map (this book, on PUMA's configuration)", claim_tables=claim_tables,
+                     records=PAPER, chapters=("regime_map",), job_lists={"map": partial(job_list, "map")}))

@@ -1,50 +1,32 @@
 """One scoreboard of every declared claim of the book's papers, read from the stored records.
 
-Each paper module declares its tables (rows and claims, :mod:`umlkit.experiments.tables`); :func:`scoreboard`
-measures every table from the records of a profile without training anything or computing a side file (every
-stored seed of a row counts; a claim whose cells lack a record is listed as "missing records", naming them),
-compares with the paper's numbers and checks the claims. The verdict rule is :data:`umlkit.experiments.tables.VERDICT_RULE` (a one-sided Welch or paired
-t-test with at least three seeds per cell: *supported* / *inconclusive* / *contradicted*; with fewer seeds a
-preliminary *holds, n seed(s)* / *not reproduced, n seed(s)*).
+Each registered paper (:mod:`umlkit.experiments.registry`) declares its tables (rows and claims,
+:mod:`umlkit.experiments.tables`); :func:`scoreboard` measures every table from the records of a profile without
+training anything or computing a side file (every stored seed of a row counts; a claim whose cells lack a record is
+listed as "missing records", naming them), compares with the paper's numbers and checks the claims. The verdict
+rule is :data:`umlkit.experiments.tables.VERDICT_RULE` (a one-sided Welch or paired t-test with at least three seeds
+per cell: *supported* / *inconclusive* / *contradicted*; with fewer seeds a preliminary *holds, n seed(s)* / *not
+reproduced, n seed(s)*).
 """
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import pandas as pd
 
 from umlkit.experiments.records import MissingSideFile, find_record, normalise_key, read_only
 from umlkit.experiments.tables import MISSING, Table, compare, measure, table_claims
 
-__all__ = ["PAPERS", "scoreboard", "scoreboard_summary", "scoreboard_view", "declared_claims", "missing_records"]
-
-
-def _puma_tables(profile: str) -> dict[str, Table]:
-    from umlkit.experiments import puma
-    return puma.claim_tables(profile)
+__all__ = ["scoreboard", "scoreboard_summary", "scoreboard_view", "declared_claims", "missing_records"]
 
 
 MAX_SEEDS = 10  # every stored seed 0..9 of a row counts
 
-def _oodml_tables(profile: str) -> dict[str, Table]:
-    from umlkit.experiments import oodml
-    return oodml.TABLES(profile)
 
-
-def _language_guidance_tables(profile: str) -> dict[str, Table]:
-    from umlkit.experiments import language_guidance
-    return language_guidance.TABLES(profile)
-
-
-def _vptsp_tables(profile: str) -> dict[str, Table]:
-    from umlkit.experiments import vptsp
-    return vptsp.TABLES(profile)
-
-
-# paper -> its tables for a profile
-PAPERS: dict[str, Callable[[str], dict[str, Table]]] = {"puma": _puma_tables, "oodml": _oodml_tables,
-                                                        "language_guidance": _language_guidance_tables,
-                                                        "vptsp": _vptsp_tables}
+def _claim_tables(papers, profile: str):
+    """(registered paper, table name, table) of every table with declared claims, in the registry's order."""
+    from umlkit.experiments.registry import get_paper, papers as registered
+    for name in papers or registered():
+        for table, spec in get_paper(name).claim_tables(profile).items():
+            yield name, table, spec
 
 
 def scoreboard(profile: str = "quick", papers=None) -> pd.DataFrame:
@@ -53,15 +35,14 @@ def scoreboard(profile: str = "quick", papers=None) -> pd.DataFrame:
     file that is not stored) keeps its line with the verdict "missing records" and the cells named in ``missing``;
     nothing is trained or written."""
     frames = []
-    for paper in papers or PAPERS:
-        for name, spec in PAPERS[paper](profile).items():
-            if not spec.claims:
-                continue
-            measured = measure(spec, profile, seeds=range(MAX_SEEDS), train=False, progress=False, log=None)
-            cmp = compare(measured, paper) if not measured.empty else pd.DataFrame()
-            claims = table_claims(spec, cmp)
-            stale = bool(not measured.empty and measured["stale"].astype(bool).any())
-            frames.append(claims.assign(paper=paper, table=name, profile=profile, stale=stale))
+    for paper, name, spec in _claim_tables(papers, profile):
+        if not spec.claims:
+            continue
+        measured = measure(spec, profile, seeds=range(MAX_SEEDS), train=False, progress=False, log=None)
+        cmp = compare(measured, spec.paper) if not measured.empty else pd.DataFrame()
+        claims = table_claims(spec, cmp)
+        stale = bool(not measured.empty and measured["stale"].astype(bool).any())
+        frames.append(claims.assign(paper=paper, table=name, profile=profile, stale=stale))
     if not frames:
         return pd.DataFrame(columns=["paper", "table", "claim", "verdict"])
     out = pd.concat(frames, ignore_index=True)
@@ -122,17 +103,15 @@ def missing_records(profile: str = "quick", papers=None) -> pd.DataFrame:
     other tables' records (``derive``) is covered by those tables. Empty when the record set is complete."""
     lines = []
     with read_only():
-        for paper in papers or PAPERS:
-            for name, spec in PAPERS[paper](profile).items():
-                if spec.derive is not None:
-                    continue
-                for row in spec.rows:
-                    seeds = spec.seeds_of(row)[:1] if row.seed_free else spec.seeds_of(row)
-                    for seed in seeds:
-                        why = _why_missing(spec, row, int(seed), profile)
-                        if why:
-                            lines.append({"paper": paper, "table": name, "row": row.title, "seed": int(seed),
-                                          "why": why})
+        for paper, name, spec in _claim_tables(papers, profile):
+            if spec.derive is not None:
+                continue
+            for row in spec.rows:
+                seeds = spec.seeds_of(row)[:1] if row.seed_free else spec.seeds_of(row)
+                for seed in seeds:
+                    why = _why_missing(spec, row, int(seed), profile)
+                    if why:
+                        lines.append({"paper": paper, "table": name, "row": row.title, "seed": int(seed), "why": why})
     return pd.DataFrame(lines, columns=["paper", "table", "row", "seed", "why"])
 
 
@@ -145,5 +124,8 @@ def _why_missing(spec: Table, row, seed: int, profile: str) -> str:
 
 
 def declared_claims(profile: str = "quick") -> dict[str, int]:
-    """How many claims each paper module declares."""
-    return {p: sum(len(t.claims) for t in tables(profile).values()) for p, tables in PAPERS.items()}
+    """How many claims each registered paper declares."""
+    out: dict[str, int] = {}
+    for paper, _, spec in _claim_tables(None, profile):
+        out[paper] = out.get(paper, 0) + len(spec.claims)
+    return out

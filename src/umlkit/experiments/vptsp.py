@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import copy
 import json
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 
 import pandas as pd
@@ -37,6 +37,7 @@ import yaml
 
 from umlkit.experiments import oodml
 from umlkit.experiments.runners import SOURCE_NAMES
+from umlkit.experiments.registry import Paper
 from umlkit.experiments.tables import Claim, Row, Table, lr_sweep_frame
 
 __all__ = ["PAPER", "SOURCES", "SEEDS", "methods_config", "run_config", "chosen_lr", "sweep_jobs", "lr_sweep",
@@ -760,3 +761,9 @@ def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: di
     facts["all_verdicts"] = verdict_counts(claims, text.notna())
     facts["n_claims"] = str(len(claims))
     return facts
+
+
+# ------------------------------------------------------------------------------------------------ registry entry
+# what the scoreboard, `umlkit records` and `umlkit reproduce --paper` need (registered by umlkit.experiments.catalog)
+ENTRY = (Paper(name=PAPER, title="VPTSP (Ren et al., ICLR 2024)", claim_tables=TABLES, chapters=("vptsp",),
+                     job_lists={n: partial(job_list, n) for n in ("lr_sweep", "tables")}))
