@@ -6,7 +6,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.umlkit-installed
 
-.PHONY: test test-fast book install clean-book clean bench
+.PHONY: test test-fast test-all book install clean-book clean bench
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,12 +16,18 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# everything but the recomputations of committed artefacts (their inputs' hashes are compared instead): <= 8 min
 test: $(STAMP)
-	$(PY) -m pytest tests book --nbval-lax --nbval-current-env -p no:cacheprovider
+	$(PY) -m pytest tests book --nbval-lax --nbval-current-env -p no:cacheprovider -m "not recompute"
 
-# the tests without the `slow` marker (retraining a record, torchrun, kill-and-resume, ...): a minute or two
+# the tests without the `slow` marker (torchrun, kill-and-resume, ...): about two minutes
 test-fast: $(STAMP)
-	$(PY) -m pytest tests -m "not slow" -p no:cacheprovider
+	$(PY) -m pytest tests -m "not slow and not recompute" -p no:cacheprovider
+
+# make test plus the recomputations of committed artefacts (a record retrained, the ooDML splits made again); a
+# recomputation that passes stores its inputs' hash in tests/artefact_inputs.json
+test-all: $(STAMP)
+	UMLKIT_RECORD_INPUTS=1 $(PY) -m pytest tests book --nbval-lax --nbval-current-env -p no:cacheprovider
 
 # jupyter-cache re-runs a chapter only when its code cells change; a change in src/umlkit (or the dependencies) must
 # also invalidate it, so the cache is dropped and every page rebuilt (--all) whenever those hash differently.

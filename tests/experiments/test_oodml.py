@@ -34,7 +34,16 @@ def test_committed_splits_follow_table_s1_layout():
     assert [s["kind"] for s in data["sources"]["cub"]["splits"][:2]] == ["inverse", "inverse"]
 
 
-@pytest.mark.slow
+def test_the_inputs_of_the_committed_splits_are_those_last_recomputed():
+    """The recomputation below runs in `make test-all`; here its inputs are compared with those it last passed on."""
+    from tests._artefacts import inputs_hash, stored_hash
+    assert inputs_hash("oodml_quick_splits") == stored_hash("oodml_quick_splits"), (
+        "the code, configuration, data generator or weights behind configs/oodml/splits_quick.json changed since the "
+        "splits were last recomputed: run `make test-all` (it recomputes them and, when they still match, stores the "
+        "new inputs hash in tests/artefact_inputs.json)")
+
+
+@pytest.mark.recompute
 def test_committed_splits_are_what_make_splits_computes():
     """The same classes in every split; the FIDs (4 decimals) to their last digit, which another CPU kind's float
     kernels can move (an AVX2-only EPYC changed 7 of them by 1e-4, no class)."""
@@ -56,6 +65,8 @@ def test_committed_splits_are_what_make_splits_computes():
         else:
             assert a == b, path
     same(json.loads(json.dumps(fresh)), stored)
+    from tests._artefacts import certify
+    certify("oodml_quick_splits")
 
 
 def test_run_config_tunes_on_training_classes_only():

@@ -143,10 +143,11 @@ def test_committed_quick_records_are_current():
     assert not stale, f"{len(stale)} stale record(s), e.g. {list(stale.items())[:3]}"
 
 
-@pytest.mark.slow
+@pytest.mark.recompute
 def test_a_stored_quick_record_reproduces():
     """A committed record retrained from its stored key gives the same numbers (identical on the machine that
-    wrote it; a tolerance covers other CPUs' float summation order)."""
+    wrote it; a tolerance covers other CPUs' float summation order). In `make test-all`: its inputs (data, weights,
+    code) are the records' fingerprint, which test_committed_quick_records_are_current compares in `make test`."""
     paths = [p for p in _committed() if p.name.startswith("Linear_Embedding-seed0-")]
     if not paths:
         pytest.skip("no stored Linear Embedding record")

@@ -1,0 +1,55 @@
+"""Guards for the committed artefacts that tests recompute from scratch (the ooDML quick splits, ...): the heavy
+recomputation runs in ``make test-all`` (marker ``recompute``); ``make test`` runs a fast test that compares a hash of
+the recomputation's inputs - the code it runs (normalised tokens: comments and docstrings do not count), the
+configuration files it reads, the data generator's version and the backbone weights - with the hash stored in
+``tests/artefact_inputs.json`` when the recomputation last passed. When the inputs change, the fast test fails
+and says to run ``make test-all``, whose passing recomputation stores the new hash (``UMLKIT_RECORD_INPUTS=1``)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+STORE = Path(__file__).resolve().parent / "artefact_inputs.json"
+
+# artefact -> the files its recomputation reads (repository-relative); the generator version and the backbone
+# weights are added to every hash
+ARTEFACTS = {
+    "oodml_quick_splits": ["src/umlkit/experiments/oodml.py", "src/umlkit/data/shift.py",
+                           "src/umlkit/metrics/distribution.py", "src/umlkit/train/evaluate.py",
+                           "configs/oodml/methods.yaml", "configs/oodml/oodml.yaml"],
+}
+
+
+def inputs_hash(name: str) -> str:
+    """16 hex digits over the artefact's input files, UML-Mini's generator version and the shipped v2 weights."""
+    from umlkit.data.mini import GENERATOR_VERSION
+    from umlkit.experiments.fingerprint import normalised_tokens
+    from umlkit.models.pretrain import weight_files
+    from umlkit.results import file_sha256
+    h = hashlib.sha256(f"uml_mini:v{GENERATOR_VERSION}".encode())
+    for rel in ARTEFACTS[name]:
+        path = ROOT / rel
+        text = path.read_text()
+        h.update(rel.encode())
+        h.update((normalised_tokens(text) if path.suffix == ".py" else text).encode())
+    for part in ("weights", "heads"):
+        h.update(file_sha256(weight_files("v2")[part]).encode())
+    return h.hexdigest()[:16]
+
+
+def stored_hash(name: str) -> str | None:
+    return json.loads(STORE.read_text()).get(name) if STORE.is_file() else None
+
+
+def certify(name: str) -> None:
+    """After a passing recomputation: store the current inputs hash when ``UMLKIT_RECORD_INPUTS=1`` (make test-all)."""
+    if os.environ.get("UMLKIT_RECORD_INPUTS") != "1":
+        return
+    store = json.loads(STORE.read_text()) if STORE.is_file() else {}
+    current = inputs_hash(name)
+    if store.get(name) != current:
+        store[name] = current
+        STORE.write_text(json.dumps(dict(sorted(store.items())), indent=1) + "\n")
