@@ -17,7 +17,7 @@ STORE = Path(__file__).resolve().parent / "artefact_inputs.json"
 # artefact -> the files its recomputation reads (repository-relative); the generator version and the backbone
 # weights are added to every hash
 ARTEFACTS = {
-    "oodml_quick_splits": ["src/umlkit/experiments/oodml.py", "src/umlkit/data/shift.py",
+    "oodml_quick_splits": ["src/umlkit/experiments/oodml.py", "src/umlkit/experiments/splits.py",
                            "src/umlkit/metrics/distribution.py", "src/umlkit/train/evaluate.py",
                            "configs/oodml/methods.yaml", "configs/oodml/oodml.yaml"],
 }

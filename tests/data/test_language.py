@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from umlkit.data import language as lg
-from umlkit.train.side_info import load_class_embeddings
+from umlkit.data.side_info import load_class_embeddings
 
 
 @pytest.fixture()

@@ -20,7 +20,7 @@ def test_committed_splits_are_the_generated_ones_and_follow_their_rules():
     assert json.loads(json.dumps(made, default=int)) == regime.load_splits()
     cfg = regime.config()
     assert set(cfg["attributes"]) == set(cfg["datasets"]) and "inshop" not in cfg["datasets"]
-    from umlkit.data.shift import attribute_level
+    from umlkit.experiments.splits import attribute_level
     for shift, per_source in made.items():
         assert set(per_source) == set(cfg["datasets"])
         for src, split in per_source.items():

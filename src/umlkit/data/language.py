@@ -8,7 +8,7 @@ ExplainableML/LanguageGuidance_for_DML) embeds every name once, before training,
 model; its class names come from ``datasets/*.py: language_conversion`` (CUB: the folder name after the dot with
 ``_`` as spaces; Cars: the folder name; SOP: the super-class). The loaders' ``language_names`` follow that rule.
 
-This module does the same and stores the result with :func:`umlkit.train.side_info.save_class_embeddings` (an
+This module does the same and stores the result with :func:`umlkit.data.side_info.save_class_embeddings` (an
 ``.npz`` of row names and embeddings, byte-stable, so the sha256 identifies the content), under
 ``results/<profile>/language/``; rows are named by class key (``"cub#12"``). A configuration refers to a file as
 ``{file, sha256}``, so the record key changes whenever the embeddings do, which is why this module is not part
@@ -138,7 +138,7 @@ def _hub_encoder(name: str, hub_id: str):
             raise ImportError(f"language model {name!r} needs transformers: pip install -e '.[lang]'") from err
         from huggingface_hub import try_to_load_from_cache
 
-        from umlkit.models.backbones import hub_unreachable  # the same seconds-long offline check as the backbones
+        from umlkit._hub import hub_unreachable  # the same seconds-long offline check as the backbones
         why = None if isinstance(try_to_load_from_cache(hub_id, "config.json"), str) else hub_unreachable()
         if why:
             raise OSError(f"language model {name!r} needs the Hugging Face weights {hub_id!r}; this machine has no "
@@ -342,7 +342,7 @@ def _ref(path: Path) -> dict:
 def embeddings_file(row_names: Sequence[str], embeddings: np.ndarray, path: str | Path) -> dict:
     """Store class embeddings computed any other way (e.g. :func:`attribute_vectors`) as a class-embedding file;
     ``{"file", "sha256"}``. The same content at ``path`` is kept; different content there is refused."""
-    from umlkit.train.side_info import save_class_embeddings
+    from umlkit.data.side_info import save_class_embeddings
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     save_class_embeddings(path, list(row_names), np.asarray(embeddings, dtype=np.float32))
@@ -354,11 +354,11 @@ def sample_language_file(sample_keys: Sequence[str], texts: Sequence[str] | Sequ
                          profile: str = "quick", tag: str = "") -> dict:
     """Per-image language rows (Table 5's captions, Table S3's per-sample pseudolabels): ``texts`` holds one text
     (or k texts) per image named by ``sample_keys``; each distinct text is embedded once and the file stores the
-    vocabulary and every image's slots (:func:`umlkit.train.side_info.save_sample_embeddings`). Named by a hash of
+    vocabulary and every image's slots (:func:`umlkit.data.side_info.save_sample_embeddings`). Named by a hash of
     its inputs and :data:`FILE_VERSION`, reused when present, rounded to 5 decimals like :func:`language_file`;
     returns ``{"file", "sha256"}``."""
     from umlkit._paths import results_root
-    from umlkit.train.side_info import save_sample_embeddings
+    from umlkit.data.side_info import save_sample_embeddings
     if len(sample_keys) != len(texts):
         raise ValueError(f"{len(sample_keys)} image keys but {len(texts)} texts")
     per = [[t] if isinstance(t, str) else list(t) for t in texts]

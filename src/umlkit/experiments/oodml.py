@@ -3,7 +3,7 @@ learning", NeurIPS 2021): its splits, configurations, tables and analyses as dat
 
 * **Splits** (Sec. 3, official ``split_helpers.py``): classes are the mean frozen feature of a backbone without
   metric training (paper: ImageNet ResNet-50; quick: the shipped tiny ViT v2 on the large UML-Mini); swapping and
-  removal (:mod:`umlkit.data.shift`) raise the class-mean FID; :func:`make_splits` keeps Table S1's layout and
+  removal (:mod:`umlkit.experiments.splits`) raise the class-mean FID; :func:`make_splits` keeps Table S1's layout and
   :func:`write_splits` commits them (``configs/oodml/splits_quick.json``); the full profile reads the published
   ``datasplits/*.pkl`` instead (:func:`import_published_splits`). The i.i.d. FID of Table 1 halves every class's
   images at random (five draws).
@@ -31,7 +31,7 @@ import pandas as pd
 import yaml
 
 from umlkit.data import build_transforms, load_dataset
-from umlkit.data.shift import Split, removal_progression, swap_progression
+from umlkit.experiments.splits import Split, removal_progression, swap_progression
 from umlkit.experiments.runners import SOURCE_NAMES
 from umlkit.experiments.registry import Paper
 from umlkit.experiments.tables import Claim, Row, Table, measure, lr_sweep_frame
@@ -163,13 +163,13 @@ def _jsonable(keys) -> list:
 
 def make_splits(profile: str = "quick", backbone: str = "vit_tiny_uml_v2", sources=SOURCES) -> dict:
     """ooDML's splits of the quick world (the large UML-Mini): per source the swap and removal progressions (and,
-    for CUB, the inverse one), the splits chosen from them in Table S1's layout (:func:`umlkit.data.shift.
+    for CUB, the inverse one), the splits chosen from them in Table S1's layout (:func:`umlkit.experiments.splits.
     select_splits`), the default split's FID and the i.i.d. FID (Table 1). About a minute on 2 cores."""
     if profile != "quick":
         raise ValueError("the full profile reads the published split files (datasplits/*.pkl); make_splits builds "
                          "the quick profile's")
     from umlkit.data.mini import GENERATOR_VERSION, ensure_mini
-    from umlkit.data.shift import iid_fid, select_splits, split_fid
+    from umlkit.experiments.splits import iid_fid, select_splits, split_fid
     layout = methods_config()["splits"]
     root = ensure_mini(size="large")
     out = {"backbone": backbone, "world": f"uml_mini:v{GENERATOR_VERSION}:large:seed0", "sources": {}}

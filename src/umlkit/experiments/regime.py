@@ -10,7 +10,7 @@ where the paper's ordering appears instead of assuming it. Everything it runs is
   README's few-shot training, and Table 2's second-pass recipe on all images), and the kind of shift between
   training and test classes (``shifts``: the loaders' split; test classes whose attribute *combinations* never
   occur in training; test classes with attribute *values* no training class is defined by, seen in pretraining).
-  The shifted splits come from the classes' generator attributes (:func:`umlkit.data.shift.attribute_split`),
+  The shifted splits come from the classes' generator attributes (:func:`umlkit.experiments.splits.attribute_split`),
   generated once and committed (``configs/regime/splits_quick.json``); every row trains and tests on the seven
   sources that can be split so (In-shop-like, whose query/gallery protocol takes no class split, is left out);
 * cells: PUMA and full fine-tuning at each point, 3 seeds, the rates chosen by the book's one protocol on the
@@ -73,7 +73,7 @@ def make_splits(root=None) -> dict:
     from umlkit.data import ensure_mini, load_dataset
     from umlkit.data.datasets import MINI_MANIFEST
     from umlkit.data.mini import class_attributes
-    from umlkit.data.shift import attribute_split
+    from umlkit.experiments.splits import attribute_split
     c = config()
     root = Path(root or ensure_mini())
     manifest = root / MINI_MANIFEST

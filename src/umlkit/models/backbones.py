@@ -26,9 +26,6 @@ and names the file to pass as ``weights=PATH`` instead of waiting on timm's retr
 """
 from __future__ import annotations
 
-import os
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import timm
@@ -36,6 +33,8 @@ import torch
 from timm.layers import freeze_batch_norm_2d
 from timm.models import generate_default_cfgs, register_model
 from timm.models.vision_transformer import VisionTransformer, _create_vision_transformer
+
+from umlkit._hub import hub_unreachable
 
 __all__ = ["BACKBONES", "backbone_data_config", "create_backbone", "resolve_backbone_name", "data_config",
            "hub_unreachable"]
@@ -105,31 +104,6 @@ def _in_hf_cache(cfg) -> bool:
         return False
     names = [cfg.hf_hub_filename] if cfg.hf_hub_filename else ["model.safetensors", "pytorch_model.bin"]
     return any(isinstance(try_to_load_from_cache(cfg.hf_hub_id, n), str) for n in names)
-
-
-def hub_unreachable(timeout: float | None = None) -> str | None:
-    """None when the Hugging Face hub (``HF_ENDPOINT``) answers one HTTP request within ``timeout`` seconds
-    (``UMLKIT_HUB_TIMEOUT``, default 5), else the reason (no network, refused, no answer in time, offline mode)."""
-    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
-        return "HF_HUB_OFFLINE is set"
-    if timeout is None:
-        raw = os.environ.get("UMLKIT_HUB_TIMEOUT") or "5"
-        try:
-            timeout = float(raw)
-        except ValueError:
-            timeout = float("nan")
-        if not 0 < timeout <= 600:   # also NaN; a longer wait is what this probe exists to avoid
-            raise ValueError(f"UMLKIT_HUB_TIMEOUT={raw!r}: expected seconds in (0, 600], e.g. 5")
-    timeout = float(timeout)
-    url = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/") + "/api/models/timm"
-    try:
-        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout):
-            return None
-    except urllib.error.HTTPError:
-        return None  # an answer, even an error status, means the hub can be reached
-    except (urllib.error.URLError, OSError) as err:
-        reason = getattr(err, "reason", err)
-        return f"no answer from {url} within {timeout:g} s" if "timed out" in str(reason) else f"{url}: {reason}"
 
 
 def resolve_backbone_name(name: str) -> str:

@@ -4,7 +4,7 @@ from umlkit.train.config import DEFAULTS, apply_overrides, load_config, resolve_
 from umlkit.train.engine import (FitResult, TrainingDivergedError, fit, param_groups, plot_history, read_log,
                                  run_dir_for)
 from umlkit.train.evaluate import evaluate_model, extract_embeddings
-from umlkit.train.side_info import load_class_embeddings, save_class_embeddings, write_split_file
+from umlkit.data.side_info import load_class_embeddings, save_class_embeddings, write_split_file
 
 __all__ = ["CheckpointError", "DEFAULTS", "FitResult", "TrainingDivergedError", "apply_overrides", "evaluate_model",
            "extract_embeddings", "fit", "load_checkpoint", "load_config", "param_groups", "plot_history", "read_log",

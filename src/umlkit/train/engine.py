@@ -12,7 +12,7 @@ tuning.
 The objective is a list of weighted terms (``objective`` in the config); each loss declares the inputs it needs
 (:func:`umlkit.losses.loss_inputs`) and :class:`_TrainStep` passes exactly those, so the engine names no loss or
 model class. Class-level side information (a language-embedding file referenced by path and sha256) is resolved
-when a term is built (:mod:`umlkit.train.side_info`), and ``data.splits`` lists a source's classes explicitly
+when a term is built (:mod:`umlkit.data.side_info`), and ``data.splits`` lists a source's classes explicitly
 (:func:`build_data`). Evaluation does not consume the global random stream (it runs under
 ``torch.random.fork_rng``), so evaluating every epoch trains the same model as evaluating once at the end.
 
@@ -101,7 +101,7 @@ def build_data(cfg: dict, data_config: dict):
 
     Per source, the classes split as PUMA does (the first half of the sorted class ids trains, the rest tests),
     or as ``data.splits.<source>`` lists them: ``{train: [class keys], test: [...], val: [...]}`` or ``{file:
-    PATH, sha256: HEX}`` naming a JSON file with that mapping (:func:`umlkit.train.side_info.write_split_file`).
+    PATH, sha256: HEX}`` naming a JSON file with that mapping (:func:`umlkit.data.side_info.write_split_file`).
     Class keys are the annotation's class ids (see :func:`umlkit.data.load_dataset`'s ``classes``). An explicit
     ``val`` list replaces ``data.val_fraction`` for that source; without one, ``val_fraction`` holds out the last
     training classes as for the default split. ``few_shot`` then subsamples the training images: k per class drawn,
@@ -151,7 +151,7 @@ def build_data(cfg: dict, data_config: dict):
 def _class_split(name: str, spec) -> dict:
     """``data.splits.<name>`` as ``{train: [...], test: [...], val: [...] or None}``, read from its file when it
     is a ``{file, sha256}`` reference, with disjoint lists."""
-    from umlkit.train.side_info import read_split_file
+    from umlkit.data.side_info import read_split_file
     where = f"data.splits.{name}"
     if isinstance(spec, dict) and "file" in spec:
         spec = read_split_file(spec, where=where)
@@ -278,7 +278,7 @@ def build_objective(cfg: dict, train_set, embed_dim: int) -> nn.ModuleList:
     """One module per objective term (in order); a ``language_embeddings`` reference ``{file, sha256}`` becomes
     the matrix of the training classes' rows (matched by class key, then by class name), or with the term's option
     ``per_sample`` the training images' rows (matched by image key, :meth:`UnifiedDataset.sample_keys`)."""
-    from umlkit.train.side_info import load_class_embeddings, load_sample_embeddings
+    from umlkit.data.side_info import load_class_embeddings, load_sample_embeddings
     terms = []
     for i, term in enumerate(cfg["objective"]):
         opts = dict(term["options"])
@@ -508,6 +508,50 @@ def _check_run_dir(run_dir: Path, resume) -> None:
                               f"(CLI: --run-dir); nothing was changed.")
 
 
+@dataclass
+class _Run:
+    """What one training run holds while it trains: its configuration and the objects :func:`_set_up` builds."""
+    cfg: dict
+    run_dir: Path
+    device: torch.device
+    world: int
+    rank: int
+    train_set: object
+    test_set: object
+    val_set: object
+    model: nn.Module
+    loss: nn.Module
+    groups: dict
+    opt: torch.optim.Optimizer
+    sparse: list
+    sparse_opt: object
+    sched: object
+    sampler: object
+    loader: object
+    runner: nn.Module
+    wants_index: bool
+    amp_dtype: object
+    scaler: object
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def ckpt_path(self) -> Path:
+        return self.run_dir / "latest.pt"
+
+
+@dataclass
+class _Progress:
+    """What a run has measured so far (restored from a checkpoint on resume)."""
+    history: list = field(default_factory=list)
+    best: pd.DataFrame | None = None
+    best_epoch: int | None = None
+    start_epoch: int = 0
+    last: pd.DataFrame | None = None
+
+
 def fit(config: dict | None = None, *, run_dir: str | Path | None = None, resume: bool | str | Path = False,
         overrides=None, _fail_at_step: int | None = None, _poison_at_step: int | None = None) -> FitResult:
     """Train and evaluate one configuration (see :mod:`umlkit.train.config` for the keys).
@@ -518,8 +562,36 @@ def fit(config: dict | None = None, *, run_dir: str | Path | None = None, resume
             ``results/<profile>/runs/<name>-<hash>``).
         resume: ``True`` continues from ``run_dir/latest.pt`` when it exists; a path resumes from that file.
         overrides: dotted ``key=value`` strings applied on top of ``config``.
+
+    The phases: :func:`_set_up` (data, model, objective, optimiser, sampler), :func:`_restore` (resume),
+    :func:`_start_files`, then per epoch :func:`_train_epoch`, :func:`_evaluate_epoch` and :func:`_checkpoint`,
+    and :func:`_finish`.
     """
     cfg = resolve_config(config, overrides=overrides)
+    run = _set_up(cfg, run_dir, resume)
+    progress = _restore(run, resume)
+    _start_files(run, progress)
+    epochs = int(cfg["train"]["epochs"])
+    bar = None
+    if cfg["train"]["progress"] and run.is_main:
+        from umlkit._progress import tqdm
+        bar = tqdm(total=epochs * len(run.sampler), initial=progress.start_epoch * len(run.sampler), desc=cfg["name"],
+                   unit="step")
+    t0 = time.perf_counter()
+    for epoch in range(progress.start_epoch, epochs):
+        row = _train_epoch(run, epoch, bar, _fail_at_step, _poison_at_step)
+        _evaluate_epoch(run, progress, epoch, row)
+        progress.history.append(row)
+        if run.is_main:
+            _checkpoint(run, progress, epoch, row)
+    if bar is not None:
+        bar.close()
+    return _finish(run, progress, time.perf_counter() - t0)
+
+
+def _set_up(cfg: dict, run_dir, resume) -> _Run:
+    """Seeds, data, model, objective, optimisers, schedule, sampler and loader, in the order that fixes the random
+    streams (a change of this order changes every run's numbers)."""
     world, rank = _world()
     device = _device(cfg["device"])
     from umlkit.metrics.knn import forced_search_dtype
@@ -532,8 +604,7 @@ def fit(config: dict | None = None, *, run_dir: str | Path | None = None, resume
             device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
             torch.cuda.set_device(device)
     run_dir = Path(run_dir) if run_dir is not None else run_dir_for(cfg)
-    is_main = rank == 0
-    if is_main:
+    if rank == 0:
         _check_run_dir(run_dir, resume)
     seed = int(cfg["seed"])
     torch.manual_seed(seed)
@@ -569,165 +640,196 @@ def fit(config: dict | None = None, *, run_dir: str | Path | None = None, resume
         from torch.nn.parallel import DistributedDataParallel as DDP
         runner = DDP(step_module, device_ids=[device.index] if device.type == "cuda" else None,
                      find_unused_parameters=True)
-    precision = cfg["precision"]
-    amp_dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    amp_dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[cfg["precision"]]
     if amp_dtype is torch.float16 and device.type != "cuda":
         raise ValueError("precision fp16 needs a GPU; use bf16 on the CPU")
     scaler = torch.amp.GradScaler("cuda") if amp_dtype is torch.float16 else None
+    return _Run(cfg, run_dir, device, world, rank, train_set, test_set, val_set, model, loss, groups, opt, sparse,
+                sparse_opt, sched, sampler, loader, runner, wants_index, amp_dtype, scaler)
 
-    history, best, best_epoch, start_epoch = [], None, None, 0
-    ckpt_path = run_dir / "latest.pt"
-    if resume:
-        path = Path(resume) if not isinstance(resume, bool) else ckpt_path
-        if path.exists() or not isinstance(resume, bool):
-            changed = [k for k in _config_changes(run_dir / "config.json", cfg) if k not in RESUMABLE_CHANGES]
-            if changed:   # checked before the checkpoint is read and before config.json is rewritten
-                raise ValueError(
-                    f"cannot resume {run_dir}: the configuration differs from {run_dir / 'config.json'} in "
-                    f"{', '.join(changed[:8])}{' ...' if len(changed) > 8 else ''}. A resumed run continues the same "
-                    f"training (it may change only {', '.join(RESUMABLE_CHANGES)}); train the new configuration into "
-                    f"another run folder. Nothing was changed.")
-            state = load_checkpoint(path, map_location=device)
-            for what, target, saved in (("model", model, state["model"]),
-                                        ("objective", loss, _objective_state(state["loss"])),
-                                        ("optimizer", opt, state["optimizer"])):
-                try:
-                    target.load_state_dict(saved)
-                except (RuntimeError, ValueError, KeyError) as err:
-                    raise _resume_mismatch(what, path, err, run_dir / "config.json", cfg) from err
-            if sparse_opt is not None:
-                try:
-                    sparse_opt.load_state_dict(state.get("sparse_optimizer"))
-                except (ValueError, TypeError) as err:
-                    raise _resume_mismatch("sparse optimizer", path, err, run_dir / "config.json", cfg) from err
-            sched.load_state_dict(state["scheduler"])
-            sampler.load_state_dict(state["sampler"])
-            set_rng_state(state["rng"])
-            history, start_epoch = list(state["history"]), int(state["epoch"])
-            if cfg["train"]["epochs"] < start_epoch:
-                raise ValueError(f"cannot resume {path} with train.epochs = {cfg['train']['epochs']}: the checkpoint "
-                                 f"has trained {start_epoch} epochs already; give at least {start_epoch}. Nothing "
-                                 f"was changed.")
-            best_epoch = state.get("best_epoch")
-            best = _frame_from_json(state["best"]) if state.get("best") else None
-            if scaler is not None and "scaler" in state:
-                scaler.load_state_dict(state["scaler"])
-    if is_main:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        _atomic_write(run_dir / "config.json", json.dumps({"config": cfg, "config_hash": config_hash(_hashable(cfg))},
-                                                          indent=1, default=str))
-        with open(run_dir / "log.jsonl", "w") as fh:  # rewritten from the checkpoint's history on resume
-            fh.writelines(json.dumps(h) + "\n" for h in history)
 
-    t_cfg = cfg["train"]
-    epochs, warm = int(t_cfg["epochs"]), int(t_cfg["warmup_epochs"])
-    clip = cfg["clip"]
-    frozen_in_warmup = [p for g in ("backbone", "new", "proxy") for p in groups[g]]
-    bar = None
-    if t_cfg["progress"] and is_main:
-        from umlkit._progress import tqdm
-        bar = tqdm(total=epochs * len(sampler), initial=start_epoch * len(sampler), desc=cfg["name"], unit="step")
-    t0 = time.perf_counter()
-    last = None
-    for epoch in range(start_epoch, epochs):
-        model.train()
-        sampler.set_epoch(epoch)
-        te = time.perf_counter()
-        total, n_steps = 0.0, 0
-        for step, batch in enumerate(loader):
-            x, y = batch[0].to(device, non_blocking=True), batch[1].to(device, non_blocking=True)
-            idx = batch[2].to(device, non_blocking=True) if wants_index else None
-            if _poison_at_step is not None and epoch * len(sampler) + step == _poison_at_step:
-                with torch.no_grad():  # test hook: the weights diverged, so the embeddings are NaN
-                    next(p for p in model.parameters() if p.requires_grad).fill_(float("nan"))
-            try:
-                with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-                    value = runner(x, y, idx)
-            except NonFiniteEmbeddingsError as err:
-                value, what = None, f"the embeddings became NaN or inf ({err})"
-            else:
-                what = None
-                if _fail_at_step is not None and epoch * len(sampler) + step == _fail_at_step:
-                    value = value * float("nan")  # test hook: inject a NaN
-                if not torch.isfinite(value.detach()).all():
-                    what = f"the loss became {float(value)}"
-            if what is not None:
-                if bar is not None:
-                    bar.close()
-                good = f"; the last good checkpoint is {ckpt_path}" if ckpt_path.exists() else ""
-                raise TrainingDivergedError(f"{what} at epoch {epoch + 1}, step {step + 1} (run {cfg['name']}){good}. "
-                                            "Lower the learning rate, enable gradient clipping (clip.mode) or use fp32.")
-            opt.zero_grad(set_to_none=True)
-            if sparse_opt is not None:
-                sparse_opt.zero_grad()
-            if scaler is not None:
-                scaler.scale(value).backward()
-                scaler.unscale_(opt)
-            else:
-                value.backward()
-            if epoch < warm:  # Proxy-Anchor warm-up: only the head and the loss proxies move
-                for p in frozen_in_warmup + sparse:
-                    p.grad = None
-            params = [p for g in opt.param_groups for p in g["params"] if p.grad is not None]
-            if sparse_opt is not None:
-                params += sparse_grads(sparse)
-            if clip["mode"] == "value":
-                torch.nn.utils.clip_grad_value_(params, clip["max"])
-            elif clip["mode"] == "norm":   # (resolve_config admits value, norm or null only)
-                torch.nn.utils.clip_grad_norm_(params, clip["max"])
-            if scaler is not None:
-                scaler.step(opt)
-                scaler.update()
-            else:
-                opt.step()
-            if sparse_opt is not None:
-                sparse_opt.step()
-            total += float(value.detach())
-            n_steps += 1
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(epoch=epoch + 1, loss=f"{float(value.detach()):.3f}")
-        lrs = {g["name"]: g["lr"] for g in opt.param_groups}
-        sched.step()
-        row = {"epoch": epoch + 1, "loss": total / max(n_steps, 1), "lr": lrs,
-               "seconds": round(time.perf_counter() - te, 2)}
-        evaluate_now = (epoch + 1) % int(t_cfg["eval_every"]) == 0 or epoch + 1 == epochs
-        if evaluate_now and is_main:
-            last = _evaluate(model, test_set, cfg, device, amp_dtype)
-            row["test"] = _frame_to_json(last)
-            if val_set is not None:
-                row["val"] = _frame_to_json(_evaluate(model, val_set, cfg, device, amp_dtype))
-            key = (t_cfg["select_on"], t_cfg["metrics"][0])
-            score = float(last.loc[key])
-            if best is None or score > float(best.loc[key]):
-                best, best_epoch = last, epoch + 1
-        history.append(row)
-        if is_main:
-            with open(run_dir / "log.jsonl", "a") as fh:
-                fh.write(json.dumps(row) + "\n")
-            state = {"model": model.state_dict(), "loss": loss.state_dict(), "optimizer": opt.state_dict(),
-                     "scheduler": sched.state_dict(), "sampler": sampler.state_dict(), "rng": rng_state(),
-                     "epoch": epoch + 1, "history": history, "best_epoch": best_epoch,
-                     "best": _frame_to_json(best) if best is not None else None,
-                     "config_hash": config_hash(_hashable(cfg))}
-            if scaler is not None:
-                state["scaler"] = scaler.state_dict()
-            if sparse_opt is not None:
-                state["sparse_optimizer"] = sparse_opt.state_dict()
-            save_checkpoint(state, ckpt_path)
-            if best_epoch == epoch + 1:
-                save_checkpoint({"model": model.state_dict(), "epoch": epoch + 1,
-                                 "config_hash": state["config_hash"]}, run_dir / "best.pt", keep_previous=False)
-    if bar is not None:
-        bar.close()
+def _restore(run: _Run, resume) -> _Progress:
+    """The progress to continue from: empty, or the checkpoint's (model, objective, optimisers, schedule, sampler,
+    random state, history), after checking that the configuration is the one the checkpoint trained."""
+    progress = _Progress()
+    if not resume:
+        return progress
+    cfg, run_dir = run.cfg, run.run_dir
+    path = Path(resume) if not isinstance(resume, bool) else run.ckpt_path
+    if not (path.exists() or not isinstance(resume, bool)):
+        return progress
+    changed = [k for k in _config_changes(run_dir / "config.json", cfg) if k not in RESUMABLE_CHANGES]
+    if changed:   # checked before the checkpoint is read and before config.json is rewritten
+        raise ValueError(
+            f"cannot resume {run_dir}: the configuration differs from {run_dir / 'config.json'} in "
+            f"{', '.join(changed[:8])}{' ...' if len(changed) > 8 else ''}. A resumed run continues the same "
+            f"training (it may change only {', '.join(RESUMABLE_CHANGES)}); train the new configuration into "
+            f"another run folder. Nothing was changed.")
+    state = load_checkpoint(path, map_location=run.device)
+    for what, target, saved in (("model", run.model, state["model"]),
+                                ("objective", run.loss, _objective_state(state["loss"])),
+                                ("optimizer", run.opt, state["optimizer"])):
+        try:
+            target.load_state_dict(saved)
+        except (RuntimeError, ValueError, KeyError) as err:
+            raise _resume_mismatch(what, path, err, run_dir / "config.json", cfg) from err
+    if run.sparse_opt is not None:
+        try:
+            run.sparse_opt.load_state_dict(state.get("sparse_optimizer"))
+        except (ValueError, TypeError) as err:
+            raise _resume_mismatch("sparse optimizer", path, err, run_dir / "config.json", cfg) from err
+    run.sched.load_state_dict(state["scheduler"])
+    run.sampler.load_state_dict(state["sampler"])
+    set_rng_state(state["rng"])
+    progress.history, progress.start_epoch = list(state["history"]), int(state["epoch"])
+    if cfg["train"]["epochs"] < progress.start_epoch:
+        raise ValueError(f"cannot resume {path} with train.epochs = {cfg['train']['epochs']}: the checkpoint "
+                         f"has trained {progress.start_epoch} epochs already; give at least {progress.start_epoch}. "
+                         f"Nothing was changed.")
+    progress.best_epoch = state.get("best_epoch")
+    progress.best = _frame_from_json(state["best"]) if state.get("best") else None
+    if run.scaler is not None and "scaler" in state:
+        run.scaler.load_state_dict(state["scaler"])
+    return progress
+
+
+def _start_files(run: _Run, progress: _Progress) -> None:
+    """``config.json`` (atomically) and ``log.jsonl`` (rewritten from the restored history) on the main rank."""
+    if not run.is_main:
+        return
+    run.run_dir.mkdir(parents=True, exist_ok=True)
+    header = {"config": run.cfg, "config_hash": config_hash(_hashable(run.cfg))}
+    _atomic_write(run.run_dir / "config.json", json.dumps(header, indent=1, default=str))
+    with open(run.run_dir / "log.jsonl", "w") as fh:
+        fh.writelines(json.dumps(h) + "\n" for h in progress.history)
+
+
+def _train_epoch(run: _Run, epoch: int, bar, fail_at: int | None, poison_at: int | None) -> dict:
+    """One pass over the sampler's batches; the epoch's log row (mean loss, learning rates, seconds)."""
+    model, opt, sparse_opt, sampler = run.model, run.opt, run.sparse_opt, run.sampler
+    model.train()
+    sampler.set_epoch(epoch)
+    te = time.perf_counter()
+    total, n_steps = 0.0, 0
+    for step, batch in enumerate(run.loader):
+        x, y = batch[0].to(run.device, non_blocking=True), batch[1].to(run.device, non_blocking=True)
+        idx = batch[2].to(run.device, non_blocking=True) if run.wants_index else None
+        if poison_at is not None and epoch * len(sampler) + step == poison_at:
+            with torch.no_grad():  # test hook: the weights diverged, so the embeddings are NaN
+                next(p for p in model.parameters() if p.requires_grad).fill_(float("nan"))
+        value = _forward(run, x, y, idx, epoch, step, bar,
+                         fail=fail_at is not None and epoch * len(sampler) + step == fail_at)
+        opt.zero_grad(set_to_none=True)
+        if sparse_opt is not None:
+            sparse_opt.zero_grad()
+        _backward_and_step(run, value, epoch)
+        total += float(value.detach())
+        n_steps += 1
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(epoch=epoch + 1, loss=f"{float(value.detach()):.3f}")
+    lrs = {g["name"]: g["lr"] for g in opt.param_groups}
+    run.sched.step()
+    return {"epoch": epoch + 1, "loss": total / max(n_steps, 1), "lr": lrs, "seconds": round(time.perf_counter() - te, 2)}
+
+
+def _forward(run: _Run, x, y, idx, epoch: int, step: int, bar, fail: bool) -> torch.Tensor:
+    """The objective's value on one batch (autocast as configured); a non-finite value stops the run with
+    :class:`TrainingDivergedError` naming the epoch, the step and the last good checkpoint."""
+    try:
+        with torch.autocast(run.device.type, dtype=run.amp_dtype, enabled=run.amp_dtype is not None):
+            value = run.runner(x, y, idx)
+    except NonFiniteEmbeddingsError as err:
+        value, what = None, f"the embeddings became NaN or inf ({err})"
+    else:
+        what = None
+        if fail:
+            value = value * float("nan")  # test hook: inject a NaN
+        if not torch.isfinite(value.detach()).all():
+            what = f"the loss became {float(value)}"
+    if what is not None:
+        if bar is not None:
+            bar.close()
+        good = f"; the last good checkpoint is {run.ckpt_path}" if run.ckpt_path.exists() else ""
+        raise TrainingDivergedError(f"{what} at epoch {epoch + 1}, step {step + 1} (run {run.cfg['name']}){good}. "
+                                    "Lower the learning rate, enable gradient clipping (clip.mode) or use fp32.")
+    return value
+
+
+def _backward_and_step(run: _Run, value: torch.Tensor, epoch: int) -> None:
+    """Backward (scaled in fp16), the warm-up's frozen groups, gradient clipping, and the optimisers' steps."""
+    opt, scaler, sparse_opt, clip = run.opt, run.scaler, run.sparse_opt, run.cfg["clip"]
+    if scaler is not None:
+        scaler.scale(value).backward()
+        scaler.unscale_(opt)
+    else:
+        value.backward()
+    if epoch < int(run.cfg["train"]["warmup_epochs"]):  # Proxy-Anchor warm-up: only the head and the loss proxies move
+        for p in [p for g in ("backbone", "new", "proxy") for p in run.groups[g]] + run.sparse:
+            p.grad = None
+    params = [p for g in opt.param_groups for p in g["params"] if p.grad is not None]
+    if sparse_opt is not None:
+        params += sparse_grads(run.sparse)
+    if clip["mode"] == "value":
+        torch.nn.utils.clip_grad_value_(params, clip["max"])
+    elif clip["mode"] == "norm":   # (resolve_config admits value, norm or null only)
+        torch.nn.utils.clip_grad_norm_(params, clip["max"])
+    if scaler is not None:
+        scaler.step(opt)
+        scaler.update()
+    else:
+        opt.step()
+    if sparse_opt is not None:
+        sparse_opt.step()
+
+
+def _evaluate_epoch(run: _Run, progress: _Progress, epoch: int, row: dict) -> None:
+    """Every ``train.eval_every`` epochs and after the last (main rank): test (and validation) metrics into ``row``,
+    and the best epoch on ``train.select_on``."""
+    t_cfg = run.cfg["train"]
+    if not ((epoch + 1) % int(t_cfg["eval_every"]) == 0 or epoch + 1 == int(t_cfg["epochs"])) or not run.is_main:
+        return
+    progress.last = last = _evaluate(run.model, run.test_set, run.cfg, run.device, run.amp_dtype)
+    row["test"] = _frame_to_json(last)
+    if run.val_set is not None:
+        row["val"] = _frame_to_json(_evaluate(run.model, run.val_set, run.cfg, run.device, run.amp_dtype))
+    key = (t_cfg["select_on"], t_cfg["metrics"][0])
+    if progress.best is None or float(last.loc[key]) > float(progress.best.loc[key]):
+        progress.best, progress.best_epoch = last, epoch + 1
+
+
+def _checkpoint(run: _Run, progress: _Progress, epoch: int, row: dict) -> None:
+    """The epoch's log line, ``latest.pt`` (everything a resume needs) and, for a new best epoch, ``best.pt``."""
+    with open(run.run_dir / "log.jsonl", "a") as fh:
+        fh.write(json.dumps(row) + "\n")
+    state = {"model": run.model.state_dict(), "loss": run.loss.state_dict(), "optimizer": run.opt.state_dict(),
+             "scheduler": run.sched.state_dict(), "sampler": run.sampler.state_dict(), "rng": rng_state(),
+             "epoch": epoch + 1, "history": progress.history, "best_epoch": progress.best_epoch,
+             "best": _frame_to_json(progress.best) if progress.best is not None else None,
+             "config_hash": config_hash(_hashable(run.cfg))}
+    if run.scaler is not None:
+        state["scaler"] = run.scaler.state_dict()
+    if run.sparse_opt is not None:
+        state["sparse_optimizer"] = run.sparse_opt.state_dict()
+    save_checkpoint(state, run.ckpt_path)
+    if progress.best_epoch == epoch + 1:
+        save_checkpoint({"model": run.model.state_dict(), "epoch": epoch + 1,
+                         "config_hash": state["config_hash"]}, run.run_dir / "best.pt", keep_previous=False)
+
+
+def _finish(run: _Run, progress: _Progress, seconds: float) -> FitResult:
+    """The result, ``metrics.json`` (main rank) and, under torchrun, a barrier so that no rank leaves early."""
+    last, history = progress.last, progress.history
     if last is None and history and "test" in history[-1]:
         last = _frame_from_json(history[-1]["test"])
-    result = FitResult(run_dir, cfg, history, last, best, best_epoch, model, loss, time.perf_counter() - t0)
-    if is_main and last is not None:
-        _atomic_write(run_dir / "metrics.json", json.dumps(
-            {"last_epoch": _frame_to_json(last), "best_on_test": _frame_to_json(best), "best_epoch": best_epoch,
+    result = FitResult(run.run_dir, run.cfg, history, last, progress.best, progress.best_epoch, run.model, run.loss,
+                       seconds)
+    if run.is_main and last is not None:
+        _atomic_write(run.run_dir / "metrics.json", json.dumps(
+            {"last_epoch": _frame_to_json(last), "best_on_test": _frame_to_json(progress.best),
+             "best_epoch": progress.best_epoch,
              "selection_note": "best_on_test selects the epoch on the test set, as the papers do"}, indent=1))
-    if world > 1:
+    if run.world > 1:
         import torch.distributed as dist
         dist.barrier()
     return result

@@ -12,7 +12,7 @@ import yaml
 
 from umlkit.train.config import load_config, resolve_config
 from umlkit.train.engine import build_data, build_objective
-from umlkit.train.side_info import (SideInfoError, load_class_embeddings, read_split_file, save_class_embeddings,
+from umlkit.data.side_info import (SideInfoError, load_class_embeddings, read_split_file, save_class_embeddings,
                                     write_split_file)
 
 DATA_CONFIG = {"input_size": (3, 32, 32), "mean": (0.5,) * 3, "std": (0.5,) * 3}
@@ -178,7 +178,7 @@ def test_the_engine_resolves_a_language_embedding_reference_into_the_training_cl
 
 # ------------------------------------------------------------------------------------------------ per-image rows
 def test_sample_embeddings_round_trip_in_the_requested_image_order(tmp_path):
-    from umlkit.train.side_info import load_sample_embeddings, save_sample_embeddings
+    from umlkit.data.side_info import load_sample_embeddings, save_sample_embeddings
     rng = np.random.default_rng(1)
     vocab = rng.normal(size=(5, 3)).astype(np.float32)
     slots = rng.integers(0, 5, size=(7, 2))
@@ -211,7 +211,7 @@ def test_per_image_rows_equal_to_the_class_rows_give_the_class_level_loss(mini_r
     """With lr 0, a per-image file whose every image carries its class's row must reproduce the class-level run's
     losses exactly: the engine hands the loss each image's own training-set index."""
     from umlkit.train import fit
-    from umlkit.train.side_info import save_sample_embeddings
+    from umlkit.data.side_info import save_sample_embeddings
     base = {"data": {"root": str(mini_root), "datasets": ["cub"], "batch_size": 32, "few_shot": 4,
                      "augment": False, "sampler": "m_per_class"},
             "model": {"method": "linear", "pretrained": False, "embed_dim": 16},

@@ -1,4 +1,7 @@
-"""ooDML's splits of increasing distribution shift: class swapping, then class removal, scored by class-mean FID.
+"""Making class splits from features or attributes, for any paper that needs them (a shared experiments service: it
+scores splits with :mod:`umlkit.metrics`, so it sits above ``data``; reading committed split files is
+:mod:`umlkit.data.side_info`'s). ooDML's splits of increasing distribution shift: class swapping, then class
+removal, scored by class-mean FID.
 
 Milbich, Roth et al., "Characterizing generalization under out-of-distribution shifts in deep metric learning"
 (NeurIPS 2021), Sec. 3, as the official code builds them (``split_helpers.split_maker`` and
