@@ -13,9 +13,10 @@ from __future__ import annotations
 import pandas as pd
 
 from umlkit.experiments.records import MissingSideFile, find_record, normalise_key, read_only
-from umlkit.experiments.tables import MISSING, Table, compare, measure, table_claims
+from umlkit.experiments.tables import MISSING, Table, compare, holm_adjust, measure, table_claims
 
-__all__ = ["scoreboard", "scoreboard_summary", "scoreboard_view", "declared_claims", "missing_records"]
+__all__ = ["scoreboard", "scoreboard_summary", "scoreboard_view", "declared_claims", "missing_records",
+           "moved_verdicts"]
 
 
 MAX_SEEDS = 10  # every stored seed 0..9 of a row counts
@@ -31,7 +32,8 @@ def _claim_tables(papers, profile: str):
 
 def scoreboard(profile: str = "quick", papers=None) -> pd.DataFrame:
     """Every declared claim: paper, table, claim, the paper's and the measured values, gap, seeds, seed spread,
-    verdict, and whether a record behind it is stale. A claim a cell of which has no stored record (or needs a side
+    verdict (Holm-adjusted within each paper, :data:`umlkit.experiments.tables.HOLM_RULE`; ``raw verdict`` and
+    ``p`` unadjusted beside it), and whether a record behind it is stale. A claim a cell of which has no stored record (or needs a side
     file that is not stored) keeps its line with the verdict "missing records" and the cells named in ``missing``;
     nothing is trained or written."""
     frames = []
@@ -45,7 +47,7 @@ def scoreboard(profile: str = "quick", papers=None) -> pd.DataFrame:
         frames.append(claims.assign(paper=paper, table=name, profile=profile, stale=stale))
     if not frames:
         return pd.DataFrame(columns=["paper", "table", "claim", "verdict"])
-    out = pd.concat(frames, ignore_index=True)
+    out = holm_adjust(pd.concat(frames, ignore_index=True), family="paper")
     if "missing" not in out:
         out["missing"] = ""
     out["missing"] = out["missing"].fillna("")
@@ -91,6 +93,8 @@ def scoreboard_view(board: pd.DataFrame) -> pd.DataFrame:
         **{k: board[k] for k in keys}, "claim": board["claim"],
         "paper gap": (board["paper A"] - board["paper B"]).round(1), "measured gap": board["gap"],
         "seeds": board["seeds"], "test": [_short_test(t, p) for t, p in zip(board["test"], board["p"])],
+        **({"p (Holm)": board["p adjusted"].map(lambda x: f"{x:.2g}" if pd.notna(x) else "–")}
+           if "p adjusted" in board else {}),
         "verdict": board["verdict"]})
     if "missing" in board and board["missing"].fillna("").astype(bool).any():   # which cells lack records
         out["missing records"] = board["missing"].fillna("")
@@ -121,6 +125,15 @@ def _why_missing(spec: Table, row, seed: int, profile: str) -> str:
     except MissingSideFile as err:
         return f"side file: {err}"
     return "" if find_record(normalise_key(key), profile) is not None else "no record"
+
+
+def moved_verdicts(board: pd.DataFrame) -> pd.DataFrame:
+    """The claims whose verdict the family-wise adjustment changed: paper, table, claim, raw and adjusted verdict,
+    raw and adjusted p."""
+    if board.empty or "raw verdict" not in board:
+        return pd.DataFrame(columns=["paper", "table", "claim", "raw verdict", "verdict", "p", "p adjusted"])
+    moved = board[board["raw verdict"] != board["verdict"]]
+    return moved[["paper", "table", "claim", "raw verdict", "verdict", "p decision", "p adjusted"]].reset_index(drop=True)
 
 
 def declared_claims(profile: str = "quick") -> dict[str, int]:

@@ -45,11 +45,18 @@ VERDICT_RULE = (
     f"when both the test of gap > -d and the test of gap < +d reject at p < {ALPHA} (p is the larger of the two), "
     f"'contradicted' when the gap lies beyond +d or -d at p < {ALPHA}, 'inconclusive' otherwise; preliminary: "
     f"'holds' when |gap| < d. "
-    f"No correction for the number of claims is made. A spread beside a mean is the sample standard deviation over "
-    f"seeds.")
+    f"A spread beside a mean is the sample standard deviation over seeds.")
+HOLM_RULE = (
+    f"The claims of one paper are one family: the p-value of each tested claim's verdict (of A > B when the measured "
+    f"gap is positive, of B > A otherwise; for an equivalence, of the TOST or of the gap lying outside the margin, "
+    f"whichever is smaller) is adjusted by Holm's step-down method (Holm 1979, statsmodels' multipletests) over the "
+    f"family's tested claims, and the reported verdict is 'supported' or 'contradicted' only when the adjusted "
+    f"p-value is below {ALPHA}; otherwise 'inconclusive'. The unadjusted p-value and verdict stay beside it. Holm "
+    f"controls the probability of any false verdict in a family at {ALPHA} without assuming the tests independent "
+    f"(claims on one table share runs).")
 
 __all__ = ["Row", "Claim", "Table", "KEYS", "RESULT_COLUMNS", "ALPHA", "MIN_SEEDS", "VERDICTS", "VERDICT_RULE",
-           "claim_test", "is_final", "MISSING", "verdict_group", "measure", "lr_sweep_frame", "compare", "results_frame", "save_results", "table_claims",
+           "claim_test", "is_final", "MISSING", "HOLM_RULE", "holm_adjust", "verdict_group", "measure", "lr_sweep_frame", "compare", "results_frame", "save_results", "table_claims",
            "side_by_side", "check_claims", "stale_note", "params_rows", "score_rows", "rank_view", "rank_views"]
 
 KEYS = ["table", "section", "method", "setting", "dataset", "metric"]
@@ -403,8 +410,8 @@ def claim_test(a: Sequence[float] | Mapping[int, float], b: Sequence[float] | Ma
         shown = max(n, 1)
         holds = abs(gap) < margin if margin is not None else gap > 0
         verdict = ("holds" if holds else "not reproduced") + f", {shown} seed{'s' if shown != 1 else ''}"
-        return {"t": float("nan"), "df": float("nan"), "se": float("nan"), "p": float("nan"), "n": n,
-                "verdict": verdict, "test": f"none (fewer than {MIN_SEEDS} {'common ' if paired else ''}seeds)"}
+        return {"t": float("nan"), "df": float("nan"), "se": float("nan"), "p": float("nan"),
+                "p_against": float("nan"), "n": n, "verdict": verdict, "test": f"none (fewer than {MIN_SEEDS} {'common ' if paired else ''}seeds)"}
     if margin is not None:
         return _equivalence(gap, se2, df, n, margin, kind, scale)
     if se2 > (1e-9 * scale) ** 2:
@@ -414,7 +421,8 @@ def claim_test(a: Sequence[float] | Mapping[int, float], b: Sequence[float] | Ma
         t = float(np.sign(gap)) * np.inf if gap else 0.0
         p = 0.0 if gap > 0 else (1.0 if gap < 0 else 0.5)
     verdict = "supported" if p < ALPHA else ("contradicted" if 1 - p < ALPHA else "inconclusive")
-    return {"t": float(t), "df": float(df), "se": float(np.sqrt(max(se2, 0.0))), "p": p, "n": n, "verdict": verdict,
+    return {"t": float(t), "df": float(df), "se": float(np.sqrt(max(se2, 0.0))), "p": p, "p_against": 1.0 - p,
+            "n": n, "verdict": verdict,
             "test": f"{kind}: t={t:.2f}, df={df:.1f}, p={p:.3g}" if n else "exact values: the sign of the gap"}
 
 
@@ -434,8 +442,8 @@ def _equivalence(gap: float, se2: float, df: float, n: int, margin: float, kind:
         t = float("inf") if inside else float("-inf")
     p = max(p_low, p_up)
     verdict = "supported" if p < ALPHA else ("contradicted" if p_out < ALPHA else "inconclusive")
-    return {"t": float(t), "df": float(df), "se": float(np.sqrt(max(se2, 0.0))), "p": p, "n": n, "verdict": verdict,
-            "test": f"TOST ({kind}, margin {margin:g}): t={t:.2f}, df={df:.1f}, p={p:.3g}"}
+    return {"t": float(t), "df": float(df), "se": float(np.sqrt(max(se2, 0.0))), "p": p, "p_against": p_out, "n": n,
+            "verdict": verdict, "test": f"TOST ({kind}, margin {margin:g}): t={t:.2f}, df={df:.1f}, p={p:.3g}"}
 
 
 def verdict_group(verdict: str) -> str:
@@ -449,6 +457,32 @@ def verdict_group(verdict: str) -> str:
 def is_final(verdict: str) -> bool:
     """Whether a verdict came from the test (enough seeds), not from the sign of a preliminary gap."""
     return verdict in VERDICTS
+
+
+def holm_adjust(claims: pd.DataFrame, family: str | None = "paper") -> pd.DataFrame:
+    """Claims with the multiple-comparison adjustment of :data:`HOLM_RULE`: per ``family`` (a column, e.g. the
+    paper; None: one family) the decision p-value of every tested claim (final verdict), Holm-adjusted; adds
+    ``p decision``, ``p adjusted`` and ``raw verdict`` and sets ``verdict`` to the adjusted one. Claims without a
+    test (preliminary, missing records) keep their verdict and get NaN."""
+    from statsmodels.stats.multitest import multipletests
+    out = claims.copy()
+    out["raw verdict"] = out["verdict"]
+    p, against = (out.get(c, pd.Series(np.nan, index=out.index)).astype(float) for c in ("p", "p against"))
+    out["p decision"] = np.where(out["verdict"].map(is_final), np.fmin(p, against), np.nan)
+    out["p adjusted"] = np.nan
+    groups = out.groupby(family, sort=False).groups.values() if family else [out.index]
+    for idx in groups:
+        tested = [i for i in idx if np.isfinite(out.at[i, "p decision"])]
+        if not tested:
+            continue
+        out.loc[tested, "p adjusted"] = multipletests(out.loc[tested, "p decision"].to_numpy(), alpha=ALPHA,
+                                                      method="holm")[1]
+    for i in out.index[np.isfinite(out["p adjusted"])]:
+        if out.at[i, "p adjusted"] >= ALPHA:
+            out.at[i, "verdict"] = "inconclusive"
+        else:   # the direction the decision p-value tested
+            out.at[i, "verdict"] = "supported" if p[i] <= against[i] else "contradicted"
+    return out
 
 
 def check_claims(cmp: pd.DataFrame, claims: Sequence[Claim]) -> pd.DataFrame:
@@ -481,7 +515,8 @@ def check_claims(cmp: pd.DataFrame, claims: Sequence[Claim]) -> pd.DataFrame:
                      "holds in paper": bool(in_paper) if both else None,
                      "measured A": round(ca["measured"], 1), "measured B": round(cb["measured"], 1),
                      "gap": round(gap, 1), "seeds": res["n"],
-                     "seed spread": round(max(ca["spread"], cb["spread"]), 1), "p": res["p"], "se": res["se"],
+                     "seed spread": round(max(ca["spread"], cb["spread"]), 1), "p": res["p"],
+                     "p against": res["p_against"], "se": res["se"],
                      "df": res["df"], "test": res["test"],
                      "margin": c.margin if c.margin is not None else float("nan"), "verdict": res["verdict"]})
     return pd.DataFrame(rows)
