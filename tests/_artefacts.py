@@ -16,11 +16,27 @@ STORE = Path(__file__).resolve().parent / "artefact_inputs.json"
 
 # artefact -> the files its recomputation reads (repository-relative); the generator version and the backbone
 # weights are added to every hash
+# (a ``path.py:f,g`` entry hashes only those top-level functions of a module that also holds unrelated code)
 ARTEFACTS = {
-    "oodml_quick_splits": ["src/umlkit/experiments/oodml.py", "src/umlkit/experiments/splits.py",
+    "oodml_quick_splits": ["src/umlkit/experiments/oodml.py:make_splits,source_class_means,fid_progression,"
+                           "methods_config,_jsonable", "src/umlkit/experiments/splits.py",
                            "src/umlkit/metrics/distribution.py", "src/umlkit/train/evaluate.py",
-                           "configs/oodml/methods.yaml", "configs/oodml/oodml.yaml"],
+                           "configs/oodml/methods.yaml"],
 }
+
+
+def _text(entry: str) -> str:
+    """A file's text, or the source of the named top-level functions of a Python module (in the order named)."""
+    import ast
+    rel, _, names = entry.partition(":")
+    text = (ROOT / rel).read_text()
+    if not names:
+        return text
+    defs = {n.name: n for n in ast.parse(text).body if isinstance(n, ast.FunctionDef)}
+    missing = [n for n in names.split(",") if n not in defs]
+    if missing:
+        raise KeyError(f"{rel} has no top-level function(s) {missing} (update tests/_artefacts.py)")
+    return "\n".join(ast.get_source_segment(text, defs[n]) for n in names.split(","))
 
 
 def inputs_hash(name: str) -> str:
@@ -30,11 +46,10 @@ def inputs_hash(name: str) -> str:
     from umlkit.models.pretrain import weight_files
     from umlkit.results import file_sha256
     h = hashlib.sha256(f"uml_mini:v{GENERATOR_VERSION}".encode())
-    for rel in ARTEFACTS[name]:
-        path = ROOT / rel
-        text = path.read_text()
-        h.update(rel.encode())
-        h.update((normalised_tokens(text) if path.suffix == ".py" else text).encode())
+    for entry in ARTEFACTS[name]:
+        text = _text(entry)
+        h.update(entry.encode())
+        h.update((normalised_tokens(text) if entry.split(":")[0].endswith(".py") else text).encode())
     for part in ("weights", "heads"):
         h.update(file_sha256(weight_files("v2")[part]).encode())
     return h.hexdigest()[:16]

@@ -34,7 +34,7 @@ from umlkit.data import build_transforms, load_dataset
 from umlkit.experiments.splits import Split, removal_progression, swap_progression
 from umlkit.experiments.runners import SOURCE_NAMES
 from umlkit.experiments.registry import Paper
-from umlkit.experiments.tables import Claim, Row, Table, measure, lr_sweep_frame
+from umlkit.experiments.tables import Claim, Floor, Row, Table, measure, lr_sweep_frame
 from umlkit.metrics.distribution import class_means
 from umlkit.models.backbones import backbone_data_config, create_backbone
 from umlkit.train.evaluate import extract_embeddings
@@ -447,7 +447,8 @@ def shift_table(source: str, profile: str = "quick") -> Table:
                        Claim(f"Margin (D) beats {m} on the hardest split ({name})", _c(hardest, "Margin (D)", name),
                              _c(hardest, m, name))]
     return Table(PAPER, table, rows, config_for, seeds=SEEDS, scores=_shift_scores, claims=claims,
-                 unmeasured={"quick": "not measured in this profile"}, params=False)
+                 unmeasured={"quick": "not measured in this profile"}, params=False,
+                 floor=Floor(frozen="Frozen backbone (no DML)", random="Random init (no DML)"))
 
 
 def few_shot_table(source: str, profile: str = "quick") -> Table:
@@ -719,6 +720,29 @@ def split_view(cmp: pd.DataFrame, metric: str = "R@1", digits: int = 1, profile:
     out = out[sorted(out.columns)].fillna("")
     out.columns = [c for _, c in out.columns]
     out.index.name = "method"
+    return out
+
+
+def floor_facts(floors: pd.DataFrame, profile: str = "quick") -> dict[str, str]:
+    """Per source, the methods with a split whose R@1 fell below the frozen backbone or collapsed to random
+    initialisation (``floors``: the shift tables through :func:`umlkit.experiments.tables.mark_floors`), and the R@1
+    span over the splits and methods without them."""
+    from umlkit.experiments.tables import BELOW, COLLAPSED
+    out = {}
+    for src in SOURCES:
+        name = SOURCE_NAMES[src]
+        sub = floors[(floors["dataset"] == name) & (floors["metric"] == "R@1")
+                     & floors["row"].isin(tuned_methods(profile))] if not floors.empty else floors
+        words = []
+        for kind, label in ((COLLAPSED, "collapsed"), (BELOW, "below the frozen backbone")):
+            hit = sub[sub["floor"] == kind] if len(sub) else sub
+            if len(hit):
+                per = hit.groupby("row")["setting"].nunique()
+                names = [f"{m} ({n} of {sub['setting'].nunique()} splits)" for m, n in per.items()]
+                words.append(f"{', '.join(names)} {label}")
+        out[f"{src}_floor_rows"] = "; ".join(words) if words else "none"
+        ok = sub[~sub["row"].isin(set(sub.loc[sub["floor"].astype(bool), "row"]))] if len(sub) else sub
+        out[f"{src}_r1_range_working"] = (f"{ok['measured'].min():.1f}–{ok['measured'].max():.1f}" if len(ok) else "n/a")
     return out
 
 

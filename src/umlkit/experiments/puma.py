@@ -36,7 +36,7 @@ from umlkit.data.unified import PUMA_ORDER
 from umlkit.experiments.records import cached_record, load_record
 from umlkit.experiments.runners import SOURCE_NAMES, ensemble_embeddings
 from umlkit.experiments.registry import Paper
-from umlkit.experiments.tables import Claim, Row, Table, check_claims, compare, mark_choice, measure, side_by_side
+from umlkit.experiments.tables import Claim, Floor, Row, Table, check_claims, compare, mark_choice, measure, side_by_side
 from umlkit.experiments.tables import table_claims as _table_claims
 from umlkit.metrics import harmonic_mean
 from umlkit.paper import paper_table
@@ -390,7 +390,7 @@ def build_tables(stage: str) -> dict[str, Table]:
     seeds = (0, 1, 2) if stage == "second" else (0,)
     config = partial(config_for, stage=stage)
     return {"Table 2": Table(PAPER, "Table 2", _table2_rows(stage), config, seeds=seeds, scores=_table2_scores,
-                             claims=TABLE2_CLAIMS),
+                             claims=TABLE2_CLAIMS, floor=Floor(frozen="Zero-Shot", per_setting=False)),
             "Table 3": Table(PAPER, "Table 3", _table3_rows(), config, seeds=(0, 1, 2), claims=TABLE3_CLAIMS),
             "Table 4": Table(PAPER, "Table 4", _table4_rows(), config, seeds=seeds, scores=_per_source_harmonic,
                              claims=TABLE4_CLAIMS, params=False),

@@ -10,13 +10,15 @@ reproduced, n seed(s)*).
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
 from umlkit.experiments.records import MissingSideFile, find_record, normalise_key, read_only
 from umlkit.experiments.tables import MISSING, Table, compare, holm_adjust, measure, table_claims
 
 __all__ = ["scoreboard", "scoreboard_summary", "scoreboard_view", "declared_claims", "missing_records",
-           "moved_verdicts"]
+           "moved_verdicts", "scoreboard_facts", "save_scoreboard", "family_adjusted"]
 
 
 MAX_SEEDS = 10  # every stored seed 0..9 of a row counts
@@ -127,13 +129,56 @@ def _why_missing(spec: Table, row, seed: int, profile: str) -> str:
     return "" if find_record(normalise_key(key), profile) is not None else "no record"
 
 
+_FAMILIES: dict[tuple, pd.DataFrame] = {}
+
+
+def family_adjusted(claims: pd.DataFrame, paper: str, profile: str = "quick") -> pd.DataFrame:
+    """A chapter's checked claims with the verdicts the scoreboard reports: Holm-adjusted within the paper's family
+    (every declared claim of the registered ``paper``), using the chapter's own p-values for its claims and the
+    stored records' for the rest of the family. Adds ``raw verdict``, ``p decision`` and ``p adjusted``; ``verdict``
+    becomes the adjusted one. The family's board is read once per process and results folder."""
+    if claims.empty:
+        return claims
+    from umlkit._paths import results_root
+    memo = (paper, profile, str(results_root(profile)))
+    if memo not in _FAMILIES:
+        _FAMILIES[memo] = scoreboard(profile, papers=[paper])
+    board = _FAMILIES[memo]
+    cols = [c for c in ("claim", "p", "p against") if c in board]
+    others = board.loc[~board["claim"].isin(set(claims["claim"])), cols].assign(verdict=board["raw verdict"])
+    fam = pd.concat([claims.assign(_own=True), others.assign(_own=False)], ignore_index=True).assign(_family=paper)
+    out = holm_adjust(fam, "_family")
+    return out[out["_own"].astype(bool)].drop(columns=["_own", "_family"]).reset_index(drop=True)
+
+
 def moved_verdicts(board: pd.DataFrame) -> pd.DataFrame:
     """The claims whose verdict the family-wise adjustment changed: paper, table, claim, raw and adjusted verdict,
     raw and adjusted p."""
     if board.empty or "raw verdict" not in board:
-        return pd.DataFrame(columns=["paper", "table", "claim", "raw verdict", "verdict", "p", "p adjusted"])
+        return pd.DataFrame(columns=["paper", "table", "claim", "raw verdict", "verdict", "p", "p (Holm)"])
     moved = board[board["raw verdict"] != board["verdict"]]
-    return moved[["paper", "table", "claim", "raw verdict", "verdict", "p decision", "p adjusted"]].reset_index(drop=True)
+    cols = {"paper": "paper", "table": "table", "claim": "claim", "raw verdict": "raw verdict", "verdict": "verdict",
+            "p decision": "p", "p adjusted": "p (Holm)"}
+    return moved[list(cols)].rename(columns=cols).reset_index(drop=True)
+
+
+def scoreboard_facts(board: pd.DataFrame) -> dict[str, str]:
+    """Numbers the front page states about the board: claims tested (final verdicts before the correction), how
+    many of them p < 0.05 would pass by chance alone, and how many verdicts the correction moved."""
+    from umlkit.experiments.tables import ALPHA, is_final
+    raw = board["raw verdict"] if "raw verdict" in board else board.get("verdict", pd.Series(dtype=str))
+    tested = int(raw.map(is_final).sum()) if len(raw) else 0
+    return {"n_tested": str(tested), "n_chance": f"{tested * ALPHA:.0f}", "n_moved": str(len(moved_verdicts(board)))}
+
+
+def save_scoreboard(board: pd.DataFrame, profile: str) -> Path:
+    """``results/<profile>/scoreboard.csv``: every claim with its raw and Holm-adjusted p-value and verdict (the
+    per-seed values are left out); returns the path."""
+    from umlkit._paths import results_root
+    from umlkit.results import _atomic_write
+    path = results_root(profile) / "scoreboard.csv"
+    _atomic_write(path, board.drop(columns=[c for c in ("values",) if c in board]).to_csv(index=False))
+    return path
 
 
 def declared_claims(profile: str = "quick") -> dict[str, int]:

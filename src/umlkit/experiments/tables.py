@@ -56,7 +56,8 @@ HOLM_RULE = (
     f"(claims on one table share runs).")
 
 __all__ = ["Row", "Claim", "Table", "KEYS", "RESULT_COLUMNS", "ALPHA", "MIN_SEEDS", "VERDICTS", "VERDICT_RULE",
-           "claim_test", "is_final", "MISSING", "HOLM_RULE", "holm_adjust", "verdict_group", "measure", "lr_sweep_frame", "compare", "results_frame", "save_results", "table_claims",
+           "claim_test", "is_final", "MISSING", "HOLM_RULE", "holm_adjust", "Floor", "mark_floors", "floor_note",
+           "NOT_COMPARABLE", "FLOOR_NOISE", "BELOW", "COLLAPSED", "verdict_group", "measure", "lr_sweep_frame", "compare", "results_frame", "save_results", "table_claims",
            "side_by_side", "check_claims", "stale_note", "params_rows", "score_rows", "rank_view", "rank_views"]
 
 KEYS = ["table", "section", "method", "setting", "dataset", "metric"]
@@ -99,6 +100,22 @@ class Claim:
     margin: float | None = None   # "A matches B within margin" (equivalence, TOST) instead of "A beats B"
 
 
+@dataclass(frozen=True)
+class Floor:
+    """A table's sanity floors: the row (its ``method`` cell) holding the frozen pretrained backbone's value, and
+    optionally the one holding random initialisation's, each compared with a trained row on the same dataset and
+    metric - and the same ``setting`` (split) when ``per_setting``. A trained cell more than its noise
+    (max(:data:`FLOOR_NOISE`, its seed spread)) below the frozen backbone is *below floor*; one within that noise
+    of random initialisation or under it is *collapsed*."""
+    frozen: str
+    random: str | None = None
+    per_setting: bool = True
+
+    @property
+    def rows(self) -> set[str]:
+        return {self.frozen, *([self.random] if self.random else [])}
+
+
 @dataclass
 class Table:
     paper: str
@@ -117,6 +134,7 @@ class Table:
     params_dataset: str = ""        # the dataset cell the paper files its parameter counts under ("" for none)
     derive: Callable[..., pd.DataFrame] | None = None  # (profile, train) -> measured frame, for a table computed
                                                        # from other tables' records (no rows of its own)
+    floor: Floor | None = None      # where the frozen backbone's (and random init's) cells are, for the floor marks
 
     @property
     def slug(self) -> str:
@@ -251,6 +269,10 @@ def results_frame(spec: Table, cmp: pd.DataFrame, profile: str, rows: Sequence[R
     with ``status`` saying why (the table's reason for this profile, or "not run" for a row the chapter skipped)."""
     p = paper_table(spec.paper, spec.table, missing_ok=True).fillna({k: "" for k in KEYS})
     measured = cmp.assign(status="") if not cmp.empty else pd.DataFrame(columns=[*RESULT_COLUMNS])
+    if not cmp.empty and spec.floor is not None:   # trained cells below their frozen backbone say so
+        marked = mark_floors(spec, cmp)
+        measured["status"] = [f"{f}: frozen backbone {z:.1f}" if f else "" for f, z in
+                              zip(marked["floor"], marked["frozen"])]
     have = set(map(tuple, measured[KEYS].astype(str).to_numpy()))
     declared = {(r.section, r.method, r.setting) for r in spec.rows}
     chosen = {(r.section, r.method, r.setting) for r in (rows if rows is not None else spec.rows)}
@@ -291,7 +313,8 @@ def _short(label: str) -> str:
 def side_by_side(cmp: pd.DataFrame, metric: str = "R@1", digits: int = 1, columns: Sequence[str] | None = None,
                  paper: bool = True) -> pd.DataFrame:
     """The table in the paper's layout: one line per row (in the order measured), one column per dataset, each
-    cell "measured ±spread (paper)" (the spread only with several seeds; a stale record is marked with †)."""
+    cell "measured ±spread (paper)" (the spread only with several seeds; a stale record is marked with †, a cell
+    below its frozen backbone with ↓ and a collapsed one with ⊥ when ``cmp`` went through :func:`mark_floors`)."""
     sub = cmp[cmp["metric"] == metric]
     cols = list(columns or dict.fromkeys(sub["dataset"]))
     lines = {}
@@ -304,6 +327,8 @@ def side_by_side(cmp: pd.DataFrame, metric: str = "R@1", digits: int = 1, column
             text += f" ({r['paper']:.{digits}f})" if pd.notna(r["paper"]) else " (–)"
         if r.get("stale"):
             text += " †"
+        if r.get("floor"):
+            text += " ↓" if r["floor"] == BELOW else " ⊥"
         lines.setdefault(idx, {})[r["dataset"]] = text
     out = pd.DataFrame.from_dict(lines, orient="index")
     out = out[[c for c in cols if c in out.columns]].fillna("")
@@ -324,6 +349,72 @@ def stale_note(cmp: pd.DataFrame) -> str:
 
 
 MISSING = "missing records"   # the verdict of a declared claim a cell of which has no stored record
+NOT_COMPARABLE = "not comparable"   # the verdict (prefix) of a claim a compared cell of which is below its floor
+FLOOR_NOISE = 1.0   # R@1 points: a trained cell counts as below its floor only beyond max(this, its seed spread)
+BELOW, COLLAPSED = "below floor", "collapsed"
+
+
+def mark_floors(spec: Table, cmp: pd.DataFrame) -> pd.DataFrame:
+    """``cmp`` with ``frozen`` (the frozen backbone's value for the cell, NaN without one) and ``floor`` ("",
+    :data:`BELOW` or :data:`COLLAPSED`) per cell, by the table's :class:`Floor` (no marks without one)."""
+    out = cmp.copy()
+    out["frozen"], out["floor"] = np.nan, ""
+    f = spec.floor
+    if f is None or cmp.empty:
+        return out
+    keys = ["dataset", "metric"] + (["setting"] if f.per_setting else [])
+
+    def values(method):
+        sub = out[out["method"] == method]
+        if not f.per_setting and sub.duplicated(keys).any():
+            raise ValueError(f"{spec.table}: floor row {method!r} has several cells per dataset; set per_setting")
+        return {tuple(r[k] for k in keys): r["measured"] for _, r in sub.iterrows()}
+    frozen, random = values(f.frozen), values(f.random) if f.random else {}
+    for i, r in out.iterrows():
+        key = tuple(r[k] for k in keys)
+        if r["method"] in f.rows or key not in frozen:
+            continue
+        noise = max(FLOOR_NOISE, float(r["spread"]) if pd.notna(r["spread"]) else 0.0)
+        out.at[i, "frozen"] = frozen[key]
+        if key in random and r["measured"] < random[key] + noise:
+            out.at[i, "floor"] = COLLAPSED
+        elif r["measured"] < frozen[key] - noise:
+            out.at[i, "floor"] = BELOW
+    return out
+
+
+def floor_note(cmp: pd.DataFrame) -> str:
+    """A sentence for under a table: which rows fall below their frozen backbone (↓) or collapsed (⊥), or ""."""
+    if "floor" not in cmp or not cmp["floor"].astype(bool).any():
+        return ""
+    marked = cmp[cmp["floor"].astype(bool)]
+    parts = []
+    for kind, sym in ((BELOW, "↓"), (COLLAPSED, "⊥")):
+        rows = sorted(set(marked.loc[marked["floor"] == kind, "row"]))
+        if rows:
+            parts.append(f"{sym} {kind} ({len(rows)} row(s): {', '.join(rows)})")
+    return ("Sanity floors: " + "; ".join(parts) + f". ↓: more than max({FLOOR_NOISE:g}, the seed spread) below the "
+            f"frozen pretrained backbone on the same split and source - the training failed to keep what the backbone "
+            f"knew; ⊥: at or near random initialisation. No claim's verdict rests on such a cell (it reads "
+            f"'{NOT_COMPARABLE}').")
+
+
+def _floor_verdict(spec: Table, claim: Claim, cmp: pd.DataFrame) -> str | None:
+    """"not comparable: X below its frozen backbone" when a compared cell is below its floor - unless the claim
+    compares a run with itself (paired) or with a floor row, where a fall below the floor is the finding."""
+    if spec.floor is None or claim.paired or "floor" not in cmp:
+        return None
+    if {claim.a["method"], claim.b["method"]} & spec.floor.rows:
+        return None
+    for side in (claim.a, claim.b):
+        m = np.ones(len(cmp), dtype=bool)
+        for k, v in {**side, "metric": claim.metric}.items():
+            m &= (cmp[k] == v).to_numpy()
+        hit = cmp[m]
+        if len(hit) == 1 and hit["floor"].iloc[0]:
+            what = "collapsed" if hit["floor"].iloc[0] == COLLAPSED else "below its frozen backbone"
+            return f"{NOT_COMPARABLE}: {side['method']} ({side['setting'] or side['dataset']}) {what}"
+    return None
 
 
 def _cell_name(sel: Mapping) -> str:
@@ -342,6 +433,12 @@ def table_claims(spec: Table, cmp: pd.DataFrame, missing: bool = True) -> pd.Dat
                 if (s["section"], s["method"], s["setting"], s["dataset"]) not in have]
     usable = [c for c in spec.claims if not absent(c)]
     checked = check_claims(cmp, usable) if usable else pd.DataFrame()
+    if usable and spec.floor is not None:
+        marked = mark_floors(spec, cmp)
+        for i, c in enumerate(usable):
+            why = _floor_verdict(spec, c, marked)
+            if why:
+                checked.at[i, "verdict"] = why
     if not missing:
         return checked
     lost = [{"claim": c.text, "verdict": MISSING, "missing": "; ".join(absent(c)), "seeds": 0}
@@ -451,6 +548,8 @@ def verdict_group(verdict: str) -> str:
     as "holds (< 3 seeds)" or "not reproduced (< 3 seeds)"."""
     if is_final(verdict) or verdict == MISSING:
         return verdict
+    if verdict.startswith(NOT_COMPARABLE):
+        return NOT_COMPARABLE
     return f"{verdict.split(',')[0]} (< {MIN_SEEDS} seeds)"
 
 

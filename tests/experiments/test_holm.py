@@ -1,0 +1,68 @@
+"""Holm's step-down adjustment of each paper's claims (tables.holm_adjust), against a hand computation and against
+statsmodels' multipletests on random families; the reported verdict follows the adjusted p-value."""
+import numpy as np
+import pandas as pd
+import pytest
+from statsmodels.stats.multitest import multipletests
+
+from umlkit.experiments import tables as tb
+
+
+def _claims(p, against, verdict, paper):
+    return pd.DataFrame({"claim": [f"c{i}" for i in range(len(p))], "p": p, "p against": against,
+                         "verdict": verdict, "paper": paper})
+
+
+def test_holm_by_hand():
+    # family "a": decision p-values 0.01 (A > B), 0.04 (B > A), 0.03 (A > B), 0.5; m = 4
+    # sorted 0.01, 0.03, 0.04, 0.5 -> x4, x3, x2, x1 = 0.04, 0.09, 0.08 -> running max 0.09, 0.5
+    c = _claims([0.01, 0.96, 0.03, 0.5, 0.002], [0.99, 0.04, 0.97, 0.5, 0.998],
+                ["supported", "contradicted", "supported", "inconclusive", "supported"], ["a", "a", "a", "a", "b"])
+    out = tb.holm_adjust(c, "paper")
+    assert out["p decision"].tolist() == pytest.approx([0.01, 0.04, 0.03, 0.5, 0.002])
+    assert out["p adjusted"].tolist() == pytest.approx([0.04, 0.09, 0.09, 0.5, 0.002])
+    assert out["verdict"].tolist() == ["supported", "inconclusive", "inconclusive", "inconclusive", "supported"]
+    assert out["raw verdict"].tolist() == c["verdict"].tolist()
+
+
+def test_contradicted_survives_in_its_own_direction_and_untested_claims_stay_out_of_the_family():
+    c = _claims([0.999, np.nan, np.nan], [0.001, np.nan, np.nan],
+                ["contradicted", "holds, 2 seeds", tb.MISSING], ["a", "a", "a"])
+    out = tb.holm_adjust(c, "paper")
+    assert out["verdict"].tolist() == ["contradicted", "holds, 2 seeds", tb.MISSING]
+    assert out["p adjusted"].iloc[0] == pytest.approx(0.001)        # m = 1: the untested claims do not count
+    assert out["p adjusted"].iloc[1:].isna().all()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_holm_equals_statsmodels_on_random_families(seed):
+    rng = np.random.default_rng(seed)
+    n = 40
+    p = rng.uniform(0, 1, n) ** 3
+    against = 1 - p
+    raw = np.where(p < 0.05, "supported", np.where(against < 0.05, "contradicted", "inconclusive"))
+    paper = rng.choice(["x", "y", "z"], n)
+    out = tb.holm_adjust(_claims(p, against, raw, paper), "paper")
+    for fam in "xyz":
+        m = paper == fam
+        dec = np.fmin(p[m], against[m])
+        reject, adj, _, _ = multipletests(dec, alpha=tb.ALPHA, method="holm")
+        assert out.loc[m, "p adjusted"].to_numpy() == pytest.approx(adj)
+        moved = out.loc[m, "verdict"].to_numpy()
+        assert ((moved != "inconclusive") == reject).all()
+        assert (moved[reject] == raw[m][reject]).all()    # a surviving verdict keeps its direction
+
+
+def test_a_chapters_claims_get_the_boards_adjusted_verdicts(quick_board):
+    """family_adjusted on a chapter's own claims table gives the verdicts the scoreboard reports for them."""
+    from umlkit.experiments import oodml
+    from umlkit.experiments.scoreboard import family_adjusted
+    from umlkit.experiments.tables import compare, measure, table_claims
+    spec = oodml.TABLES("quick")["Table S7"]
+    claims = table_claims(spec, compare(measure(spec, "quick", seeds=range(10), train=False, progress=False, log=None),
+                                        "oodml"))
+    got = family_adjusted(claims, "oodml", "quick").set_index("claim")
+    want = quick_board[quick_board["paper"] == "oodml"].set_index("claim").loc[got.index]
+    assert (got["verdict"] == want["verdict"]).all() and (got["raw verdict"] == want["raw verdict"]).all()
+    assert got["p adjusted"].to_numpy() == pytest.approx(want["p adjusted"].to_numpy())
+    assert (got["verdict"] != got["raw verdict"]).any()    # Table S7 has verdicts the correction moves
