@@ -100,3 +100,17 @@ def test_check_html_without_a_build_says_so(tmp_path):
         _book.check_html(tmp_path / "missing")
     with pytest.raises(FileNotFoundError, match="no HTML pages found"):
         _book.check_html(tmp_path)
+
+
+def test_check_html_finds_raw_missing_values_cut_text_and_empty_glue(tmp_path):
+    _page(tmp_path, "ok.html", '<table class="dataframe"><tr><td>72.0</td><td>–</td></tr></table>'
+          '<p>R@1 is <span class="pasted-text">72.0</span> here.</p>')
+    _page(tmp_path, "bad.html", '<table class="dataframe"><tr><th>PUMA</th><td>nan</td><td>None</td></tr>'
+          '<tr><th>claim</th><td>PUMA beats unified full fine-tun...</td></tr></table>'
+          '<p>R@1 changes by <span class="pasted-text">–</span> and <span class="pasted-text">nan</span>.</p>')
+    found = _book.check_html(tmp_path)
+    assert {f["page"] for f in found} == {"book/bad.html"}
+    kinds = sorted(f["defect"] for f in found)
+    assert kinds == ["NaN or None in a table", "empty glued value", "empty glued value", "truncated cell text"]
+    assert any("2 cell(s)" in f["excerpt"] and "PUMA" in f["excerpt"] for f in found)
+    assert any("R@1 changes by" in f["excerpt"] for f in found)

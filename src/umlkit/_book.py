@@ -147,10 +147,15 @@ _PAGE_DEFECTS = [
 ]
 
 
+_NO_VALUE = {"nan", "NaN", "None", "<NA>", "NaT"}
+
+
 def check_html(build_dir: str | Path) -> list[dict]:
     """Defects a reader would see on the pages of a built book (``_build/html``): one ``{"page", "defect",
     "excerpt"}`` per finding. Looks at each page's article text (outputs included), pandas tables (a row or column
-    of "…" is a truncation), stderr outputs (any text there is a warning), and the local images every page links."""
+    of "…" is a truncation, a cell ending in "..." a cut text, "nan"/"None" a missing value shown raw), glued values
+    in the prose that came out empty ("–", "nan"), stderr outputs (any text there is a warning), and the local images
+    every page links."""
     from bs4 import BeautifulSoup
     root = Path(build_dir)
     if not root.is_dir():
@@ -177,6 +182,17 @@ def check_html(build_dir: str | Path) -> list[dict]:
             cells = [c.get_text(strip=True) for c in table.find_all(["td", "th"])]
             if any(c in ("…", "...") for c in cells):
                 add("truncated table", " | ".join(cells[:12]))
+            cut = [c for c in cells if len(c) > 3 and c.endswith(("...", "…"))]
+            if cut:
+                add("truncated cell text", cut[0])
+            blank = [c for c in table.find_all("td") if c.get_text(strip=True) in _NO_VALUE]
+            if blank:
+                add("NaN or None in a table", f"{len(blank)} cell(s), e.g. in the row of "
+                    f"{blank[0].find_parent('tr').get_text(' | ', strip=True)[:100]}")
+        for span in main.select("span.pasted-text"):
+            if span.get_text(strip=True) in _NO_VALUE | {"–", "-", ""}:
+                parent = span.find_parent(["p", "li"]) or span.parent
+                add("empty glued value", parent.get_text(" ") if parent else span.get_text())
         for out in main.select(".stderr, .output.stderr, div.output_stderr"):
             if out.get_text(strip=True):
                 add("warning", "stderr: " + out.get_text(" "))

@@ -397,3 +397,36 @@ def plot_probes(frame: pd.DataFrame, models: Sequence[str] = ("Zero-Shot", "PUMA
         ax.tick_params(axis="x", rotation=20, labelsize=8)
         ax.set_ylim(40, 101)
     return g
+
+
+VERDICT_COLOURS = {"supported": "#2b8a3e", "contradicted": "#c92a2a", "inconclusive": "#adb5bd",
+                   "not comparable": "#f08c00", "missing records": "#495057"}
+
+
+def plot_verdicts(board: pd.DataFrame, by: str = "paper", title: str = "verdicts per paper (Holm-adjusted)"):
+    """Horizontal stacked bars: how many of each ``by`` group's claims got each verdict (preliminary verdicts in
+    their own grey), with the counts written in the bars; readable at page width (labels >= 10 pt)."""
+    import matplotlib.pyplot as plt
+
+    from umlkit.experiments.tables import verdict_group
+    counts = (board.assign(v=board["verdict"].map(verdict_group)).groupby([by, "v"]).size().unstack(fill_value=0))
+    counts = counts.loc[list(dict.fromkeys(board[by]))]   # the board's order (the registry's), top to bottom
+    cols = [c for c in VERDICT_COLOURS if c in counts] + [c for c in counts if c not in VERDICT_COLOURS]
+    counts = counts[cols].iloc[::-1]
+    fig, ax = plt.subplots(figsize=(9, 0.55 * len(counts) + 1.2))
+    left = pd.Series(0, index=counts.index)
+    for c in cols:
+        ax.barh(counts.index, counts[c], left=left, color=VERDICT_COLOURS.get(c, "#ced4da"), label=c)
+        for y, (x0, n) in enumerate(zip(left, counts[c])):
+            if n >= 3:
+                ax.text(x0 + n / 2, y, str(n), ha="center", va="center", fontsize=10, color="white")
+        left += counts[c]
+    ax.set_xlabel("claims", fontsize=11)
+    ax.tick_params(labelsize=11)
+    ax.set_title(title, fontsize=12)
+    ax.legend(fontsize=10, ncol=len(cols), loc="upper center", bbox_to_anchor=(0.5, -0.12 - 1.0 / (len(counts) + 2)),
+              frameon=False)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    fig.tight_layout()
+    return fig

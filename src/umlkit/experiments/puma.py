@@ -1244,7 +1244,7 @@ def _table5_facts(cmp5, claims5, profile: str = "quick") -> dict[str, str]:
 
 # ------------------------------------------------------------------------------------------------ registry entry
 # what the scoreboard, `umlkit records` and `umlkit reproduce --paper` need (registered by umlkit.experiments.catalog)
-ENTRY = (Paper(
-    name=PAPER, title="PUMA (Kim, Kim, Kwak, WACV 2025)", claim_tables=claim_tables, chapters=("puma", "puma_ablations"),
-    job_lists={n: partial(job_list, n) for n in ("tuning", "few_shot_tuning", "few_shot", "tables", "second_tables",
-                                                 "budget")}))
+ENTRY = Paper(name=PAPER, title="PUMA (Kim, Kim, Kwak, WACV 2025)", claim_tables=claim_tables,
+              chapters=("puma", "puma_ablations"), headline="PUMA beats unified full fine-tuning (Harmonic)",
+              job_lists={n: partial(job_list, n) for n in ("tuning", "few_shot_tuning", "few_shot", "tables",
+                                                           "second_tables", "budget")})

@@ -23,13 +23,15 @@ class Paper:
     """``name``: the registry key (the CLI's and the scoreboard's name); ``claim_tables(profile)``: its tables with
     declared claims, by name; ``job_lists``: ``{name: builder(profile) -> [(table, label, key[, runner])]}``;
     ``records``: the folder under ``results/<profile>/records/`` its job lists write to (default: ``name``);
-    ``chapters``: the book chapters (notebook stems) that present it."""
+    ``chapters``: the book chapters (notebook stems) that present it; ``headline``: the declared claim the front
+    page quotes with its verdict."""
     name: str
     claim_tables: Callable[[str], dict]
     job_lists: Mapping[str, Callable[[str], list]] = field(default_factory=dict)
     records: str = ""
     chapters: tuple[str, ...] = ()
     title: str = ""
+    headline: str = ""   # the claim the front page quotes for this paper (a declared claim's text)
 
     @property
     def build(self) -> Callable:   # the registry's duplicate rule compares what builds an entry
@@ -42,7 +44,8 @@ class Paper:
     def job_list(self, name: str, profile: str = "quick") -> list[tuple]:
         """The named job list for ``profile``; an unknown name is an error naming the paper's lists."""
         if name not in self.job_lists:
-            raise KeyError(f"unknown {self.name} job list {name!r}; choose one of {', '.join(self.job_lists) or '(none)'}")
+            known = ", ".join(self.job_lists) or "(none)"
+            raise KeyError(f"unknown {self.name} job list {name!r}; choose one of {known}")
         return self.job_lists[name](profile)
 
 

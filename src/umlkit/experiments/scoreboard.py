@@ -18,7 +18,8 @@ from umlkit.experiments.records import MissingSideFile, find_record, normalise_k
 from umlkit.experiments.tables import MISSING, Table, compare, holm_adjust, measure, table_claims
 
 __all__ = ["scoreboard", "scoreboard_summary", "scoreboard_view", "declared_claims", "missing_records",
-           "moved_verdicts", "scoreboard_facts", "save_scoreboard", "family_adjusted"]
+           "moved_verdicts", "scoreboard_facts", "save_scoreboard", "family_adjusted", "paper_summaries",
+           "board_table", "paper_findings"]
 
 
 MAX_SEEDS = 10  # every stored seed 0..9 of a row counts
@@ -151,6 +152,18 @@ def family_adjusted(claims: pd.DataFrame, paper: str, profile: str = "quick") ->
     return out[out["_own"].astype(bool)].drop(columns=["_own", "_family"]).reset_index(drop=True)
 
 
+def paper_findings(paper: str, profile: str = "quick") -> dict[str, str]:
+    """A chapter's findings box: ``findings_counts`` (the registered paper's claims by Holm-adjusted verdict) and
+    ``findings_headline`` (its headline claim with the paper's and the measured gap), from the paper's family as the
+    scoreboard reads it (computed once per process, shared with :func:`family_adjusted`)."""
+    from umlkit._paths import results_root
+    memo = (paper, profile, str(results_root(profile)))
+    if memo not in _FAMILIES:
+        _FAMILIES[memo] = scoreboard(profile, papers=[paper])
+    facts = paper_summaries(_FAMILIES[memo], only=paper)
+    return {"findings_counts": facts[f"sum_{paper}"], "findings_headline": facts[f"head_{paper}"]}
+
+
 def moved_verdicts(board: pd.DataFrame) -> pd.DataFrame:
     """The claims whose verdict the family-wise adjustment changed: paper, table, claim, raw and adjusted verdict,
     raw and adjusted p."""
@@ -179,6 +192,51 @@ def save_scoreboard(board: pd.DataFrame, profile: str) -> Path:
     path = results_root(profile) / "scoreboard.csv"
     _atomic_write(path, board.drop(columns=[c for c in ("values",) if c in board]).to_csv(index=False))
     return path
+
+
+def paper_summaries(board: pd.DataFrame, only: str | None = None) -> dict[str, str]:
+    """The front page's sentences, per registered paper (or ``only`` that one): ``sum_<paper>`` (its claims' verdicts,
+    Holm-adjusted) and ``head_<paper>`` (its headline claim: the paper's gap, the measured gap and the verdict)."""
+    from umlkit.experiments.registry import papers
+    from umlkit.experiments.tables import verdict_group
+    out = {}
+    for name, paper in papers().items():
+        if only is not None and name != only:
+            continue
+        sub = board[board["paper"] == name] if not board.empty else board
+        counts = sub["verdict"].map(verdict_group).value_counts() if len(sub) else pd.Series(dtype=int)
+        order = ["supported", "contradicted", "inconclusive", "not comparable", "missing records"]
+        parts = [f"{counts[v]} {v}" for v in order if counts.get(v, 0)]
+        parts += [f"{n} {v}" for v, n in counts.items() if v not in order]
+        out[f"sum_{name}"] = f"{len(sub)} claims: {', '.join(parts) or 'none checked'}"
+        hit = sub[sub["claim"] == paper.headline] if len(sub) else sub
+        if len(hit) != 1:
+            out[f"head_{name}"] = f"“{paper.headline}”: not on the board"
+            continue
+        h = hit.iloc[0]
+        pg = h.get("paper A", float("nan")) - h.get("paper B", float("nan"))
+        paper_gap = f"{pg:+.1f}" if pd.notna(pg) else "–"
+        gap = f"{h['gap']:+.1f}" if pd.notna(h.get("gap")) else "–"
+        out[f"head_{name}"] = f"“{h['claim']}”: paper {paper_gap}, measured {gap} points, {h['verdict']}"
+    return out
+
+
+def board_table(board: pd.DataFrame) -> pd.DataFrame:
+    """The board for the interactive page: one line per claim, the claim's full text, gaps rounded to one decimal
+    ("–" where there is no paper cell or no measurement), seeds as integers, the test, the raw and the adjusted p,
+    the verdict and which cells lack records; no NaN."""
+    if board.empty:
+        return pd.DataFrame(columns=["paper", "table", "claim", "verdict"])
+    view = scoreboard_view(board).reset_index()
+
+    def num(x, digits=1):
+        return f"{x:+.{digits}f}" if pd.notna(x) else "–"
+    view["paper gap"] = view["paper gap"].map(num)
+    view["measured gap"] = view["measured gap"].map(num)
+    view["seeds"] = view["seeds"].fillna(0).astype(int)
+    if "missing records" in view:
+        view["missing records"] = view["missing records"].replace("", "–")
+    return view.fillna("–")
 
 
 def declared_claims(profile: str = "quick") -> dict[str, int]:

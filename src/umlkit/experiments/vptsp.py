@@ -765,5 +765,6 @@ def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: di
 
 # ------------------------------------------------------------------------------------------------ registry entry
 # what the scoreboard, `umlkit records` and `umlkit reproduce --paper` need (registered by umlkit.experiments.catalog)
-ENTRY = (Paper(name=PAPER, title="VPTSP (Ren et al., ICLR 2024)", claim_tables=TABLES, chapters=("vptsp",),
-                     job_lists={n: partial(job_list, n) for n in ("lr_sweep", "tables")}))
+ENTRY = Paper(name=PAPER, title="VPTSP (Ren et al., ICLR 2024)", claim_tables=TABLES, chapters=("vptsp",),
+              headline="VPTSP-G beats Hyp-ViT (beats full fine-tuning) (CUB, R@1)",
+              job_lists={n: partial(job_list, n) for n in ("lr_sweep", "tables")})
