@@ -58,7 +58,8 @@ def badge(repo: dict, notebook: str) -> str:
 
 def setup_source(repo: dict, chapter_dir: str = "book") -> str:
     """The Colab set-up cell: clone the repository, install umlkit with the book extras, work from the chapters'
-    folder. Outside Colab (``google.colab`` missing) it does nothing."""
+    folder (outside Colab, where ``google.colab`` is missing, none of that), then the book's table display
+    (:func:`umlkit.experiments.prose.book_display`) in every chapter."""
     return "\n".join([
         f"{SETUP_MARKER} (chapters read its data/ folder) and install umlkit into this kernel",
         "try:",
@@ -70,6 +71,8 @@ def setup_source(repo: dict, chapter_dir: str = "book") -> str:
         f"    %cd /content/umlkit/{chapter_dir}",
         "except ImportError:",
         "    pass",
+        "from umlkit.experiments.prose import book_display",
+        "book_display()  # tables show every cell's whole text and '–' for a missing value",
     ])
 
 

@@ -22,3 +22,15 @@ def test_rank_slopes_join_paper_rank_to_measured_rank():
     assert list(views) == ["Table X (Harmonic)"]
     with pytest.raises(ValueError, match="at least one"):
         plots.plot_rank_slopes({})
+
+
+def test_the_books_tables_write_a_dash_for_a_missing_value_and_keep_whole_texts():
+    import pandas as pd
+
+    from umlkit.experiments.prose import frame_html
+    long = "PUMA beats unified full fine-tuning after 15 epochs of training (Harmonic)"
+    df = pd.DataFrame({"value": [1.25, float("nan")], "interior": [True, None], "claim": [long, None]})
+    html = frame_html(df)
+    assert "NaN" not in html and "None" not in html and html.count("<td>–</td>") == 3
+    assert long in html and "<td>1.25</td>" in html and "<td>True</td>" in html
+    assert df["interior"].iloc[1] is None            # the frame itself is not changed

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-__all__ = ["cell", "fmt", "gap", "verdict", "glue_facts", "number", "verdict_counts"]
+__all__ = ["cell", "fmt", "gap", "verdict", "glue_facts", "number", "verdict_counts", "book_display", "frame_html"]
 
 
 def cell(cmp: pd.DataFrame, row: str, dataset: str, metric: str = "R@1", field: str = "measured",
@@ -65,3 +65,31 @@ def verdict_counts(claims: pd.DataFrame, mask) -> str:
         return "not yet checked (no records)"
     counts = sub["verdict"].map(verdict_group).value_counts()
     return ", ".join(f"{n} {v}" for v, n in counts.items())
+
+
+def frame_html(df: pd.DataFrame) -> str:
+    """A DataFrame as the book shows it: pandas' own HTML table, with "–" for a missing value (NaN, None) instead of
+    the raw "NaN"/"None", and the whole text of every cell (pandas' ``display.max_rows`` still applies)."""
+    obj = [i for i, t in enumerate(df.dtypes) if t == object]
+    if obj:   # pandas writes na_rep for NaN only; a None in a text column would read "None"
+        df = df.copy()
+        for i in obj:
+            col = df.iloc[:, i]
+            df.isetitem(i, col.where(col.notna(), "–"))
+    return df.to_html(na_rep="–", classes="dataframe", max_rows=pd.get_option("display.max_rows"),
+                      max_cols=pd.get_option("display.max_columns"), border=0)
+
+
+def book_display() -> None:
+    """Register :func:`frame_html` as the HTML form of every DataFrame in this IPython kernel (IPython's display
+    formatter API; pandas has no option for how a missing value is written) and show whole cell texts
+    (``display.max_colwidth``: pandas cuts at 50 characters, which cut claims mid-word). Called by every chapter's
+    set-up cell (:func:`umlkit._book.setup_source`); outside IPython only the pandas option is set."""
+    pd.set_option("display.max_colwidth", None)
+    try:
+        from IPython import get_ipython
+    except ImportError:   # pragma: no cover - the book extra installs IPython
+        return
+    shell = get_ipython()
+    if shell is not None:
+        shell.display_formatter.formatters["text/html"].for_type(pd.DataFrame, frame_html)
