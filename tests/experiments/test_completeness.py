@@ -5,22 +5,11 @@ change renamed the file their records name)."""
 import shutil
 from pathlib import Path
 
-import pytest
-
 from umlkit._paths import results_root
-from umlkit.experiments import runners
 from umlkit.experiments.scoreboard import declared_claims, missing_records, scoreboard
 from umlkit.experiments.tables import MISSING
 
 UNIFIED_ELG = "PUMA + ELG beats PUMA in the unified setting (Unified)"
-
-
-@pytest.fixture()
-def no_training(monkeypatch):
-    def refuse(key):
-        raise AssertionError("reading records must not train")
-    for name in list(runners.RUNNERS):
-        monkeypatch.setitem(runners.RUNNERS, name, refuse)
 
 
 def _language_files(root: Path) -> set[str]:

@@ -1,18 +1,6 @@
-"""The claims scoreboard reads stored records only: it never trains, and covers every declared PUMA claim."""
-import pytest
-
-from umlkit.experiments import runners
+"""The claims scoreboard reads stored records only: it never trains, and covers every declared claim."""
 from umlkit.experiments.scoreboard import declared_claims, scoreboard, scoreboard_summary
-
 from umlkit.experiments.tables import VERDICTS, is_final
-
-
-@pytest.fixture()
-def no_training(monkeypatch):
-    def refuse(key):
-        raise AssertionError("the scoreboard must not train")
-    for name in list(runners.RUNNERS):
-        monkeypatch.setitem(runners.RUNNERS, name, refuse)
 
 
 def test_scoreboard_checks_every_declared_claim_from_records(no_training, quick_board):

@@ -393,10 +393,12 @@ def floor_note(cmp: pd.DataFrame) -> str:
         rows = sorted(set(marked.loc[marked["floor"] == kind, "row"]))
         if rows:
             parts.append(f"{sym} {kind} ({len(rows)} row(s): {', '.join(rows)})")
-    return ("Sanity floors: " + "; ".join(parts) + f". ↓: more than max({FLOOR_NOISE:g}, the seed spread) below the "
+    import textwrap
+    text = ("Sanity floors: " + "; ".join(parts) + f". ↓: more than max({FLOOR_NOISE:g}, the seed spread) below the "
             f"frozen pretrained backbone on the same split and source - the training failed to keep what the backbone "
             f"knew; ⊥: at or near random initialisation. No claim's verdict rests on such a cell (it reads "
             f"'{NOT_COMPARABLE}').")
+    return textwrap.fill(text, 110)   # printed under a table: lines a page shows without a scroll bar
 
 
 def _floor_verdict(spec: Table, claim: Claim, cmp: pd.DataFrame) -> str | None:
