@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -63,6 +64,21 @@ def _atomic_write(path: Path, data: str | bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+@contextmanager
+def file_lock(path: Path):
+    """An exclusive advisory lock on ``path`` (created if missing) for the duration of the block: processes that
+    share a file or a generated folder take turns (POSIX ``fcntl.flock``; without fcntl, no lock)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        try:
+            import fcntl
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        except ImportError:  # pragma: no cover - not POSIX
+            pass
+        yield  # closing the file releases the lock
 
 
 def save_table(df: pd.DataFrame, name: str, profile: str, config: dict) -> Path:

@@ -180,3 +180,29 @@ def test_partial_regeneration_keeps_the_manifest_of_the_other_sources(tmp_path):
     with pytest.raises(FileExistsError, match="marker"):
         make_mini(tree, sources=["flowers"], overwrite=True)
     assert (tree / "flowers" / "imagelabels.mat").read_text() == "real"
+
+
+def test_two_processes_generating_one_tree_take_turns(tmp_path):
+    """Two record workers started together on a fresh clone both ask for UML-Mini: one generates, the other waits
+    for it and finds the tree complete (before the lock, one stopped with 'Directory not empty' and the other found
+    annotated images missing). The result is the tree one process writes alone."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    code = ("import sys, time\nimport umlkit.data.mini as m\ngen = m._generate\n"
+            "def counted(*a, **k):\n    print('generated')\n    return gen(*a, **k)\n"
+            "m._generate = counted\nt = float(sys.argv[2]); time.sleep(max(0, t - time.time()))\n"
+            "m.make_mini(sys.argv[1], sources=['cub', 'flowers']); print('ok')")
+    start = str(__import__("time").time() + 3)   # both start at the same instant, after their imports
+    env = dict(os.environ, PYTHONPATH=src)
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "shared"), start], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [o[1][-2000:] for o in outs]
+    assert sorted(o[0].split() for o in outs) == [["generated", "ok"], ["ok"]]   # one generated, the other waited
+    alone = make_mini(tmp_path / "alone", sources=["cub", "flowers"])
+    assert _digest(tmp_path / "shared") == _digest(alone)
+    manifest = json.loads((tmp_path / "shared" / "UML_MINI.json").read_text())
+    assert manifest["complete"] and set(manifest["datasets"]) == {"cub", "flowers"}

@@ -34,7 +34,7 @@ from PIL import Image
 
 from umlkit.data.datasets import MINI_MANIFEST
 from umlkit.data.names import caption, class_name, dedupe
-from umlkit.results import _atomic_write
+from umlkit.results import _atomic_write, file_lock
 
 __all__ = ["SHAPES", "TEXTURES", "HUE_NAMES", "SOURCES", "MiniSource", "make_mini", "pretraining_set", "render",
            "mini_table", "ensure_mini", "PRETRAIN_HEADS", "class_attributes"]
@@ -531,12 +531,27 @@ def make_mini(root, seed: int = 0, overwrite: bool = False, sources=None, progre
     if unknown:
         raise ValueError(f"unknown UML-Mini source(s) {unknown}; choose from {list(SOURCES)}")
     source_sizes(names[0], size)  # validates size
-    manifest_path = root / MINI_MANIFEST
-    old = _read_manifest(manifest_path)
-    if old is not None and not overwrite:
-        if (old.get("complete", True) and old.get("seed") == seed and old.get("version") == GENERATOR_VERSION
-                and set(names) <= set(old.get("datasets", {})) and old.get("variant", "default") == size):
+    if not overwrite and _holds(_read_manifest(root / MINI_MANIFEST), seed, names, size):
+        return root
+    # two processes asking for the same tree (e.g. two record workers on a fresh clone): one generates, the other
+    # waits and then finds it complete; the lock file sits beside the tree, which may not exist yet
+    with file_lock(root.parent / f".{root.name}.lock"):
+        old = _read_manifest(root / MINI_MANIFEST)
+        if not overwrite and _holds(old, seed, names, size):
             return root
+        return _generate(root, seed, names, size, old, progress)
+
+
+def _holds(old: dict | None, seed: int, names, size: str) -> bool:
+    """Whether a manifest describes a complete tree of this seed, generator version and size holding ``names``."""
+    return (old is not None and old.get("complete", True) and old.get("seed") == seed
+            and old.get("version") == GENERATOR_VERSION and set(names) <= set(old.get("datasets", {}))
+            and old.get("variant", "default") == size)
+
+
+def _generate(root: Path, seed: int, names: list, size: str, old: dict | None, progress: bool) -> Path:
+    """Write the sources ``names`` (and, for a tree of another world, every source it held) under ``root``."""
+    manifest_path = root / MINI_MANIFEST
     same_world = old is not None and (old.get("seed"), old.get("version"), old.get("variant", "default")) == \
         (seed, GENERATOR_VERSION, size)
     if old is not None and not same_world:  # the other sources of an older tree would no longer match it

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from contextlib import contextmanager
 from functools import lru_cache, partial
 from pathlib import Path
 
@@ -340,7 +339,7 @@ def language_ref(source: str, guidance: str, profile: str = "quick", model: str 
     import json
 
     from umlkit._paths import results_root
-    from umlkit.results import _atomic_write
+    from umlkit.results import _atomic_write, file_lock
     cfg = lg_config()
     g = guidance_spec(guidance)
     model = model or g["model"] or cfg["language_model"][profile]
@@ -362,7 +361,7 @@ def language_ref(source: str, guidance: str, profile: str = "quick", model: str 
                                   f"`umlkit records train language_guidance ...` makes it")
     else:
         folder.mkdir(parents=True, exist_ok=True)
-        with _locked(folder / ".lock"):  # two record workers must not compute the same file or lose index entries
+        with file_lock(folder / ".lock"):  # two record workers must not compute the same file or lose index entries
             index = json.loads(index_path.read_text()) if index_path.is_file() else {}
             ref = _lookup(folder, index, ident, profile)
             if ref is None:
@@ -425,18 +424,6 @@ def _attribute_file(source: str, profile: str, kind: str, shuffle_seed) -> dict:
     path = results_root(profile) / "language" / f"{source}-{kind}{tail}-{digest[:12]}.npz"
     made = language.embeddings_file(rows, np.round(emb, 5), path)
     return {"file": _key_path(made["file"], profile), "sha256": made["sha256"]}
-
-
-@contextmanager
-def _locked(path: Path):
-    """An exclusive advisory lock on a file (POSIX ``fcntl.flock``; no lock where it does not exist)."""
-    with open(path, "a") as handle:
-        try:
-            import fcntl
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        except ImportError:  # pragma: no cover - not POSIX
-            pass
-        yield  # closing the file releases the lock
 
 
 def _split_row(method: str) -> tuple[str, str | None]:
