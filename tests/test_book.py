@@ -114,3 +114,19 @@ def test_check_html_finds_raw_missing_values_cut_text_and_empty_glue(tmp_path):
     assert kinds == ["NaN or None in a table", "empty glued value", "empty glued value", "truncated cell text"]
     assert any("2 cell(s)" in f["excerpt"] and "PUMA" in f["excerpt"] for f in found)
     assert any("R@1 changes by" in f["excerpt"] for f in found)
+
+
+def test_chapter_parameters_from_papermill_are_parsed_or_named():
+    ns = {"PROFILE": "quick", "SEEDS": "[0, 1]", "TRAIN": "True", "OVERRIDES": [], "LOSSES": "None", "NAME": "x"}
+    _book.check_parameters(ns)
+    assert ns == {"PROFILE": "quick", "SEEDS": [0, 1], "TRAIN": True, "OVERRIDES": [], "LOSSES": None, "NAME": "x"}
+    with pytest.raises(ValueError, match=r"PROFILE = 'quik': choose one of quick, full \(papermill: -p PROFILE quick\)"):
+        _book.check_parameters({"PROFILE": "quik"})
+    with pytest.raises(ValueError, match=r"SEEDS = '\[0, 1' is not valid YAML .*-y \"SEEDS: \[0, 1\]\""):
+        _book.check_parameters({"SEEDS": "[0, 1"})
+    with pytest.raises(ValueError, match=r"ABLATION_SEEDS = \['a'\]: expected None or a list of integer seeds"):
+        _book.check_parameters({"ABLATION_SEEDS": "['a']"})
+    with pytest.raises(ValueError, match=r"RERUN = 'yes': expected True or False"):
+        _book.check_parameters({"RERUN": "yes"})
+    with pytest.raises(ValueError, match=r"OVERRIDES = \['data.root'\]: expected a list of key=value strings"):
+        _book.check_parameters({"OVERRIDES": ["data.root"]})

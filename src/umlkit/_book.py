@@ -71,9 +71,51 @@ def setup_source(repo: dict, chapter_dir: str = "book") -> str:
         f"    %cd /content/umlkit/{chapter_dir}",
         "except ImportError:",
         "    pass",
+        "from umlkit._book import check_parameters",
         "from umlkit.experiments.prose import book_display",
+        "check_parameters(globals())  # papermill's values: a list or bool given as text is parsed, a bad value named",
         "book_display()  # tables show every cell's whole text and '–' for a missing value",
     ])
+
+
+PROFILES = ("quick", "full")
+_YAML_TEXT = ("[", "{")
+_YAML_WORDS = {"None", "none", "null", "True", "true", "False", "false"}
+
+
+def check_parameters(namespace: dict) -> None:
+    """Check a chapter's parameters after papermill set them (the set-up cell calls this with ``globals()``).
+
+    ``PROFILE`` must be a profile. Papermill's ``-p NAME VALUE`` passes text: a value that reads as a YAML list,
+    mapping, boolean or None (``-p SEEDS '[0, 1]'``, ``-p TRAIN True``) is parsed and put back; text that starts
+    like a list but is not valid YAML is refused, naming ``-y`` (papermill's YAML form). ``*SEEDS`` must then be
+    None or a list of integers, ``TRAIN``/``RERUN`` booleans, ``OVERRIDES`` a list of ``key=value`` strings."""
+    import yaml
+    profile = namespace.get("PROFILE", "quick")
+    if profile not in PROFILES:
+        raise ValueError(f"PROFILE = {profile!r}: choose one of {', '.join(PROFILES)} (papermill: -p PROFILE quick)")
+    for name in [n for n in namespace if n.isupper() and not n.startswith("_")]:
+        value = namespace[name]
+        if isinstance(value, str) and (value.strip().startswith(_YAML_TEXT) or value.strip() in _YAML_WORDS):
+            try:   # (YAML reads "None" as text; papermill users write Python's None)
+                namespace[name] = value = None if value.strip() in ("None", "none") else yaml.safe_load(value)
+            except yaml.YAMLError as err:
+                raise ValueError(f"parameter {name} = {value!r} is not valid YAML ({' '.join(str(err).split())[:80]}); "
+                                 f"pass lists with papermill's -y, e.g. -y \"{name}: [0, 1]\"") from None
+        _check_type(name, value)
+
+
+def _check_type(name: str, value) -> None:
+    if name.endswith("SEEDS") and value is not None and not (
+            isinstance(value, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)):
+        raise ValueError(f"parameter {name} = {value!r}: expected None or a list of integer seeds, e.g. "
+                         f"-y \"{name}: [0, 1, 2]\"")
+    if name in ("TRAIN", "RERUN") and not isinstance(value, bool):
+        raise ValueError(f"parameter {name} = {value!r}: expected True or False, e.g. -p {name} True")
+    if name == "OVERRIDES" and not (isinstance(value, (list, tuple)) and all(isinstance(v, str) and "=" in v
+                                                                            for v in value)):
+        raise ValueError(f"parameter OVERRIDES = {value!r}: expected a list of key=value strings, e.g. "
+                         f"-y \"OVERRIDES: [data.root=/data/dml]\"")
 
 
 def sync_colab(root: str | Path = ".", check: bool = False) -> list[Path]:

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-__all__ = ["cell", "fmt", "gap", "verdict", "glue_facts", "number", "verdict_counts", "book_display", "frame_html"]
+__all__ = ["cell", "fmt", "gap", "verdict", "glue_facts", "glue_markdown", "number", "verdict_counts", "book_display", "frame_html"]
 
 
 def cell(cmp: pd.DataFrame, row: str, dataset: str, metric: str = "R@1", field: str = "measured",
@@ -46,6 +46,15 @@ def glue_facts(facts: Mapping[str, str | float]) -> None:
     from myst_nb import glue
     for name, value in facts.items():
         glue(name, value, display=False)
+
+
+def glue_markdown(facts: Mapping[str, str]) -> None:
+    """Glue whole sentences (a rule, a definition) as Markdown, for ``{glue:md}`name``` in the text: they read as
+    the text around them, where ``{glue:text}`` would set them in bold like a number."""
+    from IPython.display import Markdown
+    from myst_nb import glue
+    for name, value in facts.items():
+        glue(name, Markdown(value), display=False)
 
 
 def number(x: float | None, signed: bool = False, digits: int = 1) -> str:

@@ -234,9 +234,14 @@ def board_table(board: pd.DataFrame) -> pd.DataFrame:
     view["paper gap"] = view["paper gap"].map(num)
     view["measured gap"] = view["measured gap"].map(num)
     view["seeds"] = view["seeds"].fillna(0).astype(int)
+    from umlkit.experiments.tables import NOT_COMPARABLE
+    why = view["verdict"].str.extract(rf"^{NOT_COMPARABLE}: (.*)$")[0]   # the reason gets a column of its own
+    view["verdict"] = view["verdict"].where(why.isna(), NOT_COMPARABLE)
+    notes = why.fillna("")
     if "missing records" in view:
-        view["missing records"] = view["missing records"].replace("", "–")
-    return view.fillna("–")
+        notes = notes.where(notes != "", "missing: " + view.pop("missing records").replace("", "–"))
+    view["note"] = notes.replace({"": "–", "missing: –": "–"})
+    return view.drop(columns=["paper"]).fillna("–") if view["paper"].nunique() == 1 else view.fillna("–")
 
 
 def declared_claims(profile: str = "quick") -> dict[str, int]:
