@@ -83,3 +83,19 @@ def test_the_view_names_the_cells_of_a_claim_with_missing_records():
     assert view["test"].tolist() == ["Welch p=0.012", "–"] and view["missing records"].tolist() == ["", "X (CUB)"]
     summary = scoreboard_summary(board, {"p": 2})
     assert summary.loc["p", ["declared", "checked", "supported", "missing records"]].tolist() == [2, 1, 1, 1]
+
+
+def test_the_board_page_has_no_raw_missing_values_and_a_reason_column():
+    import pandas as pd
+
+    from umlkit.experiments.scoreboard import board_table
+    board = pd.DataFrame({"paper": ["p", "p"], "table": ["T", "T"], "claim": ["a beats b", "c beats d"],
+                          "paper A": [80.0, float("nan")], "paper B": [70.0, float("nan")], "gap": [3.24, -1.0],
+                          "seeds": [3, 3], "p": [0.0123, 0.9], "test": ["Welch t: p=0.0123", "Welch t: p=0.9"],
+                          "verdict": ["supported", "not comparable: d (split=1) collapsed"], "missing": ["", ""]})
+    t = board_table(board)
+    assert list(t.columns[:4]) == ["where", "claim", "paper", "measured"] and t["where"].tolist() == ["p · T"] * 2
+    assert t["paper"].tolist() == ["+10.0", "–"] and t["measured"].tolist() == ["+3.2", "-1.0"]
+    assert t["verdict"].tolist() == ["supported", "not comparable"]
+    assert t["note"].tolist() == ["–", "d (split=1) collapsed"]
+    assert not t.isna().any().any()

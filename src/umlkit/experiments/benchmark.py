@@ -133,11 +133,11 @@ def plot_pretraining_curves(curves: pd.DataFrame, heads: Sequence[str] = ("shape
                 right.plot(part["epoch"], part[f"acc {h}"], label=h)
     left.set_xlabel("epoch")
     left.set_ylabel("summed cross-entropy of the 8 heads")
-    left.legend(fontsize=8)
+    left.legend(fontsize=9.5)
     right.axhline(80, color="grey", linewidth=0.8, linestyle=":")
     right.set_xlabel("epoch")
     right.set_ylabel("validation accuracy (%)")
-    right.legend(fontsize=8, ncol=2)
+    right.legend(fontsize=9.5, ncol=2)
     fig.tight_layout()
     return fig
 
@@ -152,10 +152,10 @@ def plot_fid_progression(curves: dict, ax=None):
                 linestyle="-" if variant == "large" else ":")
     n_swap = sum(1 for p in next(iter(curves.values())) if p[0] == "swap")
     ax.axvline(n_swap - 0.5, color="grey", linewidth=0.8)
-    ax.text(n_swap, ax.get_ylim()[1] * 0.95, "removal ->", fontsize=8, va="top")
+    ax.text(n_swap, ax.get_ylim()[1] * 0.95, "removal ->", fontsize=9.5, va="top")
     ax.set_xlabel("split (swap iterations, then removal iterations)")
     ax.set_ylabel("class-mean FID (tiny ViT features)")
-    ax.legend(fontsize=8, ncol=2)
+    ax.legend(fontsize=9.5, ncol=2)
     return ax
 
 

@@ -26,12 +26,12 @@ def plot_measured_vs_paper(cmp: pd.DataFrame, dataset: str = "Harmonic", metric:
     sub = sub.assign(**{hue: sub[hue].replace("", "zero-shot").str.slice(0, 40)})
     sns.scatterplot(data=sub, x="paper", y="measured", hue=hue, ax=ax, s=60)
     for _, r in sub.iterrows():
-        ax.annotate(r["row"], (r["paper"], r["measured"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        ax.annotate(r["row"], (r["paper"], r["measured"]), fontsize=9, xytext=(3, 3), textcoords="offset points")
     rho = spearmanr(sub["paper"], sub["measured"]).statistic if len(sub) > 2 else float("nan")
     ax.set_title(f"{dataset} {metric}: measured vs paper (Spearman ρ = {rho:.2f}, {len(sub)} rows)")
     ax.set_xlabel("paper (%)")
     ax.set_ylabel("measured (%)")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=9)
     return ax
 
 
@@ -115,12 +115,12 @@ def plot_fid_progression(splits: dict, sources: Sequence[str], names: dict[str, 
         for s in d["splits"]:  # inverse iterations are stored negative
             x = s["iteration"] + (n_swap if s["kind"] == "removal" else 0)
             ax.scatter([x], [s["fid"]], color="black", zorder=3, s=14)
-            ax.annotate(str(s["id"]), (x, s["fid"]), textcoords="offset points", xytext=(3, 3), fontsize=7)
+            ax.annotate(str(s["id"]), (x, s["fid"]), textcoords="offset points", xytext=(3, 3), fontsize=9)
         ax.axvline(n_swap, color="grey", lw=0.6)
         ax.set_title(names[src])
         ax.set_xlabel("iteration (swaps, then removals)")
     axes[0][0].set_ylabel("class-mean FID")
-    axes[0][0].legend(fontsize=7)
+    axes[0][0].legend(fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -147,9 +147,9 @@ def plot_metric_vs_fid(frame: pd.DataFrame, metric: str = "R@1", hue: str = "met
             twin = ax.twiny()
             for h, g in paper[paper[col] == c].groupby(hue, sort=False):
                 twin.plot(g["fid"], g["value"], ls="--", lw=0.7, color=palette.get(h, "grey"))
-            twin.set_xlabel("paper split FID (dashed)", fontsize=8)
+            twin.set_xlabel("paper split FID (dashed)", fontsize=9.5)
     axes[0][0].set_ylabel(metric)
-    axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
+    axes[0][-1].legend(fontsize=9, loc="center left", bbox_to_anchor=(1.02, 0.5))
     fig.tight_layout()
     return fig
 
@@ -176,9 +176,9 @@ def plot_rank_slopes(views, title: str = "rank in the paper (left) and measured 
             ax.plot([0, 1], [r["paper rank"], r["measured rank"]], "o-", color=colour, lw=1.5)
             short = label if len(label) <= 34 else label[:33] + "…"
             ax.annotate(f"{short}  {int(r['paper rank'])}", (0, r["paper rank"]), xytext=(-6, 0),
-                        textcoords="offset points", ha="right", va="center", fontsize=7)
+                        textcoords="offset points", ha="right", va="center", fontsize=9)
             ax.annotate(f"{int(r['measured rank'])}  {short}", (1, r["measured rank"]), xytext=(6, 0),
-                        textcoords="offset points", ha="left", va="center", fontsize=7)
+                        textcoords="offset points", ha="left", va="center", fontsize=9)
         ax.set_ylim(n + 0.5, 0.5)
         ax.set_xlim(-1.3, 2.3)
         ax.set_xticks([0, 1], ["paper", "measured"])
@@ -228,7 +228,7 @@ def plot_sweep(frame: pd.DataFrame, x: str, y: str, hue: str, chosen: str | None
                    label="chosen")
     if logx:
         ax.set_xscale("log")
-    ax.legend(fontsize=7, bbox_to_anchor=(1.02, 1), loc="upper left")
+    ax.legend(fontsize=9, bbox_to_anchor=(1.02, 1), loc="upper left")
     return ax
 
 
@@ -260,7 +260,7 @@ def plot_curves(frame: pd.DataFrame, x: str = "epoch", y: str = "measured", hue:
         ax.set_title(c)
         ax.set_xlabel(x)
     axes.flat[0].set_ylabel(ylabel)
-    axes.flat[-1].legend(fontsize=7, loc="lower right")
+    axes.flat[-1].legend(fontsize=9, loc="lower right")
     fig.tight_layout()
     return fig
 
@@ -287,12 +287,12 @@ def plot_retrieved_classes(frame: pd.DataFrame, ncols: int = 2):
             counts = [float(sub.loc[(sub["rank"] == r) & (sub["method"] == m), "count"].sum()) for r in ranks]
             ax.bar([r + (i - (len(methods) - 1) / 2) * width for r in range(len(ranks))], counts, width, label=m)
         ax.set_xticks(range(len(ranks)))
-        ax.set_xticklabels([f"{textwrap.fill(n, 16)}\n(sim {s:.2f})" for n, s in zip(names, sims)], fontsize=6.5)
+        ax.set_xticklabels([f"{textwrap.fill(n, 16)}\n(sim {s:.2f})" for n, s in zip(names, sims)], fontsize=8.5)
         ax.set_title(f"query: {q}", fontsize=9)
-        ax.set_ylabel("retrieved images", fontsize=8)
+        ax.set_ylabel("retrieved images", fontsize=9.5)
     for ax in list(axes.flat)[len(queries):]:
         ax.set_visible(False)
-    axes.flat[0].legend(fontsize=7)
+    axes.flat[0].legend(fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -313,7 +313,7 @@ def plot_setting_panels(measured: pd.DataFrame, metrics: Sequence[str] = ("R@1",
                      legend=ax is axes.flat[0])
         ax.set_title(panel, fontsize=9)
         ax.set_xticks(sorted(sub["value of the setting"].unique()))
-        ax.set_xlabel(sub["setting"].iloc[0].split("=", 1)[0], fontsize=8)
+        ax.set_xlabel(sub["setting"].iloc[0].split("=", 1)[0], fontsize=9.5)
         ax.set_ylabel("")
     for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)
@@ -348,13 +348,13 @@ def plot_source_bias(bias: pd.DataFrame, columns: Sequence[tuple[str, str]] = (
             y, size = bias[f"{col} ({tag})"], bias[f"train images ({tag})"]
             ax.scatter(size, y, marker=marker, label=label)
             for src, xv, yv in zip(bias.index, size, y):
-                ax.annotate(src, (xv, yv), fontsize=7, xytext=(3, 3), textcoords="offset points")
+                ax.annotate(src, (xv, yv), fontsize=9, xytext=(3, 3), textcoords="offset points")
         ax.axhline(0, color="grey", lw=0.8)
         ax.set_xscale("log")
         ax.set_xlabel("training images of the source")
         ax.set_ylabel("R@1 change against the dataset-specific model")
         ax.set_title(tag)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=9.5)
     return axes
 
 

@@ -92,9 +92,13 @@ def frame_html(df: pd.DataFrame) -> str:
 def book_display() -> None:
     """Register :func:`frame_html` as the HTML form of every DataFrame in this IPython kernel (IPython's display
     formatter API; pandas has no option for how a missing value is written) and show whole cell texts
-    (``display.max_colwidth``: pandas cuts at 50 characters, which cut claims mid-word). Called by every chapter's
+    (``display.max_colwidth``: pandas cuts at 50 characters, which cut claims mid-word), and set matplotlib's
+    default text sizes so that a figure's labels read at page width (>= 10 pt). Called by every chapter's
     set-up cell (:func:`umlkit._book.setup_source`); outside IPython only the pandas option is set."""
     pd.set_option("display.max_colwidth", None)
+    import matplotlib as mpl   # one plotting style: text a reader can read at page width
+    mpl.rcParams.update({"font.size": 10.5, "axes.titlesize": 11.5, "axes.labelsize": 10.5, "xtick.labelsize": 10,
+                         "ytick.labelsize": 10, "legend.fontsize": 9.5, "figure.titlesize": 12})
     try:
         from IPython import get_ipython
     except ImportError:   # pragma: no cover - the book extra installs IPython

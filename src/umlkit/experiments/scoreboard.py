@@ -241,7 +241,8 @@ def board_table(board: pd.DataFrame) -> pd.DataFrame:
     if "missing records" in view:
         notes = notes.where(notes != "", "missing: " + view.pop("missing records").replace("", "–"))
     view["note"] = notes.replace({"": "–", "missing: –": "–"})
-    return view.drop(columns=["paper"]).fillna("–") if view["paper"].nunique() == 1 else view.fillna("–")
+    view.insert(0, "where", view.pop("paper") + " · " + view.pop("table"))   # one narrow column for both
+    return view.rename(columns={"paper gap": "paper", "measured gap": "measured"}).fillna("–")
 
 
 def declared_claims(profile: str = "quick") -> dict[str, int]:
