@@ -30,8 +30,8 @@ from pathlib import Path
 import yaml
 
 from umlkit.experiments import oodml
+from umlkit.experiments.prose import method_value as _value, number as _num, verdict_counts as _verdict_counts
 from umlkit.experiments.records import MissingSideFile, is_read_only
-from umlkit.experiments.prose import number as _num, verdict_counts as _verdict_counts
 from umlkit.experiments.runners import SOURCE_NAMES
 from umlkit.experiments.registry import Paper
 from umlkit.experiments.tables import Claim, Row, Table
@@ -995,14 +995,6 @@ def curve_frame(cmp: "pd.DataFrame") -> "pd.DataFrame":  # noqa: F821
     sub = cmp[cmp["metric"].str.startswith("R@1 epoch ")].copy()
     sub["epoch"] = sub["metric"].str.rsplit(" ", n=1).str[1].astype(int)
     return sub[["dataset", "method", "epoch", "measured", "spread", "seeds"]].sort_values(["dataset", "method", "epoch"])
-
-
-def _value(cmp, method: str, dataset: str, metric: str = "R@1", field: str = "measured") -> float:
-    """One cell of a compared table by method and dataset; NaN when it was not measured."""
-    if cmp is None or cmp.empty:
-        return float("nan")
-    hit = cmp[(cmp["method"] == method) & (cmp["dataset"] == dataset) & (cmp["metric"] == metric)]
-    return float(hit[field].iloc[0]) if len(hit) == 1 else float("nan")
 
 
 def paper_equivalence_gaps() -> dict[str, float]:

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-__all__ = ["cell", "fmt", "gap", "verdict", "glue_facts", "glue_markdown", "number", "verdict_counts", "book_display", "frame_html"]
+__all__ = ["cell", "method_value", "fmt", "gap", "verdict", "glue_facts", "glue_markdown", "number", "verdict_counts", "book_display", "frame_html"]
 
 
 def cell(cmp: pd.DataFrame, row: str, dataset: str, metric: str = "R@1", field: str = "measured",
@@ -22,6 +22,16 @@ def cell(cmp: pd.DataFrame, row: str, dataset: str, metric: str = "R@1", field: 
         raise KeyError(f"{row!r} / {dataset!r} / {metric!r}{f' in {section!r}' if section else ''} matches "
                        f"{int(m.sum())} cells, expected 1")
     return float(cmp.loc[m, field].iloc[0])
+
+
+def method_value(cmp: pd.DataFrame | None, method: str, dataset: str, metric: str = "R@1",
+                 field: str = "measured") -> float:
+    """One cell of a compared table by its ``method`` cell and dataset; NaN when it was not measured (a chapter's
+    prose then says "–")."""
+    if cmp is None or cmp.empty:
+        return float("nan")
+    hit = cmp[(cmp["method"] == method) & (cmp["dataset"] == dataset) & (cmp["metric"] == metric)]
+    return float(hit[field].iloc[0]) if len(hit) == 1 else float("nan")
 
 
 def fmt(value: float, digits: int = 1, spread: float | None = None) -> str:

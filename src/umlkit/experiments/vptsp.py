@@ -37,6 +37,7 @@ import yaml
 
 from umlkit.experiments import oodml
 from umlkit.experiments.runners import SOURCE_NAMES
+from umlkit.experiments.prose import method_value as _value
 from umlkit.experiments.registry import Paper
 from umlkit.experiments.tables import Claim, Row, Table, lr_sweep_frame
 
@@ -576,14 +577,6 @@ def job_list(name: str, profile: str = "quick") -> list[tuple[str, str, dict]]:
 
 
 # ------------------------------------------------------------------------------------------------ prose
-def _value(cmp, method: str, dataset: str, metric: str = "R@1", field: str = "measured") -> float:
-    """One cell of a compared table by method and dataset; NaN when it was not measured."""
-    if cmp is None or cmp.empty:
-        return float("nan")
-    hit = cmp[(cmp["method"] == method) & (cmp["dataset"] == dataset) & (cmp["metric"] == metric)]
-    return float(hit[field].iloc[0]) if len(hit) == 1 else float("nan")
-
-
 def _paper(table: str, method: str, dataset: str, metric: str = "R@1", setting: str | None = None) -> float:
     """One of the paper's cells (NaN when it has none): the prose quotes the paper whether or not a cell was run."""
     from umlkit.paper import paper_table
