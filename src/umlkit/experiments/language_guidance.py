@@ -34,6 +34,7 @@ from umlkit.experiments.prose import method_value as _value, number as _num, ver
 from umlkit.experiments.records import MissingSideFile, is_read_only
 from umlkit.experiments.runners import SOURCE_NAMES
 from umlkit.experiments.registry import Paper
+from umlkit.experiments.tuning import chosen
 from umlkit.experiments.tables import Claim, Row, Table
 from umlkit.paper import paper_table
 
@@ -437,15 +438,14 @@ def _split_row(method: str) -> tuple[str, str | None]:
 def chosen_omega(method: str, guidance: str, source: str, profile: str) -> float:
     """The configured omega of "<method> + <guidance>" in a profile; a variant the profile gives none (full: the
     official scripts tune no ablation) takes its base guidance's."""
-    table = lg_config()["omega"].get(profile) or {}
-    omegas = table.get(f"{method} + {guidance}")
+    rows = [f"{method} + {guidance}"]
     base = guidance_spec(guidance)["base"]
-    if omegas is None and profile == "full" and base != guidance:
-        omegas = table.get(f"{method} + {base}")
-    if omegas is None:
-        raise KeyError(f"configs/language_guidance/language_guidance.yaml has no {profile} omega for "
-                       f"{method + ' + ' + guidance!r} (run the omega sweep)")
-    return float(omegas[source] if isinstance(omegas, dict) else omegas)
+    if profile == "full" and base != guidance:
+        rows.append(f"{method} + {base}")
+    paths = [p for r in rows for p in ((profile, r, source), (profile, r))]   # per source, or one for every source
+    return chosen(lg_config()["omega"], paths, file="configs/language_guidance/language_guidance.yaml",
+                  what=f"{profile} omega for {method + ' + ' + guidance!r}", sweep="run the omega sweep (`umlkit "
+                  "records train language_guidance omega_sweep`) and enter the chosen omega")
 
 
 def run_config(profile: str = "quick", *, method: str = "Multisimilarity", source: str = "cub", seed: int = 0,

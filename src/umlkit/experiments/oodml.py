@@ -34,6 +34,7 @@ from umlkit.data import build_transforms, load_dataset
 from umlkit.experiments.splits import Split, removal_progression, swap_progression
 from umlkit.experiments.runners import SOURCE_NAMES
 from umlkit.experiments.registry import Paper
+from umlkit.experiments.tuning import chosen
 from umlkit.experiments.tables import Claim, Floor, Row, Table, measure, lr_sweep_frame
 from umlkit.metrics.distribution import class_means
 from umlkit.models.backbones import backbone_data_config, create_backbone
@@ -273,12 +274,9 @@ def tuned_methods(profile: str) -> list[str]:
 
 
 def chosen_lr(method: str, profile: str) -> float:
-    lrs = methods_config()["lr"][profile] or {}
-    if method in lrs:
-        return float(lrs[method])
-    if "default" in lrs:
-        return float(lrs["default"])
-    raise KeyError(f"configs/oodml/methods.yaml has no {profile} learning rate for {method!r} (run the lr sweep)")
+    return chosen(methods_config()["lr"], [(profile, method), (profile, "default")], file="configs/oodml/methods.yaml",
+                  what=f"{profile} learning rate for {method!r}", sweep="run the lr sweep (`umlkit records train "
+                  "oodml lr_sweep`) and enter the chosen rate")
 
 
 def run_config(profile: str = "quick", *, method: str = "Margin (D)", source: str = "cub", split: int | None = None,

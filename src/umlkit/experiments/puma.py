@@ -36,6 +36,7 @@ from umlkit.data.unified import PUMA_ORDER
 from umlkit.experiments.records import cached_record, load_record
 from umlkit.experiments.runners import SOURCE_NAMES, ensemble_embeddings
 from umlkit.experiments.registry import Paper
+from umlkit.experiments.tuning import chosen
 from umlkit.experiments.tables import Claim, Floor, Row, Table, check_claims, compare, mark_choice, measure, side_by_side
 from umlkit.experiments.tables import table_claims as _table_claims
 from umlkit.metrics import harmonic_mean
@@ -211,11 +212,9 @@ def _train_classes(root: str, name: str) -> int:
 
 def chosen_lr(unit: str) -> float:
     """The second pass's rate of a tuning unit (methods.yaml ``second_pass.lr``, chosen by :func:`tuning_frame`)."""
-    lrs = second_pass().get("lr") or {}
-    if unit not in lrs:
-        raise KeyError(f"configs/puma/methods.yaml has no second-pass rate for {unit!r}: train `umlkit records train "
-                       f"puma tuning`, then enter the choice of puma.tuning_frame() under second_pass.lr.{unit}")
-    return float(lrs[unit])
+    return chosen(second_pass(), [("lr", unit)], file="configs/puma/methods.yaml",
+                  what=f"second-pass rate for {unit!r}", sweep="train `umlkit records train puma tuning`, then enter "
+                  f"the choice of puma.tuning_frame() under second_pass.lr.{unit}")
 
 
 def config_for(row: Row, seed: int, profile: str, overrides: Sequence[str] = (), stage: str | None = None) -> dict:
@@ -559,12 +558,9 @@ def few_shot_block() -> dict:
 
 def few_shot_lr(method: str, profile: str = "quick") -> float:
     """A method's few-shot rate: ``few_shot.lr.<profile>.<method>`` (quick: chosen by :func:`few_shot_tuning`)."""
-    lrs = (few_shot_block()["lr"].get(profile) or {})
-    if method not in lrs:
-        raise KeyError(f"configs/puma/methods.yaml has no few-shot {profile} rate for {method!r}: train "
-                       "`umlkit records train puma few_shot_tuning`, then enter the chosen rate under "
-                       f"few_shot.lr.{profile}.{method}")
-    return float(lrs[method])
+    return chosen(few_shot_block(), [("lr", profile, method)], file="configs/puma/methods.yaml",
+                  what=f"few-shot {profile} rate for {method!r}", sweep="train `umlkit records train puma "
+                  f"few_shot_tuning`, then enter the chosen rate under few_shot.lr.{profile}.{method}")
 
 
 def few_shot_config(profile: str, method: str, shots: int, seed: int = 0, lr: float | None = None,

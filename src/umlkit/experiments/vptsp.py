@@ -39,6 +39,7 @@ from umlkit.experiments import oodml
 from umlkit.experiments.runners import SOURCE_NAMES
 from umlkit.experiments.prose import method_value as _value
 from umlkit.experiments.registry import Paper
+from umlkit.experiments.tuning import chosen
 from umlkit.experiments.tables import Claim, Row, Table, lr_sweep_frame
 
 __all__ = ["PAPER", "SOURCES", "SEEDS", "methods_config", "run_config", "chosen_lr", "sweep_jobs", "lr_sweep",
@@ -78,15 +79,10 @@ def _row_block(row: str) -> dict:
 def chosen_lr(row: str, profile: str, source: str = "cub") -> float:
     """The row's learning rate on ``source``: ``lr.<profile>.<source>.<row>`` in methods.yaml (chosen by that source's
     validation sweep), else ``lr.<profile>.<source>.default``, else ``lr.<profile>.default``."""
-    lrs = methods_config()["lr"].get(profile) or {}
-    here = lrs.get(source) or {}
-    if row in here or "default" in here:
-        return float(here.get(row, here.get("default")))
-    if "default" in lrs:
-        return float(lrs["default"])
-    raise KeyError(f"configs/vptsp/methods.yaml has no {profile} learning rate for {row!r} on {source!r} (run the "
-                   "lr sweep, umlkit records train vptsp lr_sweep, and enter the chosen rate under "
-                   f"lr.{profile}.{source})")
+    return chosen(methods_config()["lr"], [(profile, source, row), (profile, source, "default"), (profile, "default")],
+                  file="configs/vptsp/methods.yaml", what=f"{profile} learning rate for {row!r} on {source!r}",
+                  sweep=f"run the lr sweep, umlkit records train vptsp lr_sweep, and enter the chosen rate under "
+                  f"lr.{profile}.{source}")
 
 
 def _classes(source: str, profile: str, validation: bool) -> dict | None:
