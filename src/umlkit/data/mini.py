@@ -531,8 +531,11 @@ def make_mini(root, seed: int = 0, overwrite: bool = False, sources=None, progre
     if unknown:
         raise ValueError(f"unknown UML-Mini source(s) {unknown}; choose from {list(SOURCES)}")
     source_sizes(names[0], size)  # validates size
-    if not overwrite and _holds(_read_manifest(root / MINI_MANIFEST), seed, names, size):
+    old = _read_manifest(root / MINI_MANIFEST)
+    if not overwrite and _holds(old, seed, names, size):
         return root
+    _check_target(root, _targets(old, seed, names, size), old)   # a folder UML-Mini cannot use: refused before a
+                                                                  # lock file is made beside it
     # two processes asking for the same tree (e.g. two record workers on a fresh clone): one generates, the other
     # waits and then finds it complete; the lock file sits beside the tree, which may not exist yet
     with file_lock(root.parent / f".{root.name}.lock"):
@@ -549,14 +552,25 @@ def _holds(old: dict | None, seed: int, names, size: str) -> bool:
             and old.get("variant", "default") == size)
 
 
+def _same_world(old: dict | None, seed: int, size: str) -> bool:
+    return old is not None and (old.get("seed"), old.get("version"), old.get("variant", "default")) == \
+        (seed, GENERATOR_VERSION, size)
+
+
+def _targets(old: dict | None, seed: int, names: list, size: str) -> list:
+    """The sources to write: ``names``, and for a tree of another world every source it held (they would no longer
+    match it)."""
+    if old is not None and not _same_world(old, seed, size):
+        held = set(old.get("datasets", {})) & set(SOURCES)
+        return [n for n in SOURCES if n in held or n in names]
+    return list(names)
+
+
 def _generate(root: Path, seed: int, names: list, size: str, old: dict | None, progress: bool) -> Path:
     """Write the sources ``names`` (and, for a tree of another world, every source it held) under ``root``."""
     manifest_path = root / MINI_MANIFEST
-    same_world = old is not None and (old.get("seed"), old.get("version"), old.get("variant", "default")) == \
-        (seed, GENERATOR_VERSION, size)
-    if old is not None and not same_world:  # the other sources of an older tree would no longer match it
-        held = set(old.get("datasets", {})) & set(SOURCES)
-        names = [n for n in SOURCES if n in held or n in names]
+    same_world = _same_world(old, seed, size)
+    names = _targets(old, seed, names, size)
     created = _check_target(root, names, old)
     root.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
