@@ -55,7 +55,7 @@ def test_tuning_never_sees_a_test_class():
     assert rows == set(vptsp.methods_config()["rows"])
     for src in ("cars", "sop", "inshop"):   # every row a table reports on a source is tuned there
         reported = {r.spec["row"] for t in vptsp.TABLES("quick").values() for r in t.rows
-                    if r.spec["source"] == src and "lr" not in r.spec}
+                    if r.spec["source"] == src and "lr" not in r.spec and "row" in r.spec}
         assert reported <= set(vptsp.sweep_rows(src)), src
 
 
@@ -75,7 +75,7 @@ def test_table_rows_join_paper_cells():
     for name, spec in vptsp.TABLES("quick").items():
         paper = paper_table("vptsp", name, missing_ok=True)
         keys = {(m, s) for m, s in zip(paper["method"], paper["setting"].fillna(""))}
-        rows = {(r.method, r.setting) for r in spec.rows}
+        rows = {(r.method, r.setting) for r in spec.rows if r.method != vptsp.ZERO_SHOT}   # the floor: beyond the paper
         if name in ("Fig. 3", "Rate transfer", "Diagnosis", "Table 8"):   # beyond the paper's cells (quick rows)
             assert not rows & keys and spec.columns, name
         else:
@@ -93,7 +93,12 @@ def test_table_rows_join_paper_cells():
                             & (paper["dataset"] == cell["dataset"]) & (paper["metric"] == cell.get("metric", claim.metric))]
                 assert len(hit) == 1, (name, claim.text)
     t2 = vptsp.TABLES("quick")["Table 2"]
-    assert {(r.method, r.spec["source"]) for r in t2.rows} == {(m, s) for m in vptsp.TABLE2 for s in vptsp.ALL_SOURCES}
+    assert {(r.method, r.spec["source"]) for r in t2.rows} == {(m, s) for m in (*vptsp.TABLE2, vptsp.ZERO_SHOT)
+                                                               for s in vptsp.ALL_SOURCES}
+    zs = [r for r in t2.rows if r.method == vptsp.ZERO_SHOT]
+    assert all(r.seed_free for r in zs) and t2.floor.frozen == vptsp.ZERO_SHOT
+    key = t2.config(zs[0], 0, "quick")   # the frozen backbone, evaluated as the table's rows are, nothing tuned in
+    assert key["config"]["model"]["method"] == "zero_shot" and key["config"]["optimizer"]["lr"] == 0.0
     assert [r.spec["metrics"] for r in t2.rows if r.spec["source"] == "sop"][0] == ["R@1", "R@10", "R@100", "MAP@R"]
     t1 = vptsp.TABLES("quick")["Table 1"]   # parameter counts join the paper's cells (filed under CUB)
     counts = paper_table("vptsp", "Table 1").query("metric == 'TrainableParams(M)'")
@@ -116,8 +121,8 @@ def test_tables_share_identical_runs_once():
     # sources x 2 sources (Table 5) + 1 (Table 6's full fine-tuning; Hyp and VPTSP are Table 2's) + 4 accumulators
     # (Table 7) + 4 (Table 8's v1; v2 is Table 2's VPTSP-G) + 9 (Fig. 3; the tables' values are Table 1's run) + 5
     # (Cars at the CUB-like rates: VPTSP (GRU)'s two rates coincide, 1e-2, so that run is Table 4's) + 15 (the
-    # diagnosis on validation classes: 7 rows x 3 sources)
-    assert len(jobs) == 11 + 16 + 6 + 6 + 1 + 4 + 4 + 9 + 5 + 21
+    # diagnosis on validation classes: 7 rows x 3 sources) + 4 (Table 2's frozen backbone, one per source: its floor)
+    assert len(jobs) == 11 + 16 + 6 + 6 + 1 + 4 + 4 + 9 + 5 + 21 + 4
     t1 = vptsp.TABLES("quick")["Table 1"]
     g = [r for r in t1.rows if r.method == "VPTSP-G (B)"][0]
     f3 = vptsp.TABLES("quick")["Fig. 3"]

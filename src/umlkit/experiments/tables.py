@@ -415,7 +415,8 @@ def _floor_verdict(spec: Table, claim: Claim, cmp: pd.DataFrame) -> str | None:
         hit = cmp[m]
         if len(hit) == 1 and hit["floor"].iloc[0]:
             what = "collapsed" if hit["floor"].iloc[0] == COLLAPSED else "below its frozen backbone"
-            return f"{NOT_COMPARABLE}: {side['method']} ({side['setting'] or side['dataset']}) {what}"
+            where = side["setting"] if spec.floor.per_setting and side["setting"] else side["dataset"]
+            return f"{NOT_COMPARABLE}: {side['method']} ({where}) {what}"
     return None
 
 

@@ -40,7 +40,7 @@ from umlkit.experiments.runners import SOURCE_NAMES
 from umlkit.experiments.prose import method_value as _value
 from umlkit.experiments.registry import Paper
 from umlkit.experiments.tuning import chosen
-from umlkit.experiments.tables import Claim, Row, Table, lr_sweep_frame
+from umlkit.experiments.tables import Claim, Floor, Row, Table, lr_sweep_frame
 
 __all__ = ["PAPER", "SOURCES", "SEEDS", "methods_config", "run_config", "chosen_lr", "sweep_jobs", "lr_sweep",
            "TABLES", "table_jobs", "job_list", "chapter_facts"]
@@ -191,10 +191,28 @@ def config_for(row: Row, seed: int, profile: str = "quick", overrides=()) -> dic
     """The record key of a table row (``spec``: the methods.yaml row, the source, options on top, ``overrides``
     such as another backbone, ``metrics`` when the table reports others than R@1 and MAP@R)."""
     sp = row.spec
+    if sp.get("zero_shot"):
+        return _key(_zero_shot_config(profile, sp["source"], overrides), sp.get("metrics"))
     return _key(run_config(profile, row=sp["row"], source=sp["source"], seed=seed, lr=sp.get("lr"),
                            validation=bool(sp.get("validation", False)), options=dict(sp.get("options", {})),
                            loss_options=sp.get("loss_options"), overrides=[*sp.get("overrides", ()), *overrides]),
                 sp.get("metrics"))
+
+
+ZERO_SHOT = "Zero-shot (frozen backbone)"   # a row beyond the paper: the floor every trained row is checked against
+
+
+def _zero_shot_config(profile: str, source: str, overrides=()) -> dict:
+    """The frozen pretrained backbone's feature on the source's test classes, evaluated as every row of the table
+    is (same data, transforms and split; ``train_analysis`` trains nothing for ``model.method: zero_shot``). The
+    configuration is VPT (B)'s with the method, its options, the objective and the rate cleared, so that no tuned
+    value enters its key; its seed does not matter."""
+    cfg = copy.deepcopy(run_config(profile, row="VPT (B)", source=source, seed=0, overrides=overrides))
+    cfg["model"].update(method="zero_shot", options={})
+    cfg["objective"] = []
+    cfg["optimizer"]["lr"] = 0.0
+    cfg["name"] = f"vptsp-{source}-zero_shot"
+    return cfg
 
 
 def _scores(result: dict, row: Row) -> dict:
@@ -304,8 +322,10 @@ T2_SETTINGS = {"Hyp-ViT": "batch_size=882/900;arch=ViT-S16;dim=384", "VPT-Base":
 
 
 def table2(profile: str = "quick") -> Table:
-    rows = [r for name, spec in TABLE2.items()
-            for r in _rows("Table 2", {name: spec}, ALL_SOURCES, T2_SETTINGS[name], TABLE2_METRICS)]
+    rows = [Row(method=ZERO_SHOT, spec={"zero_shot": True, "source": s, "metrics": TABLE2_METRICS[s]},
+                runner="train_analysis", label=f"{s}-zero_shot", seed_free=True) for s in ALL_SOURCES]
+    rows += [r for name, spec in TABLE2.items()
+             for r in _rows("Table 2", {name: spec}, ALL_SOURCES, T2_SETTINGS[name], TABLE2_METRICS)]
     # each comparison of the same runs is declared once: VPTSP-G vs VPT-Base and VPTSP-G vs VPTSP-M on CUB and Cars
     # are Tables 1 and 4's claims (the same configurations), so Table 2 adds them on SOP and In-shop only
     claims = [_beats("VPTSP-M", "VPT-Base", SOURCE_NAMES[s], what=" (semantic proxies)", table="Table 2",
@@ -318,6 +338,7 @@ def table2(profile: str = "quick") -> Table:
     claims += [_beats("Hyp-ViT", "VPTSP-G", d, what=" (the gain turns on many-class sources)", table="Table 2",
                       settings=T2_SETTINGS) for d in ("SOP", "InShop")]
     return Table(PAPER, "Table 2", rows, config_for, seeds=SEEDS, scores=_scores, claims=claims, params=False,
+                 floor=Floor(frozen=ZERO_SHOT, per_setting=False),
                  unmeasured={p: {"RS@K": "quoted: Patel et al. (2022), ViT-B/16 with batches over 200 (another "
                                          "work's number)",
                                  "VPTSP-G": why} for p, why in (
@@ -573,6 +594,20 @@ def job_list(name: str, profile: str = "quick") -> list[tuple[str, str, dict]]:
 
 
 # ------------------------------------------------------------------------------------------------ prose
+def floor_facts(t2) -> dict[str, str]:
+    """Table 2's floors for the prose: the frozen backbone's R@1 per source and VPTSP-G's / VPTSP-M's on the SOP- and
+    In-shop-like sources, and which rows fell below it (:func:`umlkit.experiments.tables.mark_floors`)."""
+    from umlkit.experiments.prose import number
+    out = {f"t2_zs_{s}": number(_value(t2, ZERO_SHOT, SOURCE_NAMES[s])) for s in ALL_SOURCES}
+    for m, tag in (("VPTSP-G", "g"), ("VPTSP-M", "m"), ("VPT-Base", "vpt"), ("Hyp-ViT", "hyp")):
+        for s in ("sop", "inshop"):
+            out[f"t2_{tag}_{s}"] = number(_value(t2, m, SOURCE_NAMES[s]))
+    below = t2[(t2.get("floor", "") != "") & (t2["metric"] == "R@1")] if "floor" in t2 else t2.iloc[:0]
+    out["t2_below"] = ", ".join(f"{r} ({d})" for r, d in below[["row", "dataset"]].drop_duplicates().to_numpy()) \
+        or "none"
+    return out
+
+
 def _paper(table: str, method: str, dataset: str, metric: str = "R@1", setting: str | None = None) -> float:
     """One of the paper's cells (NaN when it has none): the prose quotes the paper whether or not a cell was run."""
     from umlkit.paper import paper_table
