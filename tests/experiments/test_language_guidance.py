@@ -35,7 +35,8 @@ def test_omega_comes_from_the_config_per_row_and_source(monkeypatch):
     cfg = copy.deepcopy(lg.lg_config())
     cfg["omega"]["quick"] = {}
     monkeypatch.setattr(lg, "lg_config", lambda: cfg)
-    with pytest.raises(KeyError, match=r"no quick omega for 'Margin \+ ELG' \(run the omega sweep\)"):
+    with pytest.raises(KeyError, match=r"language_guidance.yaml has no quick omega for 'Margin \+ ELG' \(looked for "
+                                       r"quick.Margin \+ ELG.cub or quick.Margin \+ ELG\): run the omega sweep"):
         lg.chosen_omega("Margin", "ELG", "cub", "quick")
     cfg["omega"]["quick"] = {"Margin + ELG": 3.0}
     assert lg.chosen_omega("Margin", "ELG", "sop", "quick") == 3.0
