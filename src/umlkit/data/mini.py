@@ -534,11 +534,13 @@ def make_mini(root, seed: int = 0, overwrite: bool = False, sources=None, progre
     old = _read_manifest(root / MINI_MANIFEST)
     if not overwrite and _holds(old, seed, names, size):
         return root
-    _check_target(root, _targets(old, seed, names, size), old)   # a folder UML-Mini cannot use: refused before a
-                                                                  # lock file is made beside it
+    lock = root.parent / f".{root.name}.lock"
+    if old is None and not lock.exists():   # a folder of someone else's files is refused before a lock file is
+        _check_target(root, [], None)       # made beside it (with a lock file there, a generation may be under
+                                            # way: its half-written tree is checked under the lock instead)
     # two processes asking for the same tree (e.g. two record workers on a fresh clone): one generates, the other
     # waits and then finds it complete; the lock file sits beside the tree, which may not exist yet
-    with file_lock(root.parent / f".{root.name}.lock"):
+    with file_lock(lock):
         old = _read_manifest(root / MINI_MANIFEST)
         if not overwrite and _holds(old, seed, names, size):
             return root
