@@ -361,14 +361,8 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     return 0 if (table["status"] == "ok").all() else 1
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="umlkit",
-        description="umlkit: reproduction toolkit for deep metric learning (PUMA, ooDML, VPTSP, language guidance).",
-    )
-    parser.add_argument("--version", action="version", version=f"umlkit {umlkit.__version__}")
-    parser.add_argument("--debug", action="store_true", help="show the full Python traceback when a command fails")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+def _add_run_commands(sub) -> None:
+    """The subcommands info, evaluate, train and eval: one configuration or one checkpoint."""
     p = sub.add_parser("info", help="print versions and the resolved data/results folders")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_cmd_info)
@@ -395,6 +389,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu")
     p.add_argument("--no-count-check", action="store_true", help="accept subsets (no dataset count check)")
     p.set_defaults(func=_cmd_eval)
+
+
+def _add_reproduce(sub) -> None:
+    """The subcommands reproduce: execute chapters, or retrain stale records."""
     p = sub.add_parser("reproduce", help="execute the book's chapters with papermill and summarise")
     p.add_argument("--profile", choices=("quick", "full"), default="quick")
     p.add_argument("--chapters", default=None, help="comma-separated chapter names (default: all in _toc.yml)")
@@ -408,6 +406,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="with --stale: list the stale records, train nothing")
     p.set_defaults(func=_cmd_reproduce)
 
+
+def _add_records(sub) -> None:
+    """The subcommands records train|status: a registered paper's job lists."""
     rec = sub.add_parser("records", help="fill a paper's run records outside its chapter (large record sets)")
     rsub = rec.add_subparsers(dest="records_command", metavar="RECORDS_COMMAND", required=True)
     for name, func, text in (("train", _cmd_records_train, "train the missing records of a job list"),
@@ -425,6 +426,10 @@ def build_parser() -> argparse.ArgumentParser:
                            help="only jobs whose label matches, e.g. '^sop-.*-seed0$' (before --worker splits them)")
             p.add_argument("--runner", default="train_analysis", help=argparse.SUPPRESS)
         p.set_defaults(func=func)
+
+
+def _add_book(sub) -> None:
+    """The subcommands book sync-colab|check-html: the book's sources and pages."""
     book = sub.add_parser("book", help="the book's sources: Colab badges and set-up cells from _config.yml")
     bsub = book.add_subparsers(dest="book_command", metavar="BOOK_COMMAND", required=True)
     p = bsub.add_parser("sync-colab", help="write every chapter's Colab badge and set-up cell from the repository "
@@ -437,6 +442,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("build_dir", nargs="?", default="_build/html", help="the built book (default _build/html)")
     p.set_defaults(func=_cmd_book_check)
 
+
+def _add_oodml(sub) -> None:
+    """The subcommands oodml import-splits: ooDML's published split files."""
     ood = sub.add_parser("oodml", help="ooDML: import the published split files for the full profile")
     osub = ood.add_subparsers(dest="oodml_command", metavar="OODML_COMMAND", required=True)
     p = osub.add_parser("import-splits", help="map datasplits/*.pkl onto DATA_ROOT's classes "
@@ -446,6 +454,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true", help="replace an existing splits_full.json")
     p.set_defaults(func=_cmd_oodml_import)
 
+
+def _add_data(sub) -> None:
+    """The subcommands data check|make-mini|pretrain-mini: data roots and UML-Mini."""
     data = sub.add_parser("data", help="datasets: check a data root, generate UML-Mini, pretrain the tiny ViT")
     dsub = data.add_subparsers(dest="data_command", metavar="DATA_COMMAND", required=True)
     p = dsub.add_parser("check", help="table of every dataset under ROOT: found / missing / count mismatch")
@@ -472,6 +483,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true", help="replace existing weights, heads and report (the shipped "
                    "ones without --out)")
     p.set_defaults(func=_cmd_data_pretrain_mini)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="umlkit",
+        description="umlkit: reproduction toolkit for deep metric learning (PUMA, ooDML, VPTSP, language guidance).",
+    )
+    parser.add_argument("--version", action="version", version=f"umlkit {umlkit.__version__}")
+    parser.add_argument("--debug", action="store_true", help="show the full Python traceback when a command fails")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_run_commands(sub)
+    _add_reproduce(sub)
+    _add_records(sub)
+    _add_book(sub)
+    _add_oodml(sub)
+    _add_data(sub)
     return parser
 
 

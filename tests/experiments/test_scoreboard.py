@@ -94,7 +94,8 @@ def test_the_board_page_has_no_raw_missing_values_and_a_reason_column():
                           "seeds": [3, 3], "p": [0.0123, 0.9], "test": ["Welch t: p=0.0123", "Welch t: p=0.9"],
                           "verdict": ["supported", "not comparable: d (split=1) collapsed"], "missing": ["", ""]})
     t = board_table(board)
-    assert list(t.columns[:4]) == ["where", "claim", "paper", "measured"] and t["where"].tolist() == ["p · T"] * 2
+    assert list(t.columns[:5]) == ["where", "claim", "verdict", "paper", "measured"]
+    assert t["where"].tolist() == ["p · T"] * 2
     assert t["paper"].tolist() == ["+10.0", "–"] and t["measured"].tolist() == ["+3.2", "-1.0"]
     assert t["verdict"].tolist() == ["supported", "not comparable"]
     assert t["note"].tolist() == ["–", "d (split=1) collapsed"]

@@ -242,6 +242,7 @@ def board_table(board: pd.DataFrame) -> pd.DataFrame:
         notes = notes.where(notes != "", "missing: " + view.pop("missing records").replace("", "–"))
     view["note"] = notes.replace({"": "–", "missing: –": "–"})
     view.insert(0, "where", view.pop("paper") + " · " + view.pop("table"))   # one narrow column for both
+    view.insert(2, "verdict", view.pop("verdict"))   # beside the claim: what a reader looks for first
     return view.rename(columns={"paper gap": "paper", "measured gap": "measured"}).fillna("–")
 
 
