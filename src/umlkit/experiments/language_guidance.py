@@ -1063,6 +1063,17 @@ def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: di
     r1 = t2[t2["metric"] == "R@1"] if not t2.empty else t2
     facts["max_spread"] = _num(float(r1["spread"].max())) if not r1.empty else "–"
     facts["median_spread"] = _num(float(r1.loc[r1["seeds"] > 1, "spread"].median())) if not r1.empty else "–"
+    facts.update(_ablation_facts(cmp, claims))
+    facts.update(_convergence_facts(cmp, claims, profile, t2, r1))
+    facts.update(_semantic_and_unified_facts(cmp, claims, profile))
+    return facts
+
+
+def _ablation_facts(cmp: dict, claims) -> dict:
+    """The controls, Table 4's distillation variants, Table S3's pseudolabel counts and Table 5's captions."""
+    import numpy as np
+    import pandas as pd
+    facts: dict[str, str] = {}
     ctl = cmp.get("Controls", pd.DataFrame())
     for key, row in (("base", BASELINE), ("elg", f"{BASELINE} + ELG"), ("shuffled", "+ ELG, shuffled names"),
                      ("attr", "+ attribute overlap (no language model)"), ("tree", "+ attribute tree (no language model)")):
@@ -1085,6 +1096,14 @@ def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: di
     t5 = claims["claim"].str.contains("caption") if not claims.empty else []
     facts["t5_caption_verdicts"] = (_verdict_counts(claims, t5) if not claims.empty and t5.any()
                                     else "not checked yet (no records)")
+    return facts
+
+
+def _convergence_facts(cmp: dict, claims, profile: str, t2, r1) -> dict:
+    """Fig. S1 (the early gap and the cost of guidance) and the paper's own gaps against this run's seed noise."""
+    import numpy as np
+    import pandas as pd
+    facts: dict[str, str] = {}
     conv = cmp.get("Fig. S1", pd.DataFrame())
     first = first_epoch(profile)
     metric = f"R@1 epoch {first}"
@@ -1114,6 +1133,13 @@ def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: di
     spread = float(r1.loc[r1["seeds"] > 1, "spread"].median()) if not r1.empty else float("nan")
     facts["gains_below_spread"] = (f"{sum(abs(x) < spread for x in t2p)} of {len(t2p)}" if t2p and np.isfinite(spread)
                                    else "–")
+    return facts
+
+
+def _semantic_and_unified_facts(cmp: dict, claims, profile: str) -> dict:
+    """Fig. 3 (which classes the neighbours come from), word order, and the unified setting."""
+    import pandas as pd
+    facts: dict[str, str] = {}
     sem = cmp.get("Fig. 3", pd.DataFrame())
     sd = SOURCE_NAMES[SEMANTIC["source"]]
     for key, row in (("base", BASELINE), ("elg", f"{BASELINE} + ELG"), ("plg", f"{BASELINE} + PLG Top-5")):

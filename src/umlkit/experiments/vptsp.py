@@ -37,7 +37,7 @@ import yaml
 
 from umlkit.experiments import oodml
 from umlkit.experiments.runners import SOURCE_NAMES
-from umlkit.experiments.prose import method_value as _value
+from umlkit.experiments.prose import method_value as _value, number, verdict_counts
 from umlkit.experiments.registry import Paper
 from umlkit.experiments.tuning import chosen
 from umlkit.experiments.tables import Claim, Floor, Row, Table, lr_sweep_frame
@@ -630,7 +630,6 @@ def _span(values, signed: bool = True) -> str:
 def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: dict | None = None) -> dict:
     """The numbers the chapter's prose glues, from the compared tables (``{table: compare frame}``, Table 10's step
     times included), the claims and the learning-rate sweep; "–" where a table has no records yet."""
-    from umlkit.experiments.prose import number, verdict_counts
     mc = methods_config()
     facts = {"val_share": f"{100 * float(mc['val_fraction']):.0f} %"}
     cfg = run_config(profile, row="VPT (B)", source="cub", lr=1e-3)
@@ -639,6 +638,19 @@ def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: di
     recs = {r for m in (measured or {}).values() if not m.empty and "record" in m for r in m["record"]}
     facts["n_records"] = str(len(recs))
     empty = pd.DataFrame()
+    facts.update(_sweep_facts(sweep))
+    facts.update(_gap_facts(cmp.get("Table 1", empty), cmp.get("Table 4", empty), cmp.get("Table 5", empty)))
+    facts.update(_rate_transfer_facts(cmp.get("Rate transfer", empty), profile))
+    facts.update(_later_table_facts(cmp, measured or {}, mc))
+    facts.update(_cost_facts(cmp, cfg, splits))
+    facts.update(_verdict_facts(claims))
+    return facts
+
+
+def _sweep_facts(sweep) -> dict:
+    """The tuning runs' facts: validation MAP@R at the chosen and at PUMA's rate, how many Cars-like rates are
+    lower."""
+    facts: dict[str, str] = {}
     sweep = sweep if sweep is not None and not sweep.empty else pd.DataFrame(
         columns=["source", "row", "lr", "val MAP@R", "chosen"])
 
@@ -658,7 +670,13 @@ def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: di
         index="row", columns="source", values="lr")
     both = both.dropna() if {"cub", "cars"} <= set(both.columns) else both.iloc[:0]
     facts["n_cars_lower"] = f"{int((both['cars'] < both['cub']).sum())} of {len(both)}" if len(both) else "–"
-    t1, t4 = cmp.get("Table 1", empty), cmp.get("Table 4", empty)
+    return facts
+
+
+def _gap_facts(t1, t4, t5) -> dict:
+    """VPTSP minus VPT on the CUB-like (Table 1) and Cars-like (Table 4) sources, here and in the paper; the best
+    plain method; the Cars-like rows the prose names."""
+    facts: dict[str, str] = {}
     for metric, key in (("R@1", "r1"), ("MAP@R", "mapr")):
         facts[f"sp_gap_cub_{key}"] = number(_value(t1, "VPTSP-G (B)", "CUB", metric)
                                             - _value(t1, "VPT (B)", "CUB", metric), signed=True)
@@ -679,8 +697,13 @@ def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: di
     for name, d in (("cars_vptsp", "VPTSP (GRU) + Bias"), ("cars_vpt", "VPT+Bias (Baseline)"),
                     ("cars_full", "Full Fine-tuning (PA)"), ("cars_ema", "VPTSP (EMA)")):
         facts[name] = number(_value(t4, d, "Cars"))
-    facts["cars_sample"] = number(_value(cmp.get("Table 5", empty), "Sample", "Cars"))
-    rt = cmp.get("Rate transfer", empty)
+    facts["cars_sample"] = number(_value(t5, "Sample", "Cars"))
+    return facts
+
+
+def _rate_transfer_facts(rt, profile: str) -> dict:
+    """The Cars-like rows at the CUB-like rates against their own (the rate-transfer view)."""
+    facts: dict[str, str] = {}
     if not rt.empty:
         r1 = rt[rt["metric"] == "R@1"]
         at = {w: r1[r1["setting"] == f"lr chosen on {w}"].set_index("row")["measured"] for w in ("CUB", "Cars")}
@@ -697,6 +720,13 @@ def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: di
         for k in ("rt_vptsp_cub", "rt_vptsp_cars", "rt_vptsp_span_cub", "rt_vptsp_span_cars", "rt_n_vptsp_moved",
                   "rt_gru_same"):
             facts[k] = "–"
+    return facts
+
+
+def _later_table_facts(cmp: dict, measured: dict, mc: dict) -> dict:
+    """Tables 2, 6 and 8, Fig. 3 and the diagnosis, here and in the paper."""
+    facts: dict[str, str] = {}
+    empty = pd.DataFrame()
     t2 = cmp.get("Table 2", empty)
     for d in ("CUB", "Cars", "SOP", "InShop"):
         k = d.lower()
@@ -718,7 +748,7 @@ def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: di
         facts["t8_gain"] = _span((v2 - v1).dropna())
     else:
         facts["t8_gain"] = "–"
-    f3 = (measured or {}).get("Fig. 3", empty)
+    f3 = measured.get("Fig. 3", empty)
     for option, _ in FIG3.values():
         if f3.empty:
             facts[f"f3_best_{option}"] = facts[f"f3_range_{option}"] = "–"
@@ -742,10 +772,17 @@ def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: di
         facts[f"dg_{src}_a1pml_gap"] = number(_value(dg, "alpha = 1, original normalisation, PML's proxy init",
                                                      SOURCE_NAMES[src], "MAP@R")
                                               - _value(dg, "VPT (B)", SOURCE_NAMES[src], "MAP@R"), signed=True)
+    return facts
+
+
+def _cost_facts(cmp: dict, cfg: dict, splits) -> dict:
+    """The proxies' initial scale, the seed spread behind Fig. 3 and Table 10's step times."""
+    facts: dict[str, str] = {}
+    empty = pd.DataFrame()
     n_cls, dim = len(splits["cub"]["train"]) if splits else 100, int(cfg["model"]["embed_dim"])
     official = (6 / (n_cls + dim)) ** 0.5 / 8 / 3 ** 0.5     # xavier-uniform / 8: the entries' standard deviation
     facts["bias_norm_ratio"] = f"{(2 / n_cls) ** 0.5 / official:.0f}"   # kaiming-normal, fan_out: sqrt(2 / classes)
-    facts["f3_seed_spread"] = number(_value(t1, "VPTSP-G (B)", "CUB", "MAP@R", "spread"))
+    facts["f3_seed_spread"] = number(_value(cmp.get("Table 1", pd.DataFrame()), "VPTSP-G (B)", "CUB", "MAP@R", "spread"))
     st = cmp.get("Table 10", empty)
     for b in (32, 64):
         for m, k in (("VPTSP", "vptsp"), ("VPT", "vpt")):
@@ -754,6 +791,12 @@ def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: di
             facts[f"t10_{k}_{b}"] = number(float(hit["measured"].iloc[0]), digits=2) if len(hit) == 1 else "–"
             facts[f"paper_t10_{k}_{b}"] = number(_paper("Table 10", m, "Cars", "Latency (x full)", f"batch_size={b}"),
                                                  digits=2)
+    return facts
+
+
+def _verdict_facts(claims) -> dict:
+    """The verdict counts of each group of claims the prose names."""
+    facts: dict[str, str] = {}
     if claims is None or claims.empty:
         for k in ("baseline_verdicts", "bitfit_verdicts", "proxy_verdicts", "gru_verdicts", "source_verdicts",
                   "acc_verdicts", "full_verdicts", "many_verdicts", "t6_verdicts", "t8_verdicts", "t10_verdicts",
