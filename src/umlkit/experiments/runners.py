@@ -337,10 +337,9 @@ def train_analysis_run(key: dict) -> dict:
     on the default test split of every ``transfer`` source. Scores in percent, keyed by the source's paper name.
     ``evaluate: val`` scores the validation classes instead of the test split (the tuning protocol); a test split
     with query and gallery roles (In-shop) is searched query against gallery."""
-    from umlkit.data import load_dataset
-    from umlkit.metrics import embedding_structure, evaluate_retrieval, neighbour_class_counts, spectral_decay
+    from umlkit.metrics import evaluate_retrieval
     from umlkit.models.backbones import backbone_data_config
-    from umlkit.train.adapt import adaptable_head, few_shot_adaptation
+    from umlkit.train.adapt import adaptable_head
     from umlkit.train.engine import build_data
     cfg, ana = key["config"], key.get("analysis", {})
     if len(cfg["data"]["datasets"]) != 1:
@@ -395,6 +394,19 @@ def train_analysis_run(key: dict) -> dict:
     if ana.get("fixed_classes"):
         k = int(ana["fixed_classes"])
         out["test"][f"R@1@{k}cls"] = {name: fixed_class_recall(emb, labels, k, seed=int(cfg["seed"]))}
+    _extra_analyses(out, ana, cfg, resolved, model, embed, (train, test), (feat, emb, labels), metrics)
+    return out
+
+
+def _extra_analyses(out: dict, ana: dict, cfg: dict, resolved: dict, model, embed, sets, test_embedding,
+                    metrics: list) -> None:
+    """The optional parts of a ``train_analysis`` record, into ``out``: neighbour classes, embedding structure,
+    few-shot adaptation and transfer to other sources (see :func:`train_analysis_run`)."""
+    from umlkit.data import load_dataset
+    from umlkit.metrics import embedding_structure, evaluate_retrieval, neighbour_class_counts, spectral_decay
+    from umlkit.train.adapt import few_shot_adaptation
+    train, test = sets
+    feat, emb, labels = test_embedding
     if ana.get("neighbour_classes"):  # Fig. 3 of the language-guidance paper: retrieved classes per query class
         counts = neighbour_class_counts(emb, labels, int(ana["neighbour_classes"]))
         keys = test.class_keys()
@@ -421,4 +433,3 @@ def train_analysis_run(key: dict) -> dict:
             ds = load_dataset(other, root, "test", transform=test.transform, cache=cfg["data"]["cache"])
             _, e, y = embed(ds)
             out["transfer"][SOURCE_NAMES.get(other, other)] = _percent(evaluate_retrieval(e, y, metrics=metrics))
-    return out

@@ -317,15 +317,9 @@ def evaluate_indices(
             raise ValueError(f"NMI needs at least 2 classes and more items than classes; got {nq} queries, {n_classes} "
                              f"classes. Leave it out (metrics=['R@1', 'MAP@R', ...]; the default metric set "
                              f"includes it)")
-    # position of each query inside the gallery (-1 when it is not a gallery item)
-    order = torch.argsort(gallery_index)
-    sorted_g = gallery_index[order]
-    pos = torch.searchsorted(sorted_g, query_index).clamp(max=ng - 1)
-    in_gallery = sorted_g[pos] == query_index
-    self_index = torch.where(in_gallery, order[pos], torch.full_like(pos, -1))
+    self_index, in_gallery = _self_positions(query_index, gallery_index)
     any_self = bool(in_gallery.any())
     available = ng - (1 if any_self else 0)
-
     class_count = _label_counts(gl, ql)  # same-label gallery items, the query included if it is there
     r = class_count - in_gallery.long()  # Musgrave's R: other same-label items
     need_r = any(name in ("MAP@R", "RP") for name in others)
@@ -357,40 +351,63 @@ def evaluate_indices(
             _, idx = _knn_search(q[sl], g, depth[sl], self_index=self_index[sl] if any_self else None,
                                  search_dtype=search_dtype)
             match = (idx >= 0) & (gl[idx.clamp(min=0)] == ql[sl, None])
-            for k in recall_ks:
-                hits[k].append(match[:, :k].any(dim=1))
-            if need_r:
-                valid = r[sl] > 0
-                mv, rv = match[valid], r[sl][valid]
-                if map_at_r_convention == "roth":
-                    # Roth/VPTSP: R counts the query itself; the neighbour list excludes it
-                    depth_roth = torch.clamp(class_count[sl][valid], max=available)
-                    denom = class_count[sl][valid]
-                    parts["map"].append(map_at_r(mv, depth_roth, denominator=denom))
-                    parts["rp"].append(r_precision(mv, depth_roth, denominator=denom))
-                else:
-                    parts["map"].append(map_at_r(mv, rv))
-                    parts["rp"].append(r_precision(mv, rv))
-            if "mAP@1000" in others:
-                valid = class_count[sl] > 0
-                parts["m1000"].append(map_at_1000(match[valid], class_count[sl][valid]))
-        for k in recall_ks:
-            out[f"R@{k}"] = torch.cat(hits[k]).double().mean().item()
-        if need_r:
-            valid = r > 0
-            out["n_without_positives"] = float((~valid).sum().item())
-            map_vals, rp_vals = torch.cat(parts["map"]), torch.cat(parts["rp"])
-            if "MAP@R" in others:
-                out["MAP@R"] = map_vals.mean().item() if valid.any() else float("nan")
-            if "RP" in others:
-                out["RP"] = rp_vals.mean().item() if valid.any() else float("nan")
-        if "mAP@1000" in others:
-            m1000 = torch.cat(parts["m1000"])
-            out["mAP@1000"] = m1000.mean().item() if m1000.numel() else float("nan")
+            _score_block(match, sl, recall_ks, others, need_r, map_at_r_convention, r, class_count, available,
+                         hits, parts)
+        out.update(_summarise(hits, parts, r, recall_ks, others, need_r))
     if "NMI" in others:
         out["NMI"] = nmi(q, ql, seed=seed, method=nmi_method, progress=progress)
     out["n_queries"] = float(nq)
     out["n_gallery"] = float(ng)
+    return out
+
+
+def _self_positions(query_index: torch.Tensor, gallery_index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each query's position inside the gallery (-1 when it is not a gallery item) and whether it is one."""
+    order = torch.argsort(gallery_index)
+    sorted_g = gallery_index[order]
+    pos = torch.searchsorted(sorted_g, query_index).clamp(max=gallery_index.numel() - 1)
+    in_gallery = sorted_g[pos] == query_index
+    return torch.where(in_gallery, order[pos], torch.full_like(pos, -1)), in_gallery
+
+
+def _score_block(match, sl, recall_ks, others, need_r: bool, convention: str, r, class_count, available: int,
+                 hits: dict, parts: dict) -> None:
+    """One query block's per-query values (hits at each k, MAP@R, RP, mAP@1000), appended to ``hits``/``parts``."""
+    for k in recall_ks:
+        hits[k].append(match[:, :k].any(dim=1))
+    if need_r:
+        valid = r[sl] > 0
+        mv, rv = match[valid], r[sl][valid]
+        if convention == "roth":
+            # Roth/VPTSP: R counts the query itself; the neighbour list excludes it
+            depth_roth = torch.clamp(class_count[sl][valid], max=available)
+            denom = class_count[sl][valid]
+            parts["map"].append(map_at_r(mv, depth_roth, denominator=denom))
+            parts["rp"].append(r_precision(mv, depth_roth, denominator=denom))
+        else:
+            parts["map"].append(map_at_r(mv, rv))
+            parts["rp"].append(r_precision(mv, rv))
+    if "mAP@1000" in others:
+        valid = class_count[sl] > 0
+        parts["m1000"].append(map_at_1000(match[valid], class_count[sl][valid]))
+
+
+def _summarise(hits: dict, parts: dict, r, recall_ks, others, need_r: bool) -> dict[str, float]:
+    """The means over every query block of the values :func:`_score_block` collected."""
+    out: dict[str, float] = {}
+    for k in recall_ks:
+        out[f"R@{k}"] = torch.cat(hits[k]).double().mean().item()
+    if need_r:
+        valid = r > 0
+        out["n_without_positives"] = float((~valid).sum().item())
+        map_vals, rp_vals = torch.cat(parts["map"]), torch.cat(parts["rp"])
+        if "MAP@R" in others:
+            out["MAP@R"] = map_vals.mean().item() if valid.any() else float("nan")
+        if "RP" in others:
+            out["RP"] = rp_vals.mean().item() if valid.any() else float("nan")
+    if "mAP@1000" in others:
+        m1000 = torch.cat(parts["m1000"])
+        out["mAP@1000"] = m1000.mean().item() if m1000.numel() else float("nan")
     return out
 
 

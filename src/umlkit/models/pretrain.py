@@ -166,7 +166,6 @@ def pretrain_tiny_vit(out: str | Path | None = None, epochs: int | None = None, 
     committed records were trained with); the folder and ``SHA256SUMS`` are checked before training, and every file
     is written atomically.
     """
-    from safetensors.torch import save as to_bytes
     if recipe not in RECIPES:
         raise ValueError(f"unknown pretraining recipe {recipe!r}; choose one of {sorted(RECIPES)}")
     spec = RECIPES[recipe]
@@ -223,11 +222,22 @@ def pretrain_tiny_vit(out: str | Path | None = None, epochs: int | None = None, 
     with torch.no_grad():
         named = class_logits({k: h(feats) for k, h in heads.items()})
     acc["class (320 named)"] = float((named.argmax(1) == torch.from_numpy(val_targets["class"])).float().mean())
+    report = _write_outputs(files, sums, model, heads, acc, curve,
+                            {"recipe": recipe, "seconds": round(time.perf_counter() - t0, 1), "epochs": epochs,
+                             "n_images": n_images, "seed": seed, "masked_unobservable_targets": spec["mask_unobservable"]})
+    log(json.dumps(report["val_accuracy"]))
+    return report
+
+
+def _write_outputs(files: dict, sums: dict, model, heads, acc: dict, curve: list, head: dict) -> dict:
+    """Write the weights, heads, ``SHA256SUMS`` and the report (``head`` + curves, accuracies, hashes, machine),
+    each atomically; returns the report."""
+    import platform
+
+    from safetensors.torch import save as to_bytes
     _atomic_write(files["weights"], to_bytes({k: v.contiguous() for k, v in model.state_dict().items()}))
     _atomic_write(files["heads"], to_bytes({k: v.contiguous() for k, v in heads.state_dict().items()}))
-    import platform
-    report = {"recipe": recipe, "seconds": round(time.perf_counter() - t0, 1), "epochs": epochs,
-              "n_images": n_images, "seed": seed, "masked_unobservable_targets": spec["mask_unobservable"],
+    report = {**head,
               "loss_per_epoch": [c["train_loss"] for c in curve],
               "val_loss_per_epoch": [c["val_loss"] for c in curve],
               "val_loss_plateau_epoch": plateau_epoch([c["val_loss"] for c in curve]),
@@ -240,7 +250,6 @@ def pretrain_tiny_vit(out: str | Path | None = None, epochs: int | None = None, 
     sums.update(report["sha256"])
     _atomic_write(files["sums"], "".join(f"{h}  {n}\n" for n, h in sorted(sums.items())))
     _atomic_write(files["report"], json.dumps(report, indent=1))
-    log(json.dumps(report["val_accuracy"]))
     return report
 
 
