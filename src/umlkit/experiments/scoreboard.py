@@ -133,6 +133,15 @@ def _why_missing(spec: Table, row, seed: int, profile: str) -> str:
 _FAMILIES: dict[tuple, pd.DataFrame] = {}
 
 
+def _family_board(paper: str, profile: str) -> pd.DataFrame:
+    """The registered paper's board, read once per process and results folder (a chapter asks for it twice)."""
+    from umlkit._paths import results_root
+    memo = (paper, profile, str(results_root(profile)))
+    if memo not in _FAMILIES:
+        _FAMILIES[memo] = scoreboard(profile, papers=[paper])
+    return _FAMILIES[memo]
+
+
 def family_adjusted(claims: pd.DataFrame, paper: str, profile: str = "quick") -> pd.DataFrame:
     """A chapter's checked claims with the verdicts the scoreboard reports: Holm-adjusted within the paper's family
     (every declared claim of the registered ``paper``), using the chapter's own p-values for its claims and the
@@ -140,11 +149,7 @@ def family_adjusted(claims: pd.DataFrame, paper: str, profile: str = "quick") ->
     becomes the adjusted one. The family's board is read once per process and results folder."""
     if claims.empty:
         return claims
-    from umlkit._paths import results_root
-    memo = (paper, profile, str(results_root(profile)))
-    if memo not in _FAMILIES:
-        _FAMILIES[memo] = scoreboard(profile, papers=[paper])
-    board = _FAMILIES[memo]
+    board = _family_board(paper, profile)
     cols = [c for c in ("claim", "p", "p against") if c in board]
     others = board.loc[~board["claim"].isin(set(claims["claim"])), cols].assign(verdict=board["raw verdict"])
     fam = pd.concat([claims.assign(_own=True), others.assign(_own=False)], ignore_index=True).assign(_family=paper)
@@ -156,11 +161,7 @@ def paper_findings(paper: str, profile: str = "quick") -> dict[str, str]:
     """A chapter's findings box: ``findings_counts`` (the registered paper's claims by Holm-adjusted verdict) and
     ``findings_headline`` (its headline claim with the paper's and the measured gap), from the paper's family as the
     scoreboard reads it (computed once per process, shared with :func:`family_adjusted`)."""
-    from umlkit._paths import results_root
-    memo = (paper, profile, str(results_root(profile)))
-    if memo not in _FAMILIES:
-        _FAMILIES[memo] = scoreboard(profile, papers=[paper])
-    facts = paper_summaries(_FAMILIES[memo], only=paper)
+    facts = paper_summaries(_family_board(paper, profile), only=paper)
     return {"findings_counts": facts[f"sum_{paper}"], "findings_headline": facts[f"head_{paper}"]}
 
 
