@@ -100,3 +100,17 @@ def test_the_board_page_has_no_raw_missing_values_and_a_reason_column():
     assert t["verdict"].tolist() == ["supported", "not comparable"]
     assert t["note"].tolist() == ["–", "d (split=1) collapsed"]
     assert not t.isna().any().any()
+
+
+def test_the_front_pages_sentences_name_each_papers_counts_and_headline(quick_board):
+    from umlkit.experiments.registry import papers
+    from umlkit.experiments.scoreboard import paper_summaries
+    facts = paper_summaries(quick_board)
+    for name, paper in papers().items():
+        n = int((quick_board["paper"] == name).sum())
+        assert facts[f"sum_{name}"].startswith(f"{n} claims: ")
+        head = quick_board[(quick_board["paper"] == name) & (quick_board["claim"] == paper.headline)].iloc[0]
+        assert facts[f"head_{name}"].startswith(f"“{paper.headline}”: ") and facts[f"head_{name}"].endswith(
+            head["verdict"])
+    assert "paper" not in facts["head_regime"].split("”: ", 1)[1]     # the book's own claim: no paper gap
+    assert facts["head_puma"].split("”: ", 1)[1].startswith("paper +")

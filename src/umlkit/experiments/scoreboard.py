@@ -216,9 +216,9 @@ def paper_summaries(board: pd.DataFrame, only: str | None = None) -> dict[str, s
             continue
         h = hit.iloc[0]
         pg = h.get("paper A", float("nan")) - h.get("paper B", float("nan"))
-        paper_gap = f"{pg:+.1f}" if pd.notna(pg) else "–"
+        paper_gap = f"paper {pg:+.1f}, " if pd.notna(pg) else ""   # (the book's own claims have no paper gap)
         gap = f"{h['gap']:+.1f}" if pd.notna(h.get("gap")) else "–"
-        out[f"head_{name}"] = f"“{h['claim']}”: paper {paper_gap}, measured {gap} points, {h['verdict']}"
+        out[f"head_{name}"] = f"“{h['claim']}”: {paper_gap}measured {gap} points, {h['verdict']}"
     return out
 
 
