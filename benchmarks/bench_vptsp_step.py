@@ -3,7 +3,7 @@
 The paper's Table 10 reports "the running time of a single forward-backward step on Cars196 with batch size 32 and
 64, averaged over 100 runs" for Full Fine-tuning (PA), linear, BitFit, Adapter, VPT and VPTSP. Here each of them
 is the row of ``configs/vptsp/methods.yaml`` the chapter trains ("Full Fine-tuning (PA)", "Linear Prob", "BitFit",
-"Adapter", "VPT", "VPTSP-G (B)"), configured by ``umlkit.experiments.vptsp.run_config(profile, row=..., source=
+"Adapter", "VPT", "VPTSP-G (B)"), configured by ``umlkit.experiments.papers.vptsp.run_config(profile, row=..., source=
 "cars")`` and built as the training engine builds it (``umlkit.train.engine``: ``build_model`` with the Cars-like
 training split's class count, ``build_objective``, ``param_groups`` + ``build_optimizer``, and the engine's own
 step module). One step is what ``fit`` does per batch: forward (``model.forward_train``: VPTSP's image branch *and*
@@ -58,7 +58,7 @@ SOURCE = "cars"
 
 def method_config(profile: str, row: str) -> dict:
     """The resolved ``fit`` configuration of ``row`` on the Cars-like source (the rate does not change the time)."""
-    from umlkit.experiments import vptsp
+    from umlkit.experiments.papers import vptsp
     return vptsp.run_config(profile, row=row, source=SOURCE, lr=1e-3)
 
 
@@ -151,8 +151,8 @@ def measure(cfg: dict, profile: str, batch: int, device: str, precision: str, st
 def summarize(results: list[dict]) -> list[dict]:
     """Per batch size and method: mean and standard deviation of ms over the rounds, and the mean of the per-round
     ratios to full fine-tuning of the same round and batch size (the chapter's own computation,
-    :func:`umlkit.experiments.vptsp.table10_lines`), and the mean peak memory when recorded."""
-    from umlkit.experiments.vptsp import table10_lines
+    :func:`umlkit.experiments.papers.vptsp.table10_lines`), and the mean peak memory when recorded."""
+    from umlkit.experiments.papers.vptsp import table10_lines
     lines = table10_lines(results)
     rows = []
     for batch in sorted({r["batch_size"] for r in results}):

@@ -79,7 +79,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--budget-hours", type=float, default=None)
     args = parser.parse_args()
-    from umlkit.experiments import language_guidance, oodml, vptsp
+    from umlkit.experiments.papers import language_guidance, oodml, vptsp
     module = {"oodml": oodml, "language_guidance": language_guidance, "vptsp": vptsp}[args.paper]
     from umlkit.experiments.records import config_hash, normalise_key
     jobs, seen = [], set()

@@ -57,3 +57,43 @@ def test_metrics_stands_on_data_alone():
     bad = [f"{p.relative_to(SRC)} imports {m}" for p in sorted((SRC / "metrics").rglob("*.py"))
            for m in _imports(p) if _layer(m) in {"models", "losses", "train"}]
     assert not bad, bad
+
+
+PAPERS = SRC / "experiments" / "papers"
+PAPER_FILES = {"__init__.py", "config.py", "chapter.py", "tables.yaml"}
+
+
+def _paper_packages() -> list[Path]:
+    return sorted(p for p in PAPERS.iterdir() if p.is_dir() and not p.name.startswith("_"))
+
+
+def test_every_paper_is_a_package_of_the_fixed_shape():
+    """``experiments/papers/<paper>/`` holds exactly tables.yaml, config.py, chapter.py and the registering
+    __init__.py; the catalogue registers each package once."""
+    import umlkit.experiments.catalog as catalog
+    found = {p.name: {f.name for f in p.iterdir() if not f.name.startswith((".", "__pycache__"))}
+             for p in _paper_packages()}
+    assert found and all(files == PAPER_FILES for files in found.values()), found
+    assert set(_imports(Path(catalog.__file__))) >= {f"umlkit.experiments.papers.{p}" for p in found}
+
+
+def test_no_paper_imports_another():
+    """What two papers share (class splits, recipes, the language store) lives in umlkit.experiments; a paper
+    package imports only itself and the shared services."""
+    bad = []
+    for pkg in _paper_packages():
+        for path in sorted(pkg.glob("*.py")):
+            for module in _imports(path):
+                parts = module.split(".")
+                if parts[:3] == ["umlkit", "experiments", "papers"] and len(parts) > 3 and parts[3] not in (pkg.name, "_namespace"):
+                    bad.append(f"{path.relative_to(SRC)} imports {module}")
+    assert not bad, "\n".join(sorted(set(bad)))
+
+
+def test_only_a_packages_namespace_reaches_its_chapter_module():
+    """chapter.py is the chapter's: no library module imports one (the package namespace loads it on first use)."""
+    bad = [f"{p.relative_to(SRC)} imports {m}" for p in sorted(SRC.rglob("*.py")) if p.parent.parent != PAPERS
+           for m in _imports(p) if m.endswith(".chapter") and ".papers." in m]
+    bad += [f"{p.relative_to(SRC)} imports {m}" for pkg in _paper_packages() for p in [pkg / "config.py"]
+            for m in _imports(p) if m.endswith(".chapter")]
+    assert not bad, bad

@@ -5,7 +5,7 @@ A version-1 record is moved only when nothing that decides its numbers changed:
 
 1. its stored configuration, converted to the current configuration format (``loss`` -> ``objective``, plus the
    defaults added since, such as ``data.splits``), must equal the configuration that a current table row builds
-   (the current ``configs/puma/*.yaml`` and :func:`umlkit.experiments.puma.run_config`): the new key is computed,
+   (the current ``configs/puma/*.yaml`` and :func:`umlkit.experiments.papers.puma.run_config`): the new key is computed,
    not edited;
 2. the code change between the two layouts must not change a training run: checked separately by training the
    first epoch of every stored configuration with the old and the new code and comparing the loss and every
@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from umlkit._paths import results_root
-from umlkit.experiments import puma
+from umlkit.experiments.papers import puma
 from umlkit.experiments.fingerprint import fingerprint
 from umlkit.experiments.records import normalise_key, record_path
 from umlkit.results import _atomic_write, config_hash

@@ -294,7 +294,7 @@ def _cmd_records_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_oodml_import(args: argparse.Namespace) -> int:
-    from umlkit.experiments import oodml
+    from umlkit.experiments.papers import oodml
     path = oodml.import_published_splits(args.pkl_dir, args.root, overwrite=args.overwrite)
     print(f"wrote {path}")
     return 0

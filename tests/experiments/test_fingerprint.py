@@ -6,7 +6,7 @@ import hashlib
 import pytest
 
 from umlkit.experiments import fingerprint as fp
-from umlkit.experiments.puma import run_config
+from umlkit.experiments.papers.puma import run_config
 
 SRC = '''"""Module doc."""
 # a comment
@@ -32,7 +32,7 @@ def test_code_hash_covers_the_training_path_only():
     files = {f.relative_to(fp._PKG).as_posix() for f in fp._code_files()}
     assert {"train/engine.py", "losses/__init__.py", "models/_factory.py", "metrics/retrieval.py",
             "experiments/runners.py", "data/datasets.py"} <= files
-    assert not files & {"data/mini.py", "experiments/tables.py", "cli.py", "experiments/puma.py"}
+    assert not files & {"data/mini.py", "experiments/tables.py", "cli.py", "experiments/papers/puma/config.py"}
     assert len(fp.code_hash()) == 12 and fp.code_hash() == fp.code_hash()
 
 

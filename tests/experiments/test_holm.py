@@ -55,7 +55,7 @@ def test_holm_equals_statsmodels_on_random_families(seed):
 
 def test_a_chapters_claims_get_the_boards_adjusted_verdicts(quick_board):
     """family_adjusted on a chapter's own claims table gives the verdicts the scoreboard reports for them."""
-    from umlkit.experiments import oodml
+    from umlkit.experiments.papers import oodml
     from umlkit.experiments.scoreboard import family_adjusted
     from umlkit.experiments.tables import compare, measure, table_claims
     spec = oodml.TABLES("quick")["Table S7"]

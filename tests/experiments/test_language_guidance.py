@@ -9,8 +9,10 @@ import pandas as pd
 import pytest
 
 from umlkit.data import language
-from umlkit.experiments import language_guidance as lg
-from umlkit.experiments import oodml
+from umlkit.experiments import language_store
+from umlkit.experiments.papers import language_guidance as lg
+from tests.experiments.patches import use_lg_config
+from umlkit.experiments.papers import oodml
 from umlkit.paper import paper_table
 
 
@@ -32,9 +34,9 @@ def test_a_guided_row_is_its_base_configuration_plus_one_language_term():
 
 
 def test_omega_comes_from_the_config_per_row_and_source(monkeypatch):
-    cfg = copy.deepcopy(lg.lg_config())
+    cfg = copy.deepcopy(language_store.lg_config())
     cfg["omega"]["quick"] = {}
-    monkeypatch.setattr(lg, "lg_config", lambda: cfg)
+    use_lg_config(monkeypatch, cfg)
     with pytest.raises(KeyError, match=r"language_guidance.yaml has no quick omega for 'Margin \+ ELG' \(looked for "
                                        r"quick.Margin \+ ELG.cub or quick.Margin \+ ELG\): run the omega sweep"):
         lg.chosen_omega("Margin", "ELG", "cub", "quick")
@@ -66,13 +68,13 @@ def test_table2_rows_and_claims_join_the_paper():
     assert sum(c.margin is not None for c in spec.claims) == 9   # PLG ~ ELG: 3 methods x 3 sources (Table S1 fills 2)
     assert not any(c.text.startswith("Multisimilarity + ELG") and c.a["dataset"] == "SOP" for c in spec.claims)
     s1 = paper_table("language_guidance", "Table S1")
-    assert set(s1["metric"]) == {"R@1", "NMI", "mAP@1000"} <= set(lg.lg_config()["metrics"])
+    assert set(s1["metric"]) == {"R@1", "NMI", "mAP@1000"} <= set(language_store.lg_config()["metrics"])
 
 
 @pytest.mark.slow
 def test_language_files_are_found_again_without_the_language_model(tmp_path, monkeypatch):
     monkeypatch.setenv("UMLKIT_RESULTS", str(tmp_path))
-    lg._REFS.clear()
+    language_store._REFS.clear()
     calls = []
     real = language.LANGUAGE_MODELS["minilm"]
 
@@ -80,18 +82,18 @@ def test_language_files_are_found_again_without_the_language_model(tmp_path, mon
         calls.append(len(texts))
         return np.random.default_rng(len(texts)).normal(size=(len(texts), 8)).astype(np.float32)
     monkeypatch.setitem(language.LANGUAGE_MODELS, "minilm", real.__class__(**{**real.__dict__, "encode": fake}))
-    ref = lg.language_ref("cars", "ELG")
+    ref = language_store.language_ref("cars", "ELG")
     assert calls == [196] and ref["file"].startswith("results/quick/language/cars-minilm-elg-")
     assert (tmp_path / "quick" / "language" / ref["file"].rsplit("/", 1)[1]).is_file()   # under UMLKIT_RESULTS
-    lg._REFS.clear()
+    language_store._REFS.clear()
 
     def refuse(*a, **k):
         raise AssertionError("the index must find the stored file without reading the classes")
-    monkeypatch.setattr(lg, "_source_classes", refuse)
-    assert lg.language_ref("cars", "ELG") == ref and calls == [196]      # the index finds it; no model call
+    monkeypatch.setattr(language_store, "_source_classes", refuse)
+    assert language_store.language_ref("cars", "ELG") == ref and calls == [196]      # the index finds it; no model call
     index = (tmp_path / "quick" / "language" / "index.json").read_text()
     assert ref["file"].rsplit("/", 1)[1] in index
-    lg._REFS.clear()
+    language_store._REFS.clear()
 
 
 def test_reading_never_makes_a_language_file(tmp_path, monkeypatch):
@@ -99,28 +101,28 @@ def test_reading_never_makes_a_language_file(tmp_path, monkeypatch):
     written and no language model is loaded."""
     from umlkit.experiments.records import MissingSideFile, read_only
     monkeypatch.setenv("UMLKIT_RESULTS", str(tmp_path))
-    lg._REFS.clear()
+    language_store._REFS.clear()
 
     def refuse(*a, **k):
         raise AssertionError("reading must not compute a language file")
-    monkeypatch.setattr(lg, "_make", refuse)
+    monkeypatch.setattr(language_store, "_make", refuse)
     with read_only(), pytest.raises(MissingSideFile, match=r"no stored language file for cars / ELG \(quick: "
                                                            r"identity [0-9a-f]{16} is not in .*index.json\)"):
         lg.run_config("quick", method="Multisimilarity + ELG", source="cars")
     assert not any(tmp_path.rglob("*"))
-    lg._REFS.clear()
+    language_store._REFS.clear()
 
 
 def test_a_language_files_identity_does_not_hash_the_code_files(monkeypatch):
     """An edit of an error message in umlkit.data.language / names / mini once renamed every language file and lost
     the records that name them: the identity hashes the inputs and FILE_VERSION, not the modules' bytes."""
     from umlkit import results
-    ident = lg._identity("cub", "ELG", "quick", "minilm", "a photo of a {}", None)
+    ident = language_store._identity("cub", "ELG", "quick", "minilm", "a photo of a {}", None)
     monkeypatch.setattr(results, "file_sha256", lambda path: "edited")   # every file's bytes "changed"
-    assert lg._identity("cub", "ELG", "quick", "minilm", "a photo of a {}", None) == ident
+    assert language_store._identity("cub", "ELG", "quick", "minilm", "a photo of a {}", None) == ident
     monkeypatch.setattr(language, "FILE_VERSION", language.FILE_VERSION + 1)
-    assert lg._identity("cub", "ELG", "quick", "minilm", "a photo of a {}", None) != ident
-    assert lg._identity("cub", "ELG", "quick", "minilm", "{}", None) != ident
+    assert language_store._identity("cub", "ELG", "quick", "minilm", "a photo of a {}", None) != ident
+    assert language_store._identity("cub", "ELG", "quick", "minilm", "{}", None) != ident
 
 
 def test_the_class_texts_a_quick_language_file_encodes_are_pinned():
@@ -129,7 +131,7 @@ def test_the_class_texts_a_quick_language_file_encodes_are_pinned():
     umlkit.data.language.FILE_VERSION (the files are then made anew, and the guided records retrained)."""
     import hashlib
     import json
-    rows, texts, _ = lg._source_classes("unified", "quick")
+    rows, texts, _ = language_store._source_classes("unified", "quick")
     assert (len(rows), rows[0], texts[0]) == (571, "cub#1", "Amber bird with a cobalt head")
     digest = hashlib.sha256(json.dumps([rows, texts]).encode()).hexdigest()
     assert digest == "1b0ff7df11cdcdbd0045406946fb0956092a69edea3a24524737ec6f641a4b49", \
@@ -141,9 +143,9 @@ def test_quick_pseudolabels_name_the_attributes_that_define_a_cars_like_class():
     """Cars-like classes are shape x texture x aspect x scale; the tiny ViT's named classifier knows colour,
     texture and shape, so a class's top-5 pseudolabels should carry its texture and shape (colour is a nuisance)."""
     from umlkit.data import load_dataset
-    rows, texts = lg._pseudolabel_texts("cars", "quick", 5)
+    rows, texts = language_store._pseudolabel_texts("cars", "quick", 5)
     assert len(rows) == len(texts) == 196 and all(len(t) == 5 for t in texts)
-    root = lg._source_root("cars", "quick")
+    root = language_store._source_root("cars", "quick")
     names = {f"cars#{k}": n.lower() for split in ("train", "test")
              for k, n in zip(load_dataset("cars", root, split).class_keys, load_dataset("cars", root, split).class_names)}
     hits = 0
@@ -161,7 +163,7 @@ def test_the_configured_quick_omegas_are_the_sweeps_interior_choice():
     sweep = lg.omega_table("quick")
     chosen = sweep[sweep["chosen"]].set_index("row")
     assert set(chosen.index) == {r for r in lg.guided_rows() if " + ELG" in r or " + PLG" in r} | set(lg.variant_rows())
-    edge = lg.lg_config().get("omega_no_interior") or {}
+    edge = language_store.lg_config().get("omega_no_interior") or {}
     for row, r in chosen.iterrows():
         base, guidance = lg._split_row(row)
         assert lg.chosen_omega(base, guidance, "cub", "quick") == r["omega"], row
@@ -180,12 +182,12 @@ def test_a_variant_changes_one_thing_of_its_guidance():
         v = lg.run_config(method=f"Multisimilarity + {variant}", source="cub", omega=1.0, language=ref)
         assert v["objective"][0] == elg["objective"][0] and v["data"] == elg["data"]
         assert v["objective"][1]["options"] == {**elg["objective"][1]["options"], **change}, variant
-    assert lg.guidance_spec("class name only")["template"] == "{}"
-    assert lg.guidance_spec("PLG Top-10") | {"k": 5, "base": "PLG Top-5"} == lg.guidance_spec("PLG Top-5")
-    assert lg.guidance_spec("ELG shuffled")["shuffle"] == 0 and lg.guidance_spec("attribute tree")["names"] == "hierarchy"
+    assert language_store.guidance_spec("class name only")["template"] == "{}"
+    assert language_store.guidance_spec("PLG Top-10") | {"k": 5, "base": "PLG Top-5"} == language_store.guidance_spec("PLG Top-5")
+    assert language_store.guidance_spec("ELG shuffled")["shuffle"] == 0 and language_store.guidance_spec("attribute tree")["names"] == "hierarchy"
     assert "Multisimilarity + BERT" in lg.variant_rows("full") and "Multisimilarity + BERT" not in lg.variant_rows()
     with pytest.raises(KeyError, match="unknown guidance 'ELG2'"):
-        lg.guidance_spec("ELG2")
+        language_store.guidance_spec("ELG2")
 
 
 def test_ablation_tables_join_the_paper_where_the_row_is_the_papers():
@@ -223,23 +225,23 @@ def test_unmeasured_paper_rows_say_why(monkeypatch):
 
 
 def test_the_unified_setting_is_pumas_configuration_plus_one_language_term(monkeypatch):
-    from umlkit.experiments import puma
+    from umlkit.experiments.papers import puma
     for method, code in (("PUMA", "puma"), ("full fine-tuning", "full")):
         assert lg.unified_config(method=method, seed=2) == puma.run_config(method=code, seed=2)   # PUMA's records serve
     ref = {"file": "results/quick/language/u.npz", "sha256": "1" * 64}
-    monkeypatch.setattr(lg, "language_ref", lambda source, guidance, profile="quick": ref)
+    monkeypatch.setattr(lg.config, "language_ref", lambda source, guidance, profile="quick": ref)
     guided = lg.unified_config(method="PUMA", guidance="ELG", omega=0.5, seed=1)
     plain = puma.run_config(method="puma", seed=1)
     assert guided["objective"][:-1] == plain["objective"] and guided["data"] == plain["data"]
     assert guided["objective"][-1] == {"name": "language_guidance", "weight": 0.5,
-                                       "options": {**lg.lg_config()["loss"], "language_embeddings": ref}}
+                                       "options": {**language_store.lg_config()["loss"], "language_embeddings": ref}}
     val = lg.unified_config(method="PUMA", guidance="ELG", omega=0.5, validation=True)
-    assert val["data"]["val_fraction"] == lg.lg_config()["unified"]["val_fraction"] > 0
+    assert val["data"]["val_fraction"] == language_store.lg_config()["unified"]["val_fraction"] > 0
     with pytest.raises(KeyError, match="unified method must be one of"):
         lg.unified_config(method="VPT")
-    cfg = copy.deepcopy(lg.lg_config())
+    cfg = copy.deepcopy(language_store.lg_config())
     cfg["unified"]["omega"]["quick"] = {"PUMA + ELG": 1.0}
-    monkeypatch.setattr(lg, "lg_config", lambda: cfg)
+    use_lg_config(monkeypatch, cfg)
     spec = lg.unified_table()      # the guided rows without a chosen omega wait for the sweep
     assert [r.method for r in spec.rows] == ["PUMA", "PUMA + ELG", "full fine-tuning"]
     assert len(spec.claims) == 8 and spec.columns[-2:] == ["Unified", "Harmonic"]
@@ -250,14 +252,14 @@ def test_the_unified_language_file_covers_every_training_class_of_the_eight_sour
     from umlkit.data import load_dataset
     from umlkit.data.mini import ensure_mini
     from umlkit.data.unified import PUMA_ORDER
-    rows, texts, parts = lg._source_classes(lg.UNIFIED, "quick")
+    rows, texts, parts = language_store._source_classes(language_store.UNIFIED, "quick")
     want = [f"{s}#{k}" for s in PUMA_ORDER for k in load_dataset(s, ensure_mini(), "train").class_keys]
     assert rows == want and len(set(rows)) == len(rows) and len(texts) == len(rows)
 
 
 def test_full_profile_pseudolabels_average_an_imagenet_classifiers_logits_per_class():
     import torch
-    names = lg.imagenet_names()
+    names = language_store.imagenet_names()
     assert len(names) == 1000 and names[:2] == ["tench", "goldfish"] and not any("," in n for n in names)
 
     class Tiny(torch.utils.data.Dataset):   # a dataset as the loaders give it: items (image, label) + class keys
@@ -276,7 +278,7 @@ def test_full_profile_pseudolabels_average_an_imagenet_classifiers_logits_per_cl
     torch.manual_seed(0)
     clf = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 8 * 8, 1000))
     parts = [Tiny("cub", 3, 4, 0), Tiny("cars", 2, 5, 1)]
-    rows, top = lg.imagenet_pseudolabels(parts, 5, clf, names, batch_size=3)
+    rows, top = language_store.imagenet_pseudolabels(parts, 5, clf, names, batch_size=3)
     assert rows == ["cub#10", "cub#11", "cub#12", "cars#10", "cars#11"]
     i = 0
     for ds in parts:   # brute force: mean logits of the class's images, then the five largest
@@ -285,7 +287,7 @@ def test_full_profile_pseudolabels_average_an_imagenet_classifiers_logits_per_cl
                 mean = clf(ds.x[ds.y == c]).double().mean(0)
             assert top[i] == [names[j] for j in torch.argsort(mean, descending=True)[:5].tolist()]
             i += 1
-    x = lg.imagenet_transform()(__import__("PIL.Image", fromlist=["Image"]).new("RGB", (32, 48)))
+    x = language_store.imagenet_transform()(__import__("PIL.Image", fromlist=["Image"]).new("RGB", (32, 48)))
     assert tuple(x.shape) == (3, 299, 299)
 
 
@@ -294,13 +296,13 @@ def test_full_profile_classifier_offline_names_the_file_to_download(monkeypatch,
     monkeypatch.setattr(backbones, "_in_hf_cache", lambda cfg: False)
     monkeypatch.setattr(backbones, "hub_unreachable", lambda timeout=None: "no network")
     with pytest.raises(ConnectionError, match=r"resnet50\.tv_in1k .*no network.*plg_classifier\.weights"):
-        lg.imagenet_classifier()
+        language_store.imagenet_classifier()
     with pytest.raises(FileNotFoundError, match="plg_classifier.weights: .*missing.safetensors does not exist"):
-        lg.imagenet_classifier(weights=tmp_path / "missing.safetensors")
+        language_store.imagenet_classifier(weights=tmp_path / "missing.safetensors")
     bad = tmp_path / "bad.safetensors"
     bad.write_bytes(b"not a checkpoint")
     with pytest.raises(ValueError, match="plg_classifier.weights: .*bad.safetensors cannot be loaded"):
-        lg.imagenet_classifier(weights=bad)
+        language_store.imagenet_classifier(weights=bad)
 
 
 def test_the_detectable_margin_is_the_gap_plus_a_one_sided_critical_t_times_the_standard_error():
@@ -326,7 +328,7 @@ def test_per_image_guidance_gives_every_training_image_its_own_row():
         assert term.inputs == ("embeddings", "labels", "indices")
         assert term.language.shape[:2] == (len(train), 1 if g == "caption" else 5)
     # the caption rows are the sentence model's embedding of each image's caption, no primer
-    keys, texts = lg._image_texts("cub", "quick", "captions", 1)
+    keys, texts = language_store._image_texts("cub", "quick", "captions", 1)
     i = keys.index(train.sample_keys()[7])
     want = language.embed_texts([texts[i]], "minilm", "{}")[0]
     got = build_objective(lg.run_config(method="Multisimilarity + caption", source="cub", omega=1.0), train, 8)[1]
@@ -348,7 +350,7 @@ def test_semantic_shares_by_hand():
 def test_word_order_pairs_are_found_by_their_words():
     """The CUB-like names swap body and head colours; such pairs share their words, and the count is checked by a
     brute-force pass over the names."""
-    rows, texts, _ = lg._source_classes("cub", "quick")
+    rows, texts, _ = language_store._source_classes("cub", "quick")
     bags = [sorted(w for w in t.lower().split() if w not in ("a", "an")) for t in texts]
     want = sum(bags[i] == bags[j] for i in range(len(bags)) for j in range(i + 1, len(bags)))
     wo = lg.word_order_pairs("cub")

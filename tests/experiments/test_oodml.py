@@ -1,4 +1,4 @@
-"""umlkit.experiments.oodml: the committed quick splits, configurations, rows that join every paper cell, AGS and
+"""umlkit.experiments.papers.oodml: the committed quick splits, configurations, rows that join every paper cell, AGS and
 the analysis runner."""
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 import torch
 
-from umlkit.experiments import oodml
+from umlkit.experiments import split_making
+from umlkit.experiments.papers import oodml
 from umlkit.paper import paper_table
 
 
@@ -184,20 +185,23 @@ def _fake_pickles(mini_root, folder):
     for src in oodml.SOURCES:
         names = {}
         for part in ("train", "test"):
-            names.update(oodml._published_names(src, load_dataset(src, mini_root, part, cache=False)))
+            names.update(split_making._published_names(src, load_dataset(src, mini_root, part, cache=False)))
         order = sorted(names, key=lambda n: str(names[n]))
         half = len(order) // 2
         raw = {1: {"train": order[:half], "test": order[half:], "fid": 8.59, "split_train": order[:half - 2],
                    "split_val": order[half - 2:half]},
                2: {"train": order[1:half + 1], "test": [order[0]] + order[half + 1:], "fid": 14.33}}
-        (folder / oodml.PUBLISHED_FILES[src]).write_bytes(pickle.dumps(raw))
+        (folder / split_making.PUBLISHED_FILES[src]).write_bytes(pickle.dumps(raw))
         made[src] = (names, order, half)
     return made
 
 
 def test_published_split_files_map_onto_the_loaders_class_keys(mini_root, tmp_path, monkeypatch):
     made = _fake_pickles(mini_root, tmp_path)
-    monkeypatch.setattr(oodml, "_splits_path", lambda profile: tmp_path / f"splits_{profile}.json")
+    from umlkit.experiments import class_splits, split_making
+    path_of = lambda profile: tmp_path / f"splits_{profile}.json"  # noqa: E731
+    monkeypatch.setattr(class_splits, "splits_path", path_of)
+    monkeypatch.setattr(split_making, "splits_path", path_of)
     path = oodml.import_published_splits(tmp_path, mini_root)
     data = oodml.load_splits("full")
     for src in oodml.SOURCES:
@@ -222,7 +226,7 @@ def test_a_published_class_the_data_root_lacks_is_named(mini_root, tmp_path):
     import pickle
     (tmp_path / "cub200_splits.pkl").write_bytes(pickle.dumps({1: {"train": ["999.Dodo"], "test": ["998.Moa"], "fid": 1.0}}))
     with pytest.raises(KeyError, match="999.Dodo"):
-        oodml.read_published_splits(tmp_path / "cub200_splits.pkl", "cub", mini_root)
+        split_making.read_published_splits(tmp_path / "cub200_splits.pkl", "cub", mini_root)
 
 
 def test_malformed_or_impossible_published_splits_are_named(mini_root, tmp_path):
@@ -240,7 +244,7 @@ def test_malformed_or_impossible_published_splits_are_named(mini_root, tmp_path)
     for raw, message in cases:
         path.write_bytes(pickle.dumps(raw))
         with pytest.raises(ValueError, match=f"{path}: .*" + message):
-            oodml.read_published_splits(path, "cub", mini_root)
+            split_making.read_published_splits(path, "cub", mini_root)
 
 
 class _Evil:
@@ -256,19 +260,19 @@ def test_a_split_file_that_would_run_code_or_is_truncated_is_refused(mini_root, 
     evil = tmp_path / "cub200_splits.pkl"
     evil.write_bytes(pickle.dumps({1: {"train": [_Evil()], "test": [], "fid": 1.0}}))
     with pytest.raises(ValueError, match=r"cub200_splits.pkl: not a readable ooDML split file .*refusing to load"):
-        oodml.read_published_splits(evil, "cub", mini_root)
+        split_making.read_published_splits(evil, "cub", mini_root)
     assert not (tmp_path / "pwned").exists()
     evil.write_bytes(b"")
     with pytest.raises(ValueError, match=r"cub200_splits.pkl: not a readable ooDML split file .*Ran out of input"):
-        oodml.read_published_splits(evil, "cub", mini_root)
+        split_making.read_published_splits(evil, "cub", mini_root)
     # plain data, numpy values included, still reads (then fails on the unknown class, as above)
     evil.write_bytes(pickle.dumps({1: {"train": ["999.Dodo"], "test": ["998.Moa"], "fid": np.float64(1.0)}}))
     with pytest.raises(KeyError, match="999.Dodo"):
-        oodml.read_published_splits(evil, "cub", mini_root)
+        split_making.read_published_splits(evil, "cub", mini_root)
 
 
 def test_generated_and_published_splits_compare_by_fid_and_class_overlap():
     a = {"splits": [{"id": 1, "fid": 5.0, "test": [1, 2, 3, 4]}]}
     b = {"splits": [{"id": 1, "fid": 8.0, "test": [3, 4, 5, 6]}]}
-    out = oodml.compare_with_published(a, b)
+    out = split_making.compare_with_published(a, b)
     assert out.iloc[0]["test-class overlap (Jaccard)"] == pytest.approx(2 / 6)

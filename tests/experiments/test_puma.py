@@ -1,4 +1,4 @@
-"""umlkit.experiments.puma: configurations composed from configs/puma, rows keyed by the paper's cells, the
+"""umlkit.experiments.papers.puma: configurations composed from configs/puma, rows keyed by the paper's cells, the
 specialists' ensemble, the paper's Harmonic check, one end-to-end table on two UML-Mini sources, and the tables
 computed from the migrated records against the tables saved before the migration."""
 from __future__ import annotations
@@ -9,7 +9,9 @@ import pandas as pd
 import pytest
 import torch
 
-from umlkit.experiments import puma
+from umlkit.experiments import runners
+from umlkit.experiments.papers import puma
+from tests.experiments.patches import use_second_pass
 from umlkit.experiments import tables as tb
 from umlkit.metrics import harmonic_mean
 
@@ -75,14 +77,14 @@ def test_ablation_rows_map_to_distinct_models():
 def test_ensemble_is_the_mean_of_normalised_embeddings():
     g = torch.Generator().manual_seed(0)
     a, b = torch.randn(6, 4, generator=g) * 3, torch.randn(6, 4, generator=g)
-    ens = puma.ensemble_embeddings([a, b])
+    ens = runners.ensemble_embeddings([a, b])
     na, nb = a / a.norm(dim=1, keepdim=True), b / b.norm(dim=1, keepdim=True)
     for i in range(6):  # brute force, row by row
         assert torch.allclose(ens[i], (na[i] + nb[i]) / 2, atol=1e-6)
     with pytest.raises(ValueError, match="same size"):
-        puma.ensemble_embeddings([a, b[:5]])
+        runners.ensemble_embeddings([a, b[:5]])
     with pytest.raises(ValueError, match="at least one"):
-        puma.ensemble_embeddings([])
+        runners.ensemble_embeddings([])
 
 
 def test_paper_harmonic_check_flags_the_known_inconsistencies():
@@ -271,8 +273,8 @@ def test_tuning_frame_picks_the_best_harmonic_and_says_whether_it_is_interior(mo
         if runner == "specialists":
             return {"result": {"val_own": per}, "seconds": 1.0}
         return {"result": {"val": {**per, "Unified": v}}, "seconds": 1.0}
-    monkeypatch.setattr(puma, "sweep_jobs", lambda profile="quick": jobs)
-    monkeypatch.setattr(puma, "cached_record", fake_record)
+    monkeypatch.setattr(puma.config, "sweep_jobs", lambda profile="quick": jobs)
+    monkeypatch.setattr(puma.config, "cached_record", fake_record)
     monkeypatch.setattr("umlkit.experiments.records.find_record", lambda key, profile: True)
     out = puma.tuning_frame()
     chosen = out[out["chosen"]].set_index("unit")
@@ -341,7 +343,7 @@ def test_second_pass_tables_use_the_chosen_rates_and_three_seeds(monkeypatch):
     sp = dict(puma.second_pass())
     sp["tables"] = "second"
     sp["lr"] = {u: 1e-3 * (i + 1) for i, u in enumerate(puma.tuning_units())}
-    monkeypatch.setattr(puma, "second_pass", lambda: sp)
+    use_second_pass(monkeypatch, sp)
     specs = puma.build_tables("second")
     jobs = puma.table_jobs("quick", specs)
     rate = {u: r for u, r in sp["lr"].items()}
@@ -460,7 +462,7 @@ def test_budget_rows_reuse_table2_at_15_epochs_and_only_lengthen_training(monkey
     sp = dict(puma.second_pass())
     sp["tables"] = "second"
     sp["lr"] = {u: 1e-3 * (i + 1) for i, u in enumerate(puma.tuning_units())}
-    monkeypatch.setattr(puma, "second_pass", lambda: sp)
+    use_second_pass(monkeypatch, sp)
     t2 = puma.build_tables("second")["Table 2"]
     budget = puma.BUDGET()
     ours15 = [r for r in budget.rows if r.method == "Ours" and r.setting == "epochs=15"][0]

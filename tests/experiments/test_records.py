@@ -12,7 +12,7 @@ import torch
 from umlkit.experiments import fingerprint as fp
 from umlkit.experiments import records as rc
 from umlkit.experiments import runners
-from umlkit.experiments.puma import run_config
+from umlkit.experiments.papers.puma import run_config
 
 
 @pytest.fixture()

@@ -1,4 +1,4 @@
-"""The regime map (umlkit.experiments.regime): its committed splits, run keys, job list, runner and views."""
+"""The regime map (umlkit.experiments.papers.regime): its committed splits, run keys, job list, runner and views."""
 import json
 
 import numpy as np
@@ -6,19 +6,21 @@ import pandas as pd
 import pytest
 
 from umlkit.data.mini import SHAPES, class_attributes
-from umlkit.experiments import puma, regime, tables
+from umlkit.experiments import tables
+from umlkit.experiments.papers import puma, regime
+from tests.experiments.patches import use_second_pass
 
 
 def _chosen_rates(monkeypatch):
     sp = dict(puma.second_pass())
     sp["lr"] = {u: 1e-3 * (i + 1) for i, u in enumerate(puma.tuning_units())}
-    monkeypatch.setattr(puma, "second_pass", lambda: sp)
+    use_second_pass(monkeypatch, sp)
 
 
 def test_committed_splits_are_the_generated_ones_and_follow_their_rules():
     made = regime.make_splits()
     assert json.loads(json.dumps(made, default=int)) == regime.load_splits()
-    cfg = regime.config()
+    cfg = regime.settings()
     assert set(cfg["attributes"]) == set(cfg["datasets"]) and "inshop" not in cfg["datasets"]
     from umlkit.experiments.splits import attribute_level
     for shift, per_source in made.items():
@@ -82,7 +84,7 @@ def test_map_keys_reuse_the_few_shot_and_table2_configurations(monkeypatch):
     """A map run is the few-shot (or Table 2) run of the same method, seed and rate, on the map's seven sources
     and the shift's class lists; nothing else differs."""
     _chosen_rates(monkeypatch)
-    seven = regime.config()["datasets"]
+    seven = regime.settings()["datasets"]
 
     def same_but_data(cfg, ref):
         cfg, ref = json.loads(json.dumps(cfg)), json.loads(json.dumps(ref))
@@ -93,7 +95,7 @@ def test_map_keys_reuse_the_few_shot_and_table2_configurations(monkeypatch):
     fam = regime.map_config("families", 4, "puma", seed=1)
     assert fam["config"]["data"]["datasets"] == seven and fam["config"]["data"]["splits"] == {}
     assert same_but_data(fam["config"], puma.few_shot_config("quick", "puma", 4, 1))
-    assert fam["probes"] == regime.config()["probes"]
+    assert fam["probes"] == regime.settings()["probes"]
     val = regime.map_config("values", 4, "full", seed=2)["config"]
     assert val["data"]["splits"] == regime.load_splits()["values"]
     assert same_but_data(val, puma.few_shot_config("quick", "full", 4, 2))
@@ -118,7 +120,7 @@ def test_map_keys_reuse_the_few_shot_and_table2_configurations(monkeypatch):
 def test_map_job_list_has_every_cell_at_three_seeds_and_one_floor_per_shift(monkeypatch):
     _chosen_rates(monkeypatch)
     jobs = regime.job_list("map")
-    c = regime.config()
+    c = regime.settings()
     assert len(jobs) == len(c["shifts"]) * (1 + len(c["shots"]) * len(c["methods"]) * len(c["seeds"])) == 75
     assert all(j[3] == "probed" for j in jobs) and len({j[1] for j in jobs}) == len(jobs)
     spec = regime.MAP()   # measure() reads the frozen backbone at its one seed, as the job list trains it
@@ -130,7 +132,7 @@ def test_map_job_list_has_every_cell_at_three_seeds_and_one_floor_per_shift(monk
 def _cmp(gaps):
     """A compared frame with PUMA = 50 + gap + seed noise and full fine-tuning = 50 + seed noise per cell."""
     lines = []
-    c = regime.config()
+    c = regime.settings()
     noise = {0: -0.5, 1: 0.0, 2: 0.5}
     for shift in c["shifts"]:
         for attr, v in (("mean", 80.0), ("shape", 90.0), ("hue", 85.0)):
@@ -151,7 +153,7 @@ def _cmp(gaps):
 
 
 def test_heat_frame_gives_the_gap_and_its_welch_interval():
-    c = regime.config()
+    c = regime.settings()
     gaps = {(s, str(k)): float(i) for i, (s, k) in enumerate((s, k) for s in c["shifts"] for k in c["shots"])}
     heat = regime.heat_frame(_cmp(gaps))
     assert len(heat) == 12 and heat["gap"].tolist() == [float(i) for i in range(12)]
@@ -196,7 +198,7 @@ def test_gap_map_and_probe_figures_draw_every_cell():
     import matplotlib
     matplotlib.use("Agg")
     from umlkit.experiments.plots import plot_gap_map, plot_probes
-    c = regime.config()
+    c = regime.settings()
     gaps = {(s, str(k)): float(i) - 5 for i, (s, k) in enumerate((s, k) for s in c["shifts"] for k in c["shots"])}
     heat = regime.heat_frame(_cmp(gaps))
     fig = plot_gap_map(heat)
@@ -226,13 +228,13 @@ def test_the_chapters_sentences_hold_in_the_committed_records():
     heat, claims = regime.heat_frame(cmp), regime.table_claims(cmp)
     beats = claims[claims["claim"].str.contains("beats full fine-tuning")].set_index("claim")["verdict"]
     assert "supported" not in set(beats)
-    for shift in regime.config()["shifts"]:
+    for shift in regime.settings()["shifts"]:
         one = heat[(heat["shift"] == shift) & (heat["shots"] == "1")].iloc[0]
         assert abs(one["gap"]) < 2.0
         assert beats[f"{shift}, k=1: PUMA beats full fine-tuning (Harmonic R@1)"] == "inconclusive"
         assert beats[f"{shift}, k=all: PUMA beats full fine-tuning (Harmonic R@1)"] == "contradicted"
     f = regime.regime_facts(heat, claims, regime.forgetting_frame(cmp), regime.heat_frame(cmp, "Unified"), cmp)
-    for shift in regime.config()["shifts"]:
+    for shift in regime.settings()["shifts"]:
         assert abs(float(f[f"rm_ugap_{shift}_1"])) < 2.0
     for shift in ("combinations", "values"):   # both trained methods start below the frozen backbone
         assert max(float(f[f"rm_h_puma_{shift}_1"]), float(f[f"rm_h_ft_{shift}_1"])) < float(f[f"rm_h_zs_{shift}"])
@@ -240,7 +242,7 @@ def test_the_chapters_sentences_hold_in_the_committed_records():
     assert abs(float(f["rm_h_ft_values_4"]) - zs) < 1.0     # "level with the frozen backbone at k = 4"
     assert float(f["rm_h_ft_values_16"]) > zs > max(float(f[f"rm_h_puma_values_{k}"]) for k in (1, 4, 16))
     assert float(f["rm_h_puma_values_all"]) > zs
-    for shift in regime.config()["shifts"]:
+    for shift in regime.settings()["shifts"]:
         assert float(f[f"rm_ft_loss_{shift}"]) > 10.0 and float(f[f"rm_puma_loss_{shift}"]) < 3.0
         assert f[f"rm_v_keep_{shift}"] == f[f"rm_v_forget_{shift}"] == "supported"
 
@@ -251,6 +253,6 @@ def test_split_summary_counts_and_probe_table_layout():
     made = regime.load_splits()["values"]["cub"]
     assert s.loc[("values", "cub"), "train classes"] == len(made["train"])
     assert s.loc[("values", "cub"), "left out"] == 50 - len(made["train"]) - len(made["test"])
-    gaps = {(sh, str(k)): 0.0 for sh in regime.config()["shifts"] for k in regime.config()["shots"]}
+    gaps = {(sh, str(k)): 0.0 for sh in regime.settings()["shifts"] for k in regime.settings()["shots"]}
     t = regime.probe_table(regime.forgetting_frame(_cmp(gaps)))
     assert t.loc[("values", "Full fine-tuning"), "hue"] == 50.0 and list(t.columns[:3]) == ["mean", "shape", "hue"]

@@ -55,6 +55,6 @@ def test_the_cli_and_the_scoreboard_name_no_paper_module():
         assert not _paper_imports(ast.parse((SRC / name).read_text())), name
     cli = ast.parse((SRC / "cli.py").read_text())
     by_function = {f.name: _paper_imports(f) for f in cli.body if isinstance(f, ast.FunctionDef)}
-    assert {k: v for k, v in by_function.items() if v} == {"_cmd_oodml_import": {"umlkit.experiments.oodml"}}
+    assert {k: v for k, v in by_function.items() if v} == {"_cmd_oodml_import": {"umlkit.experiments.papers.oodml"}}
     assert not _paper_imports(ast.Module(body=[n for n in cli.body if not isinstance(n, ast.FunctionDef)],
                                          type_ignores=[]))

@@ -41,7 +41,7 @@ def test_a_profile_without_records_keeps_every_claim_as_missing(no_training, mon
     """Without training records only the claims read from a committed benchmark file (VPTSP Table 10's step
     times, benchmarks/results) are checked; every other declared claim stays on the board as "missing records",
     naming its cells, and counts in the summary. Nothing is written into the empty results folder."""
-    from umlkit.experiments import vptsp
+    from umlkit.experiments.papers import vptsp
     from umlkit.experiments.tables import MISSING
     monkeypatch.setenv("UMLKIT_RESULTS", str(tmp_path))
     board = scoreboard("quick")

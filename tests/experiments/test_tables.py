@@ -6,12 +6,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from umlkit.experiments import puma
+from umlkit.experiments.papers import puma
 from umlkit.experiments import tables as tb
 
 B = puma.SECTIONS["b"]
 C = puma.SECTIONS["c"]
 
+
+
+def _c(section: str, method: str) -> dict:
+    """A Harmonic cell of PUMA's Table 2 (as its tables.yaml spells them)."""
+    return {"section": puma.SECTIONS[section], "method": method, "setting": puma.VIT_S, "dataset": "Harmonic"}
 
 def _measured(values: dict, table="Table 2", section=B, method="CurricularFace", setting=puma.VIT_S, row=None):
     rows = []
@@ -89,7 +94,7 @@ def test_check_claims_verdicts():
                    for k, vals in rows.items()])
     cmp = tb.compare(m, "puma")
     assert cmp.set_index("method").loc["Ours", "spread"] == pytest.approx(1.0)   # sample std of 50, 52, 51
-    claims = [tb.Claim(f"Ours > {x}", puma._c("c", "Ours"), puma._c("c", x)) for x in list(rows)[1:]]
+    claims = [tb.Claim(f"Ours > {x}", _c("c", "Ours"), _c("c", x)) for x in list(rows)[1:]]
     out = tb.check_claims(cmp, claims).set_index("claim")
     assert out.loc["Ours > VPT", "verdict"] == "supported"               # gap 10.5, se² = 1/3 + 0.25/3 -> t = 16.27
     assert out.loc["Ours > LoRA", "verdict"] == "inconclusive"           # gap -0.1
@@ -104,7 +109,7 @@ def test_check_claims_verdicts():
     reverse = tb.Claim("r", claims[0].b, claims[0].a)
     assert tb.check_claims(one, [reverse]).iloc[0]["verdict"] == "not reproduced, 1 seed"
     with pytest.raises(KeyError, match="matches 0 rows"):
-        tb.check_claims(cmp, [tb.Claim("x", puma._c("c", "MLP-3 Embedding"), puma._c("c", "VPT"))])
+        tb.check_claims(cmp, [tb.Claim("x", _c("c", "MLP-3 Embedding"), _c("c", "VPT"))])
 
 
 def test_claim_test_welch_by_hand_and_against_scipy():
@@ -187,7 +192,7 @@ def test_a_seed_free_cell_counts_as_exact():
     m = pd.concat([_measured({s: {"Harmonic": v} for s, v in enumerate((50.0, 51.0, 52.0))}, section=C, method="Ours"),
                    _measured({0: {"Harmonic": 49.0}}, section=C, method="VPT").assign(seed_free=True)])
     cmp = tb.compare(m.fillna({"seed_free": False}), "puma")
-    out = tb.check_claims(cmp, [tb.Claim("x", puma._c("c", "Ours"), puma._c("c", "VPT"))]).iloc[0]
+    out = tb.check_claims(cmp, [tb.Claim("x", _c("c", "Ours"), _c("c", "VPT"))]).iloc[0]
     assert out["seeds"] == 3 and out["verdict"] == "supported" and out["test"].startswith("Welch t: t=3.46, df=2.0")
 
 
@@ -231,7 +236,7 @@ def test_measure_reads_a_seed_free_row_at_its_first_seed_only(tmp_path, monkeypa
     from umlkit.experiments.tables import Row, Table, measure
     monkeypatch.setenv("UMLKIT_RESULTS", str(tmp_path))
     calls = []
-    from umlkit.experiments.puma import run_config
+    from umlkit.experiments.papers.puma import run_config
     monkeypatch.setitem(RUNNERS, "count_calls", lambda key: calls.append((key["model"]["method"], key["seed"]))
                         or {"test": {"CUB": 50.0 + key["seed"]}})
     rows = [Row(method="Zero-Shot", runner="count_calls", seed_free=True, spec={"method": "zero_shot"}),

@@ -1,8 +1,9 @@
 """experiments.tuning.chosen: the first configured number along the candidate paths, or one error naming them."""
 import pytest
 
-from umlkit.experiments import language_guidance as lg
-from umlkit.experiments import oodml, puma, vptsp
+from umlkit.experiments import language_store
+from umlkit.experiments.papers import language_guidance as lg
+from umlkit.experiments.papers import oodml, puma, vptsp
 from umlkit.experiments.tuning import NotTuned, chosen
 
 
@@ -22,7 +23,7 @@ def test_the_most_specific_path_wins_and_a_mapping_does_not_count():
 def test_the_papers_readers_return_the_configured_values():
     assert oodml.chosen_lr("Margin (D)", "quick") == float(oodml.methods_config()["lr"]["quick"].get(
         "Margin (D)", oodml.methods_config()["lr"]["quick"].get("default")))
-    omega = lg.lg_config()["omega"]["quick"]["Multisimilarity + ELG"]
+    omega = language_store.lg_config()["omega"]["quick"]["Multisimilarity + ELG"]
     assert lg.chosen_omega("Multisimilarity", "ELG", "cub", "quick") == float(omega)
     assert lg.chosen_omega("Multisimilarity", "ELG", "sop", "full") == 1.0        # per source in the full profile
     unit = next(iter(puma.second_pass()["lr"]))

@@ -1,11 +1,12 @@
-"""umlkit.experiments.vptsp: configurations composed from configs/vptsp, the tuning protocol on training classes
+"""umlkit.experiments.papers.vptsp: configurations composed from configs/vptsp, the tuning protocol on training classes
 only, the proxy learning-rate group, and rows that join the paper's cells."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from umlkit.experiments import oodml, tables, vptsp
+from umlkit.experiments import tables
+from umlkit.experiments.papers import oodml, vptsp
 from umlkit.paper import paper_table
 
 

@@ -99,7 +99,7 @@ def plot_heatmap(df: pd.DataFrame, title: str, cbar: str, fmt: str = ".0f", cmap
 
 def plot_fid_progression(splits: dict, sources: Sequence[str], names: dict[str, str]):
     """ooDML Fig. 1: FID per swap iteration and per removal iteration of each source (from the splits file), the
-    chosen splits marked. ``splits`` is :func:`umlkit.experiments.oodml.load_splits`'s mapping."""
+    chosen splits marked. ``splits`` is :func:`umlkit.experiments.papers.oodml.load_splits`'s mapping."""
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, len(sources), figsize=(4.2 * len(sources), 3.2), squeeze=False)
     for ax, src in zip(axes[0], sources):
@@ -269,7 +269,7 @@ def plot_retrieved_classes(frame: pd.DataFrame, ncols: int = 2):
     """The language-guidance paper's Fig. 3: per query class (one panel each), how many of the top-k neighbours of
     its images fall in the query class and in its most related classes (left to right by language similarity),
     one bar per method. ``frame``: query, rank, class, similarity, method, count
-    (:func:`umlkit.experiments.language_guidance.semantic_counts`)."""
+    (:func:`umlkit.experiments.papers.language_guidance.semantic_counts`)."""
     import textwrap
 
     import matplotlib.pyplot as plt
@@ -338,7 +338,7 @@ def plot_source_bias(bias: pd.DataFrame, columns: Sequence[tuple[str, str]] = (
         ("full FT unified - specific", "unified full fine-tuning"), ("PUMA - specific", "PUMA")), axes=None):
     """Per source, what one unified model changes against the dataset-specific model (y) against the source's
     training images (x, log scale): measured (left) and in the paper (right), one marker per model, sources named.
-    ``bias`` is :func:`umlkit.experiments.puma.source_bias`'s frame (columns "<change> (measured|paper)" and
+    ``bias`` is :func:`umlkit.experiments.papers.puma.source_bias`'s frame (columns "<change> (measured|paper)" and
     "train images (measured|paper)")."""
     import matplotlib.pyplot as plt
     if axes is None:
@@ -361,7 +361,7 @@ def plot_source_bias(bias: pd.DataFrame, columns: Sequence[tuple[str, str]] = (
 def plot_gap_map(heat: pd.DataFrame, rows: str = "shift", cols: str = "shots", title: str = "",
                  label: str = "PUMA - full fine-tuning (R@1 points)"):
     """A diverging heat map of a gap with its interval in every cell ("+2.1" over "[-0.4, +4.6]"): ``heat`` has one
-    line per (``rows``, ``cols``) with ``gap``, ``low`` and ``high`` (e.g. :func:`umlkit.experiments.regime.
+    line per (``rows``, ``cols``) with ``gap``, ``low`` and ``high`` (e.g. :func:`umlkit.experiments.papers.regime.
     heat_frame`). Red cells favour the second method, blue the first; the colour scale is symmetric around 0."""
     import matplotlib.pyplot as plt
     import numpy as np
@@ -385,7 +385,7 @@ def plot_gap_map(heat: pd.DataFrame, rows: str = "shift", cols: str = "shots", t
 def plot_probes(frame: pd.DataFrame, models: Sequence[str] = ("Zero-Shot", "PUMA", "Full fine-tuning"),
                 col: str = "shift"):
     """Linear-probe accuracy per attribute (bars per model), one panel per ``col`` value, stacked (e.g.
-    :func:`umlkit.experiments.regime.forgetting_frame`); the axis starts at 40 %, below every attribute's chance
+    :func:`umlkit.experiments.papers.regime.forgetting_frame`); the axis starts at 40 %, below every attribute's chance
     level but one (period and scale: 50 %)."""
     import seaborn as sns
     long = frame.melt(id_vars=[col, "attribute"], value_vars=list(models), var_name="model",

@@ -1,6 +1,6 @@
 """Tables as data: a paper table declares its rows, seeds, runners, claims and columns; this module does the rest.
 
-Every paper module (``umlkit.experiments.puma``, ...) describes each of its tables as a :class:`Table`:
+Every paper module (``umlkit.experiments.papers.puma``, ...) describes each of its tables as a :class:`Table`:
 
 * ``rows``: one :class:`Row` per row of the paper, keyed by the paper's own ``section``/``method``/``setting``
   cells (spelled as in ``data/paper_tables/<paper>.csv``, so every measured cell joins its paper cell), with the

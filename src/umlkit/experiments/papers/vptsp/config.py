@@ -29,23 +29,21 @@ from __future__ import annotations
 
 import copy
 import json
-from functools import lru_cache, partial
+from functools import lru_cache
 from pathlib import Path
 
 import pandas as pd
 import yaml
 
-from umlkit.experiments import oodml
+from umlkit.experiments import class_splits
 from umlkit.experiments.runners import SOURCE_NAMES
-from umlkit.experiments.prose import method_value as _value, number, verdict_counts
-from umlkit.experiments.registry import Paper
 from umlkit.experiments.tuning import chosen
 from umlkit.experiments.tables import Claim, Floor, Row, Table, lr_sweep_frame
+from umlkit.experiments.declarations import load_declarations
 
-__all__ = ["PAPER", "SOURCES", "SEEDS", "methods_config", "run_config", "chosen_lr", "sweep_jobs", "lr_sweep",
-           "TABLES", "table_jobs", "job_list", "chapter_facts"]
 
 PAPER = "vptsp"
+DECLARED = load_declarations(__file__)   # tables.yaml: the paper's rows, claims and reasons
 SOURCES = ("cub", "cars")   # the sources of Tables 4 and 5 (Table 2: ALL_SOURCES, the diagnosis: DIAGNOSIS_SOURCES)
 SEEDS = (0, 1, 2)
 METRICS = ["R@1", "MAP@R"]
@@ -90,14 +88,9 @@ def _classes(source: str, profile: str, validation: bool) -> dict | None:
     with ``validation`` the first (1 - val_fraction) training classes train and the rest are the test set. None for
     the full profile and for a source ooDML has no split of (In-shop): the dataset's own split, whose validation
     classes ``data.val_fraction`` holds out (and the analysis evaluates, ``evaluate: val``)."""
-    if profile != "quick" or source not in oodml.SOURCES:
+    if profile != "quick" or source not in class_splits.SPLIT_SOURCES:
         return None
-    s = oodml.split_of(source, oodml.default_split_id(source, profile), profile)
-    train, test = list(s["train"]), list(s["test"])
-    if validation:
-        n_val = max(2, int(round(len(train) * float(methods_config()["val_fraction"]))))
-        train, test = train[:-n_val], train[-n_val:]
-    return {"train": train, "test": test}
+    return class_splits.default_classes(source, profile, methods_config()["val_fraction"] if validation else None)
 
 
 def run_config(profile: str = "quick", *, row: str = "VPTSP-G (B)", source: str = "cub", seed: int = 0,
@@ -247,21 +240,12 @@ def _cell(method: str, dataset: str = "CUB", metric: str = "R@1", table: str = "
 
 
 # Table 1's rows are methods.yaml's rows; "Memory(GB)" is a GPU measurement (Table 10's benchmark in the full profile)
-TABLE1 = {r: (r, {}) for r in ("Full Fine-tuning (PA)", "Linear Prob", "BitFit", "Adapter", "Adapter (B)", "VPT",
-                               "VPT (B)", "VPTSP-M", "VPTSP-M (B)", "VPTSP-G", "VPTSP-G (B)")}
-TABLE4 = {"Full Fine-tuning (PA)": ("Full Fine-tuning (PA)", {}), "VPT+Bias (Baseline)": ("VPT (B)", {}),
-          "VPTSP (EMA)": ("VPTSP-M", {}), "VPTSP (EMA) + Bias": ("VPTSP-M (B)", {}),
-          "VPTSP (GRU)": ("VPTSP-G", {}), "VPTSP (GRU) + Bias": ("VPTSP-G (B)", {})}
-TABLE5 = {"Sample": ("VPTSP-G (B)", {"proxy_source": "sample"}),
-          "Encoder": ("VPTSP-G (B)", {"proxy_source": "encoder"}),
-          "Fixed Encoder": ("VPTSP-G (B)", {"proxy_source": "fixed_encoder"}),
-          "VPTSP-G": ("VPTSP-G (B)", {})}
+TABLE1 = DECLARED["table1"]
+TABLE4 = DECLARED["table4"]
+TABLE5 = DECLARED["table5"]
 # Table 7's GRU-ReLU row prints Table 1's VPTSP-G without BitFit (86.1 / 52.1): the accumulators are compared there
-TABLE7 = {"LSTM": ("VPTSP-G", {"accumulator": "lstm"}), "RNN Unit": ("VPTSP-G", {"accumulator": "rnn"}),
-          "Cross Attention": ("VPTSP-G", {"accumulator": "cross_attention"}),
-          "GRU with Tanh": ("VPTSP-G", {"accumulator": "gru"}),
-          "GRU with Relu": ("VPTSP-G", {})}
-_PLAIN = ("Full Fine-tuning (PA)", "Linear Prob", "BitFit", "Adapter", "Adapter (B)", "VPT", "VPT (B)")
+TABLE7 = DECLARED["table7"]
+_PLAIN = tuple(DECLARED["plain"])
 
 
 def _beats(a: str, b: str, dataset: str = "CUB", metric: str = "R@1", what: str = "", table: str = "Table 1",
@@ -312,13 +296,10 @@ def table7(profile: str = "quick") -> Table:
 # Table 2: the paper's ViT-S/16 rows (VPT-Base is VPT with BitFit: its Cars value is Table 4's VPT+Bias); each source
 # reports its own recalls (and MAP@R, which Table 6 prints for CUB)
 ALL_SOURCES = ("cub", "cars", "sop", "inshop")
-TABLE2_METRICS = {"cub": ["R@1", "R@2", "R@4", "MAP@R"], "cars": ["R@1", "R@2", "R@4", "MAP@R"],
-                  "sop": ["R@1", "R@10", "R@100", "MAP@R"], "inshop": ["R@1", "R@10", "R@20", "MAP@R"]}
-TABLE2 = {"Hyp-ViT": ("Hyp-ViT", {}), "VPT-Base": ("VPT (B)", {}), "VPTSP-M": ("VPTSP-M (B)", {}),
-          "VPTSP-G": ("VPTSP-G (B)", {})}
+TABLE2_METRICS = DECLARED["table2_metrics"]
+TABLE2 = DECLARED["table2"]
 _T2_SMALL = "batch_size=64/32;arch=ViT-S16;dim=384"
-T2_SETTINGS = {"Hyp-ViT": "batch_size=882/900;arch=ViT-S16;dim=384", "VPT-Base": _T2_SMALL, "VPTSP-M": _T2_SMALL,
-               "VPTSP-G": _T2_SMALL}
+T2_SETTINGS = DECLARED["t2_settings"]
 
 
 def table2(profile: str = "quick") -> Table:
@@ -361,8 +342,7 @@ def table3(profile: str = "quick") -> Table:
 
 # Table 6: the CNN rows are other works' numbers; its ViT-S/16 rows are Table 2's CUB runs (Hyp = Hyp-ViT, VPTSP =
 # VPTSP-G with BitFit) and full fine-tuning with Proxy-Anchor, all with Table 2's CUB metrics
-TABLE6 = {"Hyp": ("Hyp-ViT", {}), "Full fine-tuning (PA)": ("Full Fine-tuning (PA)", {}),
-          "VPTSP": ("VPTSP-G (B)", {})}
+TABLE6 = DECLARED["table6"]
 
 
 def table6(profile: str = "quick") -> Table:
@@ -379,12 +359,8 @@ def table6(profile: str = "quick") -> Table:
 # Table 8: VPTSP on other pretrainings. Full: the paper's four backbones; quick: the two shipped tiny ViTs (v1: 12
 # epochs on the synthetic set, texture not learned; v2: 24 epochs on 4.8x the images), each row at the learning
 # rate VPTSP-G (B) was tuned to on v2
-TABLE8_FULL = {"arch=Vit-S/16;model=DINO;pretraining=ImageNet 1K": ("dino_s16", 384),
-               "arch=Vit-S/16;model=DeiT;pretraining=ImageNet 1K": ("deit_s16", 384),
-               "arch=Vit-B/16;model=MAE;pretraining=ImageNet 1K": ("mae_b16", 768),
-               "arch=Vit-L/14;model=CLIP (vision);pretraining=Laion2b": ("vit_large_patch14_clip_224.laion2b", 768)}
-TABLE8_QUICK = {"model=tiny ViT v1;pretraining=UML synthetic, 12 epochs": "vit_tiny_uml",
-                "model=tiny ViT v2;pretraining=UML synthetic, 24 epochs": "vit_tiny_uml_v2"}
+TABLE8_FULL = DECLARED["table8_full"]
+TABLE8_QUICK = DECLARED["table8_quick"]
 
 
 def table8(profile: str = "quick") -> Table:
@@ -412,10 +388,8 @@ def table8(profile: str = "quick") -> Table:
 
 # Fig. 3: VPTSP-G (B) on the CUB-like source with one setting changed (the paper's panels a, b, d, e, f: prompts per
 # layer, prompted layers, batch size, alpha); the table runs' values are 2 prompts in 6 layers, batch 64, alpha 0.5
-FIG3 = {"prompts per layer": ("num_prompts", [1, 2, 4, 8]), "prompted layers": ("prompt_depth", [2, 4, 6]),
-        "batch size": ("batch_size", [32, 64, 128]), "alpha": ("proxy_bias_ratio", [0.2, 0.5, 0.8])}
-FIG3_FULL = {"prompts per layer": ("num_prompts", [5, 10, 20, 50]), "prompted layers": ("prompt_depth", [3, 6, 9, 12]),
-             "batch size": ("batch_size", [32, 64, 128]), "alpha": ("proxy_bias_ratio", [0.2, 0.5, 0.8])}
+FIG3 = DECLARED["fig3"]
+FIG3_FULL = DECLARED["fig3_full"]
 
 
 def fig3(profile: str = "quick") -> Table:
@@ -456,23 +430,11 @@ def rate_transfer(profile: str = "quick") -> Table:
 # LayerNorm in the head and the proxy branch's forward pass, which at alpha = 1 has no effect on the loss. The row
 # after it puts the semantic memory back (the source's alpha) on top of those two repairs.
 DIAGNOSIS_SOURCES = ("cub", "cars", "sop")
-DIAGNOSIS = {"VPTSP-G (B)": ("VPTSP-G (B)", {}, {}),
-             "alpha = 1 (no semantic memory)": ("VPTSP-G (B)", {"proxy_bias_ratio": 1.0}, {}),
-             "original normalisation": ("VPTSP-G (B)", {}, {"normalisation": "original"}),
-             "alpha = 1, original normalisation": ("VPTSP-G (B)", {"proxy_bias_ratio": 1.0},
-                                                   {"normalisation": "original"}),
-             "alpha = 1, original normalisation, PML's proxy init": (
-                 "VPTSP-G (B)", {"proxy_bias_ratio": 1.0, "proxy_bias_init": "pml"}, {"normalisation": "original"}),
-             "original normalisation, PML's proxy init": ("VPTSP-G (B)", {"proxy_bias_init": "pml"},
-                                                          {"normalisation": "original"}),
-             "VPT (B)": ("VPT (B)", {}, {})}
+DIAGNOSIS = DECLARED["diagnosis"]
 
 
 # shorter names for the chapter's display of the diagnosis rows
-DIAGNOSIS_LABELS = {"alpha = 1 (no semantic memory)": "α = 1", "original normalisation": "PA normalisation",
-                    "alpha = 1, original normalisation": "α = 1 + PA normalisation",
-                    "alpha = 1, original normalisation, PML's proxy init": "α = 1 + PA normalisation + PML init",
-                    "original normalisation, PML's proxy init": "PA normalisation + PML init"}
+DIAGNOSIS_LABELS = DECLARED["diagnosis_labels"]
 
 
 def diagnosis(profile: str = "quick") -> Table:
@@ -501,8 +463,7 @@ def diagnosis(profile: str = "quick") -> Table:
 
 
 # Table 10 (step time): a benchmark, not a training record (benchmarks/bench_vptsp_step.py writes the file)
-TABLE10_ROWS = {"Full Fine-tuning (PA)": "Full Fine-tuning (PA)", "linear": "Linear Prob", "BitFit": "BitFit",
-                "Adapter": "Adapter", "VPT": "VPT", "VPTSP": "VPTSP-G (B)"}
+TABLE10_ROWS = DECLARED["table10_rows"]
 
 
 def table10_file(profile: str = "quick", device: str | None = None) -> Path:
@@ -591,247 +552,3 @@ def job_list(name: str, profile: str = "quick") -> list[tuple[str, str, dict]]:
     if name == "tables":
         return table_jobs(profile)
     raise KeyError(f"unknown VPTSP job list {name!r}; choose lr_sweep or tables")
-
-
-# ------------------------------------------------------------------------------------------------ prose
-def floor_facts(t2) -> dict[str, str]:
-    """Table 2's floors for the prose: the frozen backbone's R@1 per source and VPTSP-G's / VPTSP-M's on the SOP- and
-    In-shop-like sources, and which rows fell below it (:func:`umlkit.experiments.tables.mark_floors`)."""
-    from umlkit.experiments.prose import number
-    out = {f"t2_zs_{s}": number(_value(t2, ZERO_SHOT, SOURCE_NAMES[s])) for s in ALL_SOURCES}
-    for m, tag in (("VPTSP-G", "g"), ("VPTSP-M", "m"), ("VPT-Base", "vpt"), ("Hyp-ViT", "hyp")):
-        for s in ("sop", "inshop"):
-            out[f"t2_{tag}_{s}"] = number(_value(t2, m, SOURCE_NAMES[s]))
-    below = t2[(t2.get("floor", "") != "") & (t2["metric"] == "R@1")] if "floor" in t2 else t2.iloc[:0]
-    out["t2_below"] = ", ".join(f"{r} ({d})" for r, d in below[["row", "dataset"]].drop_duplicates().to_numpy()) \
-        or "none"
-    return out
-
-
-def _paper(table: str, method: str, dataset: str, metric: str = "R@1", setting: str | None = None) -> float:
-    """One of the paper's cells (NaN when it has none): the prose quotes the paper whether or not a cell was run."""
-    from umlkit.paper import paper_table
-    p = paper_table(PAPER, table)
-    hit = p[(p["method"] == method) & (p["dataset"] == dataset) & (p["metric"] == metric)
-            & ((p["setting"].fillna("") == setting) if setting is not None else True)]
-    return float(hit["value"].iloc[0]) if len(hit) == 1 else float("nan")
-
-
-def _span(values, signed: bool = True) -> str:
-    """"a to b" of the finite values (one decimal), one number when they round alike, "–" when there are none."""
-    from umlkit.experiments.prose import number
-    v = [float(x) for x in values if x is not None and x == x]
-    if not v:
-        return "–"
-    lo, hi = (number(x, signed=signed) for x in (min(v), max(v)))
-    return lo if lo == hi else f"{lo} to {hi}"
-
-
-def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: dict | None = None) -> dict:
-    """The numbers the chapter's prose glues, from the compared tables (``{table: compare frame}``, Table 10's step
-    times included), the claims and the learning-rate sweep; "–" where a table has no records yet."""
-    mc = methods_config()
-    facts = {"val_share": f"{100 * float(mc['val_fraction']):.0f} %"}
-    cfg = run_config(profile, row="VPT (B)", source="cub", lr=1e-3)
-    splits = cfg["data"]["splits"]
-    facts["proxy_params"] = f"{len(splits['cub']['train'])} x {cfg['model']['embed_dim']}" if splits else "–"
-    recs = {r for m in (measured or {}).values() if not m.empty and "record" in m for r in m["record"]}
-    facts["n_records"] = str(len(recs))
-    empty = pd.DataFrame()
-    facts.update(_sweep_facts(sweep))
-    facts.update(_gap_facts(cmp.get("Table 1", empty), cmp.get("Table 4", empty), cmp.get("Table 5", empty)))
-    facts.update(_rate_transfer_facts(cmp.get("Rate transfer", empty), profile))
-    facts.update(_later_table_facts(cmp, measured or {}, mc))
-    facts.update(_cost_facts(cmp, cfg, splits))
-    facts.update(_verdict_facts(claims))
-    return facts
-
-
-def _sweep_facts(sweep) -> dict:
-    """The tuning runs' facts: validation MAP@R at the chosen and at PUMA's rate, how many Cars-like rates are
-    lower."""
-    facts: dict[str, str] = {}
-    sweep = sweep if sweep is not None and not sweep.empty else pd.DataFrame(
-        columns=["source", "row", "lr", "val MAP@R", "chosen"])
-
-    def val(source, row, lr=None):
-        """Validation MAP@R of a sweep line: the row's chosen rate, or ``lr``; NaN when not stored."""
-        sub = sweep[(sweep["source"] == source) & (sweep["row"] == row)]
-        sub = sub[sub["chosen"].astype(bool)] if lr is None else sub[sub["lr"] == lr]
-        return float(sub["val MAP@R"].iloc[0]) if len(sub) == 1 else float("nan")
-    facts["vptsp_val"], facts["vpt_val"] = number(val("cub", "VPTSP-G (B)")), number(val("cub", "VPT (B)"))
-    facts["vptsp_val_1e3"] = number(val("cub", "VPTSP-G (B)", 1e-3))
-    facts["vpt_val_1e3"] = number(val("cub", "VPT (B)", 1e-3))
-    facts["cars_gap_val"] = number(val("cars", "VPTSP-G (B)") - val("cars", "VPT (B)"), signed=True)
-    facts["n_sweep"] = str(len(sweep))
-    picked = sweep[sweep["chosen"].astype(bool)]
-    table4_rows = {base for base, _ in TABLE4.values()}
-    both = picked[picked["source"].isin(["cub", "cars"]) & picked["row"].isin(table4_rows)].pivot(
-        index="row", columns="source", values="lr")
-    both = both.dropna() if {"cub", "cars"} <= set(both.columns) else both.iloc[:0]
-    facts["n_cars_lower"] = f"{int((both['cars'] < both['cub']).sum())} of {len(both)}" if len(both) else "–"
-    return facts
-
-
-def _gap_facts(t1, t4, t5) -> dict:
-    """VPTSP minus VPT on the CUB-like (Table 1) and Cars-like (Table 4) sources, here and in the paper; the best
-    plain method; the Cars-like rows the prose names."""
-    facts: dict[str, str] = {}
-    for metric, key in (("R@1", "r1"), ("MAP@R", "mapr")):
-        facts[f"sp_gap_cub_{key}"] = number(_value(t1, "VPTSP-G (B)", "CUB", metric)
-                                            - _value(t1, "VPT (B)", "CUB", metric), signed=True)
-        facts[f"paper_sp_gap_cub_{key}"] = number(_paper("Table 1", "VPTSP-G (B)", "CUB", metric)
-                                                  - _paper("Table 1", "VPT (B)", "CUB", metric), signed=True)
-        facts[f"sp_gap_cars_{key}"] = number(_value(t4, "VPTSP (GRU) + Bias", "Cars", metric)
-                                             - _value(t4, "VPT+Bias (Baseline)", "Cars", metric), signed=True)
-        facts[f"paper_sp_gap_cars_{key}"] = number(_paper("Table 4", "VPTSP (GRU) + Bias", "Cars", metric)
-                                                   - _paper("Table 4", "VPT+Bias (Baseline)", "Cars", metric),
-                                                   signed=True)
-    efficient = [m for m in _PLAIN if m != "Full Fine-tuning (PA)"]
-    plain = t1[(t1["metric"] == "MAP@R") & t1["method"].isin(efficient)] if not t1.empty else t1
-    if not plain.empty:
-        best = plain.loc[plain["measured"].idxmax()]
-        facts["best_plain"], facts["best_plain_mapr"] = str(best["method"]), number(float(best["measured"]))
-    else:
-        facts["best_plain"], facts["best_plain_mapr"] = "–", "–"
-    for name, d in (("cars_vptsp", "VPTSP (GRU) + Bias"), ("cars_vpt", "VPT+Bias (Baseline)"),
-                    ("cars_full", "Full Fine-tuning (PA)"), ("cars_ema", "VPTSP (EMA)")):
-        facts[name] = number(_value(t4, d, "Cars"))
-    facts["cars_sample"] = number(_value(t5, "Sample", "Cars"))
-    return facts
-
-
-def _rate_transfer_facts(rt, profile: str) -> dict:
-    """The Cars-like rows at the CUB-like rates against their own (the rate-transfer view)."""
-    facts: dict[str, str] = {}
-    if not rt.empty:
-        r1 = rt[rt["metric"] == "R@1"]
-        at = {w: r1[r1["setting"] == f"lr chosen on {w}"].set_index("row")["measured"] for w in ("CUB", "Cars")}
-        facts["rt_vptsp_cub"] = number(float(at["CUB"].get("VPTSP (GRU) + Bias", float("nan"))))
-        facts["rt_vptsp_cars"] = number(float(at["Cars"].get("VPTSP (GRU) + Bias", float("nan"))))
-        moved = [name for name, (base, _) in TABLE4.items()
-                 if chosen_lr(base, profile, "cub") != chosen_lr(base, profile, "cars")]
-        vptsp_rows = [r for r in at["CUB"].index if r.startswith("VPTSP") and r in moved]
-        facts["rt_vptsp_span_cub"] = _span([at["CUB"].get(r) for r in vptsp_rows], signed=False)
-        facts["rt_vptsp_span_cars"] = _span([at["Cars"].get(r) for r in vptsp_rows], signed=False)
-        facts["rt_n_vptsp_moved"] = str(len(vptsp_rows))
-        facts["rt_gru_same"] = number(float(at["Cars"].get("VPTSP (GRU)", float("nan"))))
-    else:
-        for k in ("rt_vptsp_cub", "rt_vptsp_cars", "rt_vptsp_span_cub", "rt_vptsp_span_cars", "rt_n_vptsp_moved",
-                  "rt_gru_same"):
-            facts[k] = "–"
-    return facts
-
-
-def _later_table_facts(cmp: dict, measured: dict, mc: dict) -> dict:
-    """Tables 2, 6 and 8, Fig. 3 and the diagnosis, here and in the paper."""
-    facts: dict[str, str] = {}
-    empty = pd.DataFrame()
-    t2 = cmp.get("Table 2", empty)
-    for d in ("CUB", "Cars", "SOP", "InShop"):
-        k = d.lower()
-        facts[f"t2_sp_{k}"] = number(_value(t2, "VPTSP-G", d) - _value(t2, "VPT-Base", d), signed=True)
-        facts[f"t2_hyp_{k}"] = number(_value(t2, "VPTSP-G", d) - _value(t2, "Hyp-ViT", d), signed=True)
-        p2 = {m: _paper("Table 2", m, d, "R@1", T2_SETTINGS[m]) for m in TABLE2}
-        facts[f"paper_t2_sp_{k}"] = number(p2["VPTSP-G"] - p2["VPT-Base"], signed=True)
-        facts[f"paper_t2_hyp_{k}"] = number(p2["VPTSP-G"] - p2["Hyp-ViT"], signed=True)
-    t6 = cmp.get("Table 6", empty)
-    for metric, key in (("R@1", "r1"), ("MAP@R", "mapr")):
-        facts[f"t6_full_{key}"] = number(_value(t6, "VPTSP", "CUB", metric)
-                                         - _value(t6, "Full fine-tuning (PA)", "CUB", metric), signed=True)
-        facts[f"paper_t6_full_{key}"] = number(_paper("Table 6", "VPTSP", "CUB", metric)
-                                               - _paper("Table 6", "Full fine-tuning (PA)", "CUB", metric), signed=True)
-    t8 = cmp.get("Table 8", empty)
-    if not t8.empty:
-        r1 = t8[t8["metric"] == "R@1"]
-        v1, v2 = (r1[r1["setting"] == k].set_index("dataset")["measured"] for k in TABLE8_QUICK)
-        facts["t8_gain"] = _span((v2 - v1).dropna())
-    else:
-        facts["t8_gain"] = "–"
-    f3 = measured.get("Fig. 3", empty)
-    for option, _ in FIG3.values():
-        if f3.empty:
-            facts[f"f3_best_{option}"] = facts[f"f3_range_{option}"] = "–"
-            continue
-        sub = f3[(f3["metric"] == "MAP@R") & f3["setting"].str.startswith(f"{option}=")]
-        means = sub.groupby("setting")["value"].mean()
-        several = len(means) >= 2   # a best value needs something to be better than
-        facts[f"f3_best_{option}"] = means.idxmax().split("=", 1)[1] if several else "–"
-        facts[f"f3_range_{option}"] = f"{number(means.min())} to {number(means.max())}" if several else "–"
-    for src in DIAGNOSIS_SOURCES:   # alpha: the learnable bias's share of each proxy, the memory has the rest
-        alpha = float(mc["sources"][src]["alpha"])
-        facts[f"alpha_{src}"], facts[f"memory_share_{src}"] = f"{alpha:g}", f"{100 * (1 - alpha):.0f} %"
-    dg = cmp.get("Diagnosis", empty)
-    short = {"VPTSP-G (B)": "vptsp", "alpha = 1 (no semantic memory)": "a1", "original normalisation": "orig",
-             "alpha = 1, original normalisation": "a1orig",
-             "alpha = 1, original normalisation, PML's proxy init": "a1pml",
-             "original normalisation, PML's proxy init": "pml", "VPT (B)": "vpt"}
-    for src in DIAGNOSIS_SOURCES:
-        for row, k in short.items():
-            facts[f"dg_{src}_{k}"] = number(_value(dg, row, SOURCE_NAMES[src], "MAP@R"))
-        facts[f"dg_{src}_a1pml_gap"] = number(_value(dg, "alpha = 1, original normalisation, PML's proxy init",
-                                                     SOURCE_NAMES[src], "MAP@R")
-                                              - _value(dg, "VPT (B)", SOURCE_NAMES[src], "MAP@R"), signed=True)
-    return facts
-
-
-def _cost_facts(cmp: dict, cfg: dict, splits) -> dict:
-    """The proxies' initial scale, the seed spread behind Fig. 3 and Table 10's step times."""
-    facts: dict[str, str] = {}
-    empty = pd.DataFrame()
-    n_cls, dim = len(splits["cub"]["train"]) if splits else 100, int(cfg["model"]["embed_dim"])
-    official = (6 / (n_cls + dim)) ** 0.5 / 8 / 3 ** 0.5     # xavier-uniform / 8: the entries' standard deviation
-    facts["bias_norm_ratio"] = f"{(2 / n_cls) ** 0.5 / official:.0f}"   # kaiming-normal, fan_out: sqrt(2 / classes)
-    facts["f3_seed_spread"] = number(_value(cmp.get("Table 1", pd.DataFrame()), "VPTSP-G (B)", "CUB", "MAP@R", "spread"))
-    st = cmp.get("Table 10", empty)
-    for b in (32, 64):
-        for m, k in (("VPTSP", "vptsp"), ("VPT", "vpt")):
-            hit = st if st.empty else st[(st["method"] == m) & (st["setting"] == f"batch_size={b}")
-                                         & (st["metric"] == "Latency (x full)")]
-            facts[f"t10_{k}_{b}"] = number(float(hit["measured"].iloc[0]), digits=2) if len(hit) == 1 else "–"
-            facts[f"paper_t10_{k}_{b}"] = number(_paper("Table 10", m, "Cars", "Latency (x full)", f"batch_size={b}"),
-                                                 digits=2)
-    return facts
-
-
-def _verdict_facts(claims) -> dict:
-    """The verdict counts of each group of claims the prose names."""
-    facts: dict[str, str] = {}
-    if claims is None or claims.empty:
-        for k in ("baseline_verdicts", "bitfit_verdicts", "proxy_verdicts", "gru_verdicts", "source_verdicts",
-                  "acc_verdicts", "full_verdicts", "many_verdicts", "t6_verdicts", "t8_verdicts", "t10_verdicts",
-                  "dg_verdicts_memory", "dg_verdicts_norm", "dg_verdicts_repaired_memory", "dg_verdicts_repaired_vpt",
-                  "all_verdicts"):
-            facts[k] = "not yet checked (no records)"
-        facts["n_claims"] = "0"
-        return facts
-    text = claims["claim"]
-    facts["baseline_verdicts"] = verdict_counts(claims, text.str.startswith("VPT (B) beats")
-                                                & ~text.str.contains("(BitFit helps)", regex=False))
-    facts["bitfit_verdicts"] = verdict_counts(claims, text.str.contains("(BitFit helps)", regex=False))
-    facts["proxy_verdicts"] = verdict_counts(claims, text.str.contains("(semantic proxies)", regex=False))
-    facts["gru_verdicts"] = verdict_counts(claims, text.str.contains("(GRU beats EMA)", regex=False))
-    facts["source_verdicts"] = verdict_counts(claims, text.str.contains("(class prompts are needed)", regex=False))
-    facts["acc_verdicts"] = verdict_counts(claims, text.str.startswith("GRU with Relu beats"))
-    facts["full_verdicts"] = verdict_counts(claims, text.str.contains("(beats full fine-tuning)", regex=False))
-    facts["many_verdicts"] = verdict_counts(claims, text.str.contains("(the gain turns on many-class sources)",
-                                                                      regex=False))
-    facts["t6_verdicts"] = verdict_counts(claims, text.str.startswith("VPTSP beats"))
-    facts["t8_verdicts"] = verdict_counts(claims, text.str.startswith("the longer-pretrained tiny ViT"))
-    facts["t10_verdicts"] = verdict_counts(claims, text.str.contains("step takes longer", regex=False))
-    facts["dg_verdicts_memory"] = verdict_counts(claims, text.str.startswith("the semantic memory helps:"))
-    facts["dg_verdicts_norm"] = verdict_counts(claims, text.str.contains("original normalisation beats", regex=False))
-    facts["dg_verdicts_repaired_memory"] = verdict_counts(claims, text.str.startswith(
-        "the semantic memory helps once"))
-    facts["dg_verdicts_repaired_vpt"] = verdict_counts(claims, text.str.contains("proxy init beats VPT (B)",
-                                                                                 regex=False))
-    facts["all_verdicts"] = verdict_counts(claims, text.notna())
-    facts["n_claims"] = str(len(claims))
-    return facts
-
-
-# ------------------------------------------------------------------------------------------------ registry entry
-# what the scoreboard, `umlkit records` and `umlkit reproduce --paper` need (registered by umlkit.experiments.catalog)
-ENTRY = Paper(name=PAPER, title="VPTSP (Ren et al., ICLR 2024)", claim_tables=TABLES, chapters=("vptsp",),
-              headline="VPTSP-G beats Hyp-ViT (beats full fine-tuning) (CUB, R@1)",
-              job_lists={n: partial(job_list, n) for n in ("lr_sweep", "tables")})

@@ -33,24 +33,22 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Sequence
-from functools import lru_cache, partial
+from functools import lru_cache
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import yaml
 
 from umlkit._paths import repo_folder
-from umlkit.experiments.registry import Paper
 from umlkit.experiments.tables import Claim, Row, Table
+from umlkit.experiments import unified_recipe
+from umlkit.experiments.declarations import load_declarations
 
-__all__ = ["PAPER", "TABLE_NAME", "config", "make_splits", "write_splits", "load_splits", "split_of", "map_config",
-           "MAP", "job_list", "heat_frame", "forgetting_frame", "regime_facts", "PROBE_METRIC", "split_summary",
-           "table_claims", "probe_table"]
 
 PAPER = "puma"
-TABLE_NAME = "Regime map"
-PROBE_METRIC = "probe accuracy"
+DECLARED = load_declarations(__file__)   # tables.yaml: the table's name, metric and claim texts
+TABLE_NAME = DECLARED["table"]
+PROBE_METRIC = DECLARED["probe_metric"]
 
 
 def _dir():
@@ -58,7 +56,7 @@ def _dir():
 
 
 @lru_cache(maxsize=1)
-def config() -> dict:
+def settings() -> dict:
     """``configs/regime/regime.yaml`` (shots, seeds, methods, datasets, shifts, attributes, levels, held-out values,
     margins, probes)."""
     return yaml.safe_load((_dir() / "regime.yaml").read_text())
@@ -74,7 +72,7 @@ def make_splits(root=None) -> dict:
     from umlkit.data.datasets import MINI_MANIFEST
     from umlkit.data.mini import class_attributes
     from umlkit.experiments.splits import attribute_split
-    c = config()
+    c = settings()
     root = Path(root or ensure_mini())
     manifest = root / MINI_MANIFEST
     if not manifest.is_file():
@@ -119,14 +117,14 @@ def write_splits(root=None) -> str:
 def load_splits() -> dict:
     path = _splits_path()
     if not path.exists():
-        raise FileNotFoundError(f"{path} is missing: run umlkit.experiments.regime.write_splits() once")
+        raise FileNotFoundError(f"{path} is missing: run umlkit.experiments.papers.regime.write_splits() once")
     return json.loads(path.read_text())
 
 
 def split_of(shift: str) -> dict:
     """``data.splits`` of a shift: ``{}`` for the loaders' split, else every listed source's class lists."""
-    if shift not in config()["shifts"]:
-        raise ValueError(f"unknown shift {shift!r}; choose one of {config()['shifts']}")
+    if shift not in settings()["shifts"]:
+        raise ValueError(f"unknown shift {shift!r}; choose one of {settings()['shifts']}")
     if shift == "families":
         return {}
     if shift not in load_splits():
@@ -136,17 +134,13 @@ def split_of(shift: str) -> dict:
 
 # ------------------------------------------------------------------------------------------------ runs
 def _base_config(method: str, shots, seed: int, profile: str) -> dict:
-    from umlkit.experiments import puma
+    """The recipe of one cell before its shift: PUMA's Table 2 second pass on all images (zero-shot, PUMA or full
+    fine-tuning with CurricularFace, each at its tuning unit's chosen rate), else the few-shot recipe at k."""
     if method == "zero_shot" or shots == "all":
-        t2 = puma.build_tables("second")["Table 2"]
-        if method == "zero_shot":
-            row = next(r for r in t2.rows if r.runner == "zero_shot")
-        elif method == "puma":
-            row = next(r for r in t2.rows if r.method == "Ours" and r.section.startswith("(c)"))
-        else:
-            row = next(r for r in t2.rows if r.group == "b" and r.spec.get("loss") == "curricularface")
-        return t2.config(row, seed, profile, ())
-    return puma.few_shot_config(profile, method, int(shots), seed)
+        unit = {"puma": "puma", "full": "full-curricularface"}.get(method)
+        return unified_recipe.run_config(profile, method=method, loss="curricularface", seed=seed,
+                                         lr=unified_recipe.chosen_lr(unit) if unit else None, stage="second")
+    return unified_recipe.few_shot_config(profile, method, int(shots), seed)
 
 
 def map_config(shift: str, shots, method: str, seed: int = 0, profile: str = "quick") -> dict:
@@ -161,13 +155,13 @@ def map_config(shift: str, shots, method: str, seed: int = 0, profile: str = "qu
     if method == "zero_shot":
         if shots is not None:
             raise ValueError(f"the frozen backbone trains on nothing: shots must be None, got {shots!r}")
-    elif isinstance(shots, bool) or shots not in config()["shots"] or type(shots) not in (int, str):
-        raise ValueError(f"shots must be one of {config()['shots']} (an int or 'all'), got {shots!r}")
+    elif isinstance(shots, bool) or shots not in settings()["shots"] or type(shots) not in (int, str):
+        raise ValueError(f"shots must be one of {settings()['shots']} (an int or 'all'), got {shots!r}")
     cfg = _base_config(method, shots, seed, profile)
-    cfg["data"]["datasets"] = list(config()["datasets"])
+    cfg["data"]["datasets"] = list(settings()["datasets"])
     cfg["data"]["splits"] = split_of(shift)
     cfg["name"] = f"regime-{shift}-{shots if shots is not None else 'none'}-{method}"
-    return {"config": cfg, "probes": copy.deepcopy(config()["probes"])}
+    return {"config": cfg, "probes": copy.deepcopy(settings()["probes"])}
 
 
 def _setting(shift: str, shots=None) -> str:
@@ -175,7 +169,7 @@ def _setting(shift: str, shots=None) -> str:
 
 
 def _rows() -> list[Row]:
-    c = config()
+    c = settings()
     rows = []
     for shift in c["shifts"]:
         rows.append(Row(method="Zero-Shot", setting=_setting(shift),   # one record: the frozen backbone is exact
@@ -208,22 +202,20 @@ def _scores(result: dict, row: Row) -> dict:
 
 
 def _claims() -> list[Claim]:
-    c = config()
+    c, texts = settings(), DECLARED["claims"]
     out = []
     for shift in c["shifts"]:
         for shots in c["shots"]:
             cell = {m: {"section": "", "method": m, "setting": _setting(shift, shots), "dataset": "Harmonic"}
                     for m in c["methods"]}
-            out.append(Claim(f"{shift}, k={shots}: PUMA beats full fine-tuning (Harmonic R@1)", cell["PUMA"],
+            out.append(Claim(texts["gap"].format(shift=shift, shots=shots), cell["PUMA"],
                              cell["Full fine-tuning"]))
         probe = {m: {"section": "", "method": m, "setting": _setting(shift, "all"), "dataset": "probe: mean"}
                  for m in c["methods"]}
         zs = {"section": "", "method": "Zero-Shot", "setting": _setting(shift), "dataset": "probe: mean"}
-        out.append(Claim(f"{shift}, all images: PUMA's feature keeps more of the pretraining attributes than full "
-                         "fine-tuning's (mean probe accuracy)", probe["PUMA"], probe["Full fine-tuning"],
+        out.append(Claim(texts["keeps"].format(shift=shift), probe["PUMA"], probe["Full fine-tuning"],
                          metric=PROBE_METRIC))
-        out.append(Claim(f"{shift}, all images: full fine-tuning's feature keeps less of the pretraining attributes "
-                         "than the frozen backbone's (mean probe accuracy)", zs, probe["Full fine-tuning"],
+        out.append(Claim(texts["forgets"].format(shift=shift), zs, probe["Full fine-tuning"],
                          metric=PROBE_METRIC))
     return out
 
@@ -231,8 +223,8 @@ def _claims() -> list[Claim]:
 def _columns() -> list[str]:
     from umlkit.data.mini import PRETRAIN_HEADS
     from umlkit.experiments.runners import SOURCE_NAMES
-    restrict = list((config()["probes"].get("restrict") or {}))
-    return (["Unified", "Harmonic", *(SOURCE_NAMES[s] for s in config()["datasets"]), "probe: mean",
+    restrict = list((settings()["probes"].get("restrict") or {}))
+    return (["Unified", "Harmonic", *(SOURCE_NAMES[s] for s in settings()["datasets"]), "probe: mean",
              *(f"probe: {h}" for h in PRETRAIN_HEADS), *(f"probe: {h} (held-out)" for h in restrict),
              "embedding probe: mean"])
 
@@ -240,7 +232,7 @@ def _columns() -> list[str]:
 def MAP() -> Table:  # noqa: N802 - built from the configuration, like puma.FEW_SHOT
     """The regime map as a table: per shift the zero-shot floor and both methods at every k (R@1 per dataset,
     probe accuracies), with its claims."""
-    return Table(PAPER, TABLE_NAME, _rows(), _row_config, seeds=tuple(config()["seeds"]), scores=_scores,
+    return Table(PAPER, TABLE_NAME, _rows(), _row_config, seeds=tuple(settings()["seeds"]), scores=_scores,
                  claims=_claims(), params=False, columns=_columns())
 
 
@@ -258,140 +250,8 @@ def job_list(name: str, profile: str = "quick") -> list[tuple]:
     return distinct_jobs({TABLE_NAME: MAP()}, profile)
 
 
-# ------------------------------------------------------------------------------------------------ views
-def heat_frame(cmp: pd.DataFrame, dataset: str = "Harmonic") -> pd.DataFrame:
-    """PUMA - full fine-tuning in ``dataset`` R@1 per (shift, shots): the seed means' gap, its 95 % Welch interval
-    (from :func:`umlkit.experiments.tables.claim_test`'s standard error and degrees of freedom; NaN with fewer than
-    the claim test's seeds) and the seeds, in the configuration's order."""
-    from scipy import stats
-
-    from umlkit.experiments.tables import claim_test
-    c = config()
-    sub = cmp[(cmp["dataset"] == dataset) & (cmp["metric"] == "R@1")]
-    lines = []
-    for shift in c["shifts"]:
-        for shots in c["shots"]:
-            cells = {m: sub[(sub["method"] == m) & (sub["setting"] == _setting(shift, shots))] for m in c["methods"]}
-            if any(len(v) != 1 for v in cells.values()):
-                continue
-            a, b = cells["PUMA"].iloc[0], cells["Full fine-tuning"].iloc[0]
-            test = claim_test(a["values"], b["values"])
-            gap = float(a["measured"] - b["measured"])
-            half = float(stats.t.ppf(0.975, test["df"]) * test["se"]) if np.isfinite(test["se"]) else float("nan")
-            lines.append({"shift": shift, "shots": str(shots), "gap": gap, "low": gap - half, "high": gap + half,
-                          "seeds": int(min(a["seeds"], b["seeds"]))})
-    return pd.DataFrame(lines, columns=["shift", "shots", "gap", "low", "high", "seeds"])
-
-
-def forgetting_frame(cmp: pd.DataFrame, shots="all") -> pd.DataFrame:
-    """Probe accuracy (backbone feature; the embedding's mean as attribute "embedding mean") per attribute and
-    shift: the frozen backbone, PUMA and full fine-tuning at ``shots``, seed means, one line per (shift,
-    attribute)."""
-    sub = cmp[cmp["metric"] == PROBE_METRIC]
-    lines = []
-    for shift in config()["shifts"]:
-        zs = sub[sub["setting"] == _setting(shift)].set_index("dataset")["measured"]
-        runs = sub[sub["setting"] == _setting(shift, shots)]
-        for attr in zs.index:
-            name = "embedding mean" if attr == "embedding probe: mean" else attr.removeprefix("probe: ")
-            line = {"shift": shift, "attribute": name, "Zero-Shot": float(zs[attr])}
-            for m in config()["methods"]:
-                v = runs[(runs["method"] == m) & (runs["dataset"] == attr)]["measured"]
-                line[m] = float(v.iloc[0]) if len(v) == 1 else float("nan")
-            lines.append(line)
-    return pd.DataFrame(lines)
-
-
-def regime_facts(heat: pd.DataFrame, claims: pd.DataFrame, forgetting: pd.DataFrame,
-                 unified: pd.DataFrame | None = None, cmp: pd.DataFrame | None = None) -> dict[str, str]:
-    """The numbers the chapter's discussion states (glued): every cell's Harmonic gap (``rm_gap_<shift>_<shots>``;
-    ``unified``: :func:`heat_frame` on Unified, ``rm_ugap_...``), the range, the best cell for PUMA, how many cells
-    each verdict got; per shift the probes' mean accuracy of the frozen backbone, PUMA and full fine-tuning, their
-    losses against the frozen backbone, full fine-tuning's most-forgotten attribute, the held-out-value probes and
-    the forgetting claims' verdicts; with ``cmp`` every cell's Harmonic R@1
-    (``rm_h_<zs|puma|ft>_<shift>[_<shots>]``)."""
-    from umlkit.experiments.prose import number
-    f: dict[str, str] = {}
-    if cmp is not None:
-        tags = {"Zero-Shot": "zs", "PUMA": "puma", "Full fine-tuning": "ft"}
-        h = cmp[(cmp["dataset"] == "Harmonic") & (cmp["metric"] == "R@1")]
-        for _, r in h.iterrows():
-            parts = dict(p.split("=") for p in r["setting"].split(";"))
-            shots = [parts["shots"]] if "shots" in parts else []
-            f["_".join([f"rm_h_{tags[r['method']]}", parts["shift"], *shots])] = number(r["measured"])
-    for frame, tag in ((heat, "gap"), (unified, "ugap")):
-        if frame is None or frame.empty:
-            continue
-        for _, r in frame.iterrows():
-            f[f"rm_{tag}_{r['shift']}_{r['shots']}"] = number(r["gap"], True)
-    if not heat.empty:
-        best = heat.loc[heat["gap"].idxmax()]
-        f["rm_gap_min"], f["rm_gap_max"] = number(heat["gap"].min(), True), number(heat["gap"].max(), True)
-        f["rm_best_cell"], f["rm_best_gap"] = f"{best['shift']}, k={best['shots']}", number(best["gap"], True)
-        f["rm_best_interval"] = f"{number(best['low'], True)} to {number(best['high'], True)}"
-        f["rm_cells"] = str(len(heat))
-        f["rm_cells_puma_ahead"] = str(int((heat["gap"] > 0).sum()))
-    beats = claims[claims["claim"].str.contains("beats full fine-tuning")]
-    for v in ("supported", "inconclusive", "contradicted"):
-        f[f"rm_cells_{v}"] = str(int((beats["verdict"] == v).sum()))
-    for shift in dict.fromkeys(forgetting["shift"]):
-        fr = forgetting[forgetting["shift"] == shift].set_index("attribute")
-        for col, tag in (("Zero-Shot", "zs"), ("PUMA", "puma"), ("Full fine-tuning", "ft")):
-            f[f"rm_probe_{shift}_{tag}"] = number(fr.loc["mean", col])
-            for held in [a for a in fr.index if a.endswith("(held-out)")]:
-                f[f"rm_held_{held.split()[0]}_{shift}_{tag}"] = number(fr.loc[held, col])
-        f[f"rm_ft_loss_{shift}"] = number(fr.loc["mean", "Zero-Shot"] - fr.loc["mean", "Full fine-tuning"])
-        f[f"rm_puma_loss_{shift}"] = number(fr.loc["mean", "Zero-Shot"] - fr.loc["mean", "PUMA"])
-        heads = fr.drop(index=[a for a in fr.index if a in ("mean", "embedding mean") or a.endswith("(held-out)")])
-        drop = (heads["Zero-Shot"] - heads["Full fine-tuning"]).sort_values(ascending=False)
-        f[f"rm_ft_worst_{shift}"] = f"{drop.index[0]} ({number(-drop.iloc[0], True)})"
-        f[f"rm_ft_second_{shift}"] = f"{drop.index[1]} ({number(-drop.iloc[1], True)})"
-        for claim, tag in (("PUMA's feature keeps more", "keep"), ("full fine-tuning's feature keeps less", "forget")):
-            hit = claims[claims["claim"].str.startswith(f"{shift}, all images: {claim}")]
-            if len(hit) == 1:
-                f[f"rm_v_{tag}_{shift}"] = str(hit["verdict"].iloc[0])
-    return f
-
-
-def split_summary() -> pd.DataFrame:
-    """Training, test and left-out classes of every source under every shift (the loaders' split for
-    ``families``), one line per (shift, source)."""
-    from umlkit.data.mini import SOURCES
-    c = config()
-    lines = []
-    for shift in c["shifts"]:
-        for src in c["datasets"]:
-            (n_train, _), (n_test, _) = SOURCES[src].train, SOURCES[src].test
-            if shift != "families":
-                split = load_splits()[shift][src]
-                total = n_train + n_test
-                n_train, n_test = len(split["train"]), len(split["test"])
-                left = total - n_train - n_test
-            else:
-                left = 0
-            lines.append({"shift": shift, "source": src, "split by": "" if shift == "families" else
-                          " x ".join(c["attributes"][src][:1 if shift == "values" else 2]),
-                          "train classes": n_train, "test classes": n_test, "left out": left,
-                          "train / test / left out": f"{n_train} / {n_test} / {left}"})
-    return pd.DataFrame(lines)
-
-
-def probe_table(forgetting: pd.DataFrame) -> pd.DataFrame:
-    """:func:`forgetting_frame` as one line per (shift, model) and one column per attribute."""
-    long = forgetting.melt(id_vars=["shift", "attribute"], var_name="model", value_name="accuracy")
-    out = long.pivot_table(index=["shift", "model"], columns="attribute", values="accuracy", sort=False)
-    return out[list(dict.fromkeys(forgetting["attribute"]))]
-
-
 # ------------------------------------------------------------------------------------------------ registry entry
 # what the scoreboard, `umlkit records` and `umlkit reproduce --paper` need (registered by umlkit.experiments.catalog)
 def claim_tables(profile: str = "quick") -> dict[str, Table]:
     """The map's table (quick profile only: its shifted splits are UML-Mini's)."""
     return {TABLE_NAME: MAP()} if profile == "quick" else {}
-
-
-# the book's own experiment on PUMA's configuration: its records live with PUMA's, its claims are a family of their own
-ENTRY = Paper(name="regime", title="Regime map (this book, on PUMA's configuration)", claim_tables=claim_tables,
-              records=PAPER, chapters=("regime_map",),
-              headline="combinations, k=all: PUMA beats full fine-tuning (Harmonic R@1)",
-              job_lists={"map": partial(job_list, "map")})

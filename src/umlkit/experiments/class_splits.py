@@ -1,0 +1,86 @@
+"""The committed class splits of the single-source benchmarks (CUB, Cars, SOP): which classes train and which test.
+
+ooDML (Milbich, Roth et al., NeurIPS 2021) publishes, per source, a progression of train/test class splits of
+increasing distribution shift (official ``datasplits/*.pkl``, numbered as its Table S1). The book stores them as
+``configs/oodml/splits_<profile>.json``: the quick profile's are computed on UML-Mini (``umlkit.experiments.papers.
+oodml.write_splits``), the full profile's imported from the published files (``import_published_splits``). Every
+chapter that trains on one source reads its classes here - ooDML on every split, language guidance and VPTSP on the
+default split - so that all of them train and test on exactly the same classes.
+
+This module only reads; it takes every input as an argument and names no paper's tables.
+"""
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+
+__all__ = ["SPLIT_SOURCES", "splits_path", "load_splits", "source_splits", "split_of", "default_split_id",
+           "split_ids", "hold_out", "default_classes"]
+
+
+SPLIT_SOURCES = ("cub", "cars", "sop")   # the sources ooDML publishes splits of
+
+
+def splits_path(profile: str) -> Path:
+    """``configs/oodml/splits_<profile>.json`` (the folder is looked up as every configuration folder is)."""
+    from umlkit._paths import repo_folder
+    return repo_folder("configs", "oodml", what="the ooDML class splits") / f"splits_{profile}.json"
+
+
+@lru_cache(maxsize=2)
+def load_splits(profile: str = "quick") -> dict:
+    """The whole split file of ``profile`` (``{"sources": {source: {"splits": [...], ...}}, ...}``), read once."""
+    path = splits_path(profile)
+    if not path.is_file():
+        hint = ("umlkit.experiments.papers.oodml.write_splits('quick')" if profile == "quick" else
+                "umlkit.experiments.papers.oodml.import_published_splits(...) with the official datasplits/*.pkl")
+        raise FileNotFoundError(f"no ooDML splits at {path}; create them with {hint}")
+    return json.loads(path.read_text())
+
+
+def source_splits(source: str, profile: str = "quick") -> dict:
+    """One source's entry of the split file; an unknown source is an error naming the known ones."""
+    sources = load_splits(profile)["sources"]
+    if source not in sources:
+        raise KeyError(f"no ooDML splits for source {source!r} in the {profile} profile; sources: {sorted(sources)} "
+                       "(umlkit's source names, e.g. 'cub', not the paper's 'CUB')")
+    return sources[source]
+
+
+def split_of(source: str, split_id: int, profile: str = "quick") -> dict:
+    """One split (``{id, kind, iteration, fid, default, train, test}``) of a source, numbered as Table S1."""
+    splits = source_splits(source, profile)["splits"]
+    found = [s for s in splits if s["id"] == int(split_id)]
+    if not found:
+        raise KeyError(f"{source} has splits {[s['id'] for s in splits]}, not {split_id}")
+    return found[0]
+
+
+def split_ids(source: str, profile: str = "quick") -> list[int]:
+    return [s["id"] for s in source_splits(source, profile)["splits"]]
+
+
+def default_split_id(source: str, profile: str = "quick") -> int:
+    """The id of the source's default split (the dataset's conventional one); exactly one must be flagged."""
+    found = [s["id"] for s in source_splits(source, profile)["splits"] if s["default"]]
+    if len(found) != 1:
+        raise ValueError(f"the {profile} splits of {source!r} flag {len(found)} default splits, expected exactly 1")
+    return found[0]
+
+
+def hold_out(train: list, val_fraction: float) -> tuple[list, list]:
+    """The tuning protocol's split of a training class list: the first (1 - val_fraction) classes train, the last
+    ``max(2, round(n x val_fraction))`` are the validation classes (no test class is ever seen)."""
+    n_val = max(2, int(round(len(train) * float(val_fraction))))
+    return list(train[:-n_val]), list(train[-n_val:])
+
+
+def default_classes(source: str, profile: str = "quick", val_fraction: float | None = None) -> dict:
+    """``{"train": [...], "test": [...]}`` of the source's default split; with ``val_fraction``, the validation
+    split of its training classes instead (:func:`hold_out`)."""
+    s = split_of(source, default_split_id(source, profile), profile)
+    train, test = list(s["train"]), list(s["test"])
+    if val_fraction is not None:
+        train, test = hold_out(train, val_fraction)
+    return {"train": train, "test": test}

@@ -1,0 +1,89 @@
+"""A paper's declarations as data: ``experiments/papers/<paper>/tables.yaml`` read into the objects of
+:mod:`umlkit.experiments.tables`.
+
+What a paper *declares* - the rows of its tables, the claims it makes about them, why a cell cannot be measured,
+the grids it tunes over - is data and lives in its ``tables.yaml``; what it *does* (turn a row into a run
+configuration, a record into table cells) is code in its ``config.py``. This module reads the YAML once per process
+and expands the two conveniences the files use:
+
+* ``for: {k: [1, 2], d: [Unified, Harmonic]}`` on a claim (or row) entry repeats it for every combination, the
+  first key outermost, with ``{k}`` / ``{d}`` filled into every string of the entry;
+* a claim group's ``cell`` gives the defaults of every cell (``section``, ``method``, ``setting``, ``dataset``) and
+  ``aliases`` short names for long cell values (``section: b`` for PUMA's "(b) Unified metric learning ...").
+
+Written by hand: the schema is the book's own (PyYAML parses, this fills in the book's defaults).
+"""
+from __future__ import annotations
+
+import itertools
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+
+from umlkit.experiments.tables import Claim, Row
+
+__all__ = ["load_declarations", "expand", "claims_of", "rows_of"]
+
+CELL_FIELDS = ("section", "method", "setting", "dataset")
+
+
+@lru_cache(maxsize=16)
+def _read(path: str) -> dict:
+    return yaml.safe_load(Path(path).read_text()) or {}
+
+
+def load_declarations(package_file: str) -> dict:
+    """The ``tables.yaml`` beside a paper package's module (pass ``__file__``), parsed once per process."""
+    path = Path(package_file).resolve().parent / "tables.yaml"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: every paper package declares its tables there")
+    return _read(str(path))
+
+
+def _fill(value, env: dict):
+    if isinstance(value, str):
+        return value.format_map(env) if env and "{" in value else value
+    if isinstance(value, list):
+        return [_fill(v, env) for v in value]
+    if isinstance(value, dict):
+        return {k: _fill(v, env) for k, v in value.items()}
+    return value
+
+
+def expand(entries: list[dict]) -> list[dict]:
+    """Every entry once, or once per combination of its ``for`` lists (first key outermost), placeholders filled."""
+    out = []
+    for entry in entries:
+        loops = entry.get("for") or {}
+        body = {k: v for k, v in entry.items() if k != "for"}
+        for values in itertools.product(*loops.values()):
+            out.append(_fill(body, dict(zip(loops, values))))
+    return out
+
+
+def _cell(spec: dict, defaults: dict, aliases: dict, where: str) -> dict:
+    unknown = set(spec) - set(CELL_FIELDS)
+    if unknown:
+        raise ValueError(f"{where}: unknown cell field(s) {sorted(unknown)}; a cell has {list(CELL_FIELDS)}")
+    cell = {f: spec.get(f, defaults.get(f, "")) for f in CELL_FIELDS}
+    for f, names in (aliases or {}).items():
+        cell[f] = names.get(cell[f], cell[f])
+    return {f: str(v) for f, v in cell.items()}
+
+
+def claims_of(group: dict, where: str = "claims") -> list[Claim]:
+    """The :class:`Claim` list of one claim group ``{cell: defaults, aliases: ..., list: [...]}``."""
+    defaults, aliases = group.get("cell") or {}, group.get("aliases") or {}
+    out = []
+    for i, c in enumerate(expand(group.get("list") or [])):
+        at = f"{where}[{i}] ({c.get('text', '?')!r})"
+        extra = {k: c[k] for k in ("metric", "paired", "margin") if k in c}
+        out.append(Claim(str(c["text"]), _cell(c["a"], defaults, aliases, at), _cell(c["b"], defaults, aliases, at),
+                         **extra))
+    return out
+
+
+def rows_of(entries: list[dict]) -> list[Row]:
+    """:class:`Row` objects of a row list (``for`` expanded); list values of ``spec`` stay lists."""
+    return [Row(**e) for e in expand(entries)]

@@ -1,0 +1,299 @@
+"""ooDML (Milbich, Roth et al., "Characterizing generalization under out-of-distribution shifts in deep metric
+learning", NeurIPS 2021): its splits, configurations, tables and analyses as data for the book's chapter.
+
+* **Splits** (Sec. 3, official ``split_helpers.py``): classes are the mean frozen feature of a backbone without
+  metric training (paper: ImageNet ResNet-50; quick: the shipped tiny ViT v2 on the large UML-Mini); swapping and
+  removal (:mod:`umlkit.experiments.splits`) raise the class-mean FID; :mod:`umlkit.experiments.split_making` keeps Table S1's
+  layout and commits them (``configs/oodml/splits_quick.json``); the full profile reads the published
+  ``datasplits/*.pkl`` instead; every chapter reads them through :mod:`umlkit.experiments.class_splits`. The i.i.d. FID of Table 1 halves every class's
+  images at random (five draws).
+* **Runs**: the single-source recipe (:mod:`umlkit.experiments.source_recipe`, shared with language guidance) composes ``configs/oodml/{oodml,methods}.yaml`` with a split's class lists (they
+  enter the record key); every run is a ``train_analysis`` record (:mod:`umlkit.experiments.runners`): the
+  last-epoch model's R@1, mAP@1000 and MAP@R, R@1 at a fixed class count, embedding structure, few-shot adaptation
+  (Tables S7/S8 methods) and transfer to the other sources (default splits). The official pipeline keeps the
+  epoch with the best *test* score; the book reports the last epoch, as it never selects on test data.
+* **Tables**: S1/1/S2 (FIDs), S4-S6 (every method on every split), S7/S8 (few-shot, from the same records), S3
+  (AGS from S4-S6); the learning rates come from :func:`lr_sweep` on training classes only.
+* **Analyses** for the figures: trends along the FID (Fig. 2), structure (Fig. 4), generic representations
+  (Fig. 6), transfer (Fig. S3), few-shot gains (Fig. 7), and the facts the discussion glues.
+
+The split and recipe functions a chapter calls (``oodml.make_splits``, ``oodml.run_config``, ...) are re-exported
+from those shared modules so the chapter's namespace keeps them.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from umlkit.experiments.runners import SOURCE_NAMES
+from umlkit.experiments.tables import Claim, Floor, Row, Table, measure, lr_sweep_frame
+from umlkit.experiments.class_splits import default_split_id, load_splits, split_ids, split_of  # noqa: F401
+from umlkit.experiments.source_recipe import chosen_lr, methods_config, run_config, tuned_methods  # noqa: F401
+from umlkit.experiments.split_making import (fid_range, fid_facts, import_published_splits,  # noqa: F401
+                                             make_splits, read_published_splits, write_splits)
+from umlkit.experiments.declarations import load_declarations
+
+
+PAPER = "oodml"
+DECLARED = load_declarations(__file__)   # tables.yaml: the paper's rows, claims and reasons
+SOURCES = ("cub", "cars", "sop")
+
+
+# ------------------------------------------------------------------------------------------------ runs
+ANALYSIS_METRICS = DECLARED["analysis_metrics"]
+
+
+def sweep_key(method: str, lr: float, profile: str = "quick", seed: int = 0) -> dict:
+    """The record key of one validation run of the learning-rate sweep (CUB-like default split)."""
+    return {"config": run_config(profile, method=method, source="cub", seed=seed, lr=lr, validation=True),
+            "analysis": {"metrics": ANALYSIS_METRICS}}
+
+
+def sweep_jobs(profile: str = "quick", grid=None, methods=None, seed: int = 0) -> list[tuple[str, str, dict]]:
+    """(record folder, label, key) of every sweep run: each method x each learning rate of ``grid`` (default: the
+    method's ``lr_grid`` in methods.yaml, else the shared one)."""
+    mc = methods_config()
+    return [("lr_sweep", f"{m}-lr{lr:g}-seed{seed}", sweep_key(m, float(lr), profile, seed))
+            for m in (methods or mc["methods"]) for lr in (grid or mc["methods"][m].get("lr_grid") or mc["lr_grid"])]
+
+
+def job_list(name: str, profile: str = "quick") -> list[tuple[str, str, dict]]:
+    """A named job list: ``lr_sweep`` or ``tables`` (every training run of Tables S4-S8)."""
+    if name == "lr_sweep":
+        return sweep_jobs(profile)
+    if name == "tables":
+        return table_jobs(profile)
+    raise KeyError(f"unknown ooDML job list {name!r}; choose lr_sweep or tables")
+
+
+# ------------------------------------------------------------------------------------------------ tables
+SEEDS = (0, 1, 2)
+SHIFT_TABLES = DECLARED["shift_tables"]
+FEW_SHOT_TABLES = DECLARED["few_shot_tables"]
+GENERIC = DECLARED["generic"]
+AGS_NAMES = DECLARED["ags_names"]  # Table S3 spells one method differently from Tables S4-S6
+
+
+def _paper_settings(table: str) -> dict[int, str]:
+    """Split id -> the paper's setting cell of a split table ('split=3;FID=52.6')."""
+    from umlkit.paper import paper_table
+    out = {}
+    for s in paper_table(PAPER, table)["setting"].dropna().unique():
+        parts = dict(p.split("=", 1) for p in s.split(";"))
+        out.setdefault(int(parts["split"]), s)
+    return out
+
+
+def analysis_for(method: str, source: str, split: int, profile: str = "quick") -> dict:
+    """What a Table S4-S8 run measures besides training: the metrics, R@1 at the fewest test classes of the source's
+    splits, the embedding structure, few-shot adaptation (Table S7/S8 methods and sources) and, on the default
+    split, transfer to the other sources (Table S2 / Fig. S3)."""
+    mc = methods_config()
+    fs = mc["few_shot"]
+    splits = load_splits(profile)["sources"][source]["splits"]
+    out = {"metrics": ANALYSIS_METRICS, "fixed_classes": min(len(s["test"]) for s in splits), "structure": True}
+    if method in fs["methods"] and source in fs["sources"]:
+        out["few_shot"] = {"shots": list(fs["shots"]), "episodes": int(fs["episodes"]),
+                           "iterations": int(fs["iterations"][profile]), "lr_mult": float(fs["lr_mult"])}
+    if split == default_split_id(source, profile) and method in mc["methods"]:
+        out["transfer"] = [s for s in SOURCES if s != source]
+    return out
+
+
+_KEYS: dict = {}
+
+
+def config_for(row: Row, seed: int, profile: str = "quick", overrides=()) -> dict:
+    """The record key of a Table S4-S8 row: ``{"config": run_config(...), "analysis": analysis_for(...)}``.
+
+    Keys are built once per (method, source, split, seed, profile, overrides) and process: Tables S7/S8 and S3
+    read the records of S4-S6 again, and the scoreboard asks for every seed up to 9. Callers must not mutate the
+    returned key (the record machinery copies it before it changes anything)."""
+    sp = row.spec
+    ident = (sp["method"], sp["source"], sp["split"], int(seed), profile, tuple(overrides),
+             id(methods_config()), id(load_splits(profile)))
+    if ident not in _KEYS:
+        method = "zero_shot" if sp["method"] in GENERIC else sp["method"]
+        extra = GENERIC.get(sp["method"], [])
+        cfg = run_config(profile, method=method, source=sp["source"], split=sp["split"], seed=seed,
+                         overrides=[*extra, *overrides])
+        _KEYS[ident] = {"config": cfg, "analysis": analysis_for(method, sp["source"], sp["split"], profile)}
+    return _KEYS[ident]
+
+
+def _shift_scores(result: dict, row: Row) -> dict:
+    name = SOURCE_NAMES[row.spec["source"]]
+    return {(name, m): v[name] for m, v in result["test"].items()}
+
+
+def _few_shot_scores(result: dict, row: Row) -> dict:
+    name = SOURCE_NAMES[row.spec["source"]]
+    block = result["few_shot"][str(row.spec["shot"])][f"{row.spec['use'].lower()}_mean"]
+    return {(name, m): v for m, v in block.items()}
+
+
+def _c(table_setting: str, method: str, dataset: str) -> dict:
+    return {"section": "", "method": method, "setting": table_setting, "dataset": dataset}
+
+
+def shift_table(source: str, profile: str = "quick") -> Table:
+    """Table S4 (CUB), S5 (Cars) or S6 (SOP): every method on every split, plus the two representations without
+    metric learning of Fig. 6 (rows the paper's tables do not have)."""
+    table = SHIFT_TABLES[source]
+    settings = _paper_settings(table)
+    ids = split_ids(source, profile)
+    rows = [Row(method=m, setting=settings[i], spec={"method": m, "source": source, "split": i},
+                runner="train_analysis", group="methods", label=f"{source}-{m}-split{i}")
+            for m in tuned_methods(profile) for i in ids]
+    rows += [Row(method=g, setting=settings[i], spec={"method": g, "source": source, "split": i},
+                 runner="train_analysis", group="generic", label=f"{source}-{g.split(' ')[0].lower()}-split{i}")
+             for g in GENERIC for i in ids]
+    name = SOURCE_NAMES[source]
+    default, hardest = settings[default_split_id(source, profile)], settings[ids[-1]]
+    claims = [Claim(f"{m}: R@1 falls from the default split to the hardest ({name})", _c(default, m, name),
+                    _c(hardest, m, name)) for m in methods_config()["methods"]]
+    if source == "sop":
+        for m in ("ArcFace", "ProxyAnchor"):
+            claims += [Claim(f"{m} beats Margin (D) on the default split ({name})", _c(default, m, name),
+                             _c(default, "Margin (D)", name)),
+                       Claim(f"Margin (D) beats {m} on the hardest split ({name})", _c(hardest, "Margin (D)", name),
+                             _c(hardest, m, name))]
+    return Table(PAPER, table, rows, config_for, seeds=SEEDS, scores=_shift_scores, claims=claims,
+                 unmeasured={"quick": "not measured in this profile"}, params=False,
+                 floor=Floor(frozen="Frozen backbone (no DML)", random="Random init (no DML)"))
+
+
+def few_shot_table(source: str, profile: str = "quick") -> Table:
+    """Table S7 (CUB) or S8 (Cars): zero-shot and adapted query metrics (mean over episodes) from the records of
+    Table S4/S5 (the same runs: few-shot adaptation is part of their analysis)."""
+    if source not in FEW_SHOT_TABLES:
+        raise KeyError(f"the paper has few-shot tables for {sorted(FEW_SHOT_TABLES)} only (SOP's classes have too few "
+                       f"images), not {source!r}")
+    table = FEW_SHOT_TABLES[source]
+    fs = methods_config()["few_shot"]
+    ids = split_ids(source, profile)
+    rows = [Row(method=m, setting=f"shot={k};use={use};split={i}",
+                spec={"method": m, "source": source, "split": i, "shot": k, "use": use},
+                runner="train_analysis", group=f"{k}-shot", label=f"{source}-{m}-split{i}")
+            for m in fs["methods"] if m in tuned_methods(profile) for k in fs["shots"] for use in ("Zero", "Few")
+            for i in ids]
+    name = SOURCE_NAMES[source]
+    claims = [Claim(f"{m}: {k}-shot adaptation beats zero-shot on the hardest split ({name})",
+                    _c(f"shot={k};use=Few;split={ids[-1]}", m, name), _c(f"shot={k};use=Zero;split={ids[-1]}", m, name),
+                    paired=True)
+              for m in fs["methods"] for k in fs["shots"]]
+    return Table(PAPER, table, rows, config_for, seeds=SEEDS, scores=_few_shot_scores, claims=claims,
+                 unmeasured={"quick": "not measured in this profile"}, params=False)
+
+
+def split_fids(profile: str = "quick") -> dict[str, dict[str, float]]:
+    """{paper source name: {paper setting: measured FID}} of every split (the x axis of Figs. 2-4)."""
+    out = {}
+    for src, table in SHIFT_TABLES.items():
+        settings = _paper_settings(table)
+        out[SOURCE_NAMES[src]] = {settings[s["id"]]: s["fid"] for s in load_splits(profile)["sources"][src]["splits"]}
+    return out
+
+
+def ags_frame(measured: pd.DataFrame, profile: str = "quick") -> pd.DataFrame:
+    """Table S3 from the measured Tables S4-S6 (one line per method, source, metric and seed): AGS over the
+    source's splits (:func:`umlkit.metrics.aggregated_generalization_score`, FIDs of this profile's splits
+    min-max normalised). A (method, source, seed) without every split measured is left out."""
+    from umlkit.metrics.distribution import aggregated_generalization_score
+    fids = split_fids(profile)
+    sub = measured[measured["metric"].isin(["R@1", "mAP@1000"]) & measured["row"].isin(list(methods_config()["methods"]))]
+    out = []
+    for (method, dataset, metric, seed), g in sub.groupby(["method", "dataset", "metric", "seed"]):
+        x = fids[dataset]
+        if set(g["setting"]) != set(x):
+            continue
+        name = AGS_NAMES.get(method, method)
+        out.append({"table": "Table S3", "section": "", "method": name, "setting": "", "row": name, "seed": seed,
+                    "dataset": dataset, "metric": f"AGS-{metric}", "stale": ",".join(sorted(set(g["stale"]) - {""})),
+                    "value": aggregated_generalization_score([x[s] for s in g["setting"]], g["value"].to_numpy())})
+    return pd.DataFrame(out)
+
+
+def ags_table(profile: str = "quick") -> Table:
+    def derive(profile: str = profile, train: bool = False) -> pd.DataFrame:
+        parts = [measure(shift_table(s, profile), profile, train=train, progress=False, log=None) for s in SOURCES]
+        parts = [p for p in parts if not p.empty]
+        return ags_frame(pd.concat(parts, ignore_index=True), profile) if parts else pd.DataFrame()
+    claims = [Claim(f"{m} beats Margin (D) by AGS ({SOURCE_NAMES[s]})", _c("", m, SOURCE_NAMES[s]),
+                    _c("", "Margin (D)", SOURCE_NAMES[s]), metric="AGS-R@1")
+              for m in ("S2SD", "DiVA", "R-Margin") for s in SOURCES]
+    return Table(PAPER, "Table S3", [], lambda *a: {}, seeds=SEEDS, claims=claims, params=False, derive=derive,
+                 unmeasured={"quick": "not measured in this profile"})
+
+
+def TABLES(profile: str = "quick") -> dict[str, Table]:
+    """Every ooDML table of a profile: the FID tables (computed with the splits), the shift tables S4-S6 and the
+    few-shot tables S7-S8 (records), and Table S3 (AGS, from the records of S4-S6)."""
+    out = {t: fid_table(t, profile) for t in ("Table 1", "Table S1", "Table S2")}
+    out.update({SHIFT_TABLES[s]: shift_table(s, profile) for s in SOURCES})
+    out.update({FEW_SHOT_TABLES[s]: few_shot_table(s, profile) for s in FEW_SHOT_TABLES})
+    out["Table S3"] = ags_table(profile)
+    return out
+
+
+def table_jobs(profile: str = "quick", seeds=SEEDS) -> list[tuple[str, str, dict]]:
+    """(record folder, label, key) of every training run of Tables S4-S8, seed-major (all of seed 0 first)."""
+    jobs = []
+    for seed in seeds:
+        for src in SOURCES:
+            spec = shift_table(src, profile)  # rows of tuned methods only: untuned ones wait for their sweep
+            jobs += [(spec.slug, f"{row.label}-seed{seed}", config_for(row, seed, profile)) for row in spec.rows]
+    return jobs
+
+
+def lr_sweep(profile: str = "quick", train: bool = False, select_on: str = "MAP@R") -> pd.DataFrame:
+    """The tuning protocol's results: per method and learning rate, the validation scores (R@1, mAP@1000, MAP@R on
+    the held-out training classes of the CUB-like default split); ``chosen`` marks each method's best by
+    ``select_on``, and ``interior`` says whether that best lies inside the grid (not on its edge)."""
+    return lr_sweep_frame(PAPER, sweep_jobs(profile), profile, train, name="method", metrics=ANALYSIS_METRICS,
+                          select_on=select_on)
+
+
+# ------------------------------------------------------------------------------------------------ FID tables
+_T1 = DECLARED["t1"]
+_DIRECTION = DECLARED["direction"]
+
+
+def _fid_row(table: str, setting: str, dataset: str, value: float, seed: int = 0, row: str | None = None) -> dict:
+    return {"table": table, "section": "", "method": "", "setting": setting, "row": row or setting, "seed": seed,
+            "dataset": dataset, "metric": "FID", "value": float(value), "stale": ""}
+
+
+def fid_measured(table: str, profile: str = "quick") -> pd.DataFrame:
+    """Table 1 (default and i.i.d. FID; the i.i.d. split drawn 5 times, as seeds), Table S1 (every split's FID) or
+    Table S2 (train classes of one source against the test classes of another; the largest FID of any split) of
+    this profile's splits, in the measured long format. Computed when the splits were made: no training."""
+    data = load_splits(profile)
+    rows = []
+    if table == "Table 1":
+        for src in SOURCES:
+            d, name = data["sources"][src], SOURCE_NAMES[src]
+            rows.append(_fid_row(table, _T1["default"], name, d["default_fid"], row="default split"))
+            rows += [_fid_row(table, _T1["iid"], name, v, seed=i, row="i.i.d. split") for i, v in enumerate(d["iid_fid"])]
+    elif table == "Table S1":
+        for src in SOURCES:
+            rows += [_fid_row(table, f"split={s['id']}", SOURCE_NAMES[src], s["fid"], row=f"split {s['id']}")
+                     for s in data["sources"][src]["splits"]]
+    elif table == "Table S2":
+        for pair, v in data["cross_fid"].items():
+            a, b = pair.split(">")
+            setting = f"direction={_DIRECTION[a]}→{_DIRECTION[b]};train={SOURCE_NAMES[a]};test={SOURCE_NAMES[b]}"
+            rows.append(_fid_row(table, setting, "", v, row=f"{SOURCE_NAMES[a]} → {SOURCE_NAMES[b]}"))
+        top = max(s["fid"] for d in data["sources"].values() for s in d["splits"])
+        rows.append(_fid_row(table, "direction=Max. ooDML;value=parenthesised", "", top, row="largest ooDML split"))
+    else:
+        raise KeyError(f"{table!r} is not an FID table; choose Table 1, Table S1 or Table S2")
+    return pd.DataFrame(rows)
+
+
+def fid_table(table: str, profile: str = "quick") -> Table:
+    unmeasured = {"quick": "not measured in this profile"}
+    if table == "Table S2":
+        unmeasured = {p: "ambiguous in the paper: the printed '155 (235)' has a main value that matches no split of "
+                         "Table S1; the parenthesised 235 is compared with the largest split FID" for p in ("quick", "full")}
+    return Table(PAPER, table, [], lambda *a: {}, metric="FID", params=False, unmeasured=unmeasured,
+                 derive=lambda profile=profile, train=False: fid_measured(table, profile))

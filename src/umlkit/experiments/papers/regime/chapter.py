@@ -1,0 +1,134 @@
+"""The regime-map chapter (``book/regime_map.ipynb``): the heat map of PUMA - full fine-tuning per (shift, shots),
+the forgetting frame of the attribute probes, the splits' summary and the facts its prose glues.
+"""
+from __future__ import annotations
+
+
+import numpy as np
+import pandas as pd
+from umlkit.experiments.papers.regime.config import PROBE_METRIC, _setting, load_splits, settings
+
+
+# ------------------------------------------------------------------------------------------------ views
+def heat_frame(cmp: pd.DataFrame, dataset: str = "Harmonic") -> pd.DataFrame:
+    """PUMA - full fine-tuning in ``dataset`` R@1 per (shift, shots): the seed means' gap, its 95 % Welch interval
+    (from :func:`umlkit.experiments.tables.claim_test`'s standard error and degrees of freedom; NaN with fewer than
+    the claim test's seeds) and the seeds, in the configuration's order."""
+    from scipy import stats
+
+    from umlkit.experiments.tables import claim_test
+    c = settings()
+    sub = cmp[(cmp["dataset"] == dataset) & (cmp["metric"] == "R@1")]
+    lines = []
+    for shift in c["shifts"]:
+        for shots in c["shots"]:
+            cells = {m: sub[(sub["method"] == m) & (sub["setting"] == _setting(shift, shots))] for m in c["methods"]}
+            if any(len(v) != 1 for v in cells.values()):
+                continue
+            a, b = cells["PUMA"].iloc[0], cells["Full fine-tuning"].iloc[0]
+            test = claim_test(a["values"], b["values"])
+            gap = float(a["measured"] - b["measured"])
+            half = float(stats.t.ppf(0.975, test["df"]) * test["se"]) if np.isfinite(test["se"]) else float("nan")
+            lines.append({"shift": shift, "shots": str(shots), "gap": gap, "low": gap - half, "high": gap + half,
+                          "seeds": int(min(a["seeds"], b["seeds"]))})
+    return pd.DataFrame(lines, columns=["shift", "shots", "gap", "low", "high", "seeds"])
+
+
+def forgetting_frame(cmp: pd.DataFrame, shots="all") -> pd.DataFrame:
+    """Probe accuracy (backbone feature; the embedding's mean as attribute "embedding mean") per attribute and
+    shift: the frozen backbone, PUMA and full fine-tuning at ``shots``, seed means, one line per (shift,
+    attribute)."""
+    sub = cmp[cmp["metric"] == PROBE_METRIC]
+    lines = []
+    for shift in settings()["shifts"]:
+        zs = sub[sub["setting"] == _setting(shift)].set_index("dataset")["measured"]
+        runs = sub[sub["setting"] == _setting(shift, shots)]
+        for attr in zs.index:
+            name = "embedding mean" if attr == "embedding probe: mean" else attr.removeprefix("probe: ")
+            line = {"shift": shift, "attribute": name, "Zero-Shot": float(zs[attr])}
+            for m in settings()["methods"]:
+                v = runs[(runs["method"] == m) & (runs["dataset"] == attr)]["measured"]
+                line[m] = float(v.iloc[0]) if len(v) == 1 else float("nan")
+            lines.append(line)
+    return pd.DataFrame(lines)
+
+
+def regime_facts(heat: pd.DataFrame, claims: pd.DataFrame, forgetting: pd.DataFrame,
+                 unified: pd.DataFrame | None = None, cmp: pd.DataFrame | None = None) -> dict[str, str]:
+    """The numbers the chapter's discussion states (glued): every cell's Harmonic gap (``rm_gap_<shift>_<shots>``;
+    ``unified``: :func:`heat_frame` on Unified, ``rm_ugap_...``), the range, the best cell for PUMA, how many cells
+    each verdict got; per shift the probes' mean accuracy of the frozen backbone, PUMA and full fine-tuning, their
+    losses against the frozen backbone, full fine-tuning's most-forgotten attribute, the held-out-value probes and
+    the forgetting claims' verdicts; with ``cmp`` every cell's Harmonic R@1
+    (``rm_h_<zs|puma|ft>_<shift>[_<shots>]``)."""
+    from umlkit.experiments.prose import number
+    f: dict[str, str] = {}
+    if cmp is not None:
+        tags = {"Zero-Shot": "zs", "PUMA": "puma", "Full fine-tuning": "ft"}
+        h = cmp[(cmp["dataset"] == "Harmonic") & (cmp["metric"] == "R@1")]
+        for _, r in h.iterrows():
+            parts = dict(p.split("=") for p in r["setting"].split(";"))
+            shots = [parts["shots"]] if "shots" in parts else []
+            f["_".join([f"rm_h_{tags[r['method']]}", parts["shift"], *shots])] = number(r["measured"])
+    for frame, tag in ((heat, "gap"), (unified, "ugap")):
+        if frame is None or frame.empty:
+            continue
+        for _, r in frame.iterrows():
+            f[f"rm_{tag}_{r['shift']}_{r['shots']}"] = number(r["gap"], True)
+    if not heat.empty:
+        best = heat.loc[heat["gap"].idxmax()]
+        f["rm_gap_min"], f["rm_gap_max"] = number(heat["gap"].min(), True), number(heat["gap"].max(), True)
+        f["rm_best_cell"], f["rm_best_gap"] = f"{best['shift']}, k={best['shots']}", number(best["gap"], True)
+        f["rm_best_interval"] = f"{number(best['low'], True)} to {number(best['high'], True)}"
+        f["rm_cells"] = str(len(heat))
+        f["rm_cells_puma_ahead"] = str(int((heat["gap"] > 0).sum()))
+    beats = claims[claims["claim"].str.contains("beats full fine-tuning")]
+    for v in ("supported", "inconclusive", "contradicted"):
+        f[f"rm_cells_{v}"] = str(int((beats["verdict"] == v).sum()))
+    for shift in dict.fromkeys(forgetting["shift"]):
+        fr = forgetting[forgetting["shift"] == shift].set_index("attribute")
+        for col, tag in (("Zero-Shot", "zs"), ("PUMA", "puma"), ("Full fine-tuning", "ft")):
+            f[f"rm_probe_{shift}_{tag}"] = number(fr.loc["mean", col])
+            for held in [a for a in fr.index if a.endswith("(held-out)")]:
+                f[f"rm_held_{held.split()[0]}_{shift}_{tag}"] = number(fr.loc[held, col])
+        f[f"rm_ft_loss_{shift}"] = number(fr.loc["mean", "Zero-Shot"] - fr.loc["mean", "Full fine-tuning"])
+        f[f"rm_puma_loss_{shift}"] = number(fr.loc["mean", "Zero-Shot"] - fr.loc["mean", "PUMA"])
+        heads = fr.drop(index=[a for a in fr.index if a in ("mean", "embedding mean") or a.endswith("(held-out)")])
+        drop = (heads["Zero-Shot"] - heads["Full fine-tuning"]).sort_values(ascending=False)
+        f[f"rm_ft_worst_{shift}"] = f"{drop.index[0]} ({number(-drop.iloc[0], True)})"
+        f[f"rm_ft_second_{shift}"] = f"{drop.index[1]} ({number(-drop.iloc[1], True)})"
+        for claim, tag in (("PUMA's feature keeps more", "keep"), ("full fine-tuning's feature keeps less", "forget")):
+            hit = claims[claims["claim"].str.startswith(f"{shift}, all images: {claim}")]
+            if len(hit) == 1:
+                f[f"rm_v_{tag}_{shift}"] = str(hit["verdict"].iloc[0])
+    return f
+
+
+def split_summary() -> pd.DataFrame:
+    """Training, test and left-out classes of every source under every shift (the loaders' split for
+    ``families``), one line per (shift, source)."""
+    from umlkit.data.mini import SOURCES
+    c = settings()
+    lines = []
+    for shift in c["shifts"]:
+        for src in c["datasets"]:
+            (n_train, _), (n_test, _) = SOURCES[src].train, SOURCES[src].test
+            if shift != "families":
+                split = load_splits()[shift][src]
+                total = n_train + n_test
+                n_train, n_test = len(split["train"]), len(split["test"])
+                left = total - n_train - n_test
+            else:
+                left = 0
+            lines.append({"shift": shift, "source": src, "split by": "" if shift == "families" else
+                          " x ".join(c["attributes"][src][:1 if shift == "values" else 2]),
+                          "train classes": n_train, "test classes": n_test, "left out": left,
+                          "train / test / left out": f"{n_train} / {n_test} / {left}"})
+    return pd.DataFrame(lines)
+
+
+def probe_table(forgetting: pd.DataFrame) -> pd.DataFrame:
+    """:func:`forgetting_frame` as one line per (shift, model) and one column per attribute."""
+    long = forgetting.melt(id_vars=["shift", "attribute"], var_name="model", value_name="accuracy")
+    out = long.pivot_table(index=["shift", "model"], columns="attribute", values="accuracy", sort=False)
+    return out[list(dict.fromkeys(forgetting["attribute"]))]
