@@ -7,7 +7,10 @@ configuration, a record into table cells) is code in its ``config.py``. This mod
 and expands the two conveniences the files use:
 
 * ``for: {k: [1, 2], d: [Unified, Harmonic]}`` on a claim (or row) entry repeats it for every combination, the
-  first key outermost, with ``{k}`` / ``{d}`` filled into every string of the entry;
+  first key outermost, with ``{k}`` / ``{d}`` filled into every string of the entry; a list written ``$methods``
+  is one the paper's config.py computes (from methods.yaml or the splits) and passes in with other values
+  (``{hardest}``: the setting cell of a source's hardest split); ``each: [...]`` emits several entries per
+  combination, in that order;
 * a claim group's ``cell`` gives the defaults of every cell (``section``, ``method``, ``setting``, ``dataset``) and
   ``aliases`` short names for long cell values (``section: b`` for PUMA's "(b) Unified metric learning ...").
 
@@ -51,14 +54,30 @@ def _fill(value, env: dict):
     return value
 
 
-def expand(entries: list[dict]) -> list[dict]:
-    """Every entry once, or once per combination of its ``for`` lists (first key outermost), placeholders filled."""
+def _loop_values(values, env: dict, where: str) -> list:
+    """A ``for`` list as written, or ``$name``: the list ``env[name]`` the caller computed (e.g. the methods of
+    methods.yaml, the splits of a source)."""
+    if isinstance(values, str) and values.startswith("$"):
+        if values[1:] not in env:
+            raise KeyError(f"{where}: the loop list {values} is not one the caller provides ({sorted(env)})")
+        return list(env[values[1:]])
+    return list(values)
+
+
+def expand(entries: list[dict], env: dict | None = None) -> list[dict]:
+    """Every entry once, or once per combination of its ``for`` lists (first key outermost), with the loop variables
+    and ``env`` filled into every string. An entry with ``each: [...]`` emits each of those sub-entries (merged over
+    its other keys) per combination, so that claims made together stay together."""
+    env = env or {}
     out = []
     for entry in entries:
-        loops = entry.get("for") or {}
-        body = {k: v for k, v in entry.items() if k != "for"}
+        where = str(entry.get("text", entry))
+        loops = {k: _loop_values(v, env, where) for k, v in (entry.get("for") or {}).items()}
+        body = {k: v for k, v in entry.items() if k not in ("for", "each")}
+        parts = [{**body, **sub} for sub in entry["each"]] if "each" in entry else [body]
         for values in itertools.product(*loops.values()):
-            out.append(_fill(body, dict(zip(loops, values))))
+            scope = {**env, **dict(zip(loops, values))}
+            out += [_fill(part, scope) for part in parts]
     return out
 
 
@@ -72,11 +91,12 @@ def _cell(spec: dict, defaults: dict, aliases: dict, where: str) -> dict:
     return {f: str(v) for f, v in cell.items()}
 
 
-def claims_of(group: dict, where: str = "claims") -> list[Claim]:
-    """The :class:`Claim` list of one claim group ``{cell: defaults, aliases: ..., list: [...]}``."""
+def claims_of(group: dict, where: str = "claims", env: dict | None = None) -> list[Claim]:
+    """The :class:`Claim` list of one claim group ``{cell: defaults, aliases: ..., list: [...]}``; ``env`` gives the
+    values and ``$lists`` its placeholders refer to."""
     defaults, aliases = group.get("cell") or {}, group.get("aliases") or {}
     out = []
-    for i, c in enumerate(expand(group.get("list") or [])):
+    for i, c in enumerate(expand(group.get("list") or [], env)):
         at = f"{where}[{i}] ({c.get('text', '?')!r})"
         extra = {k: c[k] for k in ("metric", "paired", "margin") if k in c}
         out.append(Claim(str(c["text"]), _cell(c["a"], defaults, aliases, at), _cell(c["b"], defaults, aliases, at),

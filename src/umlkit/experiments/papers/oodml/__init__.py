@@ -10,7 +10,7 @@ from umlkit.experiments.registry import Paper
 
 ENTRY = Paper(name="oodml", title="ooDML (Milbich, Roth et al., NeurIPS 2021)", claim_tables=config.TABLES,
               chapters=("oodml",), headline="Margin (D): R@1 falls from the default split to the hardest (CUB)",
-              job_lists={n: partial(config.job_list, n) for n in ("lr_sweep", "tables")})
+              job_lists={n: partial(config.job_list, n) for n in ("lr_sweep", "lr_sweep_cars", "lr_sweep_sop", "tables")})
 
 
 def __getattr__(name: str):

@@ -30,11 +30,12 @@ from umlkit.experiments.class_splits import default_split_id, load_splits, split
 from umlkit.experiments.source_recipe import chosen_lr, methods_config, run_config, tuned_methods  # noqa: F401
 from umlkit.experiments.split_making import (fid_range, fid_facts, import_published_splits,  # noqa: F401
                                              make_splits, read_published_splits, write_splits)
-from umlkit.experiments.declarations import load_declarations
+from umlkit.experiments.declarations import claims_of, load_declarations
 
 
 PAPER = "oodml"
 DECLARED = load_declarations(__file__)   # tables.yaml: the paper's rows, claims and reasons
+REASONS = DECLARED["reasons"]
 SOURCES = ("cub", "cars", "sop")
 
 
@@ -42,27 +43,33 @@ SOURCES = ("cub", "cars", "sop")
 ANALYSIS_METRICS = DECLARED["analysis_metrics"]
 
 
-def sweep_key(method: str, lr: float, profile: str = "quick", seed: int = 0) -> dict:
-    """The record key of one validation run of the learning-rate sweep (CUB-like default split)."""
-    return {"config": run_config(profile, method=method, source="cub", seed=seed, lr=lr, validation=True),
+def sweep_key(method: str, lr: float, profile: str = "quick", seed: int = 0, source: str = "cub") -> dict:
+    """The record key of one validation run of the learning-rate sweep (the source's default split)."""
+    return {"config": run_config(profile, method=method, source=source, seed=seed, lr=lr, validation=True),
             "analysis": {"metrics": ANALYSIS_METRICS}}
 
 
-def sweep_jobs(profile: str = "quick", grid=None, methods=None, seed: int = 0) -> list[tuple[str, str, dict]]:
-    """(record folder, label, key) of every sweep run: each method x each learning rate of ``grid`` (default: the
-    method's ``lr_grid`` in methods.yaml, else the shared one)."""
+def sweep_jobs(profile: str = "quick", grid=None, methods=None, seed: int = 0,
+               source: str = "cub") -> list[tuple[str, str, dict]]:
+    """(record folder, label, key) of every sweep run on ``source``: each method x each learning rate of ``grid``
+    (default: the method's ``lr_grid`` in methods.yaml, else the shared one). Labels of sources other than CUB
+    start with the source."""
     mc = methods_config()
-    return [("lr_sweep", f"{m}-lr{lr:g}-seed{seed}", sweep_key(m, float(lr), profile, seed))
+    prefix = "" if source == "cub" else f"{source}-"
+    return [("lr_sweep", f"{prefix}{m}-lr{lr:g}-seed{seed}", sweep_key(m, float(lr), profile, seed, source))
             for m in (methods or mc["methods"]) for lr in (grid or mc["methods"][m].get("lr_grid") or mc["lr_grid"])]
 
 
 def job_list(name: str, profile: str = "quick") -> list[tuple[str, str, dict]]:
-    """A named job list: ``lr_sweep`` or ``tables`` (every training run of Tables S4-S8)."""
+    """A named job list: ``lr_sweep`` (CUB-like validation split), ``lr_sweep_cars`` / ``lr_sweep_sop`` (the same
+    protocol on the other sources' validation splits) or ``tables`` (every training run of Tables S4-S8)."""
     if name == "lr_sweep":
         return sweep_jobs(profile)
+    if name.startswith("lr_sweep_") and name.removeprefix("lr_sweep_") in SOURCES:
+        return sweep_jobs(profile, source=name.removeprefix("lr_sweep_"))
     if name == "tables":
         return table_jobs(profile)
-    raise KeyError(f"unknown ooDML job list {name!r}; choose lr_sweep or tables")
+    raise KeyError(f"unknown ooDML job list {name!r}; choose lr_sweep, lr_sweep_cars, lr_sweep_sop or tables")
 
 
 # ------------------------------------------------------------------------------------------------ tables
@@ -131,10 +138,6 @@ def _few_shot_scores(result: dict, row: Row) -> dict:
     return {(name, m): v for m, v in block.items()}
 
 
-def _c(table_setting: str, method: str, dataset: str) -> dict:
-    return {"section": "", "method": method, "setting": table_setting, "dataset": dataset}
-
-
 def shift_table(source: str, profile: str = "quick") -> Table:
     """Table S4 (CUB), S5 (Cars) or S6 (SOP): every method on every split, plus the two representations without
     metric learning of Fig. 6 (rows the paper's tables do not have)."""
@@ -149,16 +152,12 @@ def shift_table(source: str, profile: str = "quick") -> Table:
              for g in GENERIC for i in ids]
     name = SOURCE_NAMES[source]
     default, hardest = settings[default_split_id(source, profile)], settings[ids[-1]]
-    claims = [Claim(f"{m}: R@1 falls from the default split to the hardest ({name})", _c(default, m, name),
-                    _c(hardest, m, name)) for m in methods_config()["methods"]]
+    env = {"name": name, "default": default, "hardest": hardest, "methods": list(methods_config()["methods"])}
+    claims = claims_of(DECLARED["claims"]["shift"], f"ooDML {table}", env)
     if source == "sop":
-        for m in ("ArcFace", "ProxyAnchor"):
-            claims += [Claim(f"{m} beats Margin (D) on the default split ({name})", _c(default, m, name),
-                             _c(default, "Margin (D)", name)),
-                       Claim(f"Margin (D) beats {m} on the hardest split ({name})", _c(hardest, "Margin (D)", name),
-                             _c(hardest, m, name))]
+        claims += claims_of(DECLARED["claims"]["shift_sop"], f"ooDML {table}", env)
     return Table(PAPER, table, rows, config_for, seeds=SEEDS, scores=_shift_scores, claims=claims,
-                 unmeasured={"quick": "not measured in this profile"}, params=False,
+                 unmeasured={"quick": REASONS["not_measured"]}, params=False,
                  floor=Floor(frozen="Frozen backbone (no DML)", random="Random init (no DML)"))
 
 
@@ -177,12 +176,10 @@ def few_shot_table(source: str, profile: str = "quick") -> Table:
             for m in fs["methods"] if m in tuned_methods(profile) for k in fs["shots"] for use in ("Zero", "Few")
             for i in ids]
     name = SOURCE_NAMES[source]
-    claims = [Claim(f"{m}: {k}-shot adaptation beats zero-shot on the hardest split ({name})",
-                    _c(f"shot={k};use=Few;split={ids[-1]}", m, name), _c(f"shot={k};use=Zero;split={ids[-1]}", m, name),
-                    paired=True)
-              for m in fs["methods"] for k in fs["shots"]]
+    env = {"name": name, "last": ids[-1], "few_shot_methods": fs["methods"], "shots": fs["shots"]}
+    claims = claims_of(DECLARED["claims"]["few_shot"], f"ooDML {table}", env)
     return Table(PAPER, table, rows, config_for, seeds=SEEDS, scores=_few_shot_scores, claims=claims,
-                 unmeasured={"quick": "not measured in this profile"}, params=False)
+                 unmeasured={"quick": REASONS["not_measured"]}, params=False)
 
 
 def split_fids(profile: str = "quick") -> dict[str, dict[str, float]]:
@@ -218,11 +215,10 @@ def ags_table(profile: str = "quick") -> Table:
         parts = [measure(shift_table(s, profile), profile, train=train, progress=False, log=None) for s in SOURCES]
         parts = [p for p in parts if not p.empty]
         return ags_frame(pd.concat(parts, ignore_index=True), profile) if parts else pd.DataFrame()
-    claims = [Claim(f"{m} beats Margin (D) by AGS ({SOURCE_NAMES[s]})", _c("", m, SOURCE_NAMES[s]),
-                    _c("", "Margin (D)", SOURCE_NAMES[s]), metric="AGS-R@1")
-              for m in ("S2SD", "DiVA", "R-Margin") for s in SOURCES]
+    claims = claims_of(DECLARED["claims"]["ags"], "ooDML Table S3",
+                       {"source_names": [SOURCE_NAMES[s] for s in SOURCES]})
     return Table(PAPER, "Table S3", [], lambda *a: {}, seeds=SEEDS, claims=claims, params=False, derive=derive,
-                 unmeasured={"quick": "not measured in this profile"})
+                 unmeasured={"quick": REASONS["not_measured"]})
 
 
 def TABLES(profile: str = "quick") -> dict[str, Table]:
@@ -245,12 +241,12 @@ def table_jobs(profile: str = "quick", seeds=SEEDS) -> list[tuple[str, str, dict
     return jobs
 
 
-def lr_sweep(profile: str = "quick", train: bool = False, select_on: str = "MAP@R") -> pd.DataFrame:
+def lr_sweep(profile: str = "quick", train: bool = False, select_on: str = "MAP@R", source: str = "cub") -> pd.DataFrame:
     """The tuning protocol's results: per method and learning rate, the validation scores (R@1, mAP@1000, MAP@R on
-    the held-out training classes of the CUB-like default split); ``chosen`` marks each method's best by
+    the held-out training classes of ``source``'s default split); ``chosen`` marks each method's best by
     ``select_on``, and ``interior`` says whether that best lies inside the grid (not on its edge)."""
-    return lr_sweep_frame(PAPER, sweep_jobs(profile), profile, train, name="method", metrics=ANALYSIS_METRICS,
-                          select_on=select_on)
+    return lr_sweep_frame(PAPER, sweep_jobs(profile, source=source), profile, train, name="method",
+                          metrics=ANALYSIS_METRICS, dataset=SOURCE_NAMES[source], select_on=select_on)
 
 
 # ------------------------------------------------------------------------------------------------ FID tables
@@ -291,9 +287,8 @@ def fid_measured(table: str, profile: str = "quick") -> pd.DataFrame:
 
 
 def fid_table(table: str, profile: str = "quick") -> Table:
-    unmeasured = {"quick": "not measured in this profile"}
+    unmeasured = {"quick": REASONS["not_measured"]}
     if table == "Table S2":
-        unmeasured = {p: "ambiguous in the paper: the printed '155 (235)' has a main value that matches no split of "
-                         "Table S1; the parenthesised 235 is compared with the largest split FID" for p in ("quick", "full")}
+        unmeasured = {p: REASONS["table_s2"] for p in ("quick", "full")}
     return Table(PAPER, table, [], lambda *a: {}, metric="FID", params=False, unmeasured=unmeasured,
                  derive=lambda profile=profile, train=False: fid_measured(table, profile))

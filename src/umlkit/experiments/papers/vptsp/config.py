@@ -39,11 +39,12 @@ from umlkit.experiments import class_splits
 from umlkit.experiments.runners import SOURCE_NAMES
 from umlkit.experiments.tuning import chosen
 from umlkit.experiments.tables import Claim, Floor, Row, Table, lr_sweep_frame
-from umlkit.experiments.declarations import load_declarations
+from umlkit.experiments.declarations import expand, load_declarations
 
 
 PAPER = "vptsp"
 DECLARED = load_declarations(__file__)   # tables.yaml: the paper's rows, claims and reasons
+REASONS = DECLARED["reasons"]
 SOURCES = ("cub", "cars")   # the sources of Tables 4 and 5 (Table 2: ALL_SOURCES, the diagnosis: DIAGNOSIS_SOURCES)
 SEEDS = (0, 1, 2)
 METRICS = ["R@1", "MAP@R"]
@@ -255,40 +256,32 @@ def _beats(a: str, b: str, dataset: str = "CUB", metric: str = "R@1", what: str 
                  _cell(b, dataset, metric, table, st.get(b)), metric=metric)
 
 
+def declared_claims(table: str, settings: dict | None = None) -> list[Claim]:
+    """The claims tables.yaml declares for ``table``, each "a beats b" on its dataset and metric."""
+    return [_beats(**entry, table=table, settings=settings) for entry in expand(DECLARED["claims"][table])]
+
+
 def table1(profile: str = "quick") -> Table:
-    # the strongest plain baseline (VPT itself is the "BitFit helps" claim below)
-    claims = [_beats("VPT (B)", m) for m in _PLAIN if m not in ("VPT (B)", "VPT")]
-    claims += [_beats(f"{m} (B)", m, what=" (BitFit helps)") for m in ("Adapter", "VPT", "VPTSP-M", "VPTSP-G")]
-    claims += [_beats("VPTSP-G (B)", "VPT (B)", metric=m, what=" (semantic proxies)") for m in METRICS]
-    claims += [_beats("VPTSP-G (B)", "Linear Prob")]
+    claims = declared_claims("Table 1")
     return Table(PAPER, "Table 1", _rows("Table 1", TABLE1), config_for, seeds=SEEDS, scores=_scores, claims=claims,
-                 unmeasured={"quick": {"*": "full-profile only: GPU memory (the quick profile trains on the CPU)"},
-                             "full": {"*": "not measured: GPU memory of a training step (benchmarks/"
-                                           "bench_vptsp_step.py --profile full --device cuda records peak_mb; not "
-                                           "joined to this table)"}},
+                 unmeasured={"quick": {"*": REASONS["table1_quick"]}, "full": {"*": REASONS["table1_full"]}},
                  params=True, params_dataset="CUB")
 
 
 def table4(profile: str = "quick") -> Table:
-    # semantic proxies on CUB are Table 1's claims (the same runs); Table 4 adds Cars
-    claims = [_beats("VPTSP (GRU) + Bias", "VPT+Bias (Baseline)", "Cars", m, " (semantic proxies)", "Table 4")
-              for m in METRICS]
-    for d in ("CUB", "Cars"):
-        claims += [_beats("VPTSP (GRU)", "VPTSP (EMA)", d, what=" (GRU beats EMA)", table="Table 4"),
-                   _beats("VPTSP (GRU) + Bias", "VPTSP (EMA) + Bias", d, what=" (GRU beats EMA)", table="Table 4")]
+    claims = declared_claims("Table 4")
     return Table(PAPER, "Table 4", _rows("Table 4", TABLE4, SOURCES), config_for, seeds=SEEDS, scores=_scores,
                  claims=claims, params=False)
 
 
 def table5(profile: str = "quick") -> Table:
-    claims = [_beats("VPTSP-G", m, d, what=" (class prompts are needed)", table="Table 5")
-              for d in ("CUB", "Cars") for m in ("Sample", "Encoder", "Fixed Encoder")]
+    claims = declared_claims("Table 5")
     return Table(PAPER, "Table 5", _rows("Table 5", TABLE5, SOURCES), config_for, seeds=SEEDS, scores=_scores,
                  claims=claims, params=False)
 
 
 def table7(profile: str = "quick") -> Table:
-    claims = [_beats("GRU with Relu", m, table="Table 7") for m in TABLE7 if m != "GRU with Relu"]
+    claims = declared_claims("Table 7")
     return Table(PAPER, "Table 7", _rows("Table 7", TABLE7), config_for, seeds=SEEDS, scores=_scores, claims=claims,
                  params=False)
 
@@ -307,37 +300,18 @@ def table2(profile: str = "quick") -> Table:
                 runner="train_analysis", label=f"{s}-zero_shot", seed_free=True) for s in ALL_SOURCES]
     rows += [r for name, spec in TABLE2.items()
              for r in _rows("Table 2", {name: spec}, ALL_SOURCES, T2_SETTINGS[name], TABLE2_METRICS)]
-    # each comparison of the same runs is declared once: VPTSP-G vs VPT-Base and VPTSP-G vs VPTSP-M on CUB and Cars
-    # are Tables 1 and 4's claims (the same configurations), so Table 2 adds them on SOP and In-shop only
-    claims = [_beats("VPTSP-M", "VPT-Base", SOURCE_NAMES[s], what=" (semantic proxies)", table="Table 2",
-                     settings=T2_SETTINGS) for s in ALL_SOURCES]
-    for d in ("SOP", "InShop"):
-        claims += [_beats("VPTSP-G", "VPT-Base", d, what=" (semantic proxies)", table="Table 2", settings=T2_SETTINGS),
-                   _beats("VPTSP-G", "VPTSP-M", d, what=" (GRU beats EMA)", table="Table 2", settings=T2_SETTINGS)]
-    claims += [_beats("VPTSP-G", "Hyp-ViT", d, what=" (beats full fine-tuning)", table="Table 2", settings=T2_SETTINGS)
-               for d in ("CUB", "Cars")]
-    claims += [_beats("Hyp-ViT", "VPTSP-G", d, what=" (the gain turns on many-class sources)", table="Table 2",
-                      settings=T2_SETTINGS) for d in ("SOP", "InShop")]
+    claims = declared_claims("Table 2", T2_SETTINGS)
     return Table(PAPER, "Table 2", rows, config_for, seeds=SEEDS, scores=_scores, claims=claims, params=False,
                  floor=Floor(frozen=ZERO_SHOT, per_setting=False),
-                 unmeasured={p: {"RS@K": "quoted: Patel et al. (2022), ViT-B/16 with batches over 200 (another "
-                                         "work's number)",
-                                 "VPTSP-G": why} for p, why in (
-                     ("quick", "full-profile only: ViT-B/16 with a 512-d embedding (the quick profile has one tiny "
-                               "backbone)"),
-                     ("full", "not built: the ViT-B/16 (512-d) rows need the official *_basic configurations"))})
+                 unmeasured={p: {"RS@K": REASONS["rs_at_k"], "VPTSP-G": REASONS[f"vit_b_{p}"]}
+                             for p in ("quick", "full")})
 
 
 def table3(profile: str = "quick") -> Table:
     """iNaturalist: UML-Mini has no iNaturalist-like source, so every cell is the paper's (status rows only)."""
-    why = ("full-profile only: UML-Mini has no iNaturalist-like source; the full profile reads iNaturalist 2018 with "
-           "the Smooth-AP split (umlkit data check lists the layout), ViT-B/16 with a 512-d embedding")
-    full = ("not built: the iNaturalist rows need ViT-B/16 (512-d) and the official inaturalist_basic "
-            "configuration; the data loader (inat) exists")
     return Table(PAPER, "Table 3", [], config_for, seeds=SEEDS, scores=_scores, params=False,
-                 unmeasured={p: {"SAP": "quoted: Brown et al. (2020), another work's number",
-                                 "Recall@K": "quoted: Patel et al. (2022), another work's number", "*": reason}
-                             for p, reason in (("quick", why), ("full", full))})
+                 unmeasured={p: {"SAP": REASONS["sap"], "Recall@K": REASONS["recall_at_k"], "*": REASONS[f"inat_{p}"]}
+                             for p in ("quick", "full")})
 
 
 # Table 6: the CNN rows are other works' numbers; its ViT-S/16 rows are Table 2's CUB runs (Hyp = Hyp-ViT, VPTSP =
@@ -348,10 +322,8 @@ TABLE6 = DECLARED["table6"]
 def table6(profile: str = "quick") -> Table:
     rows = _rows("Table 6", TABLE6, ("cub",), "arch=ViT-S/16", TABLE2_METRICS)
     st = {m: "arch=ViT-S/16" for m in TABLE6}
-    claims = [_beats("VPTSP", "Full fine-tuning (PA)", "CUB", m, table="Table 6", settings=st) for m in METRICS]
-    claims += [_beats("VPTSP", "Hyp", "CUB", table="Table 6", settings=st)]
-    cnn = "quoted: a CNN backbone of another work (ResNet-50 or Inception-BN); the quick profile has no CNN"
-    params = "not measured: the paper prints Params(M) here (the parameter-budget chapter counts them)"
+    claims = declared_claims("Table 6", st)
+    cnn, params = REASONS["cnn"], REASONS["params"]
     return Table(PAPER, "Table 6", rows, config_for, seeds=SEEDS, scores=_scores, claims=claims, params=False,
                  unmeasured={p: {"*": cnn, **{m: params for m in TABLE6}} for p in ("quick", "full")})
 
@@ -382,8 +354,7 @@ def table8(profile: str = "quick") -> Table:
                         {**v2, "dataset": SOURCE_NAMES[s]}, {**v1, "dataset": SOURCE_NAMES[s]}) for s in ALL_SOURCES]
     return Table(PAPER, "Table 8", rows, config_for, seeds=SEEDS, scores=_scores, claims=claims, params=False,
                  columns=[SOURCE_NAMES[s] for s in ALL_SOURCES],
-                 unmeasured={"quick": "full-profile only: the paper's ImageNet / LAION backbones (hub weights, ViT-S "
-                                      "to ViT-L at 224 px)"})
+                 unmeasured={"quick": REASONS["table8_quick"]})
 
 
 # Fig. 3: VPTSP-G (B) on the CUB-like source with one setting changed (the paper's panels a, b, d, e, f: prompts per
@@ -523,8 +494,7 @@ def table10(profile: str = "quick") -> Table:
     """Table 10 from the profile's benchmark file (:func:`table10_file`; no training records)."""
     return Table(PAPER, "Table 10", [], config_for, seeds=SEEDS, claims=table10_claims(), params=False,
                  derive=lambda prof, train: table10_measured(table10_file(prof))[0],
-                 unmeasured={profile: "not measured: no step-time file for this profile (run "
-                                      "benchmarks/bench_vptsp_step.py)"})
+                 unmeasured={profile: REASONS["table10"]})
 
 
 def TABLES(profile: str = "quick") -> dict[str, Table]:
