@@ -18,7 +18,7 @@ import yaml
 from umlkit.experiments.class_splits import default_split_id, hold_out, split_of
 from umlkit.experiments.tuning import chosen
 
-__all__ = ["methods_config", "base_config", "tuned_methods", "chosen_lr", "run_config"]
+__all__ = ["methods_config", "base_config", "tuned_methods", "chosen_lr", "lr_grid", "run_config"]
 
 
 def _config_dir():
@@ -45,10 +45,25 @@ def tuned_methods(profile: str) -> list[str]:
     return [m for m in methods_config()["methods"] if m in lrs or "default" in lrs]
 
 
-def chosen_lr(method: str, profile: str) -> float:
-    return chosen(methods_config()["lr"], [(profile, method), (profile, "default")], file="configs/oodml/methods.yaml",
-                  what=f"{profile} learning rate for {method!r}", sweep="run the lr sweep (`umlkit records train "
-                  "oodml lr_sweep`) and enter the chosen rate")
+def chosen_lr(method: str, profile: str, source: str | None = None) -> float:
+    """The method's rate: ``lr_sources.<profile>.<source>.<method>`` (chosen on that source's validation classes),
+    else ``lr.<profile>.<method>`` (chosen on the CUB-like ones), else ``lr.<profile>.default``."""
+    paths = [("lr", profile, method), ("lr", profile, "default")]
+    if source is not None:
+        paths.insert(0, ("lr_sources", profile, source, method))
+    return chosen(methods_config(), paths, file="configs/oodml/methods.yaml",
+                  what=f"{profile} learning rate for {method!r}" + (f" on {source!r}" if source else ""),
+                  sweep="run the lr sweep (`umlkit records train oodml lr_sweep`, or lr_sweep_<source>) and enter "
+                  "the chosen rate")
+
+
+def lr_grid(method: str, source: str = "cub") -> list[float]:
+    """The rates a method's sweep on ``source`` tries: its ``lr_grid`` (else the shared one) plus the source's
+    ``lr_grid_sources.<source>.<method>`` extension, where the best rate sat on the edge."""
+    mc = methods_config()
+    extra = ((mc.get("lr_grid_sources") or {}).get(source) or {}).get(method) or []
+    base = [float(x) for x in (mc["methods"][method].get("lr_grid") or mc["lr_grid"])]
+    return base + sorted({float(x) for x in extra} - set(base))
 
 
 def _objective(cfg: dict, method: str, source: str, profile: str, lr: float | None) -> None:
@@ -58,7 +73,7 @@ def _objective(cfg: dict, method: str, source: str, profile: str, lr: float | No
     options = {**(block.get("options") or {}), **(block.get(profile) or {}),
                **((block.get("sources") or {}).get(source) or {})}
     cfg["objective"] = [{"name": block["loss"], "weight": 1.0, "options": options}]
-    cfg["optimizer"]["lr"] = float(lr) if lr is not None else chosen_lr(method, profile)
+    cfg["optimizer"]["lr"] = float(lr) if lr is not None else chosen_lr(method, profile, source)
     loss_mult = (block.get("loss_lr_mult") or {}).get(profile)
     if loss_mult is not None:
         cfg["optimizer"]["lr_mult"]["loss"] = float(loss_mult)

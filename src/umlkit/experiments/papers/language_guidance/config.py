@@ -34,7 +34,7 @@ from umlkit.experiments.tables import Claim, Row, Table
 from umlkit.paper import paper_table
 from umlkit.experiments.language_store import UNIFIED, _source_classes, guidance_spec, language_ref, lg_config
 import pandas as pd
-from umlkit.experiments.declarations import load_declarations
+from umlkit.experiments.declarations import expand, load_declarations
 
 
 PAPER = "language_guidance"
@@ -210,130 +210,23 @@ def table(name: str = "Table 2", profile: str = "quick") -> Table:
 
 
 # ------------------------------------------------------------------------------------------------ ablations
-_Q, _F, _QF = ("quick",), ("full",), ("quick", "full")
 _NO_CAPTIONS = DECLARED["no_captions"]
 _HUB_ONLY = DECLARED["hub_only"]
-# (section, the paper's row, the run's row, the profiles that measure it). The run's row is a Table 2 row or
-# "Multisimilarity + <variant>" (configs/language_guidance/language_guidance.yaml: variants); the same run shows up
-# in every table that lists it (e.g. the quick ELG run is "Baseline + ELG" of Tables 4, 5, S3 and "Baseline +
-# MiniLM" of Table 3). Rows without a paper value are the quick profile's own (stand-ins, controls).
-ABLATIONS: dict[str, dict] = {
-    "Table 1": {"rows": [],   # quoted: other methods' published results; the paper's own rows are 128/512-d runs of
-                              # Table 2's recipe at other embedding sizes and backbones, not run here
-        "columns": ["CUB", "Cars", "SOP"], "metrics": ("R@1", "NMI"),
-        "unmeasured": {p: {"*": "quoted: another method's published result",
-                           "Multisimilarity + PLG": "not run: Table 2's recipe at this backbone and embedding size",
-                           "S2SD + PLG": "not run: Table 2's recipe at this backbone and embedding size"}
-                       for p in _QF}},
-    "Table 3": {"rows": [
-        ("", "Baseline", BASELINE, _QF),
-        ("", "Baseline + MiniLM", f"{BASELINE} + ELG", _Q),
-        ("", "Baseline + CLIP-B/32", f"{BASELINE} + ELG", _F),
-        ("(a) Language Models", "Baseline + BERT", f"{BASELINE} + BERT", _F),
-        ("(a) Language Models", "Baseline + Roberta-L", f"{BASELINE} + Roberta-L", _F),
-        ("(a) Language Models", "Baseline + GPT2", f"{BASELINE} + GPT2", _F),
-        ("(b) Word Embeddings", "Baseline + MiniLM tokens", f"{BASELINE} + MiniLM tokens", _Q),
-        ("(c) Word Hierarchies", "Baseline + attribute tree", f"{BASELINE} + attribute tree", _Q)],
-        "unmeasured": {"quick": {"*": _HUB_ONLY + " (the quick stand-ins are the MiniLM rows and the attribute tree)",
-                                 "Baseline + CLIP-L": "the quick profile's language model is MiniLM (row 'Baseline + "
-                                                      "MiniLM'); the full profile runs CLIP ViT-B/32, the official "
-                                                      "code's default",
-                                 "Baseline + FastText": "no offline back end; stand-in: 'Baseline + MiniLM tokens'",
-                                 "Baseline + GloVe": "no offline back end; stand-in: 'Baseline + MiniLM tokens'",
-                                 "Baseline + WordNet": "no offline back end; stand-in: 'Baseline + attribute tree'",
-                                 "Baseline + HierMatch": "not built (hierarchical matching of WordNet synsets)",
-                                 "Baseline + Top 3": "not built (an ensemble of the three best language models)"},
-                       "full": {"*": "not built: no back end for this language model yet",
-                                "Baseline + CLIP-L": "the full profile runs CLIP ViT-B/32 (the official code's "
-                                                     "default), row 'Baseline + CLIP-B/32'"}}},
-    "Table 4": {"rows": [
-        ("", "Baseline", BASELINE, _QF),
-        ("", "Baseline + ELG", f"{BASELINE} + ELG", _QF),
-        ("(a) Vision-Language representation matching", "DeVise-Style", f"{BASELINE} + DeVise-Style", _QF),
-        ("(a) Vision-Language representation matching", "CLIP-style", f"{BASELINE} + CLIP-style", _QF),
-        ("(b) Methods of incorporation", "Row-wise L2", f"{BASELINE} + Row-wise L2", _QF),
-        ("(b) Methods of incorporation", "Full Similarity", f"{BASELINE} + Full Similarity", _QF),
-        ("(b) Methods of incorporation", "No stop grad.", f"{BASELINE} + No stop grad.", _QF)],
-        "unmeasured": {p: {"ViT Prediction": "not built (a ViT over the feature map predicting the language embedding)",
-                           "Mining mask": "not built (language similarities as a mining mask)",
-                           "Weight scaling": "not built (language similarities as loss weights)"}
-                       for p in _QF}},
-    "Table 5": {"rows": [
-        ("", "Baseline", BASELINE, _QF),
-        ("", "Baseline + ELG", f"{BASELINE} + ELG", _QF),
-        ("", "Classname only", f"{BASELINE} + class name only", _QF),
-        ("", "Other primer", f"{BASELINE} + other primer", _QF),
-        ("", "Caption", f"{BASELINE} + caption", _Q),
-        ("", "Caption + insertion", f"{BASELINE} + caption + insertion", _Q)],
-        "unmeasured": {"quick": {"*": "the paper's text merges the four rows' labels and keeps one partial set of "
-                                      "values"},
-                       "full": {"*": "the paper's text merges the four rows' labels and keeps one partial set of "
-                                     "values", "Caption": _NO_CAPTIONS, "Caption + insertion": _NO_CAPTIONS}}},
-    "Table S3": {"rows": [
-        ("", "Baseline", BASELINE, _QF),
-        ("", "Baseline + ELG", f"{BASELINE} + ELG", _QF),
-        ("Number of pseudolabels", "Baseline + PLG", f"{BASELINE} + PLG Top-1", _QF),
-        ("Number of pseudolabels", "Baseline + PLG (Top-5)", f"{BASELINE} + PLG Top-5", _QF),
-        ("Number of pseudolabels", "Baseline + PLG (Top-10)", f"{BASELINE} + PLG Top-10", _QF),
-        ("Number of pseudolabels", "Baseline + PLG (Top-20)", f"{BASELINE} + PLG Top-20", _QF),
-        ("Different pseudolabel matching methods", "Sample (Top-5)", f"{BASELINE} + PLG per-sample Top-5", _Q)],
-        "unmeasured": {p: {"*": "not built: pseudolabels from the feature map's positions (Dense) and from several "
-                                "classifiers (Multi)", "PLG+WordNet (Top-5)": "not built (WordNet)",
-                           "pseudo-HierMatch": "not built (WordNet)",
-                           **({"Sample (Top-5)": _NO_CAPTIONS} if p == "full" else {})} for p in _QF}},
-    "Controls": {"rows": [
-        ("", "Multisimilarity", BASELINE, _Q),
-        ("", "Multisimilarity + ELG", f"{BASELINE} + ELG", _Q),
-        ("", "+ ELG, shuffled names", f"{BASELINE} + ELG shuffled", _Q),
-        ("", "+ attribute overlap (no language model)", f"{BASELINE} + attribute overlap", _Q),
-        ("", "+ attribute tree (no language model)", f"{BASELINE} + attribute tree", _Q)],
-        "columns": ["CUB", "Cars", "SOP"], "metrics": ("R@1", "mAP@1000", "MAP@R")},
-}
+ABLATIONS: dict[str, dict] = DECLARED["ablations"]   # rows, columns, metrics and reasons per ablation table
 ABLATIONS["Table S2"] = {**ABLATIONS["Table 3"], "rows": [r for r in ABLATIONS["Table 3"]["rows"]
                                                             if not r[0].startswith(("(b)", "(c)"))]}
 
 
 def _ablation_claims(name: str) -> list[Claim]:
-    """The paper's readings as claims on the cells a profile measures: Table 3 (Sec. 4.3), Table 4 (Sec. 4.4),
-    Table 5 (Sec. 4.6), Table S3 (Supp. B.3), and the book's controls."""
-    q = {"section": "", "setting": ""}
-    cell = {r[1]: {**q, "section": r[0], "method": r[1]} for r in ABLATIONS[name]["rows"]}
-    if name in ("Table 1", "Table S2"):   # Table S2 repeats Table 3's language models: its claims are Table 3's
-        return []
-    out = []
-    for d in ("CUB", "Cars"):
-        if name == "Table 4":
-            out += [Claim(f"ELG's row-wise KL beats {alt} ({d})", {**cell["Baseline + ELG"], "dataset": d},
-                          {**cell[alt], "dataset": d}) for alt in list(cell)[2:]]
-        elif name == "Table S3":
-            out += [Claim(f"PLG with the top-5 pseudolabels beats the top-1 ({d})",
-                          {**cell["Baseline + PLG (Top-5)"], "dataset": d}, {**cell["Baseline + PLG"], "dataset": d}),
-                    Claim(f"per-sample top-5 pseudolabels match per-class ones within {MARGIN:g} ({d})",
-                          {**cell["Sample (Top-5)"], "dataset": d}, {**cell["Baseline + PLG (Top-5)"], "dataset": d},
-                          margin=MARGIN)]
-        elif name == "Table 5":   # Sec. 4.6: the primer's wording does not matter; class names beat captions,
-            # and inserting the class name into the caption helps
-            out += [Claim(f"ELG with '{alt}' matches the primer 'a photo of a' within {MARGIN:g} ({d})",
-                          {**cell[alt], "dataset": d}, {**cell["Baseline + ELG"], "dataset": d}, margin=MARGIN)
-                    for alt in ("Classname only", "Other primer")]
-            out += [Claim(f"class names beat captions ({d})", {**cell["Baseline + ELG"], "dataset": d},
-                          {**cell["Caption"], "dataset": d}),
-                    Claim(f"inserting the class name into the caption beats the caption ({d})",
-                          {**cell["Caption + insertion"], "dataset": d}, {**cell["Caption"], "dataset": d})]
-        elif name == "Table 3":   # Sec. 4.3: the language model matters little; hierarchies guide less
-            out += [Claim(f"static token embeddings match the sentence model within {MARGIN:g} ({d})",
-                          {**cell["Baseline + MiniLM tokens"], "dataset": d}, {**cell["Baseline + MiniLM"], "dataset": d},
-                          margin=MARGIN),
-                    Claim(f"the sentence model beats the attribute tree ({d})", {**cell["Baseline + MiniLM"], "dataset": d},
-                          {**cell["Baseline + attribute tree"], "dataset": d})]
-    if name == "Controls":   # where the paper sees language help (not SOP, whose 8 names cover 1,000 classes)
-        for d in ("CUB", "Cars"):
-            out += [Claim(f"ELG with the right names beats ELG with shuffled names ({d})",
-                          {**cell["Multisimilarity + ELG"], "dataset": d}, {**cell["+ ELG, shuffled names"], "dataset": d}),
-                    Claim(f"the language model's similarities beat the attribute overlap ({d})",
-                          {**cell["Multisimilarity + ELG"], "dataset": d},
-                          {**cell["+ attribute overlap (no language model)"], "dataset": d})]
-    return out
+    """The paper's readings of an ablation table as claims (tables.yaml ``ablation_claims``), each cell one of the
+    table's rows on one dataset."""
+    section = {r[1]: r[0] for r in ABLATIONS[name]["rows"]}
+
+    def cell(row: str, dataset: str) -> dict:
+        return {"section": section[row], "setting": "", "method": row, "dataset": dataset}
+    return [Claim(e["text"], cell(e["a"], e["dataset"]), cell(e["b"], e["dataset"]),
+                  **({"margin": MARGIN} if e.get("equivalent") else {}))
+            for e in expand(DECLARED["ablation_claims"].get(name) or [], {"margin": f"{MARGIN:g}"})]
 
 
 def ablation_table(name: str, profile: str = "quick") -> Table:

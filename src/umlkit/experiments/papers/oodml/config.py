@@ -27,7 +27,7 @@ import pandas as pd
 from umlkit.experiments.runners import SOURCE_NAMES
 from umlkit.experiments.tables import Claim, Floor, Row, Table, measure, lr_sweep_frame
 from umlkit.experiments.class_splits import default_split_id, load_splits, split_ids, split_of  # noqa: F401
-from umlkit.experiments.source_recipe import chosen_lr, methods_config, run_config, tuned_methods  # noqa: F401
+from umlkit.experiments.source_recipe import chosen_lr, lr_grid, methods_config, run_config, tuned_methods  # noqa: F401
 from umlkit.experiments.split_making import (fid_range, fid_facts, import_published_splits,  # noqa: F401
                                              make_splits, read_published_splits, write_splits)
 from umlkit.experiments.declarations import claims_of, load_declarations
@@ -52,12 +52,11 @@ def sweep_key(method: str, lr: float, profile: str = "quick", seed: int = 0, sou
 def sweep_jobs(profile: str = "quick", grid=None, methods=None, seed: int = 0,
                source: str = "cub") -> list[tuple[str, str, dict]]:
     """(record folder, label, key) of every sweep run on ``source``: each method x each learning rate of ``grid``
-    (default: the method's ``lr_grid`` in methods.yaml, else the shared one). Labels of sources other than CUB
-    start with the source."""
-    mc = methods_config()
+    (default: :func:`umlkit.experiments.source_recipe.lr_grid`). Labels of sources other than CUB start with the
+    source."""
     prefix = "" if source == "cub" else f"{source}-"
     return [("lr_sweep", f"{prefix}{m}-lr{lr:g}-seed{seed}", sweep_key(m, float(lr), profile, seed, source))
-            for m in (methods or mc["methods"]) for lr in (grid or mc["methods"][m].get("lr_grid") or mc["lr_grid"])]
+            for m in (methods or methods_config()["methods"]) for lr in (grid or lr_grid(m, source))]
 
 
 def job_list(name: str, profile: str = "quick") -> list[tuple[str, str, dict]]:
