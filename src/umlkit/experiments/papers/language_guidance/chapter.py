@@ -11,7 +11,11 @@ from umlkit.experiments import source_recipe
 from umlkit.experiments.prose import method_value as _value, number as _num, verdict_counts as _verdict_counts
 from umlkit.experiments.runners import SOURCE_NAMES
 from umlkit.paper import paper_table
-from umlkit.experiments.papers.language_guidance.config import ABLATIONS, BASELINE, CURVE_ROWS, PAPER, SEMANTIC, SOURCES, UNIFIED, _source_classes, _split_row, ablation_table, class_similarity, first_epoch, lg_config, omega_grid, omega_jobs, semantic_table, table, unified_sweep_jobs, unified_table
+from umlkit.experiments.papers.language_guidance.config import (ablation_table, ABLATIONS, BASELINE, class_similarity,
+                                                                CURVE_ROWS, first_epoch, lg_config, omega_grid,
+                                                                omega_jobs, PAPER, SEMANTIC, semantic_table,
+                                                                _source_classes, SOURCES, _split_row, table, UNIFIED,
+                                                                unified_sweep_jobs, unified_table)
 
 
 def quoted_table(name: str = "Table 1") -> "pd.DataFrame":  # noqa: F821

@@ -10,7 +10,8 @@ import pandas as pd
 
 from umlkit.experiments.runners import SOURCE_NAMES
 from umlkit.experiments.tables import Table
-from umlkit.experiments.papers.oodml.config import PAPER, SEEDS, SHIFT_TABLES, SOURCES, _T1, default_split_id, load_splits, shift_table, split_ids, tuned_methods
+from umlkit.experiments.papers.oodml.config import (default_split_id, load_splits, PAPER, SEEDS, shift_table,
+                                                    SHIFT_TABLES, SOURCES, split_ids, _T1, tuned_methods)
 
 
 # ------------------------------------------------------------------------------------------------ analyses

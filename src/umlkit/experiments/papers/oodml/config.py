@@ -27,7 +27,7 @@ import pandas as pd
 from umlkit.experiments.runners import SOURCE_NAMES
 from umlkit.experiments.tables import Claim, Floor, Row, Table, measure, lr_sweep_frame
 from umlkit.experiments.class_splits import default_split_id, load_splits, split_ids, split_of  # noqa: F401
-from umlkit.experiments.source_recipe import chosen_lr, lr_grid, methods_config, run_config, tuned_methods  # noqa: F401
+from umlkit.experiments.source_recipe import (chosen_lr, lr_grid, methods_config, run_config, tuned_methods)  # noqa: F401
 from umlkit.experiments.split_making import (fid_range, fid_facts, import_published_splits,  # noqa: F401
                                              make_splits, read_published_splits, write_splits)
 from umlkit.experiments.declarations import claims_of, load_declarations

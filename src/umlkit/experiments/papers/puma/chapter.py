@@ -13,10 +13,14 @@ from umlkit.data.mini import ensure_mini
 from umlkit.data.unified import PUMA_ORDER
 from umlkit.experiments.records import cached_record, load_record
 from umlkit.experiments.runners import SOURCE_NAMES
-from umlkit.experiments.tables import Row, compare, measure
+from umlkit.experiments.tables import mark_choice, Row, compare, measure
 from umlkit.metrics import harmonic_mean
 from umlkit.paper import paper_table
-from umlkit.experiments.papers.puma.config import BACKBONES_QUICK, BACKBONES_QUICK_SECOND, BUDGET, BUDGET_EPOCHS, LOSSES, PAPER, PEFT_ROWS, SECTIONS, TABLE2, TABLE2_CLAIMS, TABLE3, _T5_METHODS, _row, backbones_quick, build_tables, config_for, few_shot_block, run_config, sweep_jobs, table_claims, tuning_frame, tuning_units
+from umlkit.experiments.papers.puma.config import (BACKBONES_QUICK, backbones_quick, BACKBONES_QUICK_SECOND, BUDGET,
+                                                   BUDGET_EPOCHS, build_tables, config_for, DECLARED, few_shot_block,
+                                                   few_shot_tuning_jobs, LOSSES, PAPER, PEFT_ROWS, _row, run_config,
+                                                   second_pass, SECTIONS, sweep_jobs, _T5_METHODS, TABLE2,
+                                                   TABLE2_CLAIMS, TABLE3, table_claims, tuning_units)
 
 
 def few_shot_curves(cmp: pd.DataFrame, datasets: Sequence[str] = ("Unified", "Harmonic")) -> pd.DataFrame:
@@ -528,3 +532,73 @@ def _table5_facts(cmp5, claims5, profile: str = "quick") -> dict[str, str]:
     trained = cmp5[cmp5["method"] != "Zero-Shot"]
     f["t5_seeds"] = str(int(trained["seeds"].min()))
     return f
+
+
+# ------------------------------------------------------------------------------------------------ other runs
+# the learning-rate grids of the sweep, per profile: each brackets the profile's configured rate (quick: 1e-3 for
+# both; full: the paper's 3e-5 for full fine-tuning and 1e-4 for PUMA, configs/puma/*.yaml); PUMA's new modules
+# train at 10x the base rate
+LR_GRIDS = DECLARED["lr_grids"]
+
+
+
+def lr_sweep(profile: str = "quick", lrs: dict[str, Sequence[float]] | None = None, seed: int = 0,
+             val_fraction: float = 0.2, rerun: bool = False, progress: bool = True, log=print,
+             overrides: Sequence[str] = ()) -> pd.DataFrame:
+    """Learning-rate choice on a validation split: the last ``val_fraction`` of each source's *training* classes
+    are held out, the rest trains. Returns validation (and, for reference, test) Unified/Harmonic R@1 per
+    (method, lr). The test columns are shown, never used for the choice."""
+    lrs = lrs or LR_GRIDS[profile]
+    jobs = [(m, lr) for m, values in lrs.items() for lr in values]
+    if progress:
+        from umlkit._progress import tqdm
+        jobs = tqdm(jobs, desc="lr sweep", unit="run")
+    rows = []
+    for method, lr in jobs:
+        cfg = run_config(profile, method=method, seed=seed, lr=lr,
+                         overrides=[f"data.val_fraction={val_fraction}", *overrides])
+        rec = cached_record(PAPER, "lr_sweep", f"{method}-lr{lr:g}-seed{seed}", cfg, "train", profile, rerun, log)
+        r = rec["result"]
+        rows.append({"method": method, "lr": lr, "val Unified": r["val"]["Unified"],
+                     "val Harmonic": r["val"]["Harmonic"], "test Unified": r["test"]["Unified"],
+                     "test Harmonic": r["test"]["Harmonic"], "seconds": rec["seconds"]})
+    out = pd.DataFrame(rows)
+    best = out.loc[out.groupby("method")["val Unified"].idxmax()]
+    out["chosen (val Unified)"] = out.index.isin(best.index)
+    return out
+
+
+
+def tuning_frame(profile: str = "quick", train: bool = False) -> pd.DataFrame:
+    """The second pass's tuning records: per unit and rate, the validation Harmonic (and, for models trained on the
+    union, Unified) R@1; ``chosen`` marks each unit's best by ``select_on`` and ``interior`` whether it lies strictly
+    inside the rates tried. Missing records are skipped unless ``train``."""
+    return _selection_frame(sweep_jobs(profile), profile, train)
+
+
+
+def _selection_frame(jobs, profile: str, train: bool) -> pd.DataFrame:
+    from umlkit.experiments.records import find_record, normalise_key
+    select = second_pass()["tuning"]["select_on"]
+    lines = []
+    for table, label, key, runner in jobs:
+        if not train and find_record(normalise_key(key), profile) is None:
+            continue
+        rec = cached_record(PAPER, table, label, key, runner, profile, log=None)
+        r = rec["result"]
+        val = r["val_own"] if runner == "specialists" else {d: r["val"][d] for d in SOURCE_NAMES.values()}
+        lines.append({"unit": label.rsplit("-lr", 1)[0],
+                      "lr": next(iter(key.values()))["optimizer"]["lr"] if runner == "specialists"
+                      else key["optimizer"]["lr"],
+                      "val Harmonic": round(harmonic_mean(list(val.values())), 3),
+                      "val Unified": r["val"]["Unified"] if runner != "specialists" else float("nan"),
+                      "seconds": rec["seconds"]})
+    out = pd.DataFrame(lines)
+    return out if out.empty else mark_choice(out, "unit", f"val {select}")
+
+
+
+def few_shot_tuning(profile: str = "quick", train: bool = False) -> pd.DataFrame:
+    """Validation Harmonic / Unified R@1 of the few-shot tuning runs, the chosen rate per method and whether it is
+    interior (the tables' selection rule, :func:`tuning_frame`)."""
+    return _selection_frame(few_shot_tuning_jobs(profile), profile, train)

@@ -216,39 +216,6 @@ def table_claims(spec: Table, cmp: pd.DataFrame) -> pd.DataFrame:
     return _table_claims(spec, cmp)
 
 
-# ------------------------------------------------------------------------------------------------ other runs
-# the learning-rate grids of the sweep, per profile: each brackets the profile's configured rate (quick: 1e-3 for
-# both; full: the paper's 3e-5 for full fine-tuning and 1e-4 for PUMA, configs/puma/*.yaml); PUMA's new modules
-# train at 10x the base rate
-LR_GRIDS = DECLARED["lr_grids"]
-
-
-def lr_sweep(profile: str = "quick", lrs: dict[str, Sequence[float]] | None = None, seed: int = 0,
-             val_fraction: float = 0.2, rerun: bool = False, progress: bool = True, log=print,
-             overrides: Sequence[str] = ()) -> pd.DataFrame:
-    """Learning-rate choice on a validation split: the last ``val_fraction`` of each source's *training* classes
-    are held out, the rest trains. Returns validation (and, for reference, test) Unified/Harmonic R@1 per
-    (method, lr). The test columns are shown, never used for the choice."""
-    lrs = lrs or LR_GRIDS[profile]
-    jobs = [(m, lr) for m, values in lrs.items() for lr in values]
-    if progress:
-        from umlkit._progress import tqdm
-        jobs = tqdm(jobs, desc="lr sweep", unit="run")
-    rows = []
-    for method, lr in jobs:
-        cfg = run_config(profile, method=method, seed=seed, lr=lr,
-                         overrides=[f"data.val_fraction={val_fraction}", *overrides])
-        rec = cached_record(PAPER, "lr_sweep", f"{method}-lr{lr:g}-seed{seed}", cfg, "train", profile, rerun, log)
-        r = rec["result"]
-        rows.append({"method": method, "lr": lr, "val Unified": r["val"]["Unified"],
-                     "val Harmonic": r["val"]["Harmonic"], "test Unified": r["test"]["Unified"],
-                     "test Harmonic": r["test"]["Harmonic"], "seconds": rec["seconds"]})
-    out = pd.DataFrame(rows)
-    best = out.loc[out.groupby("method")["val Unified"].idxmax()]
-    out["chosen (val Unified)"] = out.index.isin(best.index)
-    return out
-
-
 # ------------------------------------------------------------------------------------------------ tuning (second pass)
 def tuning_unit(row: Row) -> str | None:
     """What one learning rate is chosen for: the row's method (full fine-tuning: with its loss), its options, and
@@ -312,33 +279,6 @@ def sweep_jobs(profile: str = "quick", units: Sequence[str] | None = None, seed:
     return jobs
 
 
-def tuning_frame(profile: str = "quick", train: bool = False) -> pd.DataFrame:
-    """The second pass's tuning records: per unit and rate, the validation Harmonic (and, for models trained on the
-    union, Unified) R@1; ``chosen`` marks each unit's best by ``select_on`` and ``interior`` whether it lies strictly
-    inside the rates tried. Missing records are skipped unless ``train``."""
-    return _selection_frame(sweep_jobs(profile), profile, train)
-
-
-def _selection_frame(jobs, profile: str, train: bool) -> pd.DataFrame:
-    from umlkit.experiments.records import find_record, normalise_key
-    select = second_pass()["tuning"]["select_on"]
-    lines = []
-    for table, label, key, runner in jobs:
-        if not train and find_record(normalise_key(key), profile) is None:
-            continue
-        rec = cached_record(PAPER, table, label, key, runner, profile, log=None)
-        r = rec["result"]
-        val = r["val_own"] if runner == "specialists" else {d: r["val"][d] for d in SOURCE_NAMES.values()}
-        lines.append({"unit": label.rsplit("-lr", 1)[0],
-                      "lr": next(iter(key.values()))["optimizer"]["lr"] if runner == "specialists"
-                      else key["optimizer"]["lr"],
-                      "val Harmonic": round(harmonic_mean(list(val.values())), 3),
-                      "val Unified": r["val"]["Unified"] if runner != "specialists" else float("nan"),
-                      "seconds": rec["seconds"]})
-    out = pd.DataFrame(lines)
-    return out if out.empty else mark_choice(out, "unit", f"val {select}")
-
-
 def few_shot_tuning_jobs(profile: str = "quick", seed: int = 0) -> list[tuple]:
     """The few-shot tuning runs (quick): each method x its grid kind's rates at ``tune_shots``, validation held out."""
     fs = few_shot_block()
@@ -350,12 +290,6 @@ def few_shot_tuning_jobs(profile: str = "quick", seed: int = 0) -> list[tuple]:
         jobs += [("few_shot_tuning", f"{unit}-lr{lr:g}-seed{seed}",
                   few_shot_config(profile, method, k, seed, lr=lr, validation=True), "train") for lr in grid]
     return jobs
-
-
-def few_shot_tuning(profile: str = "quick", train: bool = False) -> pd.DataFrame:
-    """Validation Harmonic / Unified R@1 of the few-shot tuning runs, the chosen rate per method and whether it is
-    interior (the tables' selection rule, :func:`tuning_frame`)."""
-    return _selection_frame(few_shot_tuning_jobs(profile), profile, train)
 
 
 def _few_shot_rows() -> list[Row]:

@@ -8,7 +8,10 @@ import pandas as pd
 
 from umlkit.experiments.runners import SOURCE_NAMES
 from umlkit.experiments.prose import method_value as _value, number, verdict_counts
-from umlkit.experiments.papers.vptsp.config import ALL_SOURCES, DIAGNOSIS_SOURCES, FIG3, PAPER, T2_SETTINGS, TABLE2, TABLE4, TABLE8_QUICK, ZERO_SHOT, _PLAIN, chosen_lr, methods_config, run_config
+from umlkit.experiments.papers.vptsp.config import (ALL_SOURCES, chosen_lr, DIAGNOSIS_SOURCES, FIG3, methods_config,
+                                                    METRICS, PAPER, _PLAIN, run_config, sweep_jobs, T2_SETTINGS,
+                                                    TABLE2, TABLE4, TABLE8_QUICK, ZERO_SHOT)
+from umlkit.experiments.tables import lr_sweep_frame
 
 
 # ------------------------------------------------------------------------------------------------ prose
@@ -246,3 +249,15 @@ def _verdict_facts(claims) -> dict:
     facts["all_verdicts"] = verdict_counts(claims, text.notna())
     facts["n_claims"] = str(len(claims))
     return facts
+
+
+def lr_sweep(profile: str = "quick", train: bool = False, select_on: str = "MAP@R", sources=None) -> pd.DataFrame:
+    """Per source, row and learning rate, the validation R@1 and MAP@R; ``chosen`` marks each row's best on each
+    source by ``select_on`` and ``interior`` says whether it lies inside the grid."""
+    parts = []
+    for source in sources or (methods_config().get("sweep") or {"cub": "all"}):
+        part = lr_sweep_frame(PAPER, sweep_jobs(profile, sources=[source]), profile, train, name="row",
+                              metrics=METRICS, dataset=SOURCE_NAMES[source], select_on=select_on)
+        if not part.empty:
+            parts.append(part.assign(source=source)[["source", *part.columns]])
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()

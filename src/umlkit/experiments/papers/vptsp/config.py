@@ -168,18 +168,6 @@ def sweep_jobs(profile: str = "quick", rows=None, seed: int = 0, sources=None) -
     return jobs
 
 
-def lr_sweep(profile: str = "quick", train: bool = False, select_on: str = "MAP@R", sources=None) -> pd.DataFrame:
-    """Per source, row and learning rate, the validation R@1 and MAP@R; ``chosen`` marks each row's best on each
-    source by ``select_on`` and ``interior`` says whether it lies inside the grid."""
-    parts = []
-    for source in sources or (methods_config().get("sweep") or {"cub": "all"}):
-        part = lr_sweep_frame(PAPER, sweep_jobs(profile, sources=[source]), profile, train, name="row",
-                              metrics=METRICS, dataset=SOURCE_NAMES[source], select_on=select_on)
-        if not part.empty:
-            parts.append(part.assign(source=source)[["source", *part.columns]])
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
-
-
 # ------------------------------------------------------------------------------------------------ tables
 def config_for(row: Row, seed: int, profile: str = "quick", overrides=()) -> dict:
     """The record key of a table row (``spec``: the methods.yaml row, the source, options on top, ``overrides``
