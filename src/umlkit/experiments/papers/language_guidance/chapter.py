@@ -178,9 +178,19 @@ def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: di
     facts["max_spread"] = _num(float(r1["spread"].max())) if not r1.empty else "–"
     facts["median_spread"] = _num(float(r1.loc[r1["seeds"] > 1, "spread"].median())) if not r1.empty else "–"
     facts.update(_ablation_facts(cmp, claims))
+    facts.update(edge_facts(profile))
     facts.update(_convergence_facts(cmp, claims, profile, t2, r1))
     facts.update(_semantic_and_unified_facts(cmp, claims, profile))
     return facts
+
+
+def edge_facts(profile: str = "quick") -> dict[str, str]:
+    """The rows whose chosen omega stays on its grid's edge however far the grid was extended
+    (language_guidance.yaml ``omega_no_interior``): each named with its omega and why, for the chapter to say."""
+    edge = lg_config().get("omega_no_interior") or {}
+    omegas = (lg_config().get("omega") or {}).get(profile) or {}
+    parts = [f"{row} (ω = {float(omegas[row]):g}: {why})" for row, why in edge.items() if row in omegas]
+    return {"omega_edge": "; ".join(parts) if parts else "none", "omega_edge_n": str(len(parts))}
 
 
 def _ablation_facts(cmp: dict, claims) -> dict:
