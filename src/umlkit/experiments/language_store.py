@@ -85,7 +85,7 @@ def _base_config(source: str, profile: str) -> dict:
     """The configuration whose data a language file describes: PUMA's for the unified setting, else ooDML's."""
     if source == UNIFIED:
         return unified_recipe.run_config(profile)
-    return source_recipe.run_config(profile, source=source)
+    return source_recipe.run_config(profile, source=source, rate_from="cub")   # only its data matter here
 
 
 def _source_root(source: str, profile: str):

@@ -66,24 +66,26 @@ def lr_grid(method: str, source: str = "cub") -> list[float]:
     return base + sorted({float(x) for x in extra} - set(base))
 
 
-def _objective(cfg: dict, method: str, source: str, profile: str, lr: float | None) -> None:
+def _objective(cfg: dict, method: str, source: str, profile: str, lr: float | None, rate_from: str) -> None:
     """The method's loss and options (shared, profile, source), its learning rate and loss-parameter multiple."""
     mc = methods_config()
     block = mc["methods"][method]
     options = {**(block.get("options") or {}), **(block.get(profile) or {}),
                **((block.get("sources") or {}).get(source) or {})}
     cfg["objective"] = [{"name": block["loss"], "weight": 1.0, "options": options}]
-    cfg["optimizer"]["lr"] = float(lr) if lr is not None else chosen_lr(method, profile, source)
+    cfg["optimizer"]["lr"] = float(lr) if lr is not None else chosen_lr(method, profile, rate_from)
     loss_mult = (block.get("loss_lr_mult") or {}).get(profile)
     if loss_mult is not None:
         cfg["optimizer"]["lr_mult"]["loss"] = float(loss_mult)
 
 
 def run_config(profile: str = "quick", *, method: str = "Margin (D)", source: str = "cub", split: int | None = None,
-               seed: int = 0, lr: float | None = None, validation: bool = False, overrides=()) -> dict:
+               seed: int = 0, lr: float | None = None, validation: bool = False, overrides=(),
+               rate_from: str | None = None) -> dict:
     """The resolved ``fit`` configuration of one run: ``oodml.yaml`` (profile block), the method's loss, the
     source and the classes of its split ``split`` (default: the default split), the seed and learning rate (default:
-    the chosen one). ``validation=True`` trains on the split's first (1 - val_fraction) training classes and
+    the rate chosen on ``rate_from``'s validation classes - the run's own source unless given - else the
+    CUB-chosen one). ``validation=True`` trains on the split's first (1 - val_fraction) training classes and
     tests on the rest: the tuning protocol, which never sees a test class."""
     from umlkit.train.config import resolve_config
     mc = methods_config()
@@ -99,7 +101,7 @@ def run_config(profile: str = "quick", *, method: str = "Margin (D)", source: st
     if method == "zero_shot":
         cfg["model"]["method"] = "zero_shot"
     else:
-        _objective(cfg, method, source, profile, lr)
+        _objective(cfg, method, source, profile, lr, rate_from or source)
     epochs = (mc.get("epochs", {}).get(profile) or {}).get(source)
     if epochs:
         cfg["train"]["epochs"] = int(epochs)

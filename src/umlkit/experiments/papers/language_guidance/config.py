@@ -88,8 +88,9 @@ def run_config(profile: str = "quick", *, method: str = "Multisimilarity", sourc
                        f"with ' + ' and one of {list(cfg['guidance'])})")
     block = cfg["methods"][base]
     extra = (cfg.get("profile_overrides") or {}).get(profile) or []
+    # the base method's rate as ooDML's protocol chose it on the CUB-like validation classes (this chapter's protocol)
     out = source_recipe.run_config(profile, method=block["base"], source=source, seed=seed, validation=validation,
-                           overrides=[*extra, *overrides])
+                                   overrides=[*extra, *overrides], rate_from="cub")
     out = copy.deepcopy(out)
     out["objective"][0]["options"].update(block.get("options") or {})
     if guidance is not None:
