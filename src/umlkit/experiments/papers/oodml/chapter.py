@@ -169,6 +169,9 @@ def floor_facts(floors: pd.DataFrame, profile: str = "quick") -> dict[str, str]:
         out[f"{src}_floor_rows"] = "; ".join(words) if words else "none"
         ok = sub[~sub["row"].isin(set(sub.loc[sub["floor"].astype(bool), "row"]))] if len(sub) else sub
         out[f"{src}_r1_range_working"] = (f"{ok['measured'].min():.1f}–{ok['measured'].max():.1f}" if len(ok) else "n/a")
+    marked = [SOURCE_NAMES[s] + "-like" for s in SOURCES if out[f"{s}_floor_rows"] != "none"]
+    out["ags_floor_note"] = (f"on the {' and '.join(marked)} source(s) its lowest places include the marked runs"
+                             if marked else "no run of any source is marked")
     return out
 
 
@@ -265,3 +268,46 @@ def paper_curves(metric: str = "R@1") -> pd.DataFrame:
                                    "split": split.to_numpy(), "fid": fid.to_numpy(), "value": p["value"].to_numpy(),
                                    "seed": 0}))
     return pd.concat(parts, ignore_index=True)
+
+
+def rate_table(profile: str = "quick") -> pd.DataFrame:
+    """Per method and source: the rate that source's own validation sweep chose (whether it lies inside the grid)
+    and the rate the source's table trains with (``lr_sources``, else the CUB-like choice)."""
+    from umlkit.experiments.papers.oodml.config import lr_sweep
+    from umlkit.experiments.source_recipe import chosen_lr
+    rows = []
+    for src in SOURCES:
+        sweep = lr_sweep(profile, source=src)
+        for _, r in (sweep[sweep["chosen"].astype(bool)] if not sweep.empty else sweep).iterrows():
+            method = r["method"].removeprefix(f"{src}-") if src != "cub" else r["method"]
+            rows.append({"method": method, "source": SOURCE_NAMES[src], "chosen": float(r["lr"]),
+                         "interior": bool(r["interior"]), "trained with": chosen_lr(method, profile, src)})
+    return pd.DataFrame(rows, columns=["method", "source", "chosen", "interior", "trained with"])
+
+
+def rate_view(rates: pd.DataFrame) -> pd.DataFrame:
+    """:func:`rate_table` as method x source cells "chosen" (or "chosen → trained with" where they differ; "edge"
+    marks a choice on its grid's edge)."""
+    def cell(r) -> str:
+        text = f"{r['chosen']:g}" + ("" if r["interior"] else " (edge)")
+        return text if r["chosen"] == r["trained with"] else f"{text}; trains at {r['trained with']:g}"
+    view = rates.assign(cell=[cell(r) for _, r in rates.iterrows()])
+    return view.pivot(index="method", columns="source", values="cell").reindex(
+        columns=[SOURCE_NAMES[s] for s in SOURCES if SOURCE_NAMES[s] in set(rates["source"])])
+
+
+def rate_facts(rates: pd.DataFrame) -> dict[str, str]:
+    """Per source other than CUB: the methods whose own rate differs from the CUB-like one and is used
+    (``<src>_own_rates``), and those whose own choice differs but whose table still trains at the CUB-like rate
+    (``<src>_pending_rates``)."""
+    out = {}
+    cub = rates[rates["source"] == SOURCE_NAMES["cub"]].set_index("method")["chosen"] if len(rates) else pd.Series()
+    for src in SOURCES[1:]:
+        sub = rates[rates["source"] == SOURCE_NAMES[src]] if len(rates) else rates
+        own = [f"{r['method']} {r['chosen']:g}" for _, r in sub.iterrows()
+               if r["chosen"] == r["trained with"] and r["chosen"] != cub.get(r["method"])]
+        pending = [f"{r['method']} ({r['chosen']:g}, trains at {r['trained with']:g})" for _, r in sub.iterrows()
+                   if r["chosen"] != r["trained with"]]
+        out[f"{src}_own_rates"] = ", ".join(own) or "none"
+        out[f"{src}_pending_rates"] = ", ".join(pending) or "none"
+    return out
