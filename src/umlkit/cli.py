@@ -203,13 +203,23 @@ def _cmd_stale(args: argparse.Namespace) -> int:
     return 0
 
 
-def _job_list(paper: str, name: str, profile: str):
-    """A registered paper's named job list (:mod:`umlkit.experiments.registry`)."""
+def _job_list(paper: str, name: str | None, profile: str, table: str | None = None):
+    """A registered paper's named job list (:mod:`umlkit.experiments.registry`), or the runs of one of its tables."""
     from umlkit.experiments.registry import get_paper
+    if (name is None) == (table is None):
+        raise ValueError(f"give {paper}'s job list (e.g. tables) or --table NAME, one of the two"
+                         + (f"; got both {name!r} and --table {table!r}" if name else ""))
     try:
+        if table is not None:
+            from umlkit.experiments.table_runs import table_jobs
+            return table_jobs(paper, table, profile)
         return get_paper(paper).job_list(name, profile)
     except KeyError as err:
         raise ValueError(err.args[0]) from None
+
+
+def _jobs_name(args: argparse.Namespace) -> str:
+    return args.jobs if args.jobs else f"--table {args.table!r}"
 
 
 def _records_folder(paper: str) -> str:
@@ -229,10 +239,15 @@ def _parse_worker(text: str) -> tuple[int, int]:
 
 
 def _cmd_records_status(args: argparse.Namespace) -> int:
-    jobs = _job_list(args.paper, args.jobs, args.profile)
+    jobs = _job_list(args.paper, args.jobs, args.profile, args.table)
     stored, broken = _stored(jobs, args.profile)
     have = len(stored)
-    print(f"{args.paper} {args.jobs} ({args.profile}): {have} of {len(jobs)} records stored, {len(jobs) - have} to train")
+    if args.list:
+        from umlkit.experiments.table_runs import job_status
+        for _, line in job_status(jobs, args.profile).iterrows():
+            print(f"{'stored ' if line['stored'] else 'missing'}  {line['label']}")
+    print(f"{args.paper} {_jobs_name(args)} ({args.profile}): {have} of {len(jobs)} records stored, "
+          f"{len(jobs) - have} to train")
     return _report_unreadable(broken)
 
 
@@ -270,7 +285,7 @@ def _cmd_records_train(args: argparse.Namespace) -> int:
     i, n = _parse_worker(args.worker)
     torch.set_num_threads(args.threads)
     import re
-    jobs = _job_list(args.paper, args.jobs, args.profile)
+    jobs = _job_list(args.paper, args.jobs, args.profile, args.table)
     if args.match:
         try:
             pattern = re.compile(args.match)
@@ -279,14 +294,14 @@ def _cmd_records_train(args: argparse.Namespace) -> int:
         every, jobs = jobs, [j for j in jobs if pattern.search(j[1])]
         if not jobs:
             raise ValueError(f"--match {args.match!r} matches none of the {len(every)} job labels of {args.paper} "
-                             f"{args.jobs} (e.g. {every[0][1]!r})")
+                             f"{_jobs_name(args)} (e.g. {every[0][1]!r})")
     jobs = [j for k, j in enumerate(jobs) if k % n == i]
     _report_unreadable(_stored(jobs, args.profile)[1])   # before training: the user decides what to do with them
     todo = [j for j in jobs if find_record(normalise_key(j[2]), args.profile) is None]
     folder = _records_folder(args.paper)
     print(f"worker {i}/{n}: {len(jobs)} jobs, {len(jobs) - len(todo)} already stored, {len(todo)} to train")
     start = time.perf_counter()
-    for table, label, key, *runner in tqdm(todo, desc=f"{args.paper} {args.jobs} [{i}/{n}]", unit="run"):
+    for table, label, key, *runner in tqdm(todo, desc=f"{args.paper} {args.jobs or args.table} [{i}/{n}]", unit="run"):
         # a job names its runner when it is not the default (e.g. the unified setting's plain "train" runs)
         cached_record(folder, table, label, key, runner[0] if runner else args.runner, args.profile, log=None)
     print(f"worker {i}/{n}: trained {len(todo)} record(s) in {time.perf_counter() - start:.0f} s")
@@ -326,9 +341,11 @@ def _cmd_book_check(args: argparse.Namespace) -> int:
 def _cmd_reproduce(args: argparse.Namespace) -> int:
     from umlkit.reproduce import reproduce
 
+    if args.table is not None:
+        return _cmd_reproduce_table(args)
     if not args.stale and args.dry_run:
         # (without --stale, --dry-run would be ignored and the chapters executed)
-        raise ValueError("--dry-run goes with --stale (list or retrain the stale records); nothing was run")
+        raise ValueError("--dry-run goes with --stale or --table (list what would be trained); nothing was run")
     if args.stale:
         code = _cmd_stale(args)
         if code or not args.chapters:
@@ -359,6 +376,32 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     table = reproduce(profile=args.profile, chapters=chapters, parameters=params)
     print(table.to_string())
     return 0 if (table["status"] == "ok").all() else 1
+
+
+def _cmd_reproduce_table(args: argparse.Namespace) -> int:
+    """``reproduce --paper P --table T``: train exactly the table's missing runs, then save and print its cells and
+    claims (``--dry-run``: list its runs, stored or missing, and train nothing)."""
+    from umlkit.experiments.table_runs import job_status, reproduce_table, table_jobs
+    if not args.paper or args.stale or args.chapters:
+        raise ValueError("--table goes with --paper (the paper whose table it is), without --stale or --chapters")
+    jobs = table_jobs(args.paper, args.table, args.profile)
+    status = job_status(jobs, args.profile)
+    missing = int((~status["stored"]).sum())
+    if args.dry_run:
+        for _, line in status.iterrows():
+            print(f"{'stored ' if line['stored'] else 'missing'}  {line['label']}")
+        print(f"{args.paper} {args.table} ({args.profile}): {len(jobs)} runs, {missing} to train; nothing was run")
+        return 0
+    print(f"{args.paper} {args.table} ({args.profile}): {len(jobs)} runs, {missing} to train")
+    path, cmp, claims = reproduce_table(args.paper, args.table, args.profile)
+    print(f"wrote {path} ({len(cmp)} measured cells)")
+    if not claims.empty:
+        import pandas as pd
+        with pd.option_context("display.max_colwidth", 90, "display.width", 160):
+            print(claims[[c for c in ("claim", "verdict", "measured gap", "paper gap") if c in claims.columns]]
+                  .to_string(index=False))
+        print("verdicts unadjusted; the book's chapters and scoreboard adjust them over the paper's claims (Holm)")
+    return 0
 
 
 def _add_run_commands(sub) -> None:
@@ -403,7 +446,11 @@ def _add_reproduce(sub) -> None:
                         "--chapters, if given)")
     p.add_argument("--paper", default=None, help="a registered paper (puma, oodml, language_guidance, vptsp, regime): "
                    "run its chapters; with --stale: retrain only its stale records")
-    p.add_argument("--dry-run", action="store_true", help="with --stale: list the stale records, train nothing")
+    p.add_argument("--table", default=None, metavar="NAME",
+                   help="with --paper: train exactly that table's missing runs, then save its results CSV and print "
+                        "its claims (e.g. --paper vptsp --table 'Table 6')")
+    p.add_argument("--dry-run", action="store_true",
+                   help="with --stale or --table: list the records it would train, train nothing")
     p.set_defaults(func=_cmd_reproduce)
 
 
@@ -415,10 +462,15 @@ def _add_records(sub) -> None:
                              ("status", _cmd_records_status, "how many records of a job list are stored")):
         p = rsub.add_parser(name, help=text)
         p.add_argument("paper", help="a registered paper: puma, oodml, language_guidance, vptsp or regime")
-        p.add_argument("jobs", help="the paper's job list: oodml: lr_sweep, tables; language_guidance: omega_sweep, "
-                       "tables, semantic, unified_sweep, unified; vptsp: lr_sweep, tables; puma: tuning, "
-                       "few_shot_tuning, few_shot, tables, second_tables, budget; regime: map")
+        p.add_argument("jobs", nargs="?", default=None,
+                       help="the paper's job list: oodml: lr_sweep, lr_sweep_cars, lr_sweep_sop, tables; "
+                       "language_guidance: omega_sweep, tables, semantic, unified_sweep, unified; vptsp: lr_sweep, "
+                       "tables; puma: tuning, few_shot_tuning, few_shot, tables, second_tables, budget; regime: map")
+        p.add_argument("--table", default=None, metavar="NAME",
+                       help="instead of a job list: exactly the runs of one of the paper's tables, e.g. 'Table 6'")
         p.add_argument("--profile", choices=("quick", "full"), default="quick")
+        if name == "status":
+            p.add_argument("--list", action="store_true", help="also print every job's label, stored or missing")
         if name == "train":
             p.add_argument("--worker", default="0/1", help="I/N: this process takes every N-th job from the I-th")
             p.add_argument("--threads", type=_positive_int, default=1, help="torch threads per worker (default 1)")

@@ -1,0 +1,60 @@
+"""Reproduce one paper table: exactly its runs, then its cells beside the paper's and its claims.
+
+A table's rows can share records with other tables (PUMA's Table 3 reuses a Table 2 run, VPTSP's Table 6 three of
+Table 2's, ooDML's Tables S7/S8 are the few-shot analyses of S4/S5 runs), and a job list's labels repeat across tables,
+so a label filter is no way to select "the runs of Table 6". Here the registered paper's table declaration gives them:
+each (row, seed) it measures, each configuration once (:func:`umlkit.experiments.tables.distinct_jobs`). Records are
+found by their key, whatever folder or label trained them. Used by ``umlkit records train|status PAPER --table NAME``
+and ``umlkit reproduce --paper PAPER --table NAME``.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from umlkit.experiments import tables
+from umlkit.experiments.records import find_record, normalise_key
+from umlkit.experiments.registry import get_paper
+
+__all__ = ["table_spec", "table_jobs", "job_status", "reproduce_table"]
+
+
+def table_spec(paper: str, table: str, profile: str = "quick") -> tables.Table:
+    """The registered paper's declaration of ``table``; an unknown name is an error listing the paper's tables."""
+    specs = get_paper(paper).claim_tables(profile)
+    if table not in specs:
+        raise KeyError(f"{paper} has no table {table!r} in the {profile} profile; its tables: {', '.join(specs)}")
+    return specs[table]
+
+
+def table_jobs(paper: str, table: str, profile: str = "quick") -> list[tuple]:
+    """(record folder, label, key, runner) of every run ``table`` measures, each configuration once. A table
+    computed from other tables' records (ooDML's FID tables and AGS, VPTSP's Table 10) has none: an error says so."""
+    spec = table_spec(paper, table, profile)
+    if spec.derive is not None and not spec.rows:
+        raise ValueError(f"{paper} {table} has no runs of its own: it is computed from other tables' records or "
+                         f"files (reproduce those tables, then read this one in its chapter)")
+    return tables.distinct_jobs({table: spec}, profile)
+
+
+def job_status(jobs: list[tuple], profile: str = "quick") -> pd.DataFrame:
+    """One line per job: its label and whether a record of its key is stored (and where)."""
+    lines = []
+    for job in jobs:
+        path = find_record(normalise_key(job[2]), profile)
+        lines.append({"label": job[1], "stored": path is not None, "record": str(path) if path else ""})
+    return pd.DataFrame(lines, columns=["label", "stored", "record"])
+
+
+def reproduce_table(paper: str, table: str, profile: str = "quick", train: bool = True,
+                    progress: bool = True) -> tuple[str, pd.DataFrame, pd.DataFrame]:
+    """Train the table's missing records (unless ``train=False``), then measure it, compare it with the paper and
+    write ``results/<profile>/<paper>_<table>.csv``. Returns (that path, the compared cells, the claims with their
+    unadjusted verdicts; the book adjusts them over the paper's claims)."""
+    spec = table_spec(paper, table, profile)
+    measured = tables.measure(spec, profile, train=train, progress=progress, log=None)
+    if measured.empty:
+        raise ValueError(f"{paper} {table}: no stored record in the {profile} profile (run without --dry-run, or "
+                         f"`umlkit records train {paper} --table '{table}'`)")
+    cmp = tables.compare(measured, spec.paper)
+    path = tables.save_results(spec, cmp, profile)
+    return str(path), cmp, tables.table_claims(spec, cmp)
