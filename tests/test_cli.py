@@ -72,3 +72,30 @@ def test_cli_records_and_oodml_errors_name_the_input(tmp_path, capsys):
     assert "unknown oodml job list 'everything'; choose one of lr_sweep, tables" in capsys.readouterr().err
     assert cli.main(["oodml", "import-splits", str(tmp_path), "--root", str(tmp_path)]) == 2
     assert "cub200_splits.pkl" in capsys.readouterr().err
+
+
+def test_one_tables_runs_are_selected_by_its_declaration_not_by_labels(capsys):
+    """VPTSP's Table 6 measures 3 rows x 3 seeds, two of its rows Table 2's runs: --table lists exactly those 9
+    (a label filter on 'cub-' matched other tables' runs too); a derived table, an unknown table and a job list
+    given beside --table are errors that say what to give instead."""
+    assert cli.main(["records", "status", "vptsp", "--table", "Table 6", "--list"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    listed = [line.split(None, 1)[1] for line in out if line.startswith(("stored", "missing"))]
+    assert len(listed) == 9 and len(set(listed)) == 9 and {x.rsplit("-seed", 1)[1] for x in listed} == {"0", "1", "2"}
+    assert out[-1] == "vptsp --table 'Table 6' (quick): 9 of 9 records stored, 0 to train"
+    from umlkit.experiments.table_runs import table_jobs
+    assert len(table_jobs("puma", "Table 3")) == 6 * 3    # its PUMA row is Table 2's run, listed once here
+    assert cli.main(["records", "status", "vptsp", "tables", "--table", "Table 6"]) == 2
+    assert "one of the two" in capsys.readouterr().err
+    assert cli.main(["records", "train", "oodml", "--table", "Table S3"]) == 2
+    assert "computed from other tables' records" in capsys.readouterr().err
+    assert cli.main(["reproduce", "--paper", "vptsp", "--table", "Table 9", "--dry-run"]) == 2
+    assert "its tables: Table 1, Table 2" in capsys.readouterr().err
+
+
+def test_reproduce_table_dry_run_lists_and_trains_nothing(capsys, no_training):
+    assert cli.main(["reproduce", "--paper", "vptsp", "--table", "Table 7", "--dry-run"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1] == "vptsp Table 7 (quick): 15 runs, 0 to train; nothing was run"
+    assert cli.main(["reproduce", "--table", "Table 7", "--dry-run"]) == 2
+    assert "--table goes with --paper" in capsys.readouterr().err

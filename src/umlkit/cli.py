@@ -398,8 +398,8 @@ def _cmd_reproduce_table(args: argparse.Namespace) -> int:
     if not claims.empty:
         import pandas as pd
         with pd.option_context("display.max_colwidth", 90, "display.width", 160):
-            print(claims[[c for c in ("claim", "verdict", "measured gap", "paper gap") if c in claims.columns]]
-                  .to_string(index=False))
+            view = claims.assign(paper=claims["paper A"] - claims["paper B"]).rename(columns={"gap": "measured"})
+            print(view[["claim", "paper", "measured", "p", "verdict"]].round(3).to_string(index=False))
         print("verdicts unadjusted; the book's chapters and scoreboard adjust them over the paper's claims (Holm)")
     return 0
 
