@@ -34,3 +34,18 @@ def test_the_books_tables_write_a_dash_for_a_missing_value_and_keep_whole_texts(
     assert "NaN" not in html and "None" not in html and html.count("<td>–</td>") == 3
     assert long in html and "<td>1.25</td>" in html and "<td>True</td>" in html
     assert df["interior"].iloc[1] is None            # the frame itself is not changed
+
+
+def test_a_sweep_with_highlights_colours_only_those_and_greys_the_rest():
+    import matplotlib
+    matplotlib.use("Agg")
+    from umlkit.experiments import plots
+    rows = [{"unit": u, "lr": lr, "val": v, "chosen": v == best}
+            for u, vals in {"a": [1, 3, 2], "b": [2, 1, 0], "c": [0, 1, 5]}.items()
+            for lr, v, best in zip((1e-4, 1e-3, 1e-2), vals, [max(vals)] * 3)]
+    ax = plots.plot_sweep(pd.DataFrame(rows), "lr", "val", "unit", highlight=["a"])
+    labels = ax.get_legend_handles_labels()[1]
+    assert "a" in labels and "b" not in labels and "c" not in labels and "the other 2" in labels
+    grey = [line for line in ax.get_lines() if line.get_color() == "0.75" and len(line.get_xdata())]
+    assert len(grey) == 2                                       # one thin grey line per other unit
+    assert len(ax.collections[-1].get_offsets()) == 1           # only the highlighted unit's choice is ringed

@@ -215,15 +215,23 @@ def plot_similarity_panels(mats: dict, ncols: int = 2, title: str = "cosine simi
 
 
 def plot_sweep(frame: pd.DataFrame, x: str, y: str, hue: str, chosen: str | None = "chosen", logx: bool = True,
-               ax=None):
-    """A validation sweep: ``y`` against ``x`` per ``hue`` (one line each), the chosen value of each line ringed."""
+               ax=None, highlight: Sequence[str] | None = None):
+    """A validation sweep: ``y`` against ``x`` per ``hue`` (one line each), the chosen value of each line ringed.
+    With ``highlight``, only those lines are coloured and named; every other line is drawn thin and grey behind them
+    (a sweep of thirty units is unreadable in thirty colours; the table beside it has every value)."""
     import matplotlib.pyplot as plt
     import seaborn as sns
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 4.5))
-    sns.lineplot(data=frame, x=x, y=y, hue=hue, marker="o", ax=ax)
+    shown = frame if highlight is None else frame[frame[hue].isin(highlight)]
+    if highlight is not None:
+        for _, line in frame[~frame[hue].isin(highlight)].groupby(hue):
+            line = line.sort_values(x)
+            ax.plot(line[x], line[y], color="0.75", lw=0.8, zorder=1)
+        ax.plot([], [], color="0.75", lw=0.8, label=f"the other {frame[hue].nunique() - shown[hue].nunique()}")
+    sns.lineplot(data=shown, x=x, y=y, hue=hue, marker="o", ax=ax, hue_order=highlight)
     if chosen and chosen in frame:
-        pick = frame[frame[chosen].astype(bool)]
+        pick = shown[shown[chosen].astype(bool)]
         ax.scatter(pick[x], pick[y], s=160, facecolors="none", edgecolors="black", linewidths=1.2, zorder=5,
                    label="chosen")
     if logx:
