@@ -226,3 +226,45 @@ def test_eval_names_a_checkpoint_that_does_not_fit_its_run_configuration(tmp_pat
     err = capsys.readouterr().err
     assert f"checkpoint {run / 'best.pt'} does not fit the model that {run / 'config.json'} describes (size " \
            "mismatch" in err.splitlines()[0]
+
+
+def test_no_command_is_a_failing_exit_with_the_usage(capsys):
+    assert cli.main([]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: umlkit") and err.rstrip().endswith("umlkit: error: give a command (e.g. umlkit info)")
+
+
+def test_a_results_folder_that_is_a_file_is_refused_by_name(tmp_path, monkeypatch, capsys):
+    """UMLKIT_RESULTS pointing at a file read as '0 of 750 stored' (exit 0); now the variable and value are named."""
+    target = tmp_path / "results.txt"
+    target.write_text("not a folder")
+    monkeypatch.setenv("UMLKIT_RESULTS", str(target))
+    assert cli.main(["records", "status", "vptsp", "--table", "Table 6"]) == 2
+    assert f"UMLKIT_RESULTS={target} is a file, not a folder" in capsys.readouterr().err
+    assert target.read_text() == "not a folder"
+
+
+def test_split_files_with_a_duplicate_id_or_a_nan_are_neither_written_nor_read(tmp_path, monkeypatch):
+    from umlkit.experiments import class_splits, split_making
+    good = {"sources": {"cub": {"splits": [{"id": 1, "fid": 1.5}, {"id": 2, "fid": 3.0}]}}}
+    path = tmp_path / "splits_quick.json"
+    assert split_making.splits_json(good, path).startswith('{"sources":')
+    twice = {"sources": {"cub": {"splits": [{"id": 1, "fid": 1.5}, {"id": 1, "fid": 3.0}]}}}
+    with pytest.raises(ValueError, match=r"splits_quick.json: source 'cub' numbers two splits alike \(ids \[1, 1\]\)"):
+        split_making.splits_json(twice, path)
+    nan = {"sources": {"cub": {"splits": [{"id": 1, "fid": float("nan")}]}}}
+    with pytest.raises(ValueError, match="NaN or infinite number"):
+        split_making.splits_json(nan, path)
+    assert not path.exists()
+    import json
+    path.write_text(json.dumps(twice))                       # a file written by hand with a duplicate id
+    monkeypatch.setattr(class_splits, "splits_path", lambda profile: path)
+    class_splits.load_splits.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="numbers two splits alike"):
+            class_splits.load_splits("quick")
+        path.unlink()
+        with pytest.raises(FileNotFoundError, match="umlkit oodml import-splits DATASPLITS_DIR"):
+            class_splits.load_splits("full")
+    finally:
+        class_splits.load_splits.cache_clear()

@@ -50,7 +50,11 @@ def repo_folder(*parts: str, what: str) -> Path:
 def _resolve(env_var: str, sub: str) -> Path:
     value = os.environ.get(env_var)
     if value:
-        return Path(value).expanduser().resolve()
+        path = Path(value).expanduser().resolve()
+        if path.exists() and not path.is_dir():
+            raise NotADirectoryError(f"{env_var}={value} is a file, not a folder: point it at a folder (it is created "
+                                     f"if missing)")
+        return path
     root = repo_root()
     if root is not None:
         return root / sub

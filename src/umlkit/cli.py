@@ -557,9 +557,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return 0
+    if not getattr(args, "func", None):   # no command: the usage, and a failing exit status (scripts notice)
+        parser.print_help(sys.stderr)
+        print("umlkit: error: give a command (e.g. umlkit info)", file=sys.stderr)
+        return 2
     try:
         return args.func(args)
     except KeyboardInterrupt:

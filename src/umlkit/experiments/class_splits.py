@@ -33,10 +33,16 @@ def load_splits(profile: str = "quick") -> dict:
     """The whole split file of ``profile`` (``{"sources": {source: {"splits": [...], ...}}, ...}``), read once."""
     path = splits_path(profile)
     if not path.is_file():
-        hint = ("umlkit.experiments.papers.oodml.write_splits('quick')" if profile == "quick" else
-                "umlkit.experiments.papers.oodml.import_published_splits(...) with the official datasplits/*.pkl")
+        hint = ("`make test-all` (it recomputes them) or umlkit.experiments.split_making.write_splits('quick')"
+                if profile == "quick" else "`umlkit oodml import-splits DATASPLITS_DIR --root DATA_ROOT` (the "
+                "official datasplits/*.pkl)")
         raise FileNotFoundError(f"no ooDML splits at {path}; create them with {hint}")
-    return json.loads(path.read_text())
+    data = json.loads(path.read_text())
+    for source, entry in data.get("sources", {}).items():
+        ids = [s["id"] for s in entry.get("splits", [])]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"{path}: source {source!r} numbers two splits alike (ids {ids}); each id must be unique")
+    return data
 
 
 def source_splits(source: str, profile: str = "quick") -> dict:

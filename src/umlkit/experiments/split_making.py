@@ -178,12 +178,26 @@ def make_splits(profile: str = "quick", backbone: str = "vit_tiny_uml_v2", sourc
     return out
 
 
+def splits_json(splits: dict, path: Path) -> str:
+    """The split file's text; refused (nothing written to ``path``) when two splits of a source share an id or a
+    number is NaN or infinite (JSON has no such value: the file would not be valid JSON)."""
+    for source, entry in splits.get("sources", {}).items():
+        ids = [s["id"] for s in entry.get("splits", [])]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"not writing {path}: source {source!r} numbers two splits alike (ids {ids})")
+    try:
+        return json.dumps(splits, separators=(",", ":"), sort_keys=True, allow_nan=False) + "\n"
+    except ValueError:
+        raise ValueError(f"not writing {path}: the splits hold a NaN or infinite number (an FID that could not be "
+                         f"computed); check the features the splits were made from") from None
+
+
 def write_splits(profile: str = "quick", overwrite: bool = False) -> Path:
     """Compute :func:`make_splits` and write ``configs/oodml/splits_<profile>.json`` (committed: configurations
     refer to its splits, so that every machine trains the same classes)."""
     from umlkit.results import _atomic_write
     path = splits_path(profile)
-    data = json.dumps(make_splits(profile), indent=None, separators=(",", ":"), sort_keys=True) + "\n"
+    data = splits_json(make_splits(profile), path)
     if path.exists() and not overwrite and path.read_text() != data:
         raise FileExistsError(f"{path} exists with other splits; pass overwrite=True (CLI: --overwrite) to "
                               f"replace it")
@@ -277,7 +291,7 @@ def import_published_splits(pkl_dir, root, sources=SPLIT_SOURCES, overwrite: boo
     for s in out["sources"].values():  # the i.i.d. FID is not in the files: the full profile reports the paper's
         s["iid_fid"] = []
     path = splits_path("full")
-    data = json.dumps(out, separators=(",", ":"), sort_keys=True) + "\n"
+    data = splits_json(out, path)
     if path.exists() and not overwrite and path.read_text() != data:
         raise FileExistsError(f"{path} exists with other splits; pass overwrite=True (CLI: --overwrite) to "
                               f"replace it")
