@@ -53,6 +53,9 @@ class MissingSideFile(RecordError):
 _READ_ONLY: ContextVar[bool] = ContextVar("umlkit_read_only", default=False)
 
 
+_FIX = "delete the file; `umlkit records train` (or the chapter) trains its run again"
+
+
 @contextmanager
 def read_only():
     """Within this block, building a record key never computes or writes a side file (it raises
@@ -97,13 +100,13 @@ def load_record(path: str | Path) -> dict:
     try:
         rec = json.loads(path.read_text())
     except (OSError, ValueError) as err:     # ValueError: JSON errors and bytes that are not UTF-8
-        raise RecordError(f"run record {path} cannot be read ({err}); delete it or pass rerun=True") from err
+        raise RecordError(f"run record {path} cannot be read ({err}); {_FIX}") from err
     if not isinstance(rec, dict):
         raise RecordError(f"run record {path} holds a JSON {type(rec).__name__}, not a record (an object with key, "
-                          f"result, runner); delete it or pass rerun=True")
+                          f"result, runner); {_FIX}")
     for field in ("key", "key_hash", "result", "runner"):
         if field not in rec:
-            raise RecordError(f"run record {path} has no {field!r} field; delete it or pass rerun=True")
+            raise RecordError(f"run record {path} has no {field!r} field; {_FIX}")
     if config_hash(rec["key"]) != rec["key_hash"]:
         raise RecordError(f"run record {path}: its stored configuration hashes to {config_hash(rec['key'])}, "
                           f"not to the recorded {rec['key_hash']}; the file was edited. Delete it or rerun.")
