@@ -69,7 +69,7 @@ def test_cli_records_and_oodml_errors_name_the_input(tmp_path, capsys):
     assert cli.main(["records", "train", "oodml", "tables", "--worker", "half"]) == 2
     assert "expects I/N" in capsys.readouterr().err
     assert cli.main(["records", "status", "oodml", "everything"]) == 2
-    assert "unknown oodml job list 'everything'; choose one of lr_sweep, tables" in capsys.readouterr().err
+    assert "unknown oodml job list 'everything'; choose one of lr_sweep, lr_sweep_cars, lr_sweep_sop, tables" in capsys.readouterr().err
     assert cli.main(["oodml", "import-splits", str(tmp_path), "--root", str(tmp_path)]) == 2
     assert "cub200_splits.pkl" in capsys.readouterr().err
 

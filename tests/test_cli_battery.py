@@ -133,7 +133,7 @@ CASES = [
     (["records", "train", "puma", "nope"], "unknown puma job list 'nope'; choose one of tuning, few_shot_tuning"),
     (["records", "train", "inat", "tables"], "unknown paper 'inat'; registered: puma, oodml, language_guidance, vptsp, regime"),
     (["records", "status", "language_guidance", "everything"], "unknown language_guidance job list 'everything'; choose one of omega_sweep"),
-    (["records", "status", "oodml", "everything"], "unknown oodml job list 'everything'; choose one of lr_sweep, tables"),
+    (["records", "status", "oodml", "everything"], "unknown oodml job list 'everything'; choose one of lr_sweep, lr_sweep_cars, lr_sweep_sop, tables"),
     (["reproduce", "--chapters", "nonexistent"], "unknown chapter(s) ['nonexistent']"),
     (["reproduce", "-p", "NOEQUALS"], "-p expects NAME=VALUE"),
     (["reproduce", "-p", "SEEDS=[0,"], "-p 'SEEDS=[0,': the value is not valid YAML"),
