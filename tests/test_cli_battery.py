@@ -268,3 +268,12 @@ def test_split_files_with_a_duplicate_id_or_a_nan_are_neither_written_nor_read(t
             class_splits.load_splits("full")
     finally:
         class_splits.load_splits.cache_clear()
+
+
+def test_imported_full_profile_splits_live_beside_the_users_data(tmp_path, monkeypatch):
+    """`umlkit oodml import-splits` wrote into configs/ of the installed source tree; the full profile's split file
+    is now the user's: <UMLKIT_DATA>/oodml/splits_full.json (the quick profile's stays committed in configs/)."""
+    from umlkit.experiments import class_splits
+    monkeypatch.setenv("UMLKIT_DATA", str(tmp_path))
+    assert class_splits.splits_path("full") == tmp_path.resolve() / "oodml" / "splits_full.json"
+    assert class_splits.splits_path("quick").parts[-3:] == ("configs", "oodml", "splits_quick.json")

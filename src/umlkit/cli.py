@@ -500,7 +500,7 @@ def _add_oodml(sub) -> None:
     ood = sub.add_parser("oodml", help="ooDML: import the published split files for the full profile")
     osub = ood.add_subparsers(dest="oodml_command", metavar="OODML_COMMAND", required=True)
     p = osub.add_parser("import-splits", help="map datasplits/*.pkl onto DATA_ROOT's classes "
-                        "(writes configs/oodml/splits_full.json)")
+                        "(writes <UMLKIT_DATA>/oodml/splits_full.json)")
     p.add_argument("pkl_dir", help="folder with cub200_splits.pkl, cars196_splits.pkl, online_products_splits.pkl")
     p.add_argument("--root", required=True, help="the full profile's data root")
     p.add_argument("--overwrite", action="store_true", help="replace an existing splits_full.json")

@@ -23,7 +23,12 @@ SPLIT_SOURCES = ("cub", "cars", "sop")   # the sources ooDML publishes splits of
 
 
 def splits_path(profile: str) -> Path:
-    """``configs/oodml/splits_<profile>.json`` (the folder is looked up as every configuration folder is)."""
+    """The quick profile's committed ``configs/oodml/splits_quick.json``; the full profile's splits are the user's
+    (imported from the published files of their data) and live beside that data: ``<UMLKIT_DATA>/oodml/
+    splits_full.json``, never inside the installed source tree."""
+    if profile == "full":
+        from umlkit._paths import data_root
+        return data_root() / "oodml" / "splits_full.json"
     from umlkit._paths import repo_folder
     return repo_folder("configs", "oodml", what="the ooDML class splits") / f"splits_{profile}.json"
 

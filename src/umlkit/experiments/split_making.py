@@ -8,7 +8,7 @@ iterations), and for CUB also swaps the other way for easier splits; Table S1's 
 progression (:func:`umlkit.experiments.splits.select_splits`). :func:`make_splits` does this for the quick world
 (the large UML-Mini, frozen tiny ViT v2) and :func:`write_splits` commits the result as
 ``configs/oodml/splits_quick.json``; :func:`import_published_splits` turns the official ``datasplits/*.pkl`` into
-``splits_full.json`` for the full profile. :func:`fid_range` measures how much shift each UML-Mini variant allows
+``<UMLKIT_DATA>/oodml/splits_full.json`` for the full profile (the user's data, the user's folder). :func:`fid_range` measures how much shift each UML-Mini variant allows
 (the UML-Mini chapter). Readers of the committed splits use :mod:`umlkit.experiments.class_splits`.
 """
 from __future__ import annotations
@@ -279,7 +279,7 @@ def read_published_splits(pkl_path, source: str, root) -> dict:
 
 
 def import_published_splits(pkl_dir, root, sources=SPLIT_SOURCES, overwrite: bool = False) -> Path:
-    """Write ``configs/oodml/splits_full.json`` from the official split files in ``pkl_dir`` for the datasets under
+    """Write ``<UMLKIT_DATA>/oodml/splits_full.json`` from the official split files in ``pkl_dir`` for the datasets under
     ``root`` (the full profile's splits; its configurations then refer to them like the quick profile's)."""
     from umlkit.results import _atomic_write
     pkl_dir = Path(pkl_dir)
