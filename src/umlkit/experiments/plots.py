@@ -198,7 +198,8 @@ def plot_similarity_panels(mats: dict, ncols: int = 2, title: str = "cosine simi
     import seaborn as sns
     names = list(mats)
     nrows = -(-len(names) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(6.2 * ncols, 5.2 * nrows), squeeze=False)
+    # drawn at about the width the page shows it (8 in), so the class names keep a legible size on the page
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.9 * nrows), squeeze=False)
     lo = min(float(m.to_numpy().min()) for m in mats.values())
     for i, ax in enumerate(axes.flat):
         if i >= len(names):
@@ -207,8 +208,8 @@ def plot_similarity_panels(mats: dict, ncols: int = 2, title: str = "cosine simi
         m = mats[names[i]]
         sns.heatmap(m, vmin=min(lo, 0.0), vmax=1.0, cmap="magma", ax=ax, cbar=i % ncols == ncols - 1,
                     xticklabels=False, yticklabels=list(m.index) if i % ncols == 0 else False, square=True)
-        ax.set_title(names[i], fontsize=10)
-        ax.tick_params(axis="y", labelsize=7)
+        ax.set_title(names[i], fontsize=11)
+        ax.tick_params(axis="y", labelsize=10)
     fig.suptitle(title, y=1.0)
     fig.tight_layout()
     return fig
