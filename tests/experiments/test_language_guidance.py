@@ -60,7 +60,13 @@ def test_table2_rows_and_claims_join_the_paper():
     spec = lg.table("Table 2")
     paper = paper_table("language_guidance", "Table 2").fillna({"section": "", "setting": ""})
     have = {(r["method"], r["setting"]) for _, r in paper.iterrows()}
-    assert {(r.method, r.setting) for r in spec.rows} == have and len(spec.rows) == 27
+    trained = [r for r in spec.rows if r.method != lg.ZERO_SHOT]
+    assert {(r.method, r.setting) for r in trained} == have and len(trained) == 27
+    floor = [r for r in spec.rows if r.method == lg.ZERO_SHOT]   # the frozen backbone per source: the floor
+    assert spec.floor.frozen == lg.ZERO_SHOT and {r.spec["source"] for r in floor} == set(lg.SOURCES)
+    key = spec.config(floor[0], 0, "quick")
+    assert key["config"]["model"]["method"] == "zero_shot" and key["config"]["objective"] == [] and all(r.seed_free
+                                                                                                  for r in floor)
     value = {(r["method"], r["setting"], r["dataset"]): r["value"] for _, r in paper.iterrows()}
     for c in spec.claims:   # every claim is one the paper's own numbers make
         a = value[(c.a["method"], c.a["setting"], c.a["dataset"])]

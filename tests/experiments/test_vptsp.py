@@ -105,7 +105,14 @@ def test_table_rows_join_paper_cells():
     counts = paper_table("vptsp", "Table 1").query("metric == 'TrainableParams(M)'")
     assert set(counts["dataset"]) == {t1.params_dataset} and t1.params
     t7 = vptsp.TABLES("quick")["Table 7"]   # its GRU-ReLU row prints Table 1's VPTSP-G (no BitFit): 86.1 / 52.1
-    assert {r.spec["row"] for r in t7.rows} == {"VPTSP-G"}
+    assert {r.spec["row"] for r in t7.rows if r.method != vptsp.ZERO_SHOT} == {"VPTSP-G"}
+    for name, sources in (("Table 1", {"cub"}), ("Table 4", {"cub", "cars"}), ("Table 5", {"cub", "cars"}),
+                          ("Table 7", {"cub"})):   # each table's floor is Table 2's zero-shot record of its sources
+        spec = vptsp.TABLES("quick")[name]
+        floor = [r for r in spec.rows if r.method == vptsp.ZERO_SHOT]
+        assert spec.floor.frozen == vptsp.ZERO_SHOT and {r.spec["source"] for r in floor} == sources
+        assert all(spec.config(r, 0, "quick") == t2.config(next(z for z in zs if z.spec["source"] == r.spec["source"]),
+                                                           0, "quick") for r in floor)
     assert paper_table("vptsp", "Table 7").query("method == 'GRU with Relu' and metric == 'R@1'")["value"].item() == \
         paper_table("vptsp", "Table 1").query("method == 'VPTSP-G' and metric == 'R@1'")["value"].item()
     full8 = vptsp.table8("full")
