@@ -299,7 +299,7 @@ def rate_view(rates: pd.DataFrame) -> pd.DataFrame:
 def rate_facts(rates: pd.DataFrame) -> dict[str, str]:
     """Per source other than CUB: the methods whose own rate differs from the CUB-like one and is used
     (``<src>_own_rates``), and those whose own choice differs but whose table still trains at the CUB-like rate
-    (``<src>_pending_rates``)."""
+    (``<src>_pending_rates``; all sources: ``pending_rates``)."""
     out = {}
     cub = rates[rates["source"] == SOURCE_NAMES["cub"]].set_index("method")["chosen"] if len(rates) else pd.Series()
     for src in SOURCES[1:]:
@@ -310,4 +310,7 @@ def rate_facts(rates: pd.DataFrame) -> dict[str, str]:
                    if r["chosen"] != r["trained with"]]
         out[f"{src}_own_rates"] = ", ".join(own) or "none"
         out[f"{src}_pending_rates"] = ", ".join(pending) or "none"
+    pending = [f"{SOURCE_NAMES[src]}-like: {out[f'{src}_pending_rates']}" for src in SOURCES[1:]
+               if out[f"{src}_pending_rates"] != "none"]
+    out["pending_rates"] = "; ".join(pending) or "none"
     return out
