@@ -13,9 +13,9 @@ from umlkit.experiments.runners import SOURCE_NAMES
 from umlkit.paper import paper_table
 from umlkit.experiments.papers.language_guidance.config import (ablation_table, ABLATIONS, BASELINE, class_similarity,
                                                                 CURVE_ROWS, first_epoch, lg_config, omega_grid,
-                                                                omega_jobs, PAPER, SEMANTIC, semantic_table,
-                                                                _source_classes, SOURCES, _split_row, table, UNIFIED,
-                                                                unified_sweep_jobs, unified_table)
+                                                                omega_jobs, PAPER, related_classes, SEMANTIC,
+                                                                semantic_table, _source_classes, SOURCES, _split_row,
+                                                                table, UNIFIED, unified_sweep_jobs, unified_table)
 
 
 def quoted_table(name: str = "Table 1") -> "pd.DataFrame":  # noqa: F821
@@ -324,3 +324,35 @@ def unified_sweep(profile: str = "quick") -> "pd.DataFrame":  # noqa: F821
     out["interior"] = out["row"].map({r["row"]: tried.loc[r["row"], "min"] < r["omega"] < tried.loc[r["row"], "max"]
                                       for _, r in best.iterrows()})
     return out
+
+
+def semantic_counts(profile: str = "quick", queries: int = 4) -> "pd.DataFrame":  # noqa: F821
+    """The figure's data: for ``queries`` test classes (those whose images the baseline most often confuses with
+    other classes, over its seeds), the query and its ``related - 1`` closest classes, with the mean retrieved count
+    per row over seeds. Columns: query, rank (0 = the query class), class, similarity, method, count."""
+    import numpy as np
+    import pandas as pd
+
+    from umlkit.experiments.records import find_record, load_record
+    spec = semantic_table(profile)
+    src = SEMANTIC["source"]
+    sim = class_similarity(src, SEMANTIC["judge"], profile)
+    names = dict(zip(*_source_classes(src, profile)[:2]))
+    per = {}
+    for r in spec.rows:
+        found = [find_record(spec.config(r, s, profile), profile) for s in spec.seeds_of(r)]
+        per[r.method] = [load_record(p)["result"]["neighbour_classes"] for p in found if p is not None]
+    if not per.get(BASELINE):
+        return pd.DataFrame(columns=["query", "rank", "class", "similarity", "method", "count"])
+    base = per[BASELINE]
+    confused = {q: np.mean([sum(v for c, v in run[q].items() if c != q) for run in base]) for q in base[0]}
+    chosen = sorted(confused, key=lambda q: (-confused[q], q))[:queries]
+    rel = related_classes(base[0], sim, SEMANTIC["related"] - 1)
+    lines = []
+    for q in chosen:
+        for rank, c in enumerate([q, *rel[q]]):
+            for m, runs in per.items():
+                if runs:
+                    lines.append({"query": names[q], "rank": rank, "class": names[c], "similarity": float(sim.at[q, c]),
+                                  "method": m, "count": float(np.mean([run[q].get(c, 0) for run in runs]))})
+    return pd.DataFrame(lines)

@@ -365,38 +365,6 @@ def semantic_table(profile: str = "quick") -> Table:
                  columns=[d])
 
 
-def semantic_counts(profile: str = "quick", queries: int = 4) -> "pd.DataFrame":  # noqa: F821
-    """The figure's data: for ``queries`` test classes (those whose images the baseline most often confuses with
-    other classes, over its seeds), the query and its ``related - 1`` closest classes, with the mean retrieved count
-    per row over seeds. Columns: query, rank (0 = the query class), class, similarity, method, count."""
-    import numpy as np
-    import pandas as pd
-
-    from umlkit.experiments.records import find_record, load_record
-    spec = semantic_table(profile)
-    src = SEMANTIC["source"]
-    sim = class_similarity(src, SEMANTIC["judge"], profile)
-    names = dict(zip(*_source_classes(src, profile)[:2]))
-    per = {}
-    for r in spec.rows:
-        found = [find_record(spec.config(r, s, profile), profile) for s in spec.seeds_of(r)]
-        per[r.method] = [load_record(p)["result"]["neighbour_classes"] for p in found if p is not None]
-    if not per.get(BASELINE):
-        return pd.DataFrame(columns=["query", "rank", "class", "similarity", "method", "count"])
-    base = per[BASELINE]
-    confused = {q: np.mean([sum(v for c, v in run[q].items() if c != q) for run in base]) for q in base[0]}
-    chosen = sorted(confused, key=lambda q: (-confused[q], q))[:queries]
-    rel = related_classes(base[0], sim, SEMANTIC["related"] - 1)
-    lines = []
-    for q in chosen:
-        for rank, c in enumerate([q, *rel[q]]):
-            for m, runs in per.items():
-                if runs:
-                    lines.append({"query": names[q], "rank": rank, "class": names[c], "similarity": float(sim.at[q, c]),
-                                  "method": m, "count": float(np.mean([run[q].get(c, 0) for run in runs]))})
-    return pd.DataFrame(lines)
-
-
 def TABLES(profile: str = "quick") -> dict[str, Table]:  # noqa: N802 - same signature as the other papers
     """The language-guidance tables: Table 1 (the state of the art: quoted, no rows run), Tables 2 / S1, the ablation
     tables, Fig. S1 and, beyond the paper, the controls and the unified setting."""
