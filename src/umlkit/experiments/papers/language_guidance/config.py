@@ -383,7 +383,7 @@ def table_jobs(profile: str = "quick", seeds=SEEDS) -> list[tuple[str, str, dict
         for s in seeds:
             for r in spec.rows:
                 label = f"{r.label}-seed{s}"
-                if label in seen:
+                if label in seen or (r.seed_free and s != seeds[0]):   # a frozen backbone: one record is exact
                     continue
                 seen.add(label)
                 jobs.append((folder, label, config_for(r, s, profile)))
