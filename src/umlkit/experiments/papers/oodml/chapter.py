@@ -149,10 +149,23 @@ def split_view(cmp: pd.DataFrame, metric: str = "R@1", digits: int = 1, profile:
     return out
 
 
+def _flat_rows(sub: pd.DataFrame) -> list[str]:
+    """The methods that trained yet stayed at the frozen backbone's level: on every split within max(FLOOR_NOISE,
+    their seed spread) of it, and not marked below it (a claim won against them is won against the backbone)."""
+    from umlkit.experiments.tables import FLOOR_NOISE
+    if not len(sub) or "frozen" not in sub:
+        return []
+    noise = np.maximum(FLOOR_NOISE, sub["spread"].fillna(0.0))
+    near = (sub["measured"] - sub["frozen"]).abs() <= noise
+    return [m for m, ok in near.groupby(sub["row"]).all().items()
+            if ok and not sub.loc[sub["row"] == m, "floor"].astype(bool).any()]
+
+
 def floor_facts(floors: pd.DataFrame, profile: str = "quick") -> dict[str, str]:
     """Per source, the methods with a split whose R@1 fell below the frozen backbone or collapsed to random
-    initialisation (``floors``: the shift tables through :func:`umlkit.experiments.tables.mark_floors`), and the R@1
-    span over the splits and methods without them."""
+    initialisation (``floors``: the shift tables through :func:`umlkit.experiments.tables.mark_floors`), those that
+    stayed at its level on every split (``<src>_flat_rows``), and the R@1 span over the splits and methods without
+    the marked ones."""
     from umlkit.experiments.tables import BELOW, COLLAPSED
     out = {}
     for src in SOURCES:
@@ -167,6 +180,7 @@ def floor_facts(floors: pd.DataFrame, profile: str = "quick") -> dict[str, str]:
                 names = [f"{m} ({n} of {sub['setting'].nunique()} splits)" for m, n in per.items()]
                 words.append(f"{', '.join(names)} {label}")
         out[f"{src}_floor_rows"] = "; ".join(words) if words else "none"
+        out[f"{src}_flat_rows"] = ", ".join(_flat_rows(sub)) or "none"
         ok = sub[~sub["row"].isin(set(sub.loc[sub["floor"].astype(bool), "row"]))] if len(sub) else sub
         out[f"{src}_r1_range_working"] = (f"{ok['measured'].min():.1f}–{ok['measured'].max():.1f}" if len(ok) else "n/a")
     marked = [SOURCE_NAMES[s] + "-like" for s in SOURCES if out[f"{s}_floor_rows"] != "none"]
