@@ -8,9 +8,17 @@ STAMP  := $(VENV)/.umlkit-installed
 
 .PHONY: test test-fast test-all book install clean-book clean bench
 
+# TORCH_INDEX: a package index to take torch and torchvision from first, e.g. the CPU builds on a machine without a
+# GPU: make install TORCH_INDEX=https://download.pytorch.org/whl/cpu (PyPI's Linux torch is the CUDA build, ~6 GB)
+TORCH_INDEX ?=
+
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
+	@if [ -z "$(TORCH_INDEX)" ] && ! command -v nvidia-smi >/dev/null 2>&1; then echo "umlkit: no GPU found; for \
+	the CPU build of torch instead of the ~6 GB CUDA one, install into a fresh .venv with: make install \
+	TORCH_INDEX=https://download.pytorch.org/whl/cpu"; fi
+	$(if $(TORCH_INDEX),$(PY) -m pip install torch torchvision --index-url $(TORCH_INDEX))
 	$(PY) -m pip install -e ".[book,test,lang]"
 	@touch $(STAMP)
 
