@@ -130,3 +130,20 @@ def test_chapter_parameters_from_papermill_are_parsed_or_named():
         _book.check_parameters({"RERUN": "yes"})
     with pytest.raises(ValueError, match=r"OVERRIDES = \['data.root'\]: expected a list of key=value strings"):
         _book.check_parameters({"OVERRIDES": ["data.root"]})
+
+
+def test_the_intros_parameter_table_is_read_from_every_chapters_parameters_cell():
+    """Trailing comments, comments above an assignment and multi-line values are read; every chapter's every
+    parameter says what it does, and the intro shows the generated table (so the two never disagree)."""
+    from umlkit._book import chapter_parameters, parameters_of
+    src = ('# quick or full\nPROFILE = "quick"\nSEEDS = [0,\n         1]  # seeds per cell\nX = 1\n'
+           'import os  # not a parameter\n')
+    assert parameters_of(src) == [{"parameter": "PROFILE", "default": '"quick"', "meaning": "quick or full"},
+                                  {"parameter": "SEEDS", "default": "[0,\n         1]", "meaning": "seeds per cell"},
+                                  {"parameter": "X", "default": "1", "meaning": ""}]
+    table = chapter_parameters()
+    assert (table["meaning"] != "").all(), table[table["meaning"] == ""]
+    assert {"puma", "oodml", "vptsp", "language_guidance", "regime_map"} <= set(table["chapter"])
+    assert ("vptsp", "TRAIN") in set(zip(table["chapter"], table["parameter"]))
+    intro = (Path(__file__).resolve().parents[1] / "book" / "intro.ipynb").read_text()
+    assert "chapter_parameters()" in intro

@@ -22,7 +22,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-__all__ = ["repository", "badge", "setup_source", "sync_colab", "SETUP_MARKER", "check_html"]
+__all__ = ["repository", "badge", "setup_source", "sync_colab", "toc_chapters", "parameters_of", "chapter_parameters",
+           "SETUP_MARKER", "check_html"]
 
 SETUP_MARKER = "# On Colab only: fetch the repository"
 _BADGE = re.compile(r"\[!\[Open In Colab\]\(https://colab\.research\.google\.com/assets/colab-badge\.svg\)\]\([^)]*\)")
@@ -123,9 +124,29 @@ def sync_colab(root: str | Path = ".", check: bool = False) -> list[Path]:
     the notebooks that changed (``check=True``: that would change, nothing written). A chapter without a set-up cell
     gets one after its parameters cell (or first code cell); a chapter without a badge gets it under its title."""
     import nbformat
-    import yaml
     root = Path(root)
     repo = repository(root / "_config.yml")
+    paths = toc_chapters(root)
+    changed = []
+    for path in paths:
+        nb = nbformat.read(path, as_version=4)
+        before = nbformat.writes(nb)
+        rel = path.relative_to(root).as_posix()
+        _sync_badge(nb, badge(repo, rel), path)
+        _sync_setup(nb, setup_source(repo, path.parent.relative_to(root).as_posix() or "."), nbformat)
+        if nbformat.writes(nb) != before:
+            changed.append(path)
+            if not check:
+                from umlkit.results import _atomic_write
+                _atomic_write(path, nbformat.writes(nb) + "\n")
+    return changed
+
+
+def toc_chapters(root: str | Path = ".") -> list[Path]:
+    """The notebooks of ``_toc.yml`` under ``root``, in the book's order (markdown pages left out); a missing
+    chapter or an unreadable table of contents is an error naming the file."""
+    import yaml
+    root = Path(root)
     toc_path = root / "_toc.yml"
     try:
         toc = yaml.safe_load(toc_path.read_text())
@@ -141,19 +162,47 @@ def sync_colab(root: str | Path = ".", check: bool = False) -> list[Path]:
     if missing:
         raise FileNotFoundError(f"{toc_path} lists {len(missing)} chapter(s) that do not exist: "
                                 f"{', '.join(str(p) for p in missing[:5])}")
-    changed = []
-    for path in paths:
-        nb = nbformat.read(path, as_version=4)
-        before = nbformat.writes(nb)
-        rel = path.relative_to(root).as_posix()
-        _sync_badge(nb, badge(repo, rel), path)
-        _sync_setup(nb, setup_source(repo, path.parent.relative_to(root).as_posix() or "."), nbformat)
-        if nbformat.writes(nb) != before:
-            changed.append(path)
-            if not check:
-                from umlkit.results import _atomic_write
-                _atomic_write(path, nbformat.writes(nb) + "\n")
-    return changed
+    return paths
+
+
+def parameters_of(source: str) -> list[dict]:
+    """The assignments of a parameters cell: name, default (its source text) and meaning (the comment after it on
+    the same line, else the comment lines right above it)."""
+    import ast
+    import io
+    import tokenize
+    comments = {tok.start[0]: tok.string.lstrip("#").strip()
+                for tok in tokenize.generate_tokens(io.StringIO(source).readline) if tok.type == tokenize.COMMENT}
+    lines = source.splitlines()
+    out = []
+    for node in ast.parse(source).body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            continue
+        after = [comments[n] for n in range(node.lineno, node.end_lineno + 1) if n in comments]
+        above, n = [], node.lineno - 1
+        while n >= 1 and lines[n - 1].lstrip().startswith("#"):
+            above.insert(0, comments[n])
+            n -= 1
+        out.append({"parameter": node.targets[0].id, "default": ast.get_source_segment(source, node.value),
+                    "meaning": " ".join(after or above)})
+    return out
+
+
+def chapter_parameters(root: str | Path | None = None):
+    """One line per parameter of every chapter (the cell tagged ``parameters``, what papermill replaces): chapter,
+    parameter, default and meaning, in the book's order - the intro's table, generated so that it never disagrees
+    with the notebooks."""
+    import nbformat
+    import pandas as pd
+    from umlkit._paths import repo_root
+    root = Path(root) if root is not None else repo_root()
+    rows = []
+    for path in toc_chapters(root):
+        cells = [c for c in nbformat.read(path, as_version=4).cells
+                 if c.cell_type == "code" and "parameters" in c.metadata.get("tags", [])]
+        for cell in cells[:1]:
+            rows += [{"chapter": path.stem, **p} for p in parameters_of(cell.source)]
+    return pd.DataFrame(rows, columns=["chapter", "parameter", "default", "meaning"])
 
 
 def _sync_badge(nb, text: str, path: Path) -> None:
