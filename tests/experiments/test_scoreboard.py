@@ -99,6 +99,8 @@ def test_the_board_page_has_no_raw_missing_values_and_a_reason_column():
     assert t["paper"].tolist() == ["+10.0", "–"] and t["measured"].tolist() == ["+3.2", "-1.0"]
     assert t["verdict"].tolist() == ["supported", "not comparable"]
     assert t["note"].tolist() == ["–", "d (split=1) collapsed"]
+    assert list(t.columns) == ["where", "claim", "verdict", "paper", "measured", "test (p → Holm p)", "note"]
+    assert t["test (p → Holm p)"].tolist() == ["Welch p=0.012, 3 seeds", "Welch p=0.9, 3 seeds"]
     assert not t.isna().any().any()
 
 

@@ -223,9 +223,9 @@ def paper_summaries(board: pd.DataFrame, only: str | None = None) -> dict[str, s
 
 
 def board_table(board: pd.DataFrame) -> pd.DataFrame:
-    """The board for the interactive page: one line per claim, the claim's full text, gaps rounded to one decimal
-    ("–" where there is no paper cell or no measurement), seeds as integers, the test, the raw and the adjusted p,
-    the verdict and which cells lack records; no NaN."""
+    """The board for the interactive page: one line per claim, the claim's full text, the verdict, gaps rounded to one
+    decimal ("–" where there is no paper cell or no measurement), the test with its raw and Holm-adjusted p and its
+    seeds in one column, and why a claim is not comparable or which cells lack records; no NaN."""
     if board.empty:
         return pd.DataFrame(columns=["paper", "table", "claim", "verdict"])
     view = scoreboard_view(board).reset_index()
@@ -244,7 +244,13 @@ def board_table(board: pd.DataFrame) -> pd.DataFrame:
     view["note"] = notes.replace({"": "–", "missing: –": "–"})
     view.insert(0, "where", view.pop("paper") + " · " + view.pop("table"))   # one narrow column for both
     view.insert(2, "verdict", view.pop("verdict"))   # beside the claim: what a reader looks for first
-    return view.rename(columns={"paper gap": "paper", "measured gap": "measured"}).fillna("–")
+    view = view.rename(columns={"paper gap": "paper", "measured gap": "measured"}).fillna("–")
+    # the test, its seeds and both p values in one column, so that the page needs no sideways scrolling
+    holm = view.pop("p (Holm)") if "p (Holm)" in view else pd.Series("–", index=view.index)
+    seeds, test = view.pop("seeds"), view.pop("test").astype(str)
+    view.insert(5, "test (p → Holm p)", [f"{t}{' → ' + str(h) if h not in ('', '–') else ''}, {n} seeds" if t != "–"
+                                         else "–" for t, h, n in zip(test, holm, seeds)])
+    return view
 
 
 def declared_claims(profile: str = "quick") -> dict[str, int]:
