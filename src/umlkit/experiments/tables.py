@@ -313,7 +313,8 @@ def _short(label: str) -> str:
 def side_by_side(cmp: pd.DataFrame, metric: str = "R@1", digits: int = 1, columns: Sequence[str] | None = None,
                  paper: bool = True) -> pd.DataFrame:
     """The table in the paper's layout: one line per row (in the order measured), one column per dataset, each
-    cell "measured ±spread (paper)" (the spread only with several seeds; a stale record is marked with †, a cell
+    cell "measured ±spread (paper)" (the spread only with several seeds, the paper's value only where it has one; a
+    stale record is marked with †, a cell
     below its frozen backbone with ↓ and a collapsed one with ⊥ when ``cmp`` went through :func:`mark_floors`)."""
     sub = cmp[cmp["metric"] == metric]
     cols = list(columns or dict.fromkeys(sub["dataset"]))
@@ -324,7 +325,7 @@ def side_by_side(cmp: pd.DataFrame, metric: str = "R@1", digits: int = 1, column
         if r["seeds"] > 1:
             text += f" ±{r['spread']:.{digits}f}"
         if paper:
-            text += f" ({r['paper']:.{digits}f})" if pd.notna(r["paper"]) else " (–)"
+            text += f" ({r['paper']:.{digits}f})" if pd.notna(r["paper"]) else ""   # no paper cell: no brackets
         if r.get("stale"):
             text += " †"
         if r.get("floor"):

@@ -148,6 +148,8 @@ def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: di
         if any(not c.empty for c in cmp.values()) else pd.Series(dtype=float)
     facts["seeds_min"] = str(int(seeds.min())) if len(seeds) else "0"
     facts["seeds_max"] = str(int(seeds.max())) if len(seeds) else "0"
+    facts["seeds_range"] = (facts["seeds_min"] if facts["seeds_min"] == facts["seeds_max"]
+                            else f"{facts['seeds_min']} to {facts['seeds_max']}")
     recs = {r for m in (measured or {}).values() if not m.empty for r in m["record"]}
     facts["n_records"] = str(len(recs))
     for g, key in (("ELG", "elg"), ("PLG Top-5", "plg")):

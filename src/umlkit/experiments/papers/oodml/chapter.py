@@ -202,6 +202,7 @@ def chapter_facts(measured: pd.DataFrame, trends: dict, ags: pd.DataFrame, corr:
     f["n_records"] = str(measured["record"].nunique()) if not measured.empty else "0"
     seeds = measured.groupby(["row", "setting", "dataset"])["seed"].nunique() if not measured.empty else pd.Series([0])
     f["seeds_min"], f["seeds_max"] = str(int(seeds.min())), str(int(seeds.max()))
+    f["seeds_range"] = f["seeds_min"] if f["seeds_min"] == f["seeds_max"] else f"{f['seeds_min']} to {f['seeds_max']}"
     for src in SOURCES:
         d, name = data["sources"][src], SOURCE_NAMES[src]
         iid = float(np.mean(d["iid_fid"])) if d.get("iid_fid") else float("nan")
