@@ -273,8 +273,9 @@ def test_tuning_frame_picks_the_best_harmonic_and_says_whether_it_is_interior(mo
         if runner == "specialists":
             return {"result": {"val_own": per}, "seconds": 1.0}
         return {"result": {"val": {**per, "Unified": v}}, "seconds": 1.0}
-    monkeypatch.setattr(puma.config, "sweep_jobs", lambda profile="quick": jobs)
-    monkeypatch.setattr(puma.config, "cached_record", fake_record)
+    from umlkit.experiments.papers.puma import chapter   # the tuning views are the chapter's
+    monkeypatch.setattr(chapter, "sweep_jobs", lambda profile="quick": jobs)
+    monkeypatch.setattr(chapter, "cached_record", fake_record)
     monkeypatch.setattr("umlkit.experiments.records.find_record", lambda key, profile: True)
     out = puma.tuning_frame()
     chosen = out[out["chosen"]].set_index("unit")
