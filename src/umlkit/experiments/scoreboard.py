@@ -87,15 +87,18 @@ def _short_test(test: str, p: float) -> str:
 
 def scoreboard_view(board: pd.DataFrame) -> pd.DataFrame:
     """The board as a reader reads it: per claim the paper's gap (A - B), the measured gap, the seeds, the test
-    (its kind and one-sided p, "–" before three seeds) and the verdict, indexed by paper and table when the frame
+    (its kind and the one-sided p of the direction the verdict tests, "–" before three seeds) and the verdict,
+    indexed by paper and table when the frame
     has them (a chapter's own claims table has neither)."""
     if board.empty:
         return board
     keys = [k for k in ("paper", "table") if k in board]
+    # the p of the direction the verdict tests (A > B, or B > A for a negative gap), as Holm adjusts it
+    shown_p = board["p decision"].fillna(board["p"]) if "p decision" in board else board["p"]
     out = pd.DataFrame({
         **{k: board[k] for k in keys}, "claim": board["claim"],
         "paper gap": (board["paper A"] - board["paper B"]).round(1), "measured gap": board["gap"],
-        "seeds": board["seeds"], "test": [_short_test(t, p) for t, p in zip(board["test"], board["p"])],
+        "seeds": board["seeds"], "test": [_short_test(t, p) for t, p in zip(board["test"], shown_p)],
         **({"p (Holm)": board["p adjusted"].map(lambda x: f"{x:.2g}" if pd.notna(x) else "–")}
            if "p adjusted" in board else {}),
         "verdict": board["verdict"]})
