@@ -373,12 +373,12 @@ def test_the_chapter_names_every_row_whose_omega_stays_on_the_edge(monkeypatch):
     """A row declared in omega_no_interior is named with its chosen omega and the reason; the committed
     configuration declares Row-wise L2 at 1e-5, the edge of its grid, and the chapter glues that sentence."""
     facts = lg.edge_facts("quick")
-    assert facts["omega_edge_n"] == "1" and facts["omega_edge"].startswith("Multisimilarity + Row-wise L2 (ω = 1e-05: ")
+    assert facts["omega_edge_n"] == "1" and facts["omega_edge"].startswith("Multisimilarity + Row-wise L2 at ω = 1e-05: ")
     cfg = copy.deepcopy(language_store.lg_config())
     cfg["omega_no_interior"] = {"Margin + ELG": "why", "not a configured row": "ignored"}
     use_lg_config(monkeypatch, cfg)
     from umlkit.experiments.papers.language_guidance import chapter
     monkeypatch.setattr(chapter, "lg_config", lambda: cfg)
-    assert lg.edge_facts("quick") == {"omega_edge": f"Margin + ELG (ω = {cfg['omega']['quick']['Margin + ELG']:g}: why)",
+    assert lg.edge_facts("quick") == {"omega_edge": f"Margin + ELG at ω = {cfg['omega']['quick']['Margin + ELG']:g}: why",
                                       "omega_edge_n": "1"}
     assert "{glue:text}`omega_edge`" in (Path(__file__).parents[2] / "book" / "language_guidance.ipynb").read_text()

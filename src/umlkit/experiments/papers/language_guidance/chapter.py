@@ -191,7 +191,7 @@ def edge_facts(profile: str = "quick") -> dict[str, str]:
     (language_guidance.yaml ``omega_no_interior``): each named with its omega and why, for the chapter to say."""
     edge = lg_config().get("omega_no_interior") or {}
     omegas = (lg_config().get("omega") or {}).get(profile) or {}
-    parts = [f"{row} (ω = {float(omegas[row]):g}: {why})" for row, why in edge.items() if row in omegas]
+    parts = [f"{row} at ω = {float(omegas[row]):g}: {why}" for row, why in edge.items() if row in omegas]
     return {"omega_edge": "; ".join(parts) if parts else "none", "omega_edge_n": str(len(parts))}
 
 

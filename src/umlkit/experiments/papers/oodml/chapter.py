@@ -184,8 +184,8 @@ def floor_facts(floors: pd.DataFrame, profile: str = "quick") -> dict[str, str]:
         ok = sub[~sub["row"].isin(set(sub.loc[sub["floor"].astype(bool), "row"]))] if len(sub) else sub
         out[f"{src}_r1_range_working"] = (f"{ok['measured'].min():.1f}–{ok['measured'].max():.1f}" if len(ok) else "n/a")
     marked = [SOURCE_NAMES[s] + "-like" for s in SOURCES if out[f"{s}_floor_rows"] != "none"]
-    out["ags_floor_note"] = (f"on the {' and '.join(marked)} source(s) its lowest places include the marked runs"
-                             if marked else "no run of any source is marked")
+    out["ags_floor_note"] = (f"on the {' and '.join(marked)} source{'s' if len(marked) > 1 else ''} its lowest places "
+                             f"include the marked runs" if marked else "no run of any source is marked")
     return out
 
 
