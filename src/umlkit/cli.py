@@ -244,11 +244,16 @@ def _cmd_records_status(args: argparse.Namespace) -> int:
     have = len(stored)
     if args.list:
         from umlkit.experiments.table_runs import job_status
-        for _, line in job_status(jobs, args.profile).iterrows():
-            print(f"{'stored ' if line['stored'] else 'missing'}  {line['label']}")
+        _print_job_status(job_status(jobs, args.profile))
     print(f"{args.paper} {_jobs_name(args)} ({args.profile}): {have} of {len(jobs)} records stored, "
           f"{len(jobs) - have} to train")
     return _report_unreadable(broken)
+
+
+def _print_job_status(status) -> None:
+    """One line per job: "stored " or "missing", then its label."""
+    for _, line in status.iterrows():
+        print(f"{'stored ' if line['stored'] else 'missing'}  {line['label']}")
 
 
 def _stored(jobs, profile) -> tuple[list[Path], list[str]]:
@@ -388,8 +393,7 @@ def _cmd_reproduce_table(args: argparse.Namespace) -> int:
     status = job_status(jobs, args.profile)
     missing = int((~status["stored"]).sum())
     if args.dry_run:
-        for _, line in status.iterrows():
-            print(f"{'stored ' if line['stored'] else 'missing'}  {line['label']}")
+        _print_job_status(status)
         print(f"{args.paper} {args.table} ({args.profile}): {len(jobs)} runs, {missing} to train; nothing was run")
         return 0
     print(f"{args.paper} {args.table} ({args.profile}): {len(jobs)} runs, {missing} to train")

@@ -16,7 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 
 __all__ = ["SPLIT_SOURCES", "splits_path", "load_splits", "source_splits", "split_of", "default_split_id",
-           "split_ids", "hold_out", "default_classes"]
+           "split_ids", "hold_out", "default_classes", "check_split_ids"]
 
 
 SPLIT_SOURCES = ("cub", "cars", "sop")   # the sources ooDML publishes splits of
@@ -43,11 +43,16 @@ def load_splits(profile: str = "quick") -> dict:
                 "official datasplits/*.pkl)")
         raise FileNotFoundError(f"no ooDML splits at {path}; create them with {hint}")
     data = json.loads(path.read_text())
-    for source, entry in data.get("sources", {}).items():
+    check_split_ids(data, str(path))
+    return data
+
+
+def check_split_ids(splits: dict, where: str) -> None:
+    """Each source's splits are numbered uniquely (a split id names one class list); ``where`` opens the error."""
+    for source, entry in splits.get("sources", {}).items():
         ids = [s["id"] for s in entry.get("splits", [])]
         if len(set(ids)) != len(ids):
-            raise ValueError(f"{path}: source {source!r} numbers two splits alike (ids {ids}); each id must be unique")
-    return data
+            raise ValueError(f"{where}: source {source!r} numbers two splits alike (ids {ids}); each id must be unique")
 
 
 def source_splits(source: str, profile: str = "quick") -> dict:

@@ -6,7 +6,7 @@ the grids it tunes over - is data and lives in its ``tables.yaml``; what it *doe
 configuration, a record into table cells) is code in its ``config.py``. This module reads the YAML once per process
 and expands the two conveniences the files use:
 
-* ``for: {k: [1, 2], d: [Unified, Harmonic]}`` on a claim (or row) entry repeats it for every combination, the
+* ``for: {k: [1, 2], d: [Unified, Harmonic]}`` on a claim entry repeats it for every combination, the
   first key outermost, with ``{k}`` / ``{d}`` filled into every string of the entry; a list written ``$methods``
   is one the paper's config.py computes (from methods.yaml or the splits) and passes in with other values
   (``{hardest}``: the setting cell of a source's hardest split); ``each: [...]`` emits several entries per
@@ -24,9 +24,9 @@ from pathlib import Path
 
 import yaml
 
-from umlkit.experiments.tables import Claim, Row
+from umlkit.experiments.tables import Claim
 
-__all__ = ["load_declarations", "expand", "claims_of", "rows_of"]
+__all__ = ["load_declarations", "expand", "claims_of"]
 
 CELL_FIELDS = ("section", "method", "setting", "dataset")
 
@@ -103,7 +103,3 @@ def claims_of(group: dict, where: str = "claims", env: dict | None = None) -> li
                          **extra))
     return out
 
-
-def rows_of(entries: list[dict]) -> list[Row]:
-    """:class:`Row` objects of a row list (``for`` expanded); list values of ``spec`` stay lists."""
-    return [Row(**e) for e in expand(entries)]

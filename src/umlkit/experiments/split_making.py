@@ -24,7 +24,7 @@ from umlkit.experiments.splits import Split, removal_progression, swap_progressi
 from umlkit.metrics.distribution import class_means
 from umlkit.models.backbones import backbone_data_config, create_backbone
 from umlkit.train.evaluate import extract_embeddings
-from umlkit.experiments.class_splits import SPLIT_SOURCES, load_splits, splits_path
+from umlkit.experiments.class_splits import SPLIT_SOURCES, check_split_ids, load_splits, splits_path
 from umlkit.experiments.source_recipe import methods_config
 
 
@@ -181,10 +181,7 @@ def make_splits(profile: str = "quick", backbone: str = "vit_tiny_uml_v2", sourc
 def splits_json(splits: dict, path: Path) -> str:
     """The split file's text; refused (nothing written to ``path``) when two splits of a source share an id or a
     number is NaN or infinite (JSON has no such value: the file would not be valid JSON)."""
-    for source, entry in splits.get("sources", {}).items():
-        ids = [s["id"] for s in entry.get("splits", [])]
-        if len(set(ids)) != len(ids):
-            raise ValueError(f"not writing {path}: source {source!r} numbers two splits alike (ids {ids})")
+    check_split_ids(splits, f"not writing {path}")
     try:
         return json.dumps(splits, separators=(",", ":"), sort_keys=True, allow_nan=False) + "\n"
     except ValueError:
@@ -195,9 +192,13 @@ def splits_json(splits: dict, path: Path) -> str:
 def write_splits(profile: str = "quick", overwrite: bool = False) -> Path:
     """Compute :func:`make_splits` and write ``configs/oodml/splits_<profile>.json`` (committed: configurations
     refer to its splits, so that every machine trains the same classes)."""
-    from umlkit.results import _atomic_write
     path = splits_path(profile)
-    data = splits_json(make_splits(profile), path)
+    return _write_split_file(path, splits_json(make_splits(profile), path), overwrite)
+
+
+def _write_split_file(path: Path, data: str, overwrite: bool) -> Path:
+    """Write a split file atomically; one that holds other splits is replaced only with ``overwrite``."""
+    from umlkit.results import _atomic_write
     if path.exists() and not overwrite and path.read_text() != data:
         raise FileExistsError(f"{path} exists with other splits; pass overwrite=True (CLI: --overwrite) to "
                               f"replace it")
@@ -281,7 +282,6 @@ def read_published_splits(pkl_path, source: str, root) -> dict:
 def import_published_splits(pkl_dir, root, sources=SPLIT_SOURCES, overwrite: bool = False) -> Path:
     """Write ``<UMLKIT_DATA>/oodml/splits_full.json`` from the official split files in ``pkl_dir`` for the datasets under
     ``root`` (the full profile's splits; its configurations then refer to them like the quick profile's)."""
-    from umlkit.results import _atomic_write
     pkl_dir = Path(pkl_dir)
     missing = [PUBLISHED_FILES[s] for s in sources if not (pkl_dir / PUBLISHED_FILES[s]).is_file()]
     if missing:
@@ -291,13 +291,7 @@ def import_published_splits(pkl_dir, root, sources=SPLIT_SOURCES, overwrite: boo
     for s in out["sources"].values():  # the i.i.d. FID is not in the files: the full profile reports the paper's
         s["iid_fid"] = []
     path = splits_path("full")
-    data = splits_json(out, path)
-    if path.exists() and not overwrite and path.read_text() != data:
-        raise FileExistsError(f"{path} exists with other splits; pass overwrite=True (CLI: --overwrite) to "
-                              f"replace it")
-    _atomic_write(path, data)
-    load_splits.cache_clear()
-    return path
+    return _write_split_file(path, splits_json(out, path), overwrite)
 
 
 def compare_with_published(quick: dict, published: dict) -> pd.DataFrame:
