@@ -41,14 +41,23 @@ class Paper:
     def records_folder(self) -> str:
         return self.records or self.name
 
+    @property
+    def job_list_names(self) -> list[str]:
+        """The paper's own job lists, then ``more_seeds`` (every paper has it: the extra seeds
+        :mod:`umlkit.experiments.more_seeds` plans for its claims)."""
+        return [*self.job_lists, *([MORE_SEEDS] if MORE_SEEDS not in self.job_lists else [])]
+
     def job_list(self, name: str, profile: str = "quick") -> list[tuple]:
         """The named job list for ``profile``; an unknown name is an error naming the paper's lists."""
+        if name == MORE_SEEDS and name not in self.job_lists:
+            from umlkit.experiments import more_seeds
+            return more_seeds.jobs(self.claim_tables(profile), profile)
         if name not in self.job_lists:
-            known = ", ".join(self.job_lists) or "(none)"
-            raise KeyError(f"unknown {self.name} job list {name!r}; choose one of {known}")
+            raise KeyError(f"unknown {self.name} job list {name!r}; choose one of {', '.join(self.job_list_names)}")
         return self.job_lists[name](profile)
 
 
+MORE_SEEDS = "more_seeds"
 _PAPERS: dict[str, Paper] = {}
 
 

@@ -142,12 +142,16 @@ class Table:
 
     def seeds_of(self, row: Row) -> tuple[int, ...]:
         """The seeds a row trains with: its own (``spec["seeds"]``), else the table's, or its group's entry when the
-        table gives them per group."""
+        table gives them per group; then the extra seeds the plan of :mod:`umlkit.experiments.more_seeds` gives the
+        rows its claims compare."""
+        from umlkit.experiments.more_seeds import planned_seeds
         if "seeds" in (row.spec or {}):
-            return tuple(row.spec["seeds"])
-        if isinstance(self.seeds, Mapping):
-            return tuple(self.seeds.get(row.group, self.seeds["*"]))
-        return tuple(self.seeds)
+            own = tuple(row.spec["seeds"])
+        elif isinstance(self.seeds, Mapping):
+            own = tuple(self.seeds.get(row.group, self.seeds["*"]))
+        else:
+            own = tuple(self.seeds)
+        return own + tuple(s for s in planned_seeds(self, row) if s not in own)
 
     def select(self, groups: Sequence[str] | None = None, names: Sequence[str] | None = None) -> list[Row]:
         """Rows of the chosen groups whose title, method or setting is in ``names`` (None: all)."""

@@ -1,0 +1,129 @@
+"""More seeds where they decide (issue 39, item 4): a second look at the claims that three seeds left open.
+
+The rule, applied once to the three-seed scoreboard and frozen in ``configs/more_seeds.yaml`` before any of the new
+runs: a claim whose Holm-adjusted verdict is *inconclusive* although its measured gap is larger than the seed
+spread of its cells (the noise of one seed) gets the seeds of ``seeds`` (3 and 4, five in all) on the rows it
+compares. Only claims of tables with rows of their own are extended; a claim of a table computed from other
+tables' records (ooDML's AGS, Table S3) pools every split of a method, and extending it would retrain whole
+tables.
+
+Looking twice at a claim and stopping when the second look decides is a sequential design; a second look at the
+same level would raise the chance of a false verdict above alpha. So a claim of the list counts as tested twice:
+its decision p-value is multiplied by :data:`LOOKS` (Bonferroni over the two looks) before the per-paper Holm
+adjustment (:func:`umlkit.experiments.tables.holm_adjust`), whichever look the records give.
+
+Why by hand: the selection is a filter over the scoreboard's columns and the extension a set of table rows; no
+library models either.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import lru_cache
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from umlkit._paths import repo_folder
+
+__all__ = ["RULE", "LOOKS", "PLAN_FILE", "select", "plan", "planned_seeds", "rows_of_claim", "looks_of", "jobs",
+           "write_plan"]
+
+PLAN_FILE = "more_seeds.yaml"
+LOOKS = 2
+RULE = (
+    "Claims whose Holm-adjusted verdict was inconclusive at three seeds although the measured gap exceeded the seed "
+    "spread of its cells got two more seeds (3 and 4) on the rows they compare; the list was fixed from the "
+    "three-seed scoreboard before any of those runs. Such a claim is looked at twice, so its p-value is doubled "
+    "(Bonferroni over the two looks) before the Holm adjustment.")
+
+
+def select(board: pd.DataFrame) -> pd.DataFrame:
+    """The claims of a scoreboard (:func:`umlkit.experiments.scoreboard.scoreboard`) that the rule extends."""
+    gap, spread = board["gap"].abs(), board["seed spread"].fillna(0.0)
+    return board[(board["verdict"] == "inconclusive") & board["p adjusted"].notna() & (gap > spread)]
+
+
+def write_plan(board: pd.DataFrame, path: Path | None = None, seeds=(3, 4)) -> Path:
+    """Freeze the rule's selection on ``board`` into the plan file (``configs/more_seeds.yaml``)."""
+    from umlkit.results import _atomic_write
+    from umlkit.experiments.registry import get_paper
+    chosen = select(board)
+    owner = {}   # a registered paper's tables may belong to another paper's spec (the regime map's to PUMA)
+    claims: dict = {}
+    for r in chosen.itertuples():
+        if r.paper not in owner:
+            owner[r.paper] = {t: s.paper for t, s in get_paper(r.paper).claim_tables("quick").items()}
+        claims.setdefault(owner[r.paper][r.table], {}).setdefault(r.table, []).append(r.claim)
+    text = yaml.safe_dump({"rule": RULE, "seeds": list(seeds), "claims": claims}, sort_keys=False, width=120,
+                          allow_unicode=True)
+    path = Path(path or _plan_path())
+    _atomic_write(path, text)
+    return path
+
+
+def _plan_path() -> Path:
+    return repo_folder("configs", what="the plan of extra seeds") / PLAN_FILE
+
+
+@lru_cache(maxsize=4)
+def _load(path: str) -> dict:
+    p = Path(path)
+    if not p.exists():
+        return {"seeds": [], "claims": {}}
+    data = yaml.safe_load(p.read_text()) or {}
+    if not isinstance(data.get("claims", {}), Mapping) or not all(isinstance(s, int) for s in data.get("seeds", [])):
+        raise ValueError(f"{p}: expected 'seeds: [int, ...]' and 'claims: {{paper: {{table: [claim text, ...]}}}}'")
+    return {"seeds": list(data.get("seeds", [])), "claims": data.get("claims") or {}}
+
+
+def plan(path: Path | None = None) -> dict:
+    """``{"seeds": [...], "claims": {paper: {table: [claim text, ...]}}}`` from the plan file (empty without one);
+    ``paper`` is the tables' own paper (:attr:`umlkit.experiments.tables.Table.paper`)."""
+    return _load(str(path or _plan_path()))
+
+
+def _planned_claims(spec) -> list:
+    texts = set(plan()["claims"].get(spec.paper, {}).get(spec.table, []))
+    return [c for c in spec.claims if c.text in texts]
+
+
+def looks_of(spec, text: str) -> int:
+    """How many looks the test of claim ``text`` of table ``spec`` has: :data:`LOOKS` when it is in the plan, else 1."""
+    return LOOKS if text in set(plan()["claims"].get(spec.paper, {}).get(spec.table, [])) else 1
+
+
+def rows_of_claim(spec, claim) -> list:
+    """The rows of ``spec`` whose cells ``claim`` compares (none for a table computed from other tables)."""
+    cells = {(s.get("section", ""), s.get("method", ""), s.get("setting", "")) for s in (claim.a, claim.b)}
+    return [r for r in spec.rows if (r.section, r.method, r.setting) in cells]
+
+
+def planned_seeds(spec, row) -> tuple[int, ...]:
+    """The extra seeds the plan gives ``row`` of ``spec`` (empty when no planned claim compares it)."""
+    if not spec.claims or not plan()["claims"].get(spec.paper, {}).get(spec.table):
+        return ()
+    cells = spec.__dict__.get("_planned_cells")
+    if cells is None:   # once per table object: the cells its planned claims compare
+        cells = {(s.get("section", ""), s.get("method", ""), s.get("setting", ""))
+                 for c in _planned_claims(spec) for s in (c.a, c.b)}
+        spec.__dict__["_planned_cells"] = cells
+    return tuple(plan()["seeds"]) if (row.section, row.method, row.setting) in cells else ()
+
+
+def jobs(specs: Mapping, profile: str = "quick") -> list[tuple]:
+    """(record folder, label, key, runner) of every planned extra run of ``specs`` (a run two claims share once)."""
+    import json
+
+    from umlkit.experiments.records import normalise_key
+    out, seen = [], set()
+    for seed in plan()["seeds"]:
+        for spec in specs.values():
+            for c in _planned_claims(spec):
+                for row in rows_of_claim(spec, c):
+                    key = spec.config(row, seed, profile, ())
+                    ident = json.dumps(normalise_key(key), sort_keys=True, default=str)
+                    if ident not in seen and not row.seed_free:
+                        seen.add(ident)
+                        out.append((spec.slug, f"{row.label or row.title}-seed{seed}", key, row.runner))
+    return out
