@@ -27,7 +27,7 @@ import yaml
 from umlkit._paths import repo_folder
 
 __all__ = ["RULE", "LOOKS", "PLAN_FILE", "select", "plan", "planned_seeds", "rows_of_claim", "looks_of", "jobs",
-           "write_plan"]
+           "write_plan", "second_look", "second_look_facts"]
 
 PLAN_FILE = "more_seeds.yaml"
 LOOKS = 2
@@ -45,16 +45,18 @@ def select(board: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_plan(board: pd.DataFrame, path: Path | None = None, seeds=(3, 4)) -> Path:
-    """Freeze the rule's selection on ``board`` into the plan file (``configs/more_seeds.yaml``)."""
-    from umlkit.results import _atomic_write
+    """Freeze the rule's selection on ``board`` into the plan file (``configs/more_seeds.yaml``), each claim with
+    its first look (seeds, measured gap, Holm-adjusted p)."""
     from umlkit.experiments.registry import get_paper
-    chosen = select(board)
-    owner = {}   # a registered paper's tables may belong to another paper's spec (the regime map's to PUMA)
+    from umlkit.results import _atomic_write
+    owner: dict = {}   # a registered paper's tables may belong to another paper's spec (the regime map's to PUMA)
     claims: dict = {}
-    for r in chosen.itertuples():
-        if r.paper not in owner:
-            owner[r.paper] = {t: s.paper for t, s in get_paper(r.paper).claim_tables("quick").items()}
-        claims.setdefault(owner[r.paper][r.table], {}).setdefault(r.table, []).append(r.claim)
+    for r in select(board).to_dict("records"):
+        if r["paper"] not in owner:
+            owner[r["paper"]] = {t: s.paper for t, s in get_paper(r["paper"]).claim_tables("quick").items()}
+        first = {"seeds": int(r["seeds"]), "gap": float(r["gap"]), "p (Holm)": round(float(r["p adjusted"]), 4)}
+        claims.setdefault(owner[r["paper"]][r["table"]], {}).setdefault(r["table"], []).append(
+            {"claim": r["claim"], "first look": first})
     text = yaml.safe_dump({"rule": RULE, "seeds": list(seeds), "claims": claims}, sort_keys=False, width=120,
                           allow_unicode=True)
     path = Path(path or _plan_path())
@@ -70,15 +72,26 @@ def _plan_path() -> Path:
 def _load(path: str) -> dict:
     p = Path(path)
     if not p.exists():
-        return {"seeds": [], "claims": {}}
+        return {"seeds": [], "claims": {}, "first": {}}
     data = yaml.safe_load(p.read_text()) or {}
-    if not isinstance(data.get("claims", {}), Mapping) or not all(isinstance(s, int) for s in data.get("seeds", [])):
-        raise ValueError(f"{p}: expected 'seeds: [int, ...]' and 'claims: {{paper: {{table: [claim text, ...]}}}}'")
-    return {"seeds": list(data.get("seeds", [])), "claims": data.get("claims") or {}}
+    raw = data.get("claims") or {}
+    if not isinstance(raw, Mapping) or not all(isinstance(s, int) for s in data.get("seeds", [])) or not all(
+            isinstance(t, Mapping) for t in raw.values()):
+        raise ValueError(f"{p}: expected 'seeds: [int, ...]' and 'claims: {{paper: {{table: [{{claim: text, "
+                         f"first look: {{...}}}}, ...]}}}}'")
+    claims, first = {}, {}
+    for paper, tables in raw.items():
+        for table, entries in tables.items():
+            for e in entries:
+                text = e["claim"] if isinstance(e, Mapping) else str(e)
+                claims.setdefault(paper, {}).setdefault(table, []).append(text)
+                first[(paper, table, text)] = dict(e.get("first look", {})) if isinstance(e, Mapping) else {}
+    return {"seeds": list(data.get("seeds", [])), "claims": claims, "first": first}
 
 
 def plan(path: Path | None = None) -> dict:
-    """``{"seeds": [...], "claims": {paper: {table: [claim text, ...]}}}`` from the plan file (empty without one);
+    """``{"seeds": [...], "claims": {paper: {table: [claim text, ...]}}, "first": {(paper, table, text): first
+    look}}`` from the plan file (empty without one);
     ``paper`` is the tables' own paper (:attr:`umlkit.experiments.tables.Table.paper`)."""
     return _load(str(path or _plan_path()))
 
@@ -127,3 +140,28 @@ def jobs(specs: Mapping, profile: str = "quick") -> list[tuple]:
                         seen.add(ident)
                         out.append((spec.slug, f"{row.label or row.title}-seed{seed}", key, row.runner))
     return out
+
+
+def second_look(board: pd.DataFrame) -> pd.DataFrame:
+    """The planned claims on ``board`` beside their first look: paper, table, claim, the first look's gap and
+    Holm p (three seeds), and now the seeds, gap, Holm p (with the doubled p) and verdict."""
+    first = {(t, c): v for (_, t, c), v in plan()["first"].items()}
+    rows = []
+    for r in board.to_dict("records"):
+        f = first.get((r["table"], r["claim"]))
+        if f is None:
+            continue
+        rows.append({"paper": r["paper"], "table": r["table"], "claim": r["claim"], "gap (3 seeds)": f.get("gap"),
+                     "p Holm (3 seeds)": f.get("p (Holm)"), "seeds": r["seeds"], "gap": r["gap"],
+                     "p Holm": r.get("p adjusted"), "verdict": r["verdict"]})
+    return pd.DataFrame(rows, columns=["paper", "table", "claim", "gap (3 seeds)", "p Holm (3 seeds)", "seeds", "gap",
+                                       "p Holm", "verdict"])
+
+
+def second_look_facts(board: pd.DataFrame) -> dict[str, str]:
+    """Glue for the prose: how many claims the plan extends (``more_n``), how many of them have their extra seeds
+    (``more_done``) and how many of those the second look decided (``more_decided``)."""
+    view = second_look(board)
+    done = view[view["seeds"] >= 3 + len(plan()["seeds"])]
+    return {"more_n": str(len(view)), "more_done": str(len(done)),
+            "more_decided": str(int((done["verdict"].isin(["supported", "contradicted"])).sum()))}

@@ -153,7 +153,7 @@ def family_adjusted(claims: pd.DataFrame, paper: str, profile: str = "quick") ->
     if claims.empty:
         return claims
     board = _family_board(paper, profile)
-    cols = [c for c in ("claim", "p", "p against") if c in board]
+    cols = [c for c in ("claim", "p", "p against", "looks") if c in board]
     others = board.loc[~board["claim"].isin(set(claims["claim"])), cols].assign(verdict=board["raw verdict"])
     fam = pd.concat([claims.assign(_own=True), others.assign(_own=False)], ignore_index=True).assign(_family=paper)
     out = holm_adjust(fam, "_family")

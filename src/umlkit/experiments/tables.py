@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from umlkit.experiments.more_seeds import looks_of, planned_seeds
 from umlkit.experiments.records import MissingSideFile, cached_record, find_record, normalise_key, read_only
 from umlkit.paper import paper_table
 from umlkit.results import _atomic_write
@@ -53,7 +54,8 @@ HOLM_RULE = (
     f"family's tested claims, and the reported verdict is 'supported' or 'contradicted' only when the adjusted "
     f"p-value is below {ALPHA}; otherwise 'inconclusive'. The unadjusted p-value and verdict stay beside it. Holm "
     f"controls the probability of any false verdict in a family at {ALPHA} without assuming the tests independent "
-    f"(claims on one table share runs).")
+    f"(claims on one table share runs). A claim given more seeds after an inconclusive first look counts as "
+    f"tested twice: its p-value is doubled before the adjustment.")
 
 __all__ = ["Row", "Claim", "Table", "KEYS", "RESULT_COLUMNS", "ALPHA", "MIN_SEEDS", "VERDICTS", "VERDICT_RULE",
            "claim_test", "is_final", "MISSING", "HOLM_RULE", "holm_adjust", "Floor", "mark_floors", "floor_note",
@@ -144,7 +146,6 @@ class Table:
         """The seeds a row trains with: its own (``spec["seeds"]``), else the table's, or its group's entry when the
         table gives them per group; then the extra seeds the plan of :mod:`umlkit.experiments.more_seeds` gives the
         rows its claims compare."""
-        from umlkit.experiments.more_seeds import planned_seeds
         if "seeds" in (row.spec or {}):
             own = tuple(row.spec["seeds"])
         elif isinstance(self.seeds, Mapping):
@@ -447,9 +448,12 @@ def table_claims(spec: Table, cmp: pd.DataFrame, missing: bool = True) -> pd.Dat
             why = _floor_verdict(spec, c, marked)
             if why:
                 checked.at[i, "verdict"] = why
+    if not checked.empty:
+        checked["looks"] = [looks_of(spec, t) for t in checked["claim"]]
     if not missing:
         return checked
-    lost = [{"claim": c.text, "verdict": MISSING, "missing": "; ".join(absent(c)), "seeds": 0}
+    lost = [{"claim": c.text, "verdict": MISSING, "missing": "; ".join(absent(c)), "seeds": 0,
+             "looks": looks_of(spec, c.text)}
             for c in spec.claims if absent(c)]
     if not lost:
         return checked
@@ -570,12 +574,14 @@ def holm_adjust(claims: pd.DataFrame, family: str | None = "paper") -> pd.DataFr
     """Claims with the multiple-comparison adjustment of :data:`HOLM_RULE`: per ``family`` (a column, e.g. the
     paper; None: one family) the decision p-value of every tested claim (final verdict), Holm-adjusted; adds
     ``p decision``, ``p adjusted`` and ``raw verdict`` and sets ``verdict`` to the adjusted one. Claims without a
-    test (preliminary, missing records) keep their verdict and get NaN."""
+    test (preliminary, missing records) keep their verdict and get NaN. A claim tested at two looks (``looks``
+    column, :mod:`umlkit.experiments.more_seeds`) enters with its decision p-value times its looks (at most 1)."""
     from statsmodels.stats.multitest import multipletests
     out = claims.copy()
     out["raw verdict"] = out["verdict"]
     p, against = (out.get(c, pd.Series(np.nan, index=out.index)).astype(float) for c in ("p", "p against"))
-    out["p decision"] = np.where(out["verdict"].map(is_final), np.fmin(p, against), np.nan)
+    looks = out.get("looks", pd.Series(1, index=out.index)).fillna(1).astype(float)   # a second look doubles p
+    out["p decision"] = np.where(out["verdict"].map(is_final), np.fmin(1.0, looks * np.fmin(p, against)), np.nan)
     out["p adjusted"] = np.nan
     groups = out.groupby(family, sort=False).groups.values() if family else [out.index]
     for idx in groups:
