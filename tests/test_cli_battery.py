@@ -277,3 +277,28 @@ def test_imported_full_profile_splits_live_beside_the_users_data(tmp_path, monke
     monkeypatch.setenv("UMLKIT_DATA", str(tmp_path))
     assert class_splits.splits_path("full") == tmp_path.resolve() / "oodml" / "splits_full.json"
     assert class_splits.splits_path("quick").parts[-3:] == ("configs", "oodml", "splits_quick.json")
+
+
+def test_set_overrides_every_job_and_makes_them_runs_of_their_own(capsys):
+    assert cli.main(["records", "status", "vptsp", "--table", "Table 6"]) == 0
+    stored = int(re.search(r"(\d+) of (\d+) records stored", capsys.readouterr().out).group(1))
+    assert stored >= 9                                        # the committed records
+    assert cli.main(["records", "status", "vptsp", "--table", "Table 6", "--set", "optimizer.lr=0.5"]) == 0
+    assert re.search(r": 0 of (\d+) records stored", capsys.readouterr().out)     # other keys: nothing stored
+    assert cli.main(["records", "status", "vptsp", "--table", "Table 6", "--set", "optimizer.lrr=1"]) == 2
+    assert "unknown key 'lrr' in optimizer" in capsys.readouterr().err
+
+
+def test_full_profile_jobs_of_absent_datasets_are_skipped_with_one_line(tmp_path, monkeypatch, capsys):
+    from umlkit.experiments.table_runs import absent_datasets, drop_absent
+    (tmp_path / "CUB_200_2011").mkdir()
+    monkeypatch.setenv("UMLKIT_DATA", str(tmp_path))
+    assert cli.main(["records", "status", "vptsp", "tables", "--profile", "full"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(rf"skipped, dataset not under {re.escape(str(tmp_path))} .*: cars \(\d+ jobs\), inshop "
+                     r"\(\d+ jobs\), sop \(\d+ jobs\)", out)
+    full = {"profile": "full", "data": {"root": None, "datasets": ["cub", "cars"]}}
+    assert absent_datasets(full) == ["cars"] and absent_datasets({**full, "profile": "quick"}) == []
+    assert absent_datasets({"config": {**full, "data": {"root": str(tmp_path / "x"), "datasets": ["cub"]}}}) == ["cub"]
+    kept, absent = drop_absent([("t", "a", full), ("t", "b", {**full, "data": {"root": None, "datasets": ["cub"]}})])
+    assert [j[1] for j in kept] == ["b"] and absent == {"cars": 1}

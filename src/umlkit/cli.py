@@ -238,8 +238,22 @@ def _parse_worker(text: str) -> tuple[int, int]:
     return i, n
 
 
+def _prepared_jobs(args: argparse.Namespace) -> list[tuple]:
+    """The selected job list with the ``--set`` overrides applied, less the full-profile jobs whose datasets are
+    absent (one line says which and how many)."""
+    from umlkit.experiments.table_runs import drop_absent, with_overrides
+    jobs = with_overrides(_job_list(args.paper, args.jobs, args.profile, args.table), args.set)
+    jobs, absent = drop_absent(jobs)
+    if absent:
+        from umlkit._paths import data_root
+        names = ", ".join(f"{d} ({n} job{'s' if n > 1 else ''})" for d, n in sorted(absent.items()))
+        print(f"skipped, dataset not under {data_root()} (UMLKIT_DATA, or --set data.root=...): {names}; their "
+              f"rows stay unmeasured (`umlkit data check` says where to get them)")
+    return jobs
+
+
 def _cmd_records_status(args: argparse.Namespace) -> int:
-    jobs = _job_list(args.paper, args.jobs, args.profile, args.table)
+    jobs = _prepared_jobs(args)
     stored, broken = _stored(jobs, args.profile)
     have = len(stored)
     if args.list:
@@ -290,14 +304,14 @@ def _cmd_records_train(args: argparse.Namespace) -> int:
     i, n = _parse_worker(args.worker)
     torch.set_num_threads(args.threads)
     import re
-    jobs = _job_list(args.paper, args.jobs, args.profile, args.table)
+    jobs = _prepared_jobs(args)
     if args.match:
         try:
             pattern = re.compile(args.match)
         except re.error as err:
             raise ValueError(f"--match {args.match!r} is not a regular expression: {err}") from err
         every, jobs = jobs, [j for j in jobs if pattern.search(j[1])]
-        if not jobs:
+        if not jobs and every:
             raise ValueError(f"--match {args.match!r} matches none of the {len(every)} job labels of {args.paper} "
                              f"{_jobs_name(args)} (e.g. {every[0][1]!r})")
     jobs = [j for k, j in enumerate(jobs) if k % n == i]
@@ -386,10 +400,12 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
 def _cmd_reproduce_table(args: argparse.Namespace) -> int:
     """``reproduce --paper P --table T``: train exactly the table's missing runs, then save and print its cells and
     claims (``--dry-run``: list its runs, stored or missing, and train nothing)."""
-    from umlkit.experiments.table_runs import job_status, reproduce_table, table_jobs
+    from umlkit.experiments.table_runs import drop_absent, job_status, reproduce_table, table_jobs, with_overrides
     if not args.paper or args.stale or args.chapters:
         raise ValueError("--table goes with --paper (the paper whose table it is), without --stale or --chapters")
-    jobs = table_jobs(args.paper, args.table, args.profile)
+    jobs, absent = drop_absent(with_overrides(table_jobs(args.paper, args.table, args.profile), args.set))
+    if absent:
+        print(f"skipped, dataset absent: {', '.join(f'{d} ({n} runs)' for d, n in sorted(absent.items()))}")
     status = job_status(jobs, args.profile)
     missing = int((~status["stored"]).sum())
     if args.dry_run:
@@ -397,7 +413,7 @@ def _cmd_reproduce_table(args: argparse.Namespace) -> int:
         print(f"{args.paper} {args.table} ({args.profile}): {len(jobs)} runs, {missing} to train; nothing was run")
         return 0
     print(f"{args.paper} {args.table} ({args.profile}): {len(jobs)} runs, {missing} to train")
-    path, cmp, claims = reproduce_table(args.paper, args.table, args.profile)
+    path, cmp, claims = reproduce_table(args.paper, args.table, args.profile, overrides=args.set)
     print(f"wrote {path} ({len(cmp)} measured cells)")
     if not claims.empty:
         import pandas as pd
@@ -455,6 +471,8 @@ def _add_reproduce(sub) -> None:
                         "its claims (e.g. --paper vptsp --table 'Table 6')")
     p.add_argument("--dry-run", action="store_true",
                    help="with --stale or --table: list the records it would train, train nothing")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="with --table: a config override for every run, e.g. --set data.num_workers=4 (repeatable)")
     p.set_defaults(func=_cmd_reproduce)
 
 
@@ -469,10 +487,14 @@ def _add_records(sub) -> None:
         p.add_argument("jobs", nargs="?", default=None,
                        help="the paper's job list: oodml: lr_sweep, lr_sweep_cars, lr_sweep_sop, tables; "
                        "language_guidance: omega_sweep, tables, semantic, unified_sweep, unified; vptsp: lr_sweep, "
-                       "tables; puma: tuning, few_shot_tuning, few_shot, tables, second_tables, budget; regime: map")
+                       "tables; puma: tuning, few_shot_tuning, few_shot, tables, second_tables, budget; regime: map; every "
+                       "paper: more_seeds (the extra seeds of configs/more_seeds.yaml)")
         p.add_argument("--table", default=None, metavar="NAME",
                        help="instead of a job list: exactly the runs of one of the paper's tables, e.g. 'Table 6'")
         p.add_argument("--profile", choices=("quick", "full"), default="quick")
+        p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                       help="a config override for every job, e.g. --set data.num_workers=4 (repeatable; the runs "
+                       "become records of their own)")
         if name == "status":
             p.add_argument("--list", action="store_true", help="also print every job's label, stored or missing")
         if name == "train":

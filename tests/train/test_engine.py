@@ -143,7 +143,14 @@ def test_config_files_profiles_and_overrides(tmp_path):
         resolve_config({"optimiser": {}})
     with pytest.raises(ValueError, match="profile"):
         resolve_config({}, profile="slow")
-    with pytest.raises(ValueError, match="data.root"):
+
+
+def test_the_full_profile_reads_umlkit_data_when_data_root_is_unset(tmp_path, monkeypatch):
+    monkeypatch.setenv("UMLKIT_DATA", str(tmp_path / "absent"))
+    with pytest.raises(FileNotFoundError, match=r"absent \(UMLKIT_DATA, or data.root\), which does not exist"):
+        fit({"profile": "full", "train": {"progress": False}})
+    (tmp_path / "absent").mkdir()
+    with pytest.raises(FileNotFoundError, match=r"CUB-200-2011 \(cub\) not found under .*absent"):
         fit({"profile": "full", "train": {"progress": False}})
 
 

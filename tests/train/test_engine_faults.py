@@ -71,12 +71,13 @@ def test_a_checkpoint_with_python_objects_is_refused_without_advising_an_unsafe_
 def test_device_and_world_settings_are_named(monkeypatch):
     import torch
 
-    from umlkit.train.engine import _device, _world
+    from umlkit.train.engine import _world
+    from umlkit.train.runtime import resolve_device
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
-    assert _device("auto").type == "cpu"
+    assert resolve_device("auto").type == "cpu"
     with pytest.raises(ValueError, match=r"config key device = 'cuda:1': torch sees 0 CUDA GPU\(s\) here"):
-        _device("cuda:1")     # torch's own message ("Found no NVIDIA driver") named no setting
+        resolve_device("cuda:1")     # torch's own message ("Found no NVIDIA driver") named no setting
     monkeypatch.setenv("WORLD_SIZE", "abc")
     with pytest.raises(ValueError, match="WORLD_SIZE='abc' / RANK=None: expected integers"):
         _world()

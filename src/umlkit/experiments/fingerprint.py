@@ -104,9 +104,12 @@ def data_fingerprint(cfg: dict) -> str:
     from umlkit.data.mini import GENERATOR_VERSION, MINI_MANIFEST
     root = cfg["data"]["root"]
     if root is None:
-        if cfg["profile"] != "quick":
+        if cfg["profile"] == "quick":
+            return f"uml_mini:v{GENERATOR_VERSION}:seed0"
+        from umlkit._paths import data_root
+        root = data_root()    # the full profile's default: UMLKIT_DATA (as umlkit.train.engine.data_root_of)
+        if not root.is_dir():
             return "unset"
-        return f"uml_mini:v{GENERATOR_VERSION}:seed0"
     from umlkit.data.mini import mini_alias
     size = mini_alias(root)
     if size:

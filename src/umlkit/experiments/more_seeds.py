@@ -30,6 +30,7 @@ __all__ = ["RULE", "LOOKS", "PLAN_FILE", "select", "plan", "planned_seeds", "row
            "write_plan", "second_look", "second_look_facts"]
 
 PLAN_FILE = "more_seeds.yaml"
+PROFILE = "quick"   # the profile whose scoreboard the plan was made from, and whose tables it extends
 LOOKS = 2
 RULE = (
     "Claims whose Holm-adjusted verdict was inconclusive at three seeds although the measured gap exceeded the seed "
@@ -57,7 +58,7 @@ def write_plan(board: pd.DataFrame, path: Path | None = None, seeds=(3, 4)) -> P
         first = {"seeds": int(r["seeds"]), "gap": float(r["gap"]), "p (Holm)": round(float(r["p adjusted"]), 4)}
         claims.setdefault(owner[r["paper"]][r["table"]], {}).setdefault(r["table"], []).append(
             {"claim": r["claim"], "first look": first})
-    text = yaml.safe_dump({"rule": RULE, "seeds": list(seeds), "claims": claims}, sort_keys=False, width=120,
+    text = yaml.safe_dump({"rule": RULE, "profile": PROFILE, "seeds": list(seeds), "claims": claims}, sort_keys=False, width=120,
                           allow_unicode=True)
     path = Path(path or _plan_path())
     _atomic_write(path, text)
@@ -72,7 +73,7 @@ def _plan_path() -> Path:
 def _load(path: str) -> dict:
     p = Path(path)
     if not p.exists():
-        return {"seeds": [], "claims": {}, "first": {}}
+        return {"seeds": [], "claims": {}, "first": {}, "profile": PROFILE}
     data = yaml.safe_load(p.read_text()) or {}
     raw = data.get("claims") or {}
     if not isinstance(raw, Mapping) or not all(isinstance(s, int) for s in data.get("seeds", [])) or not all(
@@ -86,7 +87,8 @@ def _load(path: str) -> dict:
                 text = e["claim"] if isinstance(e, Mapping) else str(e)
                 claims.setdefault(paper, {}).setdefault(table, []).append(text)
                 first[(paper, table, text)] = dict(e.get("first look", {})) if isinstance(e, Mapping) else {}
-    return {"seeds": list(data.get("seeds", [])), "claims": claims, "first": first}
+    return {"seeds": list(data.get("seeds", [])), "claims": claims, "first": first,
+            "profile": data.get("profile", PROFILE)}
 
 
 def plan(path: Path | None = None) -> dict:
@@ -112,9 +114,10 @@ def rows_of_claim(spec, claim) -> list:
     return [r for r in spec.rows if (r.section, r.method, r.setting) in cells]
 
 
-def planned_seeds(spec, row) -> tuple[int, ...]:
-    """The extra seeds the plan gives ``row`` of ``spec`` (empty when no planned claim compares it)."""
-    if not spec.claims or not plan()["claims"].get(spec.paper, {}).get(spec.table):
+def planned_seeds(spec, row, profile: str | None) -> tuple[int, ...]:
+    """The extra seeds the plan gives ``row`` of ``spec`` in ``profile`` (empty when no planned claim compares it,
+    or in another profile than the plan's)."""
+    if profile != plan()["profile"] or not spec.claims or not plan()["claims"].get(spec.paper, {}).get(spec.table):
         return ()
     cells = spec.__dict__.get("_planned_cells")
     if cells is None:   # once per table object: the cells its planned claims compare
@@ -125,11 +128,14 @@ def planned_seeds(spec, row) -> tuple[int, ...]:
 
 
 def jobs(specs: Mapping, profile: str = "quick") -> list[tuple]:
-    """(record folder, label, key, runner) of every planned extra run of ``specs`` (a run two claims share once)."""
+    """(record folder, label, key, runner) of every planned extra run of ``specs`` (a run two claims share once;
+    none in another profile than the plan's)."""
     import json
 
     from umlkit.experiments.records import normalise_key
     out, seen = [], set()
+    if profile != plan()["profile"]:
+        return out
     for seed in plan()["seeds"]:
         for spec in specs.values():
             for c in _planned_claims(spec):

@@ -117,7 +117,7 @@ def missing_records(profile: str = "quick", papers=None) -> pd.DataFrame:
             if spec.derive is not None:
                 continue
             for row in spec.rows:
-                seeds = spec.seeds_of(row)[:1] if row.seed_free else spec.seeds_of(row)
+                seeds = spec.seeds_of(row, profile)[:1] if row.seed_free else spec.seeds_of(row, profile)
                 for seed in seeds:
                     why = _why_missing(spec, row, int(seed), profile)
                     if why:

@@ -5,9 +5,12 @@ Table 2's, ooDML's Tables S7/S8 are the few-shot analyses of S4/S5 runs), and a 
 so a label filter is no way to select "the runs of Table 6". Here the registered paper's table declaration gives them:
 each (row, seed) it measures, each configuration once (:func:`umlkit.experiments.tables.distinct_jobs`). Records are
 found by their key, whatever folder or label trained them. Used by ``umlkit records train|status PAPER --table NAME``
-and ``umlkit reproduce --paper PAPER --table NAME``.
+and ``umlkit reproduce --paper PAPER --table NAME``. Before any job list trains, :func:`with_overrides` applies a
+user's ``--set`` overrides and :func:`drop_absent` sets aside the full-profile jobs whose datasets are not there.
 """
 from __future__ import annotations
+
+from pathlib import Path
 
 import pandas as pd
 
@@ -15,7 +18,8 @@ from umlkit.experiments import tables
 from umlkit.experiments.records import find_record, normalise_key
 from umlkit.experiments.registry import get_paper
 
-__all__ = ["table_spec", "table_jobs", "job_status", "reproduce_table"]
+__all__ = ["table_spec", "table_jobs", "job_status", "reproduce_table", "with_overrides", "absent_datasets",
+           "drop_absent"]
 
 
 def table_spec(paper: str, table: str, profile: str = "quick") -> tables.Table:
@@ -45,16 +49,69 @@ def job_status(jobs: list[tuple], profile: str = "quick") -> pd.DataFrame:
     return pd.DataFrame(lines, columns=["label", "stored", "record"])
 
 
-def reproduce_table(paper: str, table: str, profile: str = "quick", train: bool = True,
-                    progress: bool = True) -> tuple[str, pd.DataFrame, pd.DataFrame]:
-    """Train the table's missing records (unless ``train=False``), then measure it, compare it with the paper and
-    write ``results/<profile>/<paper>_<table>.csv``. Returns (that path, the compared cells, the claims with their
+def reproduce_table(paper: str, table: str, profile: str = "quick", train: bool = True, progress: bool = True,
+                    overrides=()) -> tuple[str, pd.DataFrame, pd.DataFrame]:
+    """Train the table's missing records (unless ``train=False``; with the config ``overrides``, and without the
+    rows whose datasets are absent), then measure it, compare it with the paper and write
+    ``results/<profile>/<paper>_<table>.csv``. Returns (that path, the compared cells, the claims with their
     unadjusted verdicts; the book adjusts them over the paper's claims)."""
     spec = table_spec(paper, table, profile)
-    measured = tables.measure(spec, profile, train=train, progress=progress, log=None)
+    rows = [r for r in spec.rows
+            if not absent_datasets(spec.config(r, spec.seeds_of(r, profile)[0], profile, tuple(overrides)))]
+    measured = tables.measure(spec, profile, rows=rows if spec.rows else None, train=train, progress=progress,
+                              log=None, overrides=tuple(overrides))
     if measured.empty:
         raise ValueError(f"{paper} {table}: no stored record in the {profile} profile (run without --dry-run, or "
                          f"`umlkit records train {paper} --table '{table}'`)")
     cmp = tables.compare(measured, spec.paper)
     path = tables.save_results(spec, cmp, profile)
     return str(path), cmp, tables.table_claims(spec, cmp)
+
+
+def with_overrides(jobs: list[tuple], overrides) -> list[tuple]:
+    """``jobs`` with ``--set KEY=VALUE`` overrides applied to each job's training configuration (``key["config"]``,
+    or the key itself for a plain training job). The keys change with them, so the runs are records of their own
+    beside the declared ones."""
+    if not overrides:
+        return jobs
+    from umlkit.train.config import apply_overrides
+    out = []
+    for folder, label, key, *rest in jobs:
+        if "config" in key:
+            key = {**key, "config": apply_overrides(key["config"], overrides)}
+        else:
+            key = apply_overrides(key, overrides)
+        out.append((folder, label, key, *rest))
+    return out
+
+
+def _config_of(key: dict) -> dict:
+    return key["config"] if isinstance(key.get("config"), dict) else key
+
+
+def absent_datasets(key: dict) -> list[str]:
+    """The datasets a full-profile job trains or tests on whose folder is not under its data root (``data.root``,
+    else ``UMLKIT_DATA``); none in the quick profile, whose UML-Mini is generated on first use."""
+    from umlkit._paths import data_root
+    from umlkit.data.datasets import DATASETS
+    from umlkit.data.mini import mini_alias
+    cfg = _config_of(key)
+    root = cfg.get("data", {}).get("root")
+    if cfg.get("profile", "quick") == "quick" or mini_alias(root):
+        return []
+    base = Path(root).expanduser() if root else data_root()
+    return [d for d in cfg.get("data", {}).get("datasets", []) if d in DATASETS
+            and not (base / DATASETS[d].folder).is_dir()]
+
+
+def drop_absent(jobs: list[tuple]) -> tuple[list[tuple], dict[str, int]]:
+    """(the jobs whose datasets are all present, {absent dataset: how many jobs need it})."""
+    kept, absent = [], {}
+    for job in jobs:
+        missing = absent_datasets(job[2])
+        if missing:
+            for d in missing:
+                absent[d] = absent.get(d, 0) + 1
+        else:
+            kept.append(job)
+    return kept, absent

@@ -142,17 +142,17 @@ class Table:
     def slug(self) -> str:
         return "".join(ch for ch in self.table.lower() if ch.isalnum())   # "Table S1" -> "tables1", "Fig. S1" -> "figs1"
 
-    def seeds_of(self, row: Row) -> tuple[int, ...]:
+    def seeds_of(self, row: Row, profile: str | None = None) -> tuple[int, ...]:
         """The seeds a row trains with: its own (``spec["seeds"]``), else the table's, or its group's entry when the
-        table gives them per group; then the extra seeds the plan of :mod:`umlkit.experiments.more_seeds` gives the
-        rows its claims compare."""
+        table gives them per group; then, in ``profile``, the extra seeds the plan of
+        :mod:`umlkit.experiments.more_seeds` gives the rows its claims compare (none without a profile)."""
         if "seeds" in (row.spec or {}):
             own = tuple(row.spec["seeds"])
         elif isinstance(self.seeds, Mapping):
             own = tuple(self.seeds.get(row.group, self.seeds["*"]))
         else:
             own = tuple(self.seeds)
-        return own + tuple(s for s in planned_seeds(self, row) if s not in own)
+        return own + tuple(s for s in planned_seeds(self, row, profile) if s not in own)
 
     def select(self, groups: Sequence[str] | None = None, names: Sequence[str] | None = None) -> list[Row]:
         """Rows of the chosen groups whose title, method or setting is in ``names`` (None: all)."""
@@ -199,7 +199,8 @@ def measure(spec: Table, profile: str = "quick", rows: Sequence[Row] | None = No
     cols = _columns(spec)
     jobs = []
     for r in rows:
-        s = seeds.get(r.group, spec.seeds_of(r)) if isinstance(seeds, Mapping) else (seeds or spec.seeds_of(r))
+        own = spec.seeds_of(r, profile)
+        s = seeds.get(r.group, own) if isinstance(seeds, Mapping) else (seeds or own)
         if r.seed_free:   # one record is exact (as in distinct_jobs): the first seed only
             s = list(s)[:1]
         jobs += [(r, int(x)) for x in s]
@@ -687,11 +688,11 @@ def distinct_jobs(specs: Mapping[str, Table], profile: str = "quick", seeds: Seq
     import json
     jobs, seen = [], set()
     order = seeds if seeds is not None else sorted({s for spec in specs.values() for r in spec.rows
-                                                    for s in spec.seeds_of(r)})
+                                                    for s in spec.seeds_of(r, profile)})
     for seed in order:
         for spec in specs.values():
             for row in spec.rows:
-                own = tuple(seeds) if seeds is not None else spec.seeds_of(row)
+                own = tuple(seeds) if seeds is not None else spec.seeds_of(row, profile)
                 if seed not in own or (row.seed_free and seed != own[0]):
                     continue
                 key = spec.config(row, seed, profile, ())

@@ -35,16 +35,16 @@ DEFAULTS: dict = {
     "profile": "quick",
     "seed": 0,
     "device": "auto",            # auto | cpu | cuda | cuda:N
-    "precision": "fp32",         # fp32 | bf16 | fp16 (autocast; fp16 with a GradScaler on GPU)
+    "precision": "fp32",         # fp32 | bf16 | fp16 (autocast; fp16 with a GradScaler on GPU) | auto (from the device)
     "data": {
-        "root": None,            # quick: <data root>/uml_mini (generated on first use); full: the real data root
+        "root": None,            # quick: <data root>/uml_mini (generated on first use); full: UMLKIT_DATA
         "datasets": ["cub", "cars", "sop", "inshop", "nabirds", "dogs", "flowers", "aircraft"],
         "transform": "mini",     # umlkit.data.TRANSFORMS
         "augment": True,         # False: train on the eval transform (no random crops/flips)
         "sampler": "random",     # umlkit.data.SAMPLERS
         "samples_per_class": 4,
         "batch_size": 128,
-        "num_workers": 0,
+        "num_workers": 0,        # loader processes, or auto (one per core but one, at most 8)
         "cache": True,           # decode images once (UML-Mini); set False for the real datasets
         "few_shot": None,        # k images per training class (drawn), or "published:k" (PUMA's files; data.few_shot)
         "val_fraction": 0.0,     # hold out this fraction of each source's *training classes* for validation
@@ -214,7 +214,7 @@ def _check_keys(cfg: dict) -> None:
 # silent zero-epoch run). A learning rate of 0 is allowed (losses of a model that does not move). Values are checked, never converted, so a valid configuration resolves unchanged.
 _VALUE_CHECKS = [
     ("seed", "int", 0), ("data.batch_size", "int", 1), ("data.samples_per_class", "int", 1),
-    ("data.num_workers", "int", 0), ("data.val_fraction", "fraction", None),
+    ("data.num_workers", "int|auto", 0), ("data.val_fraction", "fraction", None),
     ("model.embed_dim", "int?", 1), ("model.pretrained", "bool", None), ("optimizer.lr", "number", 0.0),
     ("optimizer.weight_decay", "number", 0.0), ("optimizer.momentum", "number", 0.0), ("train.epochs", "int", 1),
     ("train.warmup_epochs", "int", 0), ("train.eval_every", "int", 1), ("train.eval_batch_size", "int", 1),
@@ -233,8 +233,10 @@ def _check_values(cfg: dict) -> None:
             node = node.get(part) if isinstance(node, dict) else None
         value, is_int = node, isinstance(node, int) and not isinstance(node, bool)
         is_number = is_int or isinstance(node, float)
-        if kind == "int?" and value is None:
+        if (kind == "int?" and value is None) or (kind == "int|auto" and value == "auto"):
             continue
+        if kind == "int|auto" and not (is_int and value >= low):
+            fail(key, value, f"an integer >= {low} or auto")
         if kind in ("int", "int?") and not (is_int and value >= low):
             fail(key, value, f"an integer >= {low}" + (" or null" if kind == "int?" else ""))
         if kind == "bool" and not isinstance(value, bool):
@@ -268,8 +270,8 @@ def _check_values(cfg: dict) -> None:
     parse_few_shot((cfg.get("data") or {}).get("few_shot"))   # an integer >= 1, "published:k" or null
     if isinstance(cfg.get("seed"), int) and cfg["seed"] >= 2**32:
         fail("seed", cfg["seed"], "an integer in [0, 2**32) (numpy's seed range)")
-    if cfg.get("precision") not in ("fp32", "bf16", "fp16"):
-        fail("precision", cfg.get("precision"), "fp32, bf16 or fp16")
+    if cfg.get("precision") not in ("fp32", "bf16", "fp16", "auto"):
+        fail("precision", cfg.get("precision"), "fp32, bf16, fp16 or auto (bf16 or fp16 on a GPU, fp32 on the CPU)")
     device = cfg.get("device")
     if not (device == "auto" or (isinstance(device, str) and re.fullmatch(r"cpu|cuda(:\d+)?", device))):
         fail("device", device, "auto, cpu, cuda or cuda:N")

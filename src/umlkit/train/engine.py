@@ -36,7 +36,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from umlkit._paths import results_root
+from umlkit._paths import data_root, results_root
 from umlkit.data import build_sampler, build_transforms, few_shot_indices, load_dataset
 from umlkit.data.few_shot import parse_few_shot, published_file, published_indices
 from umlkit.data.mini import ensure_mini
@@ -49,6 +49,7 @@ from umlkit.results import _atomic_write
 from umlkit.train.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from umlkit.train.config import config_hash, legacy_objective, resolve_config
 from umlkit.train.evaluate import evaluate_model
+from umlkit.train.runtime import AMP_DTYPES, check_batch, resolve_device, resolve_precision, resolve_workers
 from umlkit.train.sparse import RowSparseOptimizer, sparse_grads
 
 __all__ = ["FitResult", "TrainingDivergedError", "fit", "build_data", "build_model", "build_optimizer", "param_groups", "plot_history",
@@ -83,15 +84,20 @@ class FitResult:
 
 # ------------------------------------------------------------------------------------------------- data
 def data_root_of(cfg: dict) -> Path:
-    """The data folder of a resolved configuration: ``data.root``; UML-Mini (generated on first use) when it is
-    unset in the quick profile or names UML-Mini symbolically (``uml_mini:large``, :func:`umlkit.data.mini.mini_alias`)."""
+    """The data folder of a resolved configuration: ``data.root``; when it is unset, UML-Mini (generated on first
+    use) in the quick profile and the data folder (``UMLKIT_DATA``, :func:`umlkit.data_root`) in the full one;
+    UML-Mini also when ``data.root`` names it symbolically (``uml_mini:large``, :func:`umlkit.data.mini.mini_alias`)."""
     from umlkit.data.mini import mini_alias
     root = cfg["data"]["root"]
     if root is None:
         if cfg["profile"] == "quick":
             return ensure_mini()
-        raise ValueError("profile 'full' needs data.root (the folder holding CUB_200_2011/, cars196/, ...); "
-                         "run `umlkit data check --root ROOT` to see what is there")
+        folder = data_root()
+        if not folder.is_dir():
+            raise FileNotFoundError(f"the full profile reads its datasets from {folder} (UMLKIT_DATA, or data.root), "
+                                    f"which does not exist; set UMLKIT_DATA to the folder holding CUB_200_2011/, "
+                                    f"cars196/, ... and run `umlkit data check` to see what is there")
+        return folder
     size = mini_alias(root)
     return ensure_mini(size=size) if size else Path(root)
 
@@ -419,16 +425,6 @@ def _second_view(x: torch.Tensor) -> torch.Tensor:
     return torch.roll(x, shifts=(dy, dx), dims=(-2, -1))
 
 
-def _device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(name)
-    if device.type == "cuda" and (not torch.cuda.is_available() or (device.index or 0) >= torch.cuda.device_count()):
-        raise ValueError(f"config key device = {name!r}: torch sees {torch.cuda.device_count()} CUDA GPU(s) here; use "
-                         f"device: auto (a GPU when there is one) or cpu")
-    return device
-
-
 def _world() -> tuple[int, int]:
     """(world size, rank) from torchrun's environment variables, checked."""
     try:
@@ -593,7 +589,9 @@ def _set_up(cfg: dict, run_dir, resume) -> _Run:
     """Seeds, data, model, objective, optimisers, schedule, sampler and loader, in the order that fixes the random
     streams (a change of this order changes every run's numbers)."""
     world, rank = _world()
-    device = _device(cfg["device"])
+    device = resolve_device(cfg["device"])
+    precision = resolve_precision(cfg["precision"], device)   # fp16 on the CPU fails here, before the data loads
+    workers = resolve_workers(cfg["data"]["num_workers"])
     from umlkit.metrics.knn import forced_search_dtype
     forced_search_dtype()   # a bad UMLKIT_SEARCH_DTYPE fails now, not at the first evaluation after an epoch
     if world > 1:
@@ -615,6 +613,8 @@ def _set_up(cfg: dict, run_dir, resume) -> _Run:
     # model and loss (the loss needs the class count, the model needs its auxiliary heads)
     m = cfg["model"]
     train_set, test_set, val_set = build_data(cfg, backbone_data_config(m["backbone"]))
+    d = cfg["data"]
+    check_batch(d["batch_size"], train_set, d["samples_per_class"], d["sampler"])
     rows = [*test_set.source_names, "Unified", "Harmonic"]
     if cfg["train"]["select_on"] not in rows:   # checked now, not at the first evaluation
         raise ValueError(f"config key train.select_on = {cfg['train']['select_on']!r}: expected one of {rows} (a "
@@ -627,12 +627,11 @@ def _set_up(cfg: dict, run_dir, resume) -> _Run:
     sparse = [p for p in getattr(model, "sparse_parameters", lambda: [])() if p.requires_grad]
     sparse_opt = _sparse_optimizer(cfg, opt, sparse, world) if sparse else None
     sched = _scheduler(cfg, opt)
-    d = cfg["data"]
     sampler = build_sampler(d["sampler"], train_set.labels, d["batch_size"], d["samples_per_class"],
                             train_set.sources, seed, rank, world)
     wants_index = any("indices" in loss_inputs(t) for t in loss)
     loader = torch.utils.data.DataLoader(_WithIndex(train_set) if wants_index else train_set, batch_sampler=sampler,
-                                         num_workers=d["num_workers"])
+                                         num_workers=workers)
     torch.manual_seed(seed + 1000 * rank)  # each rank augments its slice with its own random stream
     step_module = _TrainStep(model, loss, [float(t["weight"]) for t in cfg["objective"]], world)
     runner = step_module
@@ -640,9 +639,7 @@ def _set_up(cfg: dict, run_dir, resume) -> _Run:
         from torch.nn.parallel import DistributedDataParallel as DDP
         runner = DDP(step_module, device_ids=[device.index] if device.type == "cuda" else None,
                      find_unused_parameters=True)
-    amp_dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[cfg["precision"]]
-    if amp_dtype is torch.float16 and device.type != "cuda":
-        raise ValueError("precision fp16 needs a GPU; use bf16 on the CPU")
+    amp_dtype = AMP_DTYPES[precision]
     scaler = torch.amp.GradScaler("cuda") if amp_dtype is torch.float16 else None
     return _Run(cfg, run_dir, device, world, rank, train_set, test_set, val_set, model, loss, groups, opt, sparse,
                 sparse_opt, sched, sampler, loader, runner, wants_index, amp_dtype, scaler)

@@ -342,7 +342,7 @@ def semantic_counts(profile: str = "quick", queries: int = 4) -> "pd.DataFrame":
     names = dict(zip(*_source_classes(src, profile)[:2]))
     per = {}
     for r in spec.rows:
-        found = [find_record(spec.config(r, s, profile), profile) for s in spec.seeds_of(r)]
+        found = [find_record(spec.config(r, s, profile), profile) for s in spec.seeds_of(r, profile)]
         per[r.method] = [load_record(p)["result"]["neighbour_classes"] for p in found if p is not None]
     if not per.get(BASELINE):
         return pd.DataFrame(columns=["query", "rank", "class", "similarity", "method", "count"])
