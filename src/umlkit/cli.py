@@ -329,7 +329,8 @@ def _cmd_records_train(args: argparse.Namespace) -> int:
 
 def _cmd_oodml_import(args: argparse.Namespace) -> int:
     from umlkit.experiments.papers import oodml
-    path = oodml.import_published_splits(args.pkl_dir, args.root, overwrite=args.overwrite)
+    from umlkit._paths import data_root
+    path = oodml.import_published_splits(args.pkl_dir, args.root or data_root(), overwrite=args.overwrite)
     print(f"wrote {path}")
     return 0
 
@@ -528,7 +529,7 @@ def _add_oodml(sub) -> None:
     p = osub.add_parser("import-splits", help="map datasplits/*.pkl onto DATA_ROOT's classes "
                         "(writes <UMLKIT_DATA>/oodml/splits_full.json)")
     p.add_argument("pkl_dir", help="folder with cub200_splits.pkl, cars196_splits.pkl, online_products_splits.pkl")
-    p.add_argument("--root", required=True, help="the full profile's data root")
+    p.add_argument("--root", default=None, help="the full profile's data root (default: UMLKIT_DATA)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing splits_full.json")
     p.set_defaults(func=_cmd_oodml_import)
 

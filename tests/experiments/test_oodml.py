@@ -191,6 +191,8 @@ def _fake_pickles(mini_root, folder):
         raw = {1: {"train": order[:half], "test": order[half:], "fid": 8.59, "split_train": order[:half - 2],
                    "split_val": order[half - 2:half]},
                2: {"train": order[1:half + 1], "test": [order[0]] + order[half + 1:], "fid": 14.33}}
+        if src == "cub":   # ooDML's default split of CUB is split 3
+            raw[3] = {"train": order[2:half + 2], "test": order[:2] + order[half + 2:], "fid": 20.1}
         (folder / split_making.PUBLISHED_FILES[src]).write_bytes(pickle.dumps(raw))
         made[src] = (names, order, half)
     return made
@@ -206,10 +208,11 @@ def test_published_split_files_map_onto_the_loaders_class_keys(mini_root, tmp_pa
     data = oodml.load_splits("full")
     for src in oodml.SOURCES:
         names, order, half = made[src]
-        s1, s2 = data["sources"][src]["splits"]
+        s1, s2, *s3 = data["sources"][src]["splits"]
         assert s1["train"] == [names[n] for n in order[:half]] and s1["val"] == [names[n] for n in order[half - 2:half]]
         assert s2["test"][0] == names[order[0]] and s2["fid"] == 14.33
-        assert [s["default"] for s in (s1, s2)] == ([False, False] if src == "cub" else [True, False])
+        defaults = [s["default"] for s in (s1, s2, *s3)]
+        assert defaults == ([False, False, True] if src == "cub" else [True, False])
     # the full profile's configuration trains the published classes with the paper's recipe
     cfg = oodml.run_config("full", method="ProxyAnchor", source="cars", split=2, overrides=["data.root=/data"])
     assert cfg["data"]["splits"]["cars"]["test"] == data["sources"]["cars"]["splits"][1]["test"]
@@ -220,6 +223,18 @@ def test_published_split_files_map_onto_the_loaders_class_keys(mini_root, tmp_pa
         (tmp_path / "splits_full.json").write_text("{}")
         oodml.import_published_splits(tmp_path, mini_root)
     assert path.name == "splits_full.json"
+
+
+def test_a_published_file_without_its_default_split_is_refused(mini_root, tmp_path):
+    import pickle
+    made = _fake_pickles(mini_root, tmp_path)
+    raw = pickle.loads((tmp_path / "cub200_splits.pkl").read_bytes())
+    del raw[3]
+    (tmp_path / "cub200_splits.pkl").write_bytes(pickle.dumps(raw))
+    with pytest.raises(ValueError, match=r"cub200_splits.pkl: no split 3, ooDML's default split of cub .*split\(s\) "
+                                         r"\[1, 2\]"):
+        split_making.read_published_splits(tmp_path / "cub200_splits.pkl", "cub", mini_root)
+    assert made
 
 
 def test_a_published_class_the_data_root_lacks_is_named(mini_root, tmp_path):

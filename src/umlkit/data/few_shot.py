@@ -112,12 +112,15 @@ def _parts(path: str) -> tuple[str, ...]:
     return tuple(p for p in str(path).replace("\\", "/").split("/") if p)
 
 
-def published_indices(local_paths: Sequence[str | Path], file: str | Path) -> np.ndarray:
+def published_indices(local_paths: Sequence[str | Path], file: str | Path,
+                      held_out: Sequence[str | Path] = ()) -> np.ndarray:
     """Indices into ``local_paths`` (a dataset's training images) of the images the official file lists, in its
     order, repeats kept. Each stored path is matched by the longest tail (up to 4 folder/file names) that exactly
-    one local image shares."""
+    one local image shares. ``held_out``: training images of classes set aside for validation; a stored path that
+    matches one of them is dropped (the official files draw from every training class)."""
+    every = [*local_paths, *held_out]
     table: dict[tuple[str, ...], list[int]] = {}
-    for i, p in enumerate(local_paths):
+    for i, p in enumerate(every):
         parts = _parts(Path(p).as_posix())
         for n in _TAIL:
             if len(parts) >= n:
@@ -133,10 +136,11 @@ def published_indices(local_paths: Sequence[str | Path], file: str | Path) -> np
                 break
             if found and n == 1:
                 raise ValueError(f"{file}: {p!r} matches {len(found)} local training images by its tail "
-                                 f"(e.g. {local_paths[found[0]]}); the files cannot be told apart")
+                                 f"(e.g. {every[found[0]]}); the files cannot be told apart")
         if hit is None:
             raise ValueError(f"{file}: {p!r} matches no local training image (looked for its last folder and file "
-                             f"names among {len(local_paths)} images, e.g. {local_paths[0] if local_paths else '-'}); "
+                             f"names among {len(every)} images, e.g. {every[0] if every else '-'}); "
                              "is the data root the full dataset the file was drawn from?")
-        out.append(hit)
+        if hit < len(local_paths):
+            out.append(hit)
     return np.asarray(out, dtype=np.int64)

@@ -185,7 +185,11 @@ LARGE = {"cub": ((100, 12), (100, 12)), "cars": ((98, 12), (98, 12)), "sop": ((5
          "flowers": ((51, 10), (51, 10)), "aircraft": ((50, 10), (50, 10))}
 _LARGE_MIN_DIST = {"cub": 0.05, "nabirds": 0.05, "flowers": 0.05}
 _LARGE_EXTRA = {"cars": " x scale", "sop": " x scale", "dogs": " x aspect", "aircraft": " (nose or tail light)"}
-SIZES = ("default", "large")
+# The tiny variant (``make_mini(size="tiny")``): four classes of six images on each side of every source, the
+# default world's attributes. It exists for tests that run the full profile's configurations one step each at the
+# real architectures (224-pixel inputs), where every image costs a ViT forward pass.
+TINY = (4, 6)
+SIZES = ("default", "large", "tiny")
 
 
 def source_sizes(name: str, size: str = "default") -> tuple[tuple[int, int], tuple[int, int]]:
@@ -194,6 +198,8 @@ def source_sizes(name: str, size: str = "default") -> tuple[tuple[int, int], tup
         raise ValueError(f"UML-Mini size must be one of {SIZES}, got {size!r}")
     if name not in SOURCES:
         raise ValueError(f"unknown UML-Mini source {name!r}; choose from {list(SOURCES)}")
+    if size == "tiny":
+        return TINY, TINY
     return (SOURCES[name].train, SOURCES[name].test) if size == "default" else LARGE[name]
 
 

@@ -39,7 +39,7 @@ def load_splits(profile: str = "quick") -> dict:
     path = splits_path(profile)
     if not path.is_file():
         hint = ("`make test-all` (it recomputes them) or umlkit.experiments.split_making.write_splits('quick')"
-                if profile == "quick" else "`umlkit oodml import-splits DATASPLITS_DIR --root DATA_ROOT` (the "
+                if profile == "quick" else "`umlkit oodml import-splits DATASPLITS_DIR` (the "
                 "official datasplits/*.pkl)")
         raise FileNotFoundError(f"no ooDML splits at {path}; create them with {hint}")
     data = json.loads(path.read_text())

@@ -275,7 +275,10 @@ def read_published_splits(pkl_path, source: str, root) -> dict:
         if s.get("split_val"):
             entry["val"] = keys(s["split_val"], sid, "split_val")
         splits.append(entry)
-    d = next((s for s in splits if s["default"]), splits[0])
+    d = next((s for s in splits if s["default"]), None)
+    if d is None:
+        raise ValueError(f"{pkl_path}: no split {default}, ooDML's default split of {source} (ood_main.py trains "
+                         f"the paper's main tables on it); the file has split(s) {[s['id'] for s in splits]}")
     return {"default_fid": d["fid"], "splits": splits, "progression": [], "inverse": []}
 
 

@@ -106,11 +106,17 @@ def run_config(profile: str = "quick", *, method: str = "full", loss: str = "cur
 
 def _fewest_train_classes(cfg: dict) -> int:
     """The fewest classes any source trains on: its training classes less those ``data.val_fraction`` holds out
-    (the engine's rule: the last max(1, round(n x fraction)) classes)."""
-    from umlkit.data.mini import ensure_mini
-    root = cfg["data"]["root"] or ensure_mini()
+    (the engine's rule: the last max(1, round(n x fraction)) classes). The full profile takes the datasets'
+    documented class counts (:data:`umlkit.data.datasets.DATASETS`), so that its keys never depend on what a
+    machine has on disk (and nothing generates UML-Mini for it)."""
+    from umlkit.data.datasets import DATASETS
+    from umlkit.data.mini import ensure_mini, mini_alias
+    root = cfg["data"]["root"]
     vf = float(cfg["data"].get("val_fraction") or 0.0)
-    counts = [_train_classes(str(root), n) for n in cfg["data"]["datasets"]]
+    if cfg["profile"] == "full" and not mini_alias(root):
+        counts = [DATASETS[n].counts["train"][1] for n in cfg["data"]["datasets"]]
+    else:
+        counts = [_train_classes(str(root or ensure_mini()), n) for n in cfg["data"]["datasets"]]
     return min(n - (max(1, int(round(n * vf))) if vf else 0) for n in counts)
 
 

@@ -142,7 +142,8 @@ def build_data(cfg: dict, data_config: dict):
         shot = parse_few_shot(d["few_shot"])
         if shot is not None:
             k, published = shot
-            idx = (published_indices(tr.paths, published_file(root, name, k)) if published
+            held_out = va.paths if va is not None else ()   # validation classes' images: not in the subset
+            idx = (published_indices(tr.paths, published_file(root, name, k), held_out) if published
                    else few_shot_indices(tr.labels, k, seed=cfg["seed"]))
             tr = tr.subset(idx, relabel=False)
         train_parts.append(tr)

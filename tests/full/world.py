@@ -1,0 +1,143 @@
+"""A full-profile world for tests: the datasets in their real layouts (UML-Mini's tiny variant: 4 classes of 6 images on
+each side of every source), ooDML's split files in the published pickle format imported as a user imports them,
+and the hub's language models replaced by seeded random encoders (their weights cannot be fetched here; the image
+backbones run at their real architectures with random-init weights instead)."""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+QUICK_ONLY = ("quick profile's", "is the quick profile")   # job lists that exist in the quick profile only
+
+
+def _published_pickles(data: Path, folder: Path) -> None:
+    """ooDML's ``datasplits/*_splits.pkl`` for the tiny tree: three splits per source (CUB's default is split 3,
+    Cars' and SOP's split 1), each with ``split_train``/``split_val``."""
+    from umlkit.data import load_dataset
+    from umlkit.experiments import split_making
+    for src, name in split_making.PUBLISHED_FILES.items():
+        names = {}
+        for part in ("train", "test"):
+            names.update(split_making._published_names(src, load_dataset(src, data, part, cache=False)))
+        order = sorted(names, key=lambda n: str(names[n]))
+        raw = {}
+        for sid in (1, 2, 3):   # each split moves one more class from training to test
+            train, test = order[:4], order[4:]
+            train, test = train[sid - 1:] + test[:sid - 1], test[sid - 1:] + train[:sid - 1]
+            raw[sid] = {"train": train, "test": test, "fid": 10.0 * sid, "split_train": train[:-1],
+                        "split_val": train[-1:]}
+        (folder / name).write_bytes(pickle.dumps(raw))
+
+
+def _published_few_shot(data: Path) -> None:
+    """PUMA's ``few_shot/dataset_{DS}_shot_{k}.pkl`` (``ys``, ``I``, ``im_paths``, ``ds_ID``) for the tiny tree:
+    the first k training images of each class, stored under the authors' path prefix."""
+    from umlkit.data import load_dataset
+    from umlkit.data.few_shot import PUBLISHED_NAMES
+    folder = data / "few_shot"
+    folder.mkdir()
+    for src, ds_name in PUBLISHED_NAMES.items():
+        ds = load_dataset(src, data, "train", cache=False)
+        for k in (1, 2, 4, 8, 16):
+            idx = [i for c in range(ds.num_classes) for i in np.flatnonzero(ds.labels == c)[:k]]
+            paths = [f"/home/author/data/{Path(ds.paths[i]).relative_to(data).as_posix()}" for i in idx]
+            raw = {"ys": ds.labels[idx], "I": idx, "im_paths": paths, "ds_ID": np.zeros(len(idx), dtype=np.int64)}
+            (folder / f"dataset_{ds_name}_shot_{k}.pkl").write_bytes(pickle.dumps(raw))
+
+
+def _random_encoder(name: str):
+    def encode(texts):
+        rng = np.random.default_rng(abs(hash((name, len(texts)))) % 2**32)
+        return rng.standard_normal((len(texts), 64)).astype(np.float32)
+    return encode
+
+
+class _StandInClassifier:
+    """PLG's ImageNet classifier stands in as a fixed random projection of each image's mean colour to 1,000
+    logits: the pseudolabel path (its 299-pixel transform, class-averaged logits, ImageNet names) runs whole, without
+    a ResNet-50 forward pass per image."""
+
+    def __init__(self):
+        import torch
+        self.w = torch.randn(3, 1000, generator=torch.Generator().manual_seed(0))
+
+    def __call__(self, x):
+        return x.mean(dim=(2, 3)) @ self.w
+
+
+def make_world(base: Path, mp: pytest.MonkeyPatch) -> Path:
+    """Write the world under ``base`` and point UMLKIT_DATA / UMLKIT_RESULTS at it (undone with ``mp``)."""
+    from umlkit.data import language, make_mini
+    from umlkit.experiments import class_splits, split_making
+    tiny = make_mini(base / "tiny", size="tiny")
+    data = base / "data"
+    data.mkdir()
+    for p in tiny.iterdir():     # the dataset folders (and the manifest, which holds the tiny counts)
+        (data / p.name).symlink_to(p)
+    mp.setenv("UMLKIT_DATA", str(data))
+    mp.setenv("UMLKIT_RESULTS", str(base / "results"))
+    class_splits.load_splits.cache_clear()
+    pickles = base / "datasplits"
+    pickles.mkdir()
+    _published_pickles(data, pickles)
+    split_making.import_published_splits(pickles, data)
+    _published_few_shot(data)
+    from umlkit.experiments import language_store
+    mp.setattr(language_store, "imagenet_classifier", lambda model, weights=None: _StandInClassifier())
+    for name, lm in list(language.LANGUAGE_MODELS.items()):
+        if lm.profile == "full":
+            mp.setitem(language.LANGUAGE_MODELS, name, dataclasses.replace(lm, encode=_random_encoder(name)))
+    return data
+
+
+def full_jobs() -> list[tuple[str, str, tuple]]:
+    """(paper, job list, job) of every job of every registered paper's full-profile job lists (the quick-only
+    lists are left out; they say so)."""
+    from umlkit.experiments.registry import papers
+    out = []
+    for name, paper in papers().items():
+        for jl in paper.job_list_names:
+            try:
+                jobs = paper.job_list(jl, "full")
+            except ValueError as err:
+                if any(q in str(err) for q in QUICK_ONLY):
+                    continue
+                raise
+            out += [(name, jl, job) for job in jobs]
+    return out
+
+
+def configs_of(key: dict) -> list[dict]:
+    """The training configurations in a record key: ``key["config"]``, the key itself, or a specialists key's
+    one configuration per source."""
+    if "config" in key:
+        return [key["config"]]
+    if "model" in key:
+        return [key]
+    return [v for v in key.values() if isinstance(v, dict) and "model" in v]
+
+
+def one_step(key: dict) -> dict:
+    """The key with every configuration cut to one epoch on the CPU (small batches; a unified run on its first two
+    sources), random-init weights and evaluation batches that fit a test; the architecture, method, objective,
+    sampler and analyses stay."""
+    key = copy.deepcopy(key)
+    for cfg in configs_of(key):
+        cfg["model"].update(pretrained=False, weights=None)
+        cfg["train"].update(epochs=1, eval_every=1, warmup_epochs=0, eval_batch_size=32, progress=False)
+        d = cfg["data"]
+        per_class = int(d["samples_per_class"])
+        # two classes' worth: a validation hold-out can leave a tiny source two training classes
+        d.update(num_workers=0, batch_size=min(int(d["batch_size"]), 2 * per_class if d["sampler"] != "random" else 12))
+        cfg.update(device="cpu", precision="fp32")
+        if len(d["datasets"]) > 2 and not d.get("splits"):   # a unified run: two sources keep its every code path
+            d["datasets"] = d["datasets"][:2]
+    ana = key.get("analysis") or {}
+    if "few_shot" in ana:
+        ana["few_shot"].update(episodes=1, iterations=1)
+    return key
