@@ -49,3 +49,19 @@ def test_a_sweep_with_highlights_colours_only_those_and_greys_the_rest():
     grey = [line for line in ax.get_lines() if line.get_color() == "0.75" and len(line.get_xdata())]
     assert len(grey) == 2                                       # one thin grey line per other unit
     assert len(ax.collections[-1].get_offsets()) == 1           # only the highlighted unit's choice is ringed
+
+
+def test_similarity_panels_share_one_colour_bar_and_have_equal_sizes():
+    import numpy as np
+    import pandas as pd
+
+    from umlkit.experiments.plots import plot_similarity_panels
+    rng = np.random.default_rng(0)
+    mats = {n: pd.DataFrame(np.corrcoef(rng.standard_normal((5, 8))), index=[f"c{i}" for i in range(5)])
+            for n in ("ELG", "PLG", "CLIP")}
+    fig = plot_similarity_panels(mats)
+    panels = [a for a in fig.axes if a.get_title()]
+    assert [a.get_title() for a in panels] == ["ELG", "PLG", "CLIP"]
+    sizes = {(round(a.get_position().width, 4), round(a.get_position().height, 4)) for a in panels}
+    assert len(sizes) == 1                                  # the colour bar no longer narrows the right column
+    assert len(fig.axes) == 5                               # 3 panels, the empty fourth, one colour bar

@@ -193,20 +193,24 @@ def plot_rank_slopes(views, title: str = "rank in the paper (left) and measured 
 
 def plot_similarity_panels(mats: dict, ncols: int = 2, title: str = "cosine similarity of the class rows"):
     """One heat map per named square matrix (e.g. the language similarities each guidance distils), sharing the
-    colour scale; row labels on the first column only."""
+    colour scale and one colour bar at the right (so that every panel has the same size); row labels on the first
+    column only."""
     import matplotlib.pyplot as plt
     import seaborn as sns
     names = list(mats)
     nrows = -(-len(names) // ncols)
     # drawn at about the width the page shows it (8 in), so the class names keep a legible size on the page
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.9 * nrows), squeeze=False)
+    fig = plt.figure(figsize=(4.2 * ncols + 0.6, 3.9 * nrows))
+    grid = fig.add_gridspec(nrows, ncols + 1, width_ratios=[1] * ncols + [0.05])
+    axes = [fig.add_subplot(grid[r, c]) for r in range(nrows) for c in range(ncols)]
+    bar = fig.add_subplot(grid[:, ncols])
     lo = min(float(m.to_numpy().min()) for m in mats.values())
-    for i, ax in enumerate(axes.flat):
+    for i, ax in enumerate(axes):
         if i >= len(names):
             ax.axis("off")
             continue
         m = mats[names[i]]
-        sns.heatmap(m, vmin=min(lo, 0.0), vmax=1.0, cmap="magma", ax=ax, cbar=i % ncols == ncols - 1,
+        sns.heatmap(m, vmin=min(lo, 0.0), vmax=1.0, cmap="magma", ax=ax, cbar=i == 0, cbar_ax=bar if i == 0 else None,
                     xticklabels=False, yticklabels=list(m.index) if i % ncols == 0 else False, square=True)
         ax.set_title(names[i], fontsize=11)
         ax.tick_params(axis="y", labelsize=10)
