@@ -112,4 +112,5 @@ def test_second_look_sets_each_planned_claim_beside_its_first_look(plan_file):
     assert view["claim"].tolist() == ["a", "b"]          # c is decided but not planned
     assert view[["gap (3 seeds)", "p Holm (3 seeds)", "seeds", "verdict"]].values.tolist() == [
         [2.0, 0.2, 5, "supported"], [1.0, 0.3, 3, "inconclusive"]]
-    assert ms.second_look_facts(board) == {"more_n": "2", "more_done": "1", "more_decided": "1"}
+    assert ms.second_look_facts(board) == {"more_n": "2", "more_done": "1", "more_left": "1",
+                                             "more_decided": "1"}

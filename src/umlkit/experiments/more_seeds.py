@@ -165,9 +165,11 @@ def second_look(board: pd.DataFrame) -> pd.DataFrame:
 
 
 def second_look_facts(board: pd.DataFrame) -> dict[str, str]:
-    """Glue for the prose: how many claims the plan extends (``more_n``), how many of them have their extra seeds
-    (``more_done``) and how many of those the second look decided (``more_decided``)."""
+    """Glue for the prose: how many claims the plan lists (``more_n``), how many of them have their extra seeds
+    (``more_done``) and how many not (``more_left``: claims of tables computed from whole other tables, such as
+    ooDML's AGS, which the plan cannot extend), and how many of those extended the second look decided
+    (``more_decided``)."""
     view = second_look(board)
     done = view[view["seeds"] >= 3 + len(plan()["seeds"])]
-    return {"more_n": str(len(view)), "more_done": str(len(done)),
+    return {"more_n": str(len(view)), "more_done": str(len(done)), "more_left": str(len(view) - len(done)),
             "more_decided": str(int((done["verdict"].isin(["supported", "contradicted"])).sum()))}
