@@ -24,16 +24,18 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# everything but the recomputations of committed artefacts (their inputs' hashes are compared instead): <= 8 min
+# everything but the recomputations of committed artefacts (their inputs' hashes are compared instead) and the
+# heavy checks at real architectures: <= 8 min
 test: $(STAMP)
-	$(PY) -m pytest tests book --nbval-lax --nbval-current-env -p no:cacheprovider -m "not recompute"
+	$(PY) -m pytest tests book --nbval-lax --nbval-current-env -p no:cacheprovider -m "not recompute and not heavy"
 
 # the tests without the `slow` marker (torchrun, kill-and-resume, ...): about two minutes
 test-fast: $(STAMP)
-	$(PY) -m pytest tests -m "not slow and not recompute" -p no:cacheprovider
+	$(PY) -m pytest tests -m "not slow and not recompute and not heavy" -p no:cacheprovider
 
-# make test plus the recomputations of committed artefacts (a record retrained, the ooDML splits made again); a
-# recomputation that passes stores its inputs' hash in tests/artefact_inputs.json
+# make test plus the recomputations of committed artefacts (a record retrained, the ooDML splits made again) and the
+# heavy checks (one step of every full-profile job list); a recomputation that passes stores its inputs' hash in
+# tests/artefact_inputs.json
 test-all: $(STAMP)
 	UMLKIT_RECORD_INPUTS=1 $(PY) -m pytest tests book --nbval-lax --nbval-current-env -p no:cacheprovider
 

@@ -56,8 +56,11 @@ def test_a_removed_record_or_side_file_is_reported_missing(no_training, tmp_path
     # the language file those records name renamed: every seed of the row is missing, for that reason
     (dst / "language" / "unified-minilm-elg-e75961606ae9.npz").rename(dst / "language" / "renamed.npz")
     missing = missing_records("quick", papers=["language_guidance"])
+    from umlkit.experiments.papers import language_guidance as lg
+    spec = lg.TABLES("quick")["Unified setting"]
+    seeds = {r.method: spec.seeds_of(r, "quick") for r in spec.rows}    # five where the extra-seed plan adds two
     assert missing[["row", "seed"]].values.tolist() == [[r, s] for r in ("PUMA + ELG", "full fine-tuning + ELG")
-                                                         for s in (0, 1, 2)]
+                                                         for s in seeds[r]]
     assert all(w.startswith("side file: no stored language file for unified / ELG") and
                "names unified-minilm-elg-e75961606ae9.npz" in w for w in missing["why"])
     assert "renamed.npz" in _language_files(tmp_path / "results")           # nothing was recomputed or renamed back

@@ -36,7 +36,8 @@ def test_run_config_per_loss_and_method():
     full = puma.run_config("full", method="puma")
     assert full["model"]["options"] == {"adapter_dim": 128, "pool_size": 20, "prompt_length": 8}
     assert full["model"]["backbone"] == "vit_s16_in21k_ft_in1k"
-    assert full["precision"] == "fp16" and full["optimizer"]["lr_mult"]["loss"] == 10000.0  # PUMA's proxy lr x1e4
+    assert full["precision"] == "auto" and full["device"] == "auto" and full["data"]["num_workers"] == "auto"
+    assert full["optimizer"]["lr_mult"]["loss"] == 10000.0  # PUMA's proxy lr x1e4
     from umlkit.models import BACKBONES
     assert {b[0] for b in puma.BACKBONES_FULL.values()} <= set(BACKBONES)
 
@@ -135,7 +136,7 @@ def test_migrated_records_give_the_tables_saved_before_the_migration(name, spec)
     """The version-1 tables (saved by the chapters before the records moved) come back unchanged from the first
     pass's records: every measured cell, seed count and spread, now with the paper's keys."""
     before = pd.read_csv(BEFORE / f"puma_{name}.csv", keep_default_na=False, na_values=[""])
-    seeds = {"table2": {"c": (0, 1, 2)}, "table3": (0, 1, 2)}.get(name)
+    seeds = {"table2": {"c": (0, 1, 2)}, "table3": (0, 1, 2)}.get(name, spec.seeds)   # without the planned extras
     now = tb.compare(puma.measure(spec, "quick", seeds=seeds, progress=False, log=None), "puma")
     assert (now["stale"] == "").all()
     now_idx = {(r["section"] if spec.table != "Table 5" else r["method"], r["row"], r["dataset"], r["metric"]): r
@@ -379,7 +380,9 @@ def test_second_pass_tables_use_the_chosen_rates_and_three_seeds(monkeypatch):
     n4 = 3                                           # PUMA dataset-specific (CF/PA specialists and unified are Table 2's)
     n5 = 3 * 2 * 3 + 1 + 2 * 3                       # 3 other backbones x (full, PUMA) x 3 seeds; the pretrained
                                                      # v1's zero-shot once, the unpretrained ones' per seed
-    assert len(jobs) == n2 + n3 + n4 + n5 == 105
+    from umlkit.experiments import more_seeds          # plus the extra seeds configs/more_seeds.yaml plans
+    extra = len(more_seeds.jobs(specs, "quick"))
+    assert len(jobs) == n2 + n3 + n4 + n5 + extra and n2 + n3 + n4 + n5 == 105 and extra > 0
     sp["tables"] = "first"   # the second pass's list can be trained before the switch, and only it changes
     assert puma.job_list("second_tables") == jobs
     assert len(puma.table_jobs("quick", puma.build_tables("first"))) != len(jobs)

@@ -2,7 +2,7 @@
 full-profile job lists builds its record key from the published split files, resolves its configuration and builds
 its model at the real architecture (on PyTorch's meta device: shapes without memory); one job trains a step and
 evaluates on the tiny real-layout world (``make test``), and the first job of every job list does (``make
-test-all``, marked slow: PUMA's unified runs take minutes on two cores)."""
+test-all``, marked heavy: PUMA's unified runs take minutes on two cores)."""
 import json
 
 import pytest
@@ -57,7 +57,7 @@ def test_a_full_profile_job_trains_one_step_on_the_real_layouts(world, jobs):
     assert 0 <= out["test"]["R@1"]["CUB"] <= 100 and out["trainable_model"] > 20_000_000   # ResNet-50, all of it
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_the_first_job_of_every_full_profile_job_list_trains_one_step(world, jobs):
     from umlkit.experiments.runners import run
     first = {}
