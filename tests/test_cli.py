@@ -75,16 +75,21 @@ def test_cli_records_and_oodml_errors_name_the_input(tmp_path, capsys):
 
 
 def test_one_tables_runs_are_selected_by_its_declaration_not_by_labels(capsys):
-    """VPTSP's Table 6 measures 3 rows x 3 seeds, two of its rows Table 2's runs: --table lists exactly those 9
+    """VPTSP's Table 6 measures 3 rows x 3 seeds (5 where planned), two of its rows Table 2's runs: --table lists them
     (a label filter on 'cub-' matched other tables' runs too); a derived table, an unknown table and a job list
     given beside --table are errors that say what to give instead."""
     assert cli.main(["records", "status", "vptsp", "--table", "Table 6", "--list"]) == 0
     out = capsys.readouterr().out.splitlines()
     listed = [line.split(None, 1)[1] for line in out if line.startswith(("stored", "missing"))]
-    assert len(listed) == 9 and len(set(listed)) == 9 and {x.rsplit("-seed", 1)[1] for x in listed} == {"0", "1", "2"}
-    assert out[-1] == "vptsp --table 'Table 6' (quick): 9 of 9 records stored, 0 to train"
-    from umlkit.experiments.table_runs import table_jobs
-    assert len(table_jobs("puma", "Table 3")) == 6 * 3    # its PUMA row is Table 2's run, listed once here
+    # 3 rows x 3 seeds, and seeds 3 and 4 of the rows the extra-seed plan (configs/more_seeds.yaml) extends
+    from umlkit.experiments import more_seeds
+    from umlkit.experiments.table_runs import table_jobs, table_spec
+    extra = len(more_seeds.jobs({"t": table_spec("vptsp", "Table 6")}))
+    assert len(listed) == 9 + extra and len(set(listed)) == len(listed) and extra > 0
+    assert {x.rsplit("-seed", 1)[1] for x in listed} == {"0", "1", "2", "3", "4"}
+    assert out[-1] == f"vptsp --table 'Table 6' (quick): {9 + extra} of {9 + extra} records stored, 0 to train"
+    extra3 = len(more_seeds.jobs({"t": table_spec("puma", "Table 3")}))
+    assert len(table_jobs("puma", "Table 3")) == 6 * 3 + extra3    # its PUMA row is Table 2's run, listed once here
     assert cli.main(["records", "status", "vptsp", "tables", "--table", "Table 6"]) == 2
     assert "one of the two" in capsys.readouterr().err
     assert cli.main(["records", "train", "oodml", "--table", "Table S3"]) == 2

@@ -86,7 +86,7 @@ CASES = [
     (["train", CONFIG, "--set", "train.epochs=-1"], "config key train.epochs = -1: expected an integer >= 1"),
     (["train", CONFIG, "--set", "optimizer.lr=-1"], "config key optimizer.lr = -1: expected a finite number >= 0"),
     (["train", CONFIG, "--set", "optimizer.lr=.inf"], "config key optimizer.lr = inf: expected a finite number"),
-    (["train", CONFIG, "--set", "precision=fp8"], "config key precision = 'fp8': expected fp32, bf16 or fp16"),
+    (["train", CONFIG, "--set", "precision=fp8"], "config key precision = 'fp8': expected fp32, bf16, fp16 or auto"),
     (["train", CONFIG, "--set", "device=gpu0"], "config key device = 'gpu0': expected auto, cpu, cuda or cuda:N"),
     (["train", CONFIG, "--set", "objective.0.weight=abc"], "config key objective.0.weight = 'abc': expected a number"),
     (["train", CONFIG, "--set", "seed=99999999999999999999"], "config key seed = 99999999999999999999: expected"),

@@ -105,7 +105,8 @@ def test_the_committed_plan_names_declared_claims_only():
 
 def test_second_look_sets_each_planned_claim_beside_its_first_look(plan_file):
     plan_file.write_text("seeds: [3, 4]\nclaims:\n  p:\n    Table 1:\n    - claim: a\n      first look: {seeds: 3, "
-                         "gap: 2.0, p (Holm): 0.2}\n    - claim: b\n      first look: {seeds: 3, gap: 1.0, p (Holm): 0.3}\n")
+                         "gap: 2.0, p (Holm): 0.2}\n    - claim: b\n      first look: {seeds: 3, gap: 1.0, "
+                         "p (Holm): 0.3}\n")
     board = _board().assign(paper="q", seeds=[5, 3, 5, 5, 0],
                             verdict=["supported", "inconclusive", "supported", "inconclusive", tb.MISSING])
     view = ms.second_look(board)

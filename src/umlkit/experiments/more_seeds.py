@@ -58,7 +58,8 @@ def write_plan(board: pd.DataFrame, path: Path | None = None, seeds=(3, 4)) -> P
         first = {"seeds": int(r["seeds"]), "gap": float(r["gap"]), "p (Holm)": round(float(r["p adjusted"]), 4)}
         claims.setdefault(owner[r["paper"]][r["table"]], {}).setdefault(r["table"], []).append(
             {"claim": r["claim"], "first look": first})
-    text = yaml.safe_dump({"rule": RULE, "profile": PROFILE, "seeds": list(seeds), "claims": claims}, sort_keys=False, width=120,
+    plan_data = {"rule": RULE, "profile": PROFILE, "seeds": list(seeds), "claims": claims}
+    text = yaml.safe_dump(plan_data, sort_keys=False, width=120,
                           allow_unicode=True)
     path = Path(path or _plan_path())
     _atomic_write(path, text)
