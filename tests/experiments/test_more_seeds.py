@@ -44,14 +44,17 @@ def _claim(text, a, b):
 
 
 def test_planned_claims_add_their_seeds_to_the_rows_they_compare_and_one_run_each(plan_file, monkeypatch):
-    plan_file.write_text("seeds: [3, 4]\nclaims:\n  p:\n    Table 1: [A beats B, B beats A again]\n")
+    plan_file.write_text("seeds: [3, 4]\nclaims:\n  p:\n    Table 1:\n    - {claim: A beats B, first look: {seeds: 3}}\n"
+                         "    - B beats A again\n")
     spec = _table([_claim("A beats B", "A", "B"), _claim("B beats A again", "B", "A"), _claim("C beats A", "C", "A")])
     assert [spec.seeds_of(r, "quick") for r in spec.rows] == [(0, 1, 2, 3, 4), (0, 1, 2, 3, 4), (0, 1, 2)]
     assert spec.seeds_of(spec.rows[0], "full") == (0, 1, 2) and ms.jobs({"t": spec}, "full") == []
     jobs = ms.jobs({"Table 1": spec})
     assert [j[1] for j in jobs] == ["a-seed3", "b-seed3", "a-seed4", "b-seed4"]   # A and B once per seed
     assert [j[2] for j in jobs][0] == {"m": "A", "seed": 3}
-    assert ms.looks_of(spec, "A beats B") == ms.LOOKS and ms.looks_of(spec, "C beats A") == 1
+    # two looks once the test uses more seeds than the first look; one while it is still at the first look
+    assert ms.looks_of(spec, "A beats B", 5) == ms.LOOKS and ms.looks_of(spec, "A beats B", 3) == 1
+    assert ms.looks_of(spec, "C beats A", 5) == 1
 
 
 def test_no_plan_file_means_no_extra_seeds(plan_file):

@@ -8,9 +8,9 @@ tables' records (ooDML's AGS, Table S3) pools every split of a method, and exten
 tables.
 
 Looking twice at a claim and stopping when the second look decides is a sequential design; a second look at the
-same level would raise the chance of a false verdict above alpha. So a claim of the list counts as tested twice:
-its decision p-value is multiplied by :data:`LOOKS` (Bonferroni over the two looks) before the per-paper Holm
-adjustment (:func:`umlkit.experiments.tables.holm_adjust`), whichever look the records give.
+same level would raise the chance of a false verdict above alpha. So a claim of the list tested on more seeds than
+its first look counts as tested twice: its decision p-value is multiplied by :data:`LOOKS` (Bonferroni over the
+two looks) before the per-paper Holm adjustment (:func:`umlkit.experiments.tables.holm_adjust`).
 
 Why by hand: the selection is a filter over the scoreboard's columns and the extension a set of table rows; no
 library models either.
@@ -35,8 +35,8 @@ LOOKS = 2
 RULE = (
     "Claims whose Holm-adjusted verdict was inconclusive at three seeds although the measured gap exceeded the seed "
     "spread of its cells got two more seeds (3 and 4) on the rows they compare; the list was fixed from the "
-    "three-seed scoreboard before any of those runs. Such a claim is looked at twice, so its p-value is doubled "
-    "(Bonferroni over the two looks) before the Holm adjustment.")
+    "three-seed scoreboard before any of those runs. A claim tested on its extra seeds is looked at twice, so its "
+    "p-value is doubled (Bonferroni over the two looks) before the Holm adjustment.")
 
 
 def select(board: pd.DataFrame) -> pd.DataFrame:
@@ -104,14 +104,22 @@ def _planned_claims(spec) -> list:
     return [c for c in spec.claims if c.text in texts]
 
 
-def looks_of(spec, text: str) -> int:
-    """How many looks the test of claim ``text`` of table ``spec`` has: :data:`LOOKS` when it is in the plan, else 1."""
-    return LOOKS if text in set(plan()["claims"].get(spec.paper, {}).get(spec.table, [])) else 1
+def _cells(claims) -> set[tuple[str, str, str]]:
+    """The (section, method, setting) row cells ``claims`` compare."""
+    return {(s.get("section", ""), s.get("method", ""), s.get("setting", "")) for c in claims for s in (c.a, c.b)}
+
+
+def looks_of(spec, text: str, seeds: int) -> int:
+    """How many looks the test of claim ``text`` of table ``spec`` at ``seeds`` seeds had: :data:`LOOKS` when it is
+    in the plan and tested on more seeds than its first look, else 1 (a listed claim still at its first look, in
+    a table the plan could not extend or in another profile, was looked at once)."""
+    first = plan()["first"].get((spec.paper, spec.table, text))
+    return LOOKS if first is not None and seeds > int(first.get("seeds", 0)) else 1
 
 
 def rows_of_claim(spec, claim) -> list:
     """The rows of ``spec`` whose cells ``claim`` compares (none for a table computed from other tables)."""
-    cells = {(s.get("section", ""), s.get("method", ""), s.get("setting", "")) for s in (claim.a, claim.b)}
+    cells = _cells([claim])
     return [r for r in spec.rows if (r.section, r.method, r.setting) in cells]
 
 
@@ -122,9 +130,7 @@ def planned_seeds(spec, row, profile: str | None) -> tuple[int, ...]:
         return ()
     cells = spec.__dict__.get("_planned_cells")
     if cells is None:   # once per table object: the cells its planned claims compare
-        cells = {(s.get("section", ""), s.get("method", ""), s.get("setting", ""))
-                 for c in _planned_claims(spec) for s in (c.a, c.b)}
-        spec.__dict__["_planned_cells"] = cells
+        cells = spec.__dict__["_planned_cells"] = _cells(_planned_claims(spec))
     return tuple(plan()["seeds"]) if (row.section, row.method, row.setting) in cells else ()
 
 
@@ -159,10 +165,10 @@ def second_look(board: pd.DataFrame) -> pd.DataFrame:
         if f is None:
             continue
         rows.append({"paper": r["paper"], "table": r["table"], "claim": r["claim"], "gap (3 seeds)": f.get("gap"),
-                     "p Holm (3 seeds)": f.get("p (Holm)"), "seeds": r["seeds"], "gap": r["gap"],
-                     "p Holm": r.get("p adjusted"), "verdict": r["verdict"]})
-    return pd.DataFrame(rows, columns=["paper", "table", "claim", "gap (3 seeds)", "p Holm (3 seeds)", "seeds", "gap",
-                                       "p Holm", "verdict"])
+                     "p Holm (3 seeds)": f.get("p (Holm)"), "seeds (first look)": f.get("seeds"),
+                     "seeds": r["seeds"], "gap": r["gap"], "p Holm": r.get("p adjusted"), "verdict": r["verdict"]})
+    return pd.DataFrame(rows, columns=["paper", "table", "claim", "gap (3 seeds)", "p Holm (3 seeds)",
+                                       "seeds (first look)", "seeds", "gap", "p Holm", "verdict"])
 
 
 def second_look_facts(board: pd.DataFrame) -> dict[str, str]:
@@ -171,6 +177,6 @@ def second_look_facts(board: pd.DataFrame) -> dict[str, str]:
     ooDML's AGS, which the plan cannot extend), and how many of those extended the second look decided
     (``more_decided``)."""
     view = second_look(board)
-    done = view[view["seeds"] >= 3 + len(plan()["seeds"])]
+    done = view[view["seeds"] > view["seeds (first look)"]]
     return {"more_n": str(len(view)), "more_done": str(len(done)), "more_left": str(len(view) - len(done)),
             "more_decided": str(int((done["verdict"].isin(["supported", "contradicted"])).sum()))}

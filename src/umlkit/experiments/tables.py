@@ -450,11 +450,10 @@ def table_claims(spec: Table, cmp: pd.DataFrame, missing: bool = True) -> pd.Dat
             if why:
                 checked.at[i, "verdict"] = why
     if not checked.empty:
-        checked["looks"] = [looks_of(spec, t) for t in checked["claim"]]
+        checked["looks"] = [looks_of(spec, t, n) for t, n in zip(checked["claim"], checked["seeds"])]
     if not missing:
         return checked
-    lost = [{"claim": c.text, "verdict": MISSING, "missing": "; ".join(absent(c)), "seeds": 0,
-             "looks": looks_of(spec, c.text)}
+    lost = [{"claim": c.text, "verdict": MISSING, "missing": "; ".join(absent(c)), "seeds": 0, "looks": 1}
             for c in spec.claims if absent(c)]
     if not lost:
         return checked
