@@ -297,8 +297,13 @@ def test_full_profile_jobs_of_absent_datasets_are_skipped_with_one_line(tmp_path
     out = capsys.readouterr().out
     assert re.search(rf"skipped, dataset not under {re.escape(str(tmp_path))} .*: cars \(\d+ jobs\), inshop "
                      r"\(\d+ jobs\), sop \(\d+ jobs\)", out)
-    full = {"profile": "full", "data": {"root": None, "datasets": ["cub", "cars"]}}
+    full = {"profile": "full", "model": {}, "data": {"root": None, "datasets": ["cub", "cars"]}}
     assert absent_datasets(full) == ["cars"] and absent_datasets({**full, "profile": "quick"}) == []
     assert absent_datasets({"config": {**full, "data": {"root": str(tmp_path / "x"), "datasets": ["cub"]}}}) == ["cub"]
     kept, absent = drop_absent([("t", "a", full), ("t", "b", {**full, "data": {"root": None, "datasets": ["cub"]}})])
     assert [j[1] for j in kept] == ["b"] and absent == {"cars": 1}
+    specialists = {src: {**full, "data": {"root": None, "datasets": [src]}} for src in ("cub", "sop")}
+    assert absent_datasets(specialists) == ["sop"]     # one configuration per source, each checked
+    from umlkit.experiments.table_runs import with_overrides
+    (_, _, both), = with_overrides([("t", "s", specialists)], ["data.root=/d"])
+    assert [c["data"]["root"] for c in both.values()] == ["/d", "/d"] and specialists["cub"]["data"]["root"] is None

@@ -8,7 +8,9 @@ import json
 import pytest
 import torch
 
-from tests.full.world import configs_of, full_jobs, make_world, one_step
+from umlkit.experiments.table_runs import configs_of
+
+from tests.full.world import full_jobs, make_world, one_step
 
 
 @pytest.fixture(scope="module")

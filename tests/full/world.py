@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from umlkit.experiments.table_runs import configs_of
+
 QUICK_ONLY = ("quick profile's", "is the quick profile")   # job lists that exist in the quick profile only
 
 
@@ -110,16 +112,6 @@ def full_jobs() -> list[tuple[str, str, tuple]]:
                 raise
             out += [(name, jl, job) for job in jobs]
     return out
-
-
-def configs_of(key: dict) -> list[dict]:
-    """The training configurations in a record key: ``key["config"]``, the key itself, or a specialists key's
-    one configuration per source."""
-    if "config" in key:
-        return [key["config"]]
-    if "model" in key:
-        return [key]
-    return [v for v in key.values() if isinstance(v, dict) and "model" in v]
 
 
 def one_step(key: dict) -> dict:

@@ -18,8 +18,8 @@ from umlkit.experiments import tables
 from umlkit.experiments.records import find_record, normalise_key
 from umlkit.experiments.registry import get_paper
 
-__all__ = ["table_spec", "table_jobs", "job_status", "reproduce_table", "with_overrides", "absent_datasets",
-           "drop_absent"]
+__all__ = ["table_spec", "table_jobs", "job_status", "reproduce_table", "with_overrides", "configs_of",
+           "absent_datasets", "drop_absent"]
 
 
 def table_spec(paper: str, table: str, profile: str = "quick") -> tables.Table:
@@ -69,24 +69,33 @@ def reproduce_table(paper: str, table: str, profile: str = "quick", train: bool 
 
 
 def with_overrides(jobs: list[tuple], overrides) -> list[tuple]:
-    """``jobs`` with ``--set KEY=VALUE`` overrides applied to each job's training configuration (``key["config"]``,
-    or the key itself for a plain training job). The keys change with them, so the runs are records of their own
+    """``jobs`` with ``--set KEY=VALUE`` overrides applied to each job's training configurations
+    (:func:`configs_of`). The keys change with them, so the runs are records of their own
     beside the declared ones."""
     if not overrides:
         return jobs
+    import copy
+
     from umlkit.train.config import apply_overrides
     out = []
     for folder, label, key, *rest in jobs:
-        if "config" in key:
-            key = {**key, "config": apply_overrides(key["config"], overrides)}
-        else:
-            key = apply_overrides(key, overrides)
+        key = copy.deepcopy(key)
+        for cfg in configs_of(key):        # every configuration of the key (one per source for specialists)
+            new = apply_overrides(cfg, overrides)
+            cfg.clear()
+            cfg.update(new)
         out.append((folder, label, key, *rest))
     return out
 
 
-def _config_of(key: dict) -> dict:
-    return key["config"] if isinstance(key.get("config"), dict) else key
+def configs_of(key: dict) -> list[dict]:
+    """The training configurations in a record key: ``key["config"]``, the key itself, or a specialists key's one
+    configuration per source."""
+    if isinstance(key.get("config"), dict):
+        return [key["config"]]
+    if "model" in key:
+        return [key]
+    return [v for v in key.values() if isinstance(v, dict) and "model" in v]
 
 
 def absent_datasets(key: dict) -> list[str]:
@@ -95,13 +104,15 @@ def absent_datasets(key: dict) -> list[str]:
     from umlkit._paths import data_root
     from umlkit.data.datasets import DATASETS
     from umlkit.data.mini import mini_alias
-    cfg = _config_of(key)
-    root = cfg.get("data", {}).get("root")
-    if cfg.get("profile", "quick") == "quick" or mini_alias(root):
-        return []
-    base = Path(root).expanduser() if root else data_root()
-    return [d for d in cfg.get("data", {}).get("datasets", []) if d in DATASETS
-            and not (base / DATASETS[d].folder).is_dir()]
+    out = []
+    for cfg in configs_of(key):
+        root = cfg.get("data", {}).get("root")
+        if cfg.get("profile", "quick") == "quick" or mini_alias(root):
+            continue
+        base = Path(root).expanduser() if root else data_root()
+        out += [d for d in cfg.get("data", {}).get("datasets", []) if d in DATASETS and d not in out
+                and not (base / DATASETS[d].folder).is_dir()]
+    return out
 
 
 def drop_absent(jobs: list[tuple]) -> tuple[list[tuple], dict[str, int]]:
