@@ -118,3 +118,12 @@ def test_second_look_sets_each_planned_claim_beside_its_first_look(plan_file):
         [2.0, 0.2, 5, "supported"], [1.0, 0.3, 3, "inconclusive"]]
     assert ms.second_look_facts(board) == {"more_n": "2", "more_done": "1", "more_left": "1",
                                              "more_decided": "1"}
+
+
+def test_the_pages_view_puts_each_look_in_one_cell(plan_file):
+    plan_file.write_text("seeds: [3, 4]\nclaims:\n  p:\n    Table 1:\n    - claim: a\n      first look: {seeds: 3, "
+                         "gap: 2.0, p (Holm): 0.2}\n")
+    board = _board().assign(paper="q", seeds=[5, 3, 5, 5, 0], **{"p adjusted": [0.01, 0.3, 0.01, 0.4, np.nan]})
+    view = ms.second_look_view(board)
+    assert view.values.tolist() == [["q · Table 1", "a", "+2.0, p 0.2 (3 seeds)", "+2.0, p 0.01 (5 seeds)",
+                                     "inconclusive"]]

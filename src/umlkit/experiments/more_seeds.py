@@ -27,7 +27,7 @@ import yaml
 from umlkit._paths import repo_folder
 
 __all__ = ["RULE", "LOOKS", "PLAN_FILE", "select", "plan", "planned_seeds", "rows_of_claim", "looks_of", "jobs",
-           "write_plan", "second_look", "second_look_facts"]
+           "write_plan", "second_look", "second_look_facts", "second_look_view"]
 
 PLAN_FILE = "more_seeds.yaml"
 PROFILE = "quick"   # the profile whose scoreboard the plan was made from, and whose tables it extends
@@ -180,3 +180,15 @@ def second_look_facts(board: pd.DataFrame) -> dict[str, str]:
     done = view[view["seeds"] > view["seeds (first look)"]]
     return {"more_n": str(len(view)), "more_done": str(len(done)), "more_left": str(len(view) - len(done)),
             "more_decided": str(int((done["verdict"].isin(["supported", "contradicted"])).sum()))}
+
+
+def second_look_view(board: pd.DataFrame) -> pd.DataFrame:
+    """:func:`second_look` as the page shows it, five columns that fit the article: where (paper · table), claim,
+    the first look and the claim now (gap in points and Holm p), and the verdict."""
+    v = second_look(board)
+    return pd.DataFrame({
+        "where": v["paper"] + " · " + v["table"], "claim": v["claim"],
+        "first look": [f"{g:+.1f}, p {p:.2g} ({int(n)} seeds)" for g, p, n in
+                       zip(v["gap (3 seeds)"], v["p Holm (3 seeds)"], v["seeds (first look)"])],
+        "now": [f"{g:+.1f}, p {p:.2g} ({int(n)} seeds)" for g, p, n in zip(v["gap"], v["p Holm"], v["seeds"])],
+        "verdict": v["verdict"]})
