@@ -555,8 +555,9 @@ def _add_data(sub) -> None:
     p = dsub.add_parser("pretrain-mini", help="pretrain the tiny ViT on the synthetic pretraining set "
                         "(recipe v1: 767 s on 2 busy CPU cores; v2: see its pretrain_report_v2.json)")
     p.add_argument("--out", default=None, help="folder for the weights (default: the shipped location)")
-    p.add_argument("--recipe", choices=("v1", "v2"), default="v1",
-                   help="v1: the weights of UML-Mini v1; v2: longer, with unobservable targets masked")
+    p.add_argument("--recipe", choices=("v1", "v2", "narrow", "broad", "wide"), default="v1",
+                   help="v1: the weights of UML-Mini v1; v2: longer, with unobservable targets masked; narrow, broad, "
+                   "wide: the regime map's second edition (v2's recipe on narrower and broader worlds; wide: twice the width)")
     p.add_argument("--epochs", type=_positive_int, default=None, help="default: the recipe's")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--overwrite", action="store_true", help="replace existing weights, heads and report (the shipped "

@@ -18,16 +18,18 @@ def _language_files(root: Path) -> set[str]:
 
 
 def test_every_declared_row_and_seed_finds_its_record(no_training):
+    """Complete, but for tables declared before their runs (``Table.in_progress``), whose missing runs say why."""
     before = _language_files(results_root("quick").parent)
     missing = missing_records("quick")
-    assert missing.empty, f"{len(missing)} declared runs have no stored record:\n{missing.head(20).to_string()}"
+    unexpected = missing[missing["in progress"] == ""]
+    assert unexpected.empty, f"{len(unexpected)} declared runs have no stored record:\n{unexpected.head(20).to_string()}"
     assert _language_files(results_root("quick").parent) == before     # no side file was made, no lock taken
 
 
 def test_every_declared_claim_is_on_the_board_with_its_records(no_training, quick_board):
     declared = declared_claims("quick")
     assert quick_board.groupby("paper").size().to_dict() == declared
-    lost = quick_board[quick_board["verdict"] == MISSING]
+    lost = quick_board[(quick_board["verdict"] == MISSING) & (quick_board["in_progress"] == "")]
     assert lost.empty, f"claims without records: {lost[['paper', 'claim', 'missing']].to_string()}"
     lg = quick_board[quick_board["paper"] == "language_guidance"]
     assert lg.set_index("claim").loc[UNIFIED_ELG, "verdict"] in ("supported", "inconclusive", "contradicted")

@@ -37,7 +37,7 @@ from umlkit.data.names import caption, class_name, dedupe
 from umlkit.results import _atomic_write, file_lock
 
 __all__ = ["SHAPES", "TEXTURES", "HUE_NAMES", "SOURCES", "MiniSource", "make_mini", "pretraining_set", "render",
-           "mini_table", "ensure_mini", "PRETRAIN_HEADS", "class_attributes"]
+           "mini_table", "ensure_mini", "PRETRAIN_HEADS", "PRETRAIN_WORLDS", "class_attributes"]
 
 SIZE = 32
 SHAPES = ("disc", "square", "triangle", "cross", "ring", "diamond", "star", "crescent")
@@ -73,6 +73,10 @@ def _shape_mask(shape: str, u: np.ndarray, v: np.ndarray) -> np.ndarray:
         return rho <= 0.6 + 0.4 * np.cos(5 * (theta + np.pi / 2))
     if shape == "crescent":
         return (rho <= 1.0) & ((u - 0.45) ** 2 + v ** 2 > 0.75 ** 2)
+    if shape == "hexagon":     # the broad pretraining world's extra shapes (no source uses them)
+        return np.maximum(np.abs(v), np.abs(u) * 0.866 + np.abs(v) * 0.5) <= 0.9
+    if shape == "semicircle":
+        return (rho <= 1.0) & (v >= -0.15)
     raise ValueError(f"unknown shape {shape!r}")
 
 
@@ -754,32 +758,79 @@ PRETRAIN_HEADS = {"shape": 8, "texture": 5, "period": 2, "aspect": 3, "disc_pos"
                   "scale": 2}
 
 
-def pretraining_set(n: int = 19200, seed: int = 1234) -> tuple[np.ndarray, dict[str, np.ndarray], list[str]]:
+@dataclass(frozen=True)
+class PretrainWorld:
+    """Which attribute values a pretraining set shows, and which heads it supervises (the regime map's breadth
+    axis, ``configs/regime/edition2.yaml``). ``shapes``: the body shapes drawn; ``hue_bins``: how many of the eight
+    body- and disc-hue bins are drawn (the first ones: red, orange, lime, green, ...); ``sat``: the body
+    saturation's range; ``extra_heads``: heads beyond :data:`PRETRAIN_HEADS` (``sat``: the saturation range in equal
+    bins; ``bg_hue``: the background's hue in eight bins)."""
+    name: str
+    shapes: tuple[str, ...] = SHAPES
+    hue_bins: int = 8
+    sat: tuple[float, float] = (0.5, 1.0)
+    extra_heads: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def heads(self) -> dict[str, int]:
+        return {**PRETRAIN_HEADS, "shape": len(self.shapes), **dict(self.extra_heads)}
+
+
+PRETRAIN_WORLDS = {
+    "v2": PretrainWorld("v2"),
+    # only the values the regime map's values split trains on: shapes 0-3, hue bins 0-3 (body and disc)
+    "narrow": PretrainWorld("narrow", shapes=SHAPES[:4], hue_bins=4),
+    # two shapes and low saturations no source uses, and two attributes v2 does not supervise
+    "broad": PretrainWorld("broad", shapes=SHAPES + ("hexagon", "semicircle"), sat=(0.15, 1.0),
+                           extra_heads=(("sat", 4), ("bg_hue", 8))),
+}
+
+
+def pretraining_set(n: int = 19200, seed: int = 1234, world: str = "v2"
+                    ) -> tuple[np.ndarray, dict[str, np.ndarray], list[str]]:
     """Multi-attribute pretraining images: ``(images (n, 32, 32, 3) uint8, {head: targets}, class_names)``.
 
-    Every generator attribute is drawn uniformly and has its own target (:data:`PRETRAIN_HEADS`). The named
+    Every generator attribute is drawn uniformly and has its own target (``PRETRAIN_WORLDS[world].heads``; the
+    default world's are :data:`PRETRAIN_HEADS`, and its draws are those of UML-Mini v1/v2's pretraining). The named
     classes are the 320 joint (colour, texture, shape) combinations, "red checkered star" etc.; their target is
-    ``targets["class"]`` = (hue * 5 + texture) * 8 + shape.
+    ``targets["class"]`` = (hue * 5 + texture) * 8 + shape (-100 for a shape beyond the eight named ones).
     """
+    if world not in PRETRAIN_WORLDS:
+        raise ValueError(f"unknown pretraining world {world!r}; choose one of {sorted(PRETRAIN_WORLDS)}")
+    w = PRETRAIN_WORLDS[world]
     rng = np.random.default_rng(seed)
     imgs = np.empty((n, SIZE, SIZE, 3), np.uint8)
-    t = {k: np.empty(n, np.int64) for k in (*PRETRAIN_HEADS, "class")}
+    t = {k: np.empty(n, np.int64) for k in (*w.heads, "class")}
     for i in range(n):
-        hb, dhb = int(rng.integers(8)), int(rng.integers(8))
-        a = dict(shape=SHAPES[rng.integers(8)], texture=TEXTURES[rng.integers(5)], period=int(rng.choice(PERIODS)),
-                 aspect=float(rng.choice(ASPECTS)), disc_pos=DISC_POS[rng.integers(5)], scale=float(rng.choice(SCALES)),
-                 hue=(hb + rng.uniform(-0.5, 0.5)) / 8, sat=rng.uniform(0.5, 1.0), val=rng.uniform(0.6, 0.95),
-                 disc_hue=(dhb + rng.uniform(-0.5, 0.5)) / 8, disc_sat=0.85, disc_val=0.9,
-                 jx=int(rng.integers(-2, 3)), jy=int(rng.integers(-2, 3)))
-        a.update(_bg(rng, rng.uniform(0, 1), 0.0, rng.uniform(0, 0.4), 0.3, 0.9))
+        a, vals = _pretraining_draw(rng, w)
         imgs[i] = render(a, rng)
-        vals = dict(shape=SHAPES.index(a["shape"]), texture=TEXTURES.index(a["texture"]),
-                    period=PERIODS.index(a["period"]), aspect=ASPECTS.index(a["aspect"]),
-                    disc_pos=DISC_POS.index(a["disc_pos"]), hue=hb, disc_hue=dhb, scale=SCALES.index(a["scale"]))
         for k, v in vals.items():
             t[k][i] = v
-        t["class"][i] = (hb * 5 + vals["texture"]) * 8 + vals["shape"]
+        t["class"][i] = (vals["hue"] * 5 + vals["texture"]) * 8 + vals["shape"] if vals["shape"] < 8 else -100
     return imgs, t, pretraining_class_names()
+
+
+def _pretraining_draw(rng: np.random.Generator, w: PretrainWorld) -> tuple[dict, dict]:
+    """One pretraining image's attributes and its head targets, in the draw order of UML-Mini's pretraining."""
+    hb, dhb = int(rng.integers(w.hue_bins)), int(rng.integers(w.hue_bins))
+    shape = int(rng.integers(len(w.shapes)))
+    a = dict(shape=w.shapes[shape], texture=TEXTURES[rng.integers(5)], period=int(rng.choice(PERIODS)),
+             aspect=float(rng.choice(ASPECTS)), disc_pos=DISC_POS[rng.integers(5)], scale=float(rng.choice(SCALES)),
+             hue=(hb + rng.uniform(-0.5, 0.5)) / 8, sat=rng.uniform(*w.sat), val=rng.uniform(0.6, 0.95),
+             disc_hue=(dhb + rng.uniform(-0.5, 0.5)) / 8, disc_sat=0.85, disc_val=0.9,
+             jx=int(rng.integers(-2, 3)), jy=int(rng.integers(-2, 3)))
+    bg_hue = rng.uniform(0, 1)
+    a.update(_bg(rng, bg_hue, 0.0, rng.uniform(0, 0.4), 0.3, 0.9))
+    vals = dict(shape=shape, texture=TEXTURES.index(a["texture"]), period=PERIODS.index(a["period"]),
+                aspect=ASPECTS.index(a["aspect"]), disc_pos=DISC_POS.index(a["disc_pos"]), hue=hb, disc_hue=dhb,
+                scale=SCALES.index(a["scale"]))
+    extra = dict(w.extra_heads)
+    if "sat" in extra:
+        lo, hi = w.sat
+        vals["sat"] = min(extra["sat"] - 1, int((a["sat"] - lo) / (hi - lo) * extra["sat"]))
+    if "bg_hue" in extra:
+        vals["bg_hue"] = min(extra["bg_hue"] - 1, int(bg_hue * extra["bg_hue"]))
+    return a, vals
 
 
 def pretraining_class_names() -> list[str]:

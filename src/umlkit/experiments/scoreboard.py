@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from umlkit.experiments.records import MissingSideFile, find_record, normalise_key, read_only
+from umlkit.experiments.tuning import NotTuned
 from umlkit.experiments.tables import MISSING, Table, compare, holm_adjust, measure, table_claims
 
 __all__ = ["scoreboard", "scoreboard_summary", "scoreboard_view", "declared_claims", "missing_records",
@@ -47,7 +48,8 @@ def scoreboard(profile: str = "quick", papers=None) -> pd.DataFrame:
         cmp = compare(measured, spec.paper) if not measured.empty else pd.DataFrame()
         claims = table_claims(spec, cmp)
         stale = bool(not measured.empty and measured["stale"].astype(bool).any())
-        frames.append(claims.assign(paper=paper, table=name, profile=profile, stale=stale))
+        frames.append(claims.assign(paper=paper, table=name, profile=profile, stale=stale,
+                                    in_progress=spec.in_progress or ""))
     if not frames:
         return pd.DataFrame(columns=["paper", "table", "claim", "verdict"])
     out = holm_adjust(pd.concat(frames, ignore_index=True), family="paper")
@@ -121,8 +123,9 @@ def missing_records(profile: str = "quick", papers=None) -> pd.DataFrame:
                 for seed in seeds:
                     why = _why_missing(spec, row, int(seed), profile)
                     if why:
-                        lines.append({"paper": paper, "table": name, "row": row.title, "seed": int(seed), "why": why})
-    return pd.DataFrame(lines, columns=["paper", "table", "row", "seed", "why"])
+                        lines.append({"paper": paper, "table": name, "row": row.title, "seed": int(seed), "why": why,
+                                      "in progress": spec.in_progress or ""})
+    return pd.DataFrame(lines, columns=["paper", "table", "row", "seed", "why", "in progress"])
 
 
 def _why_missing(spec: Table, row, seed: int, profile: str) -> str:
@@ -130,6 +133,8 @@ def _why_missing(spec: Table, row, seed: int, profile: str) -> str:
         key = spec.config(row, seed, profile, ())
     except MissingSideFile as err:
         return f"side file: {err}"
+    except NotTuned as err:
+        return f"rate not chosen yet: {err}"
     return "" if find_record(normalise_key(key), profile) is not None else "no record"
 
 

@@ -28,6 +28,7 @@ import pandas as pd
 
 from umlkit.experiments.more_seeds import looks_of, planned_seeds
 from umlkit.experiments.records import MissingSideFile, cached_record, find_record, normalise_key, read_only
+from umlkit.experiments.tuning import NotTuned
 from umlkit.paper import paper_table
 from umlkit.results import _atomic_write
 
@@ -137,6 +138,8 @@ class Table:
     derive: Callable[..., pd.DataFrame] | None = None  # (profile, train) -> measured frame, for a table computed
                                                        # from other tables' records (no rows of its own)
     floor: Floor | None = None      # where the frozen backbone's (and random init's) cells are, for the floor marks
+    in_progress: str | None = None  # a table declared before its runs exist: why its missing records are expected
+                                    # (shown with them; the completeness check admits them only for such a table)
 
     @property
     def slug(self) -> str:
@@ -221,7 +224,7 @@ def _measure_one(spec: Table, row: Row, seed: int, profile: str, cols, rerun: bo
     when reading only and the record (or a side file its key needs) is not stored."""
     try:
         key = spec.config(row, seed, profile, overrides)
-    except MissingSideFile:
+    except (MissingSideFile, NotTuned):   # read-only: a row whose side file or tuned rate is not there yet is missing
         if train or rerun:
             raise
         return []

@@ -53,6 +53,10 @@ BACKBONES = {
     "resnet101": "resnet101.tv_in1k",
     "vit_tiny_uml": "vit_tiny_uml_patch8_32",
     "vit_tiny_uml_v2": "vit_tiny_uml_patch8_32.uml_mini_v2",
+    # the regime map's second edition: pretrained on narrower and broader worlds, and wider (configs/regime)
+    "vit_tiny_uml_narrow": "vit_tiny_uml_patch8_32.uml_mini_narrow",
+    "vit_tiny_uml_broad": "vit_tiny_uml_patch8_32.uml_mini_broad",
+    "vit_wide_uml_broad": "vit_wide_uml_patch8_32.uml_mini_broad",
 }
 
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
@@ -65,6 +69,12 @@ _TINY_CFG = dict(mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), input_size=(3, 32, 3
 default_cfgs = generate_default_cfgs({
     "vit_tiny_uml_patch8_32.uml_mini": dict(file=str(TINY_WEIGHTS), **_TINY_CFG),
     "vit_tiny_uml_patch8_32.uml_mini_v2": dict(file=str(TINY_WEIGHTS_V2), **_TINY_CFG),
+    "vit_tiny_uml_patch8_32.uml_mini_narrow": dict(
+        file=str(WEIGHTS_DIR / "vit_tiny_uml_patch8_32.uml_mini_narrow.safetensors"), **_TINY_CFG),
+    "vit_tiny_uml_patch8_32.uml_mini_broad": dict(
+        file=str(WEIGHTS_DIR / "vit_tiny_uml_patch8_32.uml_mini_broad.safetensors"), **_TINY_CFG),
+    "vit_wide_uml_patch8_32.uml_mini_broad": dict(
+        file=str(WEIGHTS_DIR / "vit_wide_uml_patch8_32.uml_mini_broad.safetensors"), **_TINY_CFG),
     "vit_tiny_uml_patch4_32.untrained": dict(_TINY_CFG),
 })
 
@@ -83,6 +93,14 @@ def vit_tiny_uml_patch8_32(pretrained: bool = False, **kwargs) -> VisionTransfor
     (``umlkit data pretrain-mini`` regenerates it)."""
     model_args = dict(img_size=32, patch_size=8, embed_dim=96, depth=6, num_heads=3, mlp_ratio=4.0)
     return _create_vision_transformer("vit_tiny_uml_patch8_32", pretrained=pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def vit_wide_uml_patch8_32(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """The quick-profile ViT at twice the width (192, 3 heads of 64, depth 6, 8 px patches): the regime map's
+    capacity axis."""
+    model_args = dict(img_size=32, patch_size=8, embed_dim=192, depth=6, num_heads=3, mlp_ratio=4.0)
+    return _create_vision_transformer("vit_wide_uml_patch8_32", pretrained=pretrained, **dict(model_args, **kwargs))
 
 
 def _hub_source(cfg) -> str:
@@ -146,7 +164,8 @@ def create_backbone(name: str, pretrained: bool = False, weights: str | Path | N
     elif pretrained:
         shipped = timm.models.get_pretrained_cfg(timm_name)
         if shipped is not None and shipped.file and not Path(shipped.file).is_file():
-            recipe = "v2" if Path(shipped.file).name == TINY_WEIGHTS_V2.name else "v1"
+            from umlkit.models.pretrain import RECIPES, weight_files
+            recipe = next((r for r in RECIPES if weight_files(r)["weights"].name == Path(shipped.file).name), "v1")
             raise FileNotFoundError(f"the UML-Mini pretrained weights {shipped.file} are missing; run "
                                     f"`umlkit data pretrain-mini --recipe {recipe}` to regenerate them")
         source = _hub_source(shipped)

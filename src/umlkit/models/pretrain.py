@@ -22,9 +22,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from umlkit.data.mini import PRETRAIN_HEADS, pretraining_class_names, pretraining_set
+from umlkit.data.mini import PRETRAIN_WORLDS, pretraining_class_names, pretraining_set
 from umlkit.models.backbones import TINY_WEIGHTS, create_backbone
-from umlkit.results import _atomic_write
+from umlkit.results import _atomic_write, file_lock
 from umlkit.results import file_sha256 as sha256
 
 __all__ = ["pretrain_tiny_vit", "sha256", "class_logits", "load_heads", "TINY_HEADS", "RECIPES", "head_accuracies",
@@ -63,9 +63,13 @@ def class_names() -> list[str]:
 
 
 def load_heads(path: str | Path = TINY_HEADS) -> nn.ModuleDict:
+    """The attribute heads of a heads file, each as wide as its stored weight (a world's heads may differ from
+    :data:`PRETRAIN_HEADS`)."""
     from safetensors.torch import load_file
     state = load_file(str(path))
-    heads = nn.ModuleDict({k: nn.Linear(state[f"{k}.weight"].shape[1], n) for k, n in PRETRAIN_HEADS.items()})
+    names = sorted({k.rsplit(".", 1)[0] for k in state})
+    heads = nn.ModuleDict({k: nn.Linear(state[f"{k}.weight"].shape[1], state[f"{k}.weight"].shape[0])
+                           for k in names})
     heads.load_state_dict(state)
     return heads
 
@@ -73,10 +77,17 @@ def load_heads(path: str | Path = TINY_HEADS) -> nn.ModuleDict:
 # Recipes: v1 is the shipped weights of UML-Mini v1 (study round 2); v2 trains 6x as many steps on 3x as many
 # images and masks the targets an image cannot show (the stripe period of a plain body, the colour of an absent
 # disc). Round 3 of the study measured that v1 simply stopped too early (texture 23 % at 12 epochs, 95 % at 36).
+# The regime map's second edition (configs/regime/edition2.yaml) pretrains on other worlds
+# (umlkit.data.mini.PRETRAIN_WORLDS) with v2's recipe: narrow and broad at the tiny width, wide = broad at twice it.
+_V2 = dict(epochs=24, n_images=57600, mask_unobservable=True)
 RECIPES = {
     "v1": dict(epochs=12, n_images=19200, mask_unobservable=False, tag="uml_mini"),
-    "v2": dict(epochs=24, n_images=57600, mask_unobservable=True, tag="uml_mini_v2"),
+    "v2": dict(_V2, tag="uml_mini_v2"),
+    "narrow": dict(_V2, tag="uml_mini_narrow", world="narrow"),
+    "broad": dict(_V2, tag="uml_mini_broad", world="broad"),
+    "wide": dict(_V2, tag="uml_mini_broad", world="broad", backbone="vit_wide_uml_patch8_32"),
 }
+_TINY = "vit_tiny_uml_patch8_32"
 IGNORE = -100  # torch's ignore_index: a target the image cannot show
 
 
@@ -124,28 +135,42 @@ def _validate(model: nn.Module, heads: nn.ModuleDict, x: torch.Tensor, y: dict[s
     return loss, acc, feats
 
 
-def head_accuracies(recipe: str = "v2", n: int = 2000, data_seed: int = 1234) -> dict[str, float]:
-    """Validation accuracy per head of a shipped checkpoint, measured now on the recipes' validation images
-    (``pretraining_set(n, seed=data_seed + 1)``) with the same rule for every checkpoint: the period head on textured
-    bodies only, the disc-hue head on images with a disc only (:func:`observable_targets`), plus the named 320-way
-    classifier. A v1 report written before that rule counted every image."""
+def head_accuracies(recipe: str = "v2", n: int = 2000, data_seed: int = 1234, world: str | None = None
+                    ) -> dict[str, float]:
+    """Validation accuracy per head of a shipped checkpoint, measured now on the validation images of ``world``
+    (default: the recipe's; ``pretraining_set(n, seed=data_seed + 1, world=...)``) with the same rule for every
+    checkpoint: the period head on textured bodies only, the disc-hue head on images with a disc only
+    (:func:`observable_targets`), plus the named 320-way classifier where the heads are the eight-shape ones. A v1
+    report written before that rule counted every image. Heads the world does not supervise are skipped."""
     from umlkit.models.backbones import create_backbone
     files = weight_files(recipe)
-    model = create_backbone("vit_tiny_uml_patch8_32", weights=files["weights"])
+    model = create_backbone(RECIPES[recipe].get("backbone", _TINY), weights=files["weights"])
     heads = load_heads(files["heads"])
-    images, targets, _ = pretraining_set(n, seed=data_seed + 1)
+    images, targets, _ = pretraining_set(n, seed=data_seed + 1, world=world or RECIPES[recipe].get("world", "v2"))
+    heads = nn.ModuleDict({k: h for k, h in heads.items() if k in targets})
     yv = {k: torch.from_numpy(v) for k, v in observable_targets(targets).items()}
     _, acc, feats = _validate(model, heads, _to_input(images), yv)
+    acc.update(_named_accuracy(heads, feats, targets))
+    return acc
+
+
+def _named_accuracy(heads: nn.ModuleDict, feats: torch.Tensor, targets: dict[str, np.ndarray]) -> dict[str, float]:
+    """``{"class (320 named)": accuracy}`` of :func:`class_logits` over the images of a named class, when the
+    hue, texture and shape heads are the named classes' (8, 5, 8 outputs); else ``{}``."""
+    if [heads[k].out_features for k in ("hue", "texture", "shape")] != [8, 5, 8]:
+        return {}
     with torch.no_grad():
         named = class_logits({k: h(feats) for k, h in heads.items()})
-    acc["class (320 named)"] = float((named.argmax(1) == torch.from_numpy(targets["class"])).float().mean())
-    return acc
+    keep = torch.from_numpy(targets["class"] >= 0)
+    hit = named.argmax(1) == torch.from_numpy(targets["class"])
+    return {"class (320 named)": float(hit[keep].float().mean())}
 
 
 def weight_files(recipe: str = "v1", out: str | Path | None = None) -> dict[str, Path]:
     """Where a recipe's weights, heads and report are written (``out`` defaults to the shipped folder)."""
     folder = Path(out) if out is not None else TINY_WEIGHTS.parent
-    stem = "vit_tiny_uml_patch8_32" if recipe == "v1" else f"vit_tiny_uml_patch8_32.{RECIPES[recipe]['tag']}"
+    arch = RECIPES[recipe].get("backbone", _TINY)
+    stem = arch if recipe == "v1" else f"{arch}.{RECIPES[recipe]['tag']}"
     report = "pretrain_report.json" if recipe == "v1" else f"pretrain_report_{recipe}.json"
     return {"weights": folder / f"{stem}.safetensors", "heads": folder / f"{stem}.heads.safetensors",
             "report": folder / report, "sums": folder / "SHA256SUMS"}
@@ -172,19 +197,20 @@ def pretrain_tiny_vit(out: str | Path | None = None, epochs: int | None = None, 
     epochs = spec["epochs"] if epochs is None else int(epochs)
     n_images = spec["n_images"] if n_images is None else int(n_images)
     files = weight_files(recipe, out)
-    sums = _check_destination(files, overwrite)
+    _check_destination(files, overwrite)
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     t0 = time.perf_counter()
-    images, targets, _ = pretraining_set(n_images, seed=data_seed)
-    val_images, val_targets, _ = pretraining_set(2000, seed=data_seed + 1)
+    world = spec.get("world", "v2")
+    images, targets, _ = pretraining_set(n_images, seed=data_seed, world=world)
+    val_images, val_targets, _ = pretraining_set(2000, seed=data_seed + 1, world=world)
     masked = observable_targets(targets) if spec["mask_unobservable"] else targets
     x_all = _to_input(images)
-    y_all = {k: torch.from_numpy(masked[k]) for k in PRETRAIN_HEADS}
+    y_all = {k: torch.from_numpy(masked[k]) for k in PRETRAIN_WORLDS[world].heads}
     xv = _to_input(val_images)
     yv = {k: torch.from_numpy(v) for k, v in observable_targets(val_targets).items()}
-    model = create_backbone("vit_tiny_uml_patch8_32")
-    heads = nn.ModuleDict({k: nn.Linear(model.num_features, n) for k, n in PRETRAIN_HEADS.items()})
+    model = create_backbone(spec.get("backbone", _TINY))
+    heads = nn.ModuleDict({k: nn.Linear(model.num_features, n) for k, n in PRETRAIN_WORLDS[world].heads.items()})
     params = list(model.parameters()) + list(heads.parameters())
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.05)
     steps_per_epoch = n_images // batch_size
@@ -219,17 +245,15 @@ def pretrain_tiny_vit(out: str | Path | None = None, epochs: int | None = None, 
         bar.close()
     model.eval()
     _, acc, feats = _validate(model, heads, xv, yv)
-    with torch.no_grad():
-        named = class_logits({k: h(feats) for k, h in heads.items()})
-    acc["class (320 named)"] = float((named.argmax(1) == torch.from_numpy(val_targets["class"])).float().mean())
-    report = _write_outputs(files, sums, model, heads, acc, curve,
-                            {"recipe": recipe, "seconds": round(time.perf_counter() - t0, 1), "epochs": epochs,
+    acc.update(_named_accuracy(heads, feats, val_targets))
+    report = _write_outputs(files, model, heads, acc, curve,
+                            {"recipe": recipe, "world": world, "backbone": spec.get("backbone", _TINY), "seconds": round(time.perf_counter() - t0, 1), "epochs": epochs,
                              "n_images": n_images, "seed": seed, "masked_unobservable_targets": spec["mask_unobservable"]})
     log(json.dumps(report["val_accuracy"]))
     return report
 
 
-def _write_outputs(files: dict, sums: dict, model, heads, acc: dict, curve: list, head: dict) -> dict:
+def _write_outputs(files: dict, model, heads, acc: dict, curve: list, head: dict) -> dict:
     """Write the weights, heads, ``SHA256SUMS`` and the report (``head`` + curves, accuracies, hashes, machine),
     each atomically; returns the report."""
     import platform
@@ -247,8 +271,9 @@ def _write_outputs(files: dict, sums: dict, model, heads, acc: dict, curve: list
               "sha256": {files["weights"].name: sha256(files["weights"]), files["heads"].name: sha256(files["heads"])},
               "size_bytes": files["weights"].stat().st_size, "torch": torch.__version__,
               "threads": torch.get_num_threads(), "cpu": _cpu_name() or platform.processor()}
-    sums.update(report["sha256"])
-    _atomic_write(files["sums"], "".join(f"{h}  {n}\n" for n, h in sorted(sums.items())))
+    with file_lock(files["sums"]):   # two recipes pretrained at once into one folder: each keeps the other's entries
+        sums = {**_read_sums(files["sums"]), **report["sha256"]}
+        _atomic_write(files["sums"], "".join(f"{h}  {n}\n" for n, h in sorted(sums.items())))
     _atomic_write(files["report"], json.dumps(report, indent=1))
     return report
 
@@ -269,14 +294,19 @@ def _check_destination(files: dict[str, Path], overwrite: bool) -> dict[str, str
             pass
     except OSError as err:
         raise OSError(f"cannot write the weights into {folder} ({err.strerror or err}); choose another --out") from None
+    return _read_sums(files["sums"])
+
+
+def _read_sums(path: Path) -> dict[str, str]:
+    """``{file name: sha256}`` of a ``SHA256SUMS`` file (empty when there is none)."""
     sums = {}
-    if files["sums"].is_file():
-        for no, line in enumerate(files["sums"].read_text(errors="replace").splitlines(), start=1):
+    if path.is_file():
+        for no, line in enumerate(path.read_text(errors="replace").splitlines(), start=1):
             parts = line.split()
             if not parts:
                 continue
             if len(parts) != 2 or len(parts[0]) != 64:
-                raise ValueError(f"{files['sums']}, line {no}: expected '<sha256>  <file name>', got {line[:80]!r}; "
+                raise ValueError(f"{path}, line {no}: expected '<sha256>  <file name>', got {line[:80]!r}; "
                                  f"fix or move the file before pretraining")
             sums[parts[1]] = parts[0]
     return sums

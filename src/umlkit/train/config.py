@@ -88,7 +88,11 @@ def merge(base: dict, update: dict) -> dict:
     return out
 
 
-_FREE_FORM = ("model.options.", "optimizer.lr_mult.", "data.splits.")
+_FREE_FORM = ("model.options.", "optimizer.lr_mult.", "data.splits.", "data.shortcut")
+
+# Keys a configuration may give that DEFAULTS leaves out, so that an earlier configuration resolves (and hashes)
+# as before: data.shortcut, a class-predicting mark on the training images (umlkit.data.shortcut).
+OPTIONAL = {"data": ("shortcut",)}
 
 
 def legacy_objective(loss: dict) -> list[dict]:
@@ -196,9 +200,10 @@ def _check_keys(cfg: dict) -> None:
         given = cfg.get(section)
         if not isinstance(given, dict):
             raise ValueError(f"config section {section} = {given!r}: expected a mapping of {', '.join(sorted(known))}")
-        unknown = sorted(set(given) - set(known))
+        unknown = sorted(set(given) - set(known) - set(OPTIONAL.get(section, ())))
         if unknown:
-            raise KeyError(f"unknown key(s) {unknown} in config section {section}; known: {', '.join(sorted(known))}")
+            known = sorted({*known, *OPTIONAL.get(section, ())})
+            raise KeyError(f"unknown key(s) {unknown} in config section {section}; known: {', '.join(known)}")
     for key, value, expected in (("model.options", cfg["model"]["options"], "a mapping of method options"),
                                  ("data.splits", cfg["data"]["splits"], "a mapping {source: split}"),
                                  ("optimizer.lr_mult", cfg["optimizer"]["lr_mult"], "a mapping {group: multiple}")):
@@ -227,6 +232,9 @@ _VALUE_CHECKS = [
 def _check_values(cfg: dict) -> None:
     def fail(key, value, expected):
         raise ValueError(f"config key {key} = {value!r}: expected {expected}")
+    if cfg["data"].get("shortcut") is not None:
+        from umlkit.data.shortcut import check_shortcut
+        check_shortcut(cfg["data"]["shortcut"])
     for key, kind, low in _VALUE_CHECKS:
         node = cfg
         for part in key.split("."):

@@ -40,6 +40,7 @@ from umlkit._paths import data_root, results_root
 from umlkit.data import build_sampler, build_transforms, few_shot_indices, load_dataset
 from umlkit.data.few_shot import parse_few_shot, published_file, published_indices
 from umlkit.data.mini import ensure_mini
+from umlkit.data.shortcut import ShortcutDataset, check_shortcut
 from umlkit.data.unified import UnifiedDataset
 from umlkit.losses import create_loss, loss_inputs, model_requirements
 from umlkit.losses._checks import NonFiniteEmbeddingsError
@@ -111,7 +112,8 @@ def build_data(cfg: dict, data_config: dict):
     Class keys are the annotation's class ids (see :func:`umlkit.data.load_dataset`'s ``classes``). An explicit
     ``val`` list replaces ``data.val_fraction`` for that source; without one, ``val_fraction`` holds out the last
     training classes as for the default split. ``few_shot`` then subsamples the training images: k per class drawn,
-    or the official PUMA subset files (``"published:k"``, :mod:`umlkit.data.few_shot`).
+    or the official PUMA subset files (``"published:k"``, :mod:`umlkit.data.few_shot`). ``data.shortcut`` (optional)
+    paints a class-predicting mark on the training images (:mod:`umlkit.data.shortcut`).
     """
     d = cfg["data"]
     root = data_root_of(cfg)
@@ -150,6 +152,8 @@ def build_data(cfg: dict, data_config: dict):
         test_parts.append(te if te is not None else
                           load_dataset(name, root, "test", expected=d["expected"], cache=d["cache"]))
     train = UnifiedDataset(train_parts, transform=train_tf)
+    if d.get("shortcut") is not None:    # a class-predicting mark on the training images only (umlkit.data.shortcut)
+        train = ShortcutDataset(train, **check_shortcut(d["shortcut"]), seed=cfg["seed"])
     test = UnifiedDataset(test_parts, transform=eval_tf)
     val = UnifiedDataset(val_parts, transform=eval_tf) if val_parts else None
     return train, test, val

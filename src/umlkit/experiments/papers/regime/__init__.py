@@ -6,13 +6,20 @@ from __future__ import annotations
 from functools import partial
 
 from umlkit.experiments.papers._namespace import chapter_attribute
-from umlkit.experiments.papers.regime import config
+from umlkit.experiments.papers.regime import config, edition2
 from umlkit.experiments.registry import Paper
 
-ENTRY = Paper(name="regime", title="Regime map (this book, on PUMA's configuration)", claim_tables=config.claim_tables,
+
+def claim_tables(profile: str = "quick") -> dict:
+    """Both editions' tables (quick profile only: their shifted splits are UML-Mini's)."""
+    return {**config.claim_tables(profile), **({edition2.TABLE_NAME: edition2.MAP2()} if profile == "quick" else {})}
+
+
+ENTRY = Paper(name="regime", title="Regime map (this book, on PUMA's configuration)", claim_tables=claim_tables,
               records="puma", chapters=("regime_map",),
               headline="combinations, k=all: PUMA beats full fine-tuning (Harmonic R@1)",
-              job_lists={"map": partial(config.job_list, "map")})
+              job_lists={"map": partial(config.job_list, "map"), "map2": partial(edition2.job_list, "map2"),
+                         "map2-tuning": partial(edition2.job_list, "map2-tuning")})
 
 
 def __getattr__(name: str):
