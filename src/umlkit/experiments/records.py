@@ -126,17 +126,24 @@ _INDEX: dict = {}
 
 def _record_index(profile: str) -> dict[str, Path]:
     """{key hash: first record path (sorted)} of a profile, rebuilt when a record folder changed (its mtime): a
-    chapter looks up thousands of keys, and a glob over every folder per key costs more than the lookups."""
+    chapter looks up thousands of keys, and a glob over every folder per key costs more than the lookups. While
+    reading only (:func:`read_only`: nothing is written by this process) the folders are looked at again at most
+    once a second, which keeps a scoreboard's 17,000 look-ups from stat-ing every folder each time."""
     root = _records_root(profile)
+    cached = _INDEX.get(profile)
+    if (cached is not None and is_read_only() and cached[0][0] == str(root)
+            and time.monotonic() - cached[2] < 1.0):
+        return cached[1]
     folders = sorted(p for p in root.glob("*/*") if p.is_dir()) if root.is_dir() else []
     stamp = (str(root), tuple((str(p), p.stat().st_mtime_ns) for p in folders))
-    cached = _INDEX.get(profile)
-    if cached is None or cached[0] != stamp:
+    if cached is not None and cached[0] == stamp:
+        _INDEX[profile] = (stamp, cached[1], time.monotonic())
+    else:
         index: dict[str, Path] = {}
         for path in sorted(f for d in folders for f in d.glob("*.json")):
             index.setdefault(path.stem.rsplit("-", 1)[-1], path)
-        _INDEX[profile] = cached = (stamp, index)
-    return cached[1]
+        _INDEX[profile] = (stamp, index, time.monotonic())
+    return _INDEX[profile][1]
 
 
 def find_record(key: dict, profile: str) -> Path | None:

@@ -79,12 +79,19 @@ def _coerce(value):
 
 
 def merge(base: dict, update: dict) -> dict:
-    out = copy.deepcopy(base)
-    for k, v in (update or {}).items():
-        if isinstance(v, dict) and isinstance(out.get(k), dict):
-            out[k] = merge(out[k], v)
-        else:
+    """``update`` merged over ``base`` recursively (mappings merge, anything else replaces), as a new mapping that
+    shares nothing with either; keys keep ``base``'s order, new ones follow. Each value is copied once (a copy of
+    ``base`` merged again level by level made resolving a configuration quadratic in its depth)."""
+    update = update or {}
+    out = {}
+    for k, v in base.items():
+        if k not in update:
             out[k] = copy.deepcopy(v)
+        elif isinstance(v, dict) and isinstance(update[k], dict):
+            out[k] = merge(v, update[k])
+        else:
+            out[k] = copy.deepcopy(update[k])
+    out.update({k: copy.deepcopy(v) for k, v in update.items() if k not in base})
     return out
 
 
@@ -330,17 +337,31 @@ def _anchor_file_refs(block: dict, base: Path) -> None:
                 value["file"] = str((base / str(value["file"])).resolve())
 
 
+_PARSED: dict[str, tuple[tuple, dict]] = {}
+
+
+def _parsed(path: Path) -> dict:
+    """A config file's parsed mapping, with its file references anchored, parsed once per process while the file
+    keeps its size and modification time (a table's keys load the same few files thousands of times); a copy."""
+    st = path.stat()
+    stamp = (st.st_mtime_ns, st.st_size)
+    hit = _PARSED.get(str(path))
+    if hit is None or hit[0] != stamp:
+        try:
+            raw = _coerce(yaml.safe_load(path.read_text()) or {})
+        except yaml.YAMLError as err:
+            raise ValueError(f"{path} is not valid YAML: {err}") from err
+        if not isinstance(raw, dict):
+            raise ValueError(f"{path} must hold a mapping at the top level, got {type(raw).__name__}")
+        for block in (raw, *((raw.get("profiles") or {}).values())):
+            if isinstance(block, dict):
+                _anchor_file_refs(block, path.resolve().parent)
+        _PARSED[str(path)] = hit = (stamp, raw)
+    return copy.deepcopy(hit[1])
+
+
 def load_config(path: str | Path, profile: str | None = None, overrides=None) -> dict:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"config file {path} does not exist")
-    try:
-        raw = _coerce(yaml.safe_load(path.read_text()) or {})
-    except yaml.YAMLError as err:
-        raise ValueError(f"{path} is not valid YAML: {err}") from err
-    if not isinstance(raw, dict):
-        raise ValueError(f"{path} must hold a mapping at the top level, got {type(raw).__name__}")
-    for block in (raw, *((raw.get("profiles") or {}).values())):
-        if isinstance(block, dict):
-            _anchor_file_refs(block, path.resolve().parent)
-    return resolve_config(raw, profile, overrides)
+    return resolve_config(_parsed(path), profile, overrides)

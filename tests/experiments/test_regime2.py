@@ -1,0 +1,89 @@
+"""The regime map's second edition (umlkit.experiments.papers.regime.edition2): its runs, shared records with the
+first edition, rates, tuning jobs, job lists and the in-progress declaration."""
+import pytest
+
+from umlkit.experiments.papers.regime import config as first
+from umlkit.experiments.papers.regime import edition2 as e2
+from umlkit.experiments.records import normalise_key
+from umlkit.experiments.tuning import NotTuned
+
+V2_VALUES = {"backbone": "v2", "shift": "values", "shortcut": False}
+
+
+def test_the_v2_cells_on_all_images_are_the_first_editions_runs():
+    for shift in ("values", "families"):
+        cell = {**V2_VALUES, "shift": shift}
+        for method, shots in (("puma", "all"), ("full", "all"), ("zero_shot", None)):
+            ours = {"config": e2.run_config(cell, method, 1), "probes": first.settings()["probes"]}
+            assert normalise_key(ours) == normalise_key(first.map_config(shift, shots, method, 1))
+
+
+def test_each_method_is_the_declared_recipe():
+    lp = e2.run_config(V2_VALUES, "lpft", 0, lr=3e-4)
+    full = e2.run_config(V2_VALUES, "full", 0, lr=3e-4)
+    lp_epochs = e2.settings()["lp_epochs"]
+    assert lp["train"]["warmup_epochs"] == lp_epochs and lp["train"]["epochs"] == full["train"]["epochs"] + lp_epochs
+    assert lp["train"]["eval_every"] == lp["train"]["epochs"]
+    assert {k: v for k, v in lp.items() if k not in ("train", "name")} == {k: v for k, v in full.items() if k not in ("train", "name")}
+    lin = e2.run_config(V2_VALUES, "linear", 0, lr=1e-3)
+    assert lin["model"]["method"] == "linear" and lin["data"]["splits"] == first.split_of("values")
+    narrow = e2.run_config({**V2_VALUES, "backbone": "narrow"}, "full", 0, lr=1e-3)
+    assert narrow["model"]["backbone"] == "vit_tiny_uml_narrow"
+    marked = e2.run_config({**V2_VALUES, "shift": "families", "shortcut": True}, "puma", 0, lr=1e-3)
+    assert marked["data"]["shortcut"] == e2.settings()["shortcut"] and marked["data"]["splits"] == {}
+    floor = e2.run_config({**V2_VALUES, "shortcut": True}, "zero_shot", 0)
+    assert "shortcut" not in floor["data"]                     # the frozen backbone sees no training image
+    with pytest.raises(ValueError, match="method must be one of"):
+        e2.run_config(V2_VALUES, "lora", 0, lr=1e-3)
+
+
+def test_rates_come_from_the_puma_chapter_or_the_editions_own_choice(monkeypatch):
+    from umlkit.experiments import unified_recipe
+    assert e2.rate("v2", "puma") == unified_recipe.chosen_lr("puma")
+    assert e2.rate("v2", "full") == unified_recipe.chosen_lr("full-curricularface")
+    settings = {**e2.settings(), "lr": {"narrow": {"full": 3e-4}}}
+    monkeypatch.setattr(e2, "settings", lambda: settings)
+    assert e2.rate("narrow", "full") == 3e-4
+    with pytest.raises(NotTuned, match="lr.narrow.puma"):
+        e2.rate("narrow", "puma")
+
+
+def test_tuning_runs_hold_out_validation_classes_on_the_loaders_split():
+    jobs = e2.tuning_jobs()
+    units = {label.rsplit("-lr", 1)[0] for _, label, _, _ in jobs}
+    assert "v2-puma" not in units and "v2-lpft" in units and "narrow-linear" in units
+    assert len(units) == len(e2.settings()["backbones"]) * len(e2.settings()["methods"]) - 3
+    for folder, label, key, runner in jobs:
+        assert runner == "train" and folder == e2.TUNING_FOLDER
+        assert key["data"]["val_fraction"] == e2.settings()["tuning"]["val_fraction"] and key["data"]["splits"] == {}
+        assert key["train"]["eval_every"] == 1 and f"lr{key['optimizer']['lr']:g}" in label
+    grid = e2.tuning_grid("full", "narrow")
+    assert grid == sorted(e2.settings()["tuning"]["grids"]["full"])
+
+
+def test_the_map2_job_list_waits_for_untuned_rows(monkeypatch):
+    ready = {label for _, label, _, _ in e2.job_list("map2")}
+    assert "v2-values-puma-seed0" in ready and "v2-values-linear-seed2" in ready
+    assert not any(label.startswith("narrow-values-puma") for label in ready)      # no rate chosen for it yet
+    table = e2.MAP2()
+    first_edition = [c for c in e2.cells() if c["backbone"] == "v2" and not c["shortcut"]]
+    assert len(first_edition) == 2 and len(table.claims) == 2 * len(e2.cells()) - len(first_edition)
+    assert table.in_progress
+    with pytest.raises(KeyError, match="map2-tuning"):
+        e2.job_list("nope")
+
+
+def test_rows_without_a_rate_read_as_missing_and_say_why():
+    from umlkit.experiments.scoreboard import missing_records
+    from umlkit.experiments.tables import measure
+    from umlkit.experiments.records import read_only
+    table = e2.MAP2()
+    untuned = [r for r in table.rows if r.spec["cell"]["backbone"] == "narrow" and r.spec["method"] == "puma"]
+    with read_only():
+        assert measure(table, rows=untuned, train=False, progress=False, log=None).empty
+    with pytest.raises(NotTuned):
+        measure(table, rows=untuned, train=True, progress=False, log=None)
+    missing = missing_records(papers=["regime"])
+    assert (missing["in progress"] != "").all()
+    why = missing[missing["row"] == untuned[0].title]["why"]
+    assert len(why) and why.str.startswith("rate not chosen yet").all()
