@@ -87,3 +87,37 @@ def test_rows_without_a_rate_read_as_missing_and_say_why():
     assert (missing["in progress"] != "").all()
     why = missing[missing["row"] == untuned[0].title]["why"]
     assert len(why) and why.str.startswith("rate not chosen yet").all()
+
+
+def test_welch_interval_of_two_groups_is_scipys_and_of_four_the_hand_formula():
+    import numpy as np
+    from scipy import stats
+
+    from umlkit.experiments.papers.regime.chapter import _welch_interval
+    a, b = [51.3, 50.97, 53.78], [62.59, 62.08, 60.41, 61.0]
+    value, low, high, n = _welch_interval([(np.mean(a), a, False), (np.mean(b), b, False)], [1, -1])
+    ci = stats.ttest_ind(a, b, equal_var=False).confidence_interval(0.95)
+    assert (value, low, high, n) == pytest.approx((np.mean(a) - np.mean(b), ci.low, ci.high, 3))
+    c, d = [40.0, 42.5, 41.0], [30.0, 33.0]
+    groups = [(np.mean(x), x, False) for x in (a, b, c, d)]
+    value, low, high, _ = _welch_interval(groups, [1, -1, -1, 1])
+    parts = [np.var(x, ddof=1) / len(x) for x in (a, b, c, d)]
+    df = sum(parts) ** 2 / sum(p ** 2 / (len(x) - 1) for p, x in zip(parts, (a, b, c, d)))
+    half = stats.t.ppf(0.975, df) * np.sqrt(sum(parts))
+    assert value == pytest.approx(np.mean(a) - np.mean(b) - np.mean(c) + np.mean(d))
+    assert (low, high) == pytest.approx((value - half, value + half))
+    exact = _welch_interval([(44.0, [44.0], True), (np.mean(b), b, False)], [1, -1])   # the frozen backbone: no variance
+    assert exact[3] == 4 and exact[2] - exact[1] == pytest.approx(2 * stats.t.ppf(0.975, 3) * np.std(b, ddof=1) / 2)
+
+
+def test_the_axis_frame_of_a_first_edition_cell_is_the_first_editions_interval():
+    from umlkit.experiments import tables
+    from umlkit.experiments.papers import regime
+    two = tables.compare(tables.measure(regime.edition2.MAP2(), train=False, progress=False, log=None), "puma")
+    one = tables.compare(tables.measure(regime.MAP(), train=False, progress=False, log=None), "puma")
+    heat = regime.heat_frame(one).set_index(["shift", "shots"])
+    axes = regime.axis_frame(two).set_index(["cell", "method"])
+    for shift in ("values", "families"):
+        mine = axes.loc[(f"backbone=v2;shift={shift}", "PUMA")]
+        assert (mine["gap"], mine["low"], mine["high"]) == pytest.approx(tuple(heat.loc[(shift, "all"),
+                                                                                      ["gap", "low", "high"]]))

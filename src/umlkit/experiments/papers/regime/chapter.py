@@ -132,3 +132,104 @@ def probe_table(forgetting: pd.DataFrame) -> pd.DataFrame:
     long = forgetting.melt(id_vars=["shift", "attribute"], var_name="model", value_name="accuracy")
     out = long.pivot_table(index=["shift", "model"], columns="attribute", values="accuracy", sort=False)
     return out[list(dict.fromkeys(forgetting["attribute"]))]
+
+
+# ------------------------------------------------------------------------------------------------ second edition
+def _cell_values(cmp: pd.DataFrame, setting: str, method: str, dataset: str = "Harmonic"):
+    """(seed mean, per-seed values, exact) of one cell of the second edition (exact: a seed-free record, the frozen
+    backbone), or None when it has no record."""
+    hit = cmp[(cmp["setting"] == setting) & (cmp["method"] == method) & (cmp["dataset"] == dataset)
+              & (cmp["metric"] == "R@1")] if not cmp.empty else cmp
+    if len(hit) != 1:
+        return None
+    stored = hit["values"].iloc[0]   # {seed: value}
+    values = [float(v) for v in (stored.values() if isinstance(stored, dict) else stored)]
+    return float(hit["measured"].iloc[0]), values, bool(hit["seed_free"].iloc[0])
+
+
+def _welch_interval(groups: list[tuple], signs: list[int]) -> tuple[float, float, float, int]:
+    """A signed sum of independent seed means (``groups`` from :func:`_cell_values`, ``signs`` +1/-1) with its 95 %
+    Welch-Satterthwaite interval: (value, low, high, fewest seeds of a trained group). Each trained group adds s²/n
+    to the variance and an exact one (seed-free) none; df = (sum s²/n)² / sum (s²/n)² / (n - 1). NaN bounds when a
+    trained group has fewer than two seeds. Written out: scipy and statsmodels test two groups, not a difference of
+    two gaps."""
+    from scipy import stats
+    value = float(sum(s * g[0] for s, g in zip(signs, groups)))
+    trained = [g[1] for g in groups if not g[2]]
+    n = min((len(v) for v in trained), default=0)
+    if not trained or n < 2:
+        return value, float("nan"), float("nan"), n
+    parts = [(float(np.var(v, ddof=1)) / len(v), len(v)) for v in trained]
+    se2 = sum(p for p, _ in parts)
+    if se2 <= 0:
+        return value, value, value, n
+    df = se2 ** 2 / sum(p ** 2 / (k - 1) for p, k in parts if p > 0)
+    half = float(stats.t.ppf(0.975, df) * np.sqrt(se2))
+    return value, value - half, value + half, n
+
+
+def axis_frame(cmp: pd.DataFrame, dataset: str = "Harmonic") -> pd.DataFrame:
+    """The second edition per axis and cell: each method's ``dataset`` R@1 minus full fine-tuning's (``gap``, its
+    95 % Welch interval ``low``/``high``, ``seeds``), for PUMA, LP-FT and the linear probe, and the frozen
+    backbone's; NaN where a record is missing. One line per (axis, cell, method), in the file's order."""
+    from umlkit.experiments.papers.regime import edition2 as e2
+    lines = []
+    for axis, axis_cells in e2.settings()["axes"].items():
+        for c in axis_cells:
+            cell = {"backbone": c["backbone"], "shift": c["shift"], "shortcut": bool(c.get("shortcut", False))}
+            where = e2.setting(cell)
+            full = _cell_values(cmp, where, "Full fine-tuning", dataset)
+            for method in ("PUMA", "LP-FT", "Linear probe", "Zero-Shot"):
+                mine = _cell_values(cmp, where, method, dataset)
+                line = {"axis": axis, "cell": where, "method": method, "gap": np.nan, "low": np.nan,
+                        "high": np.nan, "seeds": 0}
+                if mine is not None and full is not None:
+                    gap, low, high, seeds = _welch_interval([mine, full], [1, -1])
+                    line.update(gap=gap, low=low, high=high, seeds=seeds)
+                lines.append(line)
+    return pd.DataFrame(lines, columns=["axis", "cell", "method", "gap", "low", "high", "seeds"])
+
+
+def axis_moves(cmp: pd.DataFrame, dataset: str = "Harmonic") -> pd.DataFrame:
+    """How far each method's gap to full fine-tuning moves from an axis's first cell to its last: ``move`` = gap at
+    the last cell - gap at the first, with its 95 % Welch-Satterthwaite interval over the four cells' seeds (the
+    cells are trained independently). One line per (axis, method) for PUMA and LP-FT; NaN where a cell is missing."""
+    from umlkit.experiments.papers.regime import edition2 as e2
+    lines = []
+    for axis, axis_cells in e2.settings()["axes"].items():
+        ends = [e2.setting({"backbone": c["backbone"], "shift": c["shift"],
+                            "shortcut": bool(c.get("shortcut", False))}) for c in (axis_cells[0], axis_cells[-1])]
+        for method in ("PUMA", "LP-FT"):
+            groups = [_cell_values(cmp, w, m, dataset) for w in ends for m in (method, "Full fine-tuning")]
+            line = {"axis": axis, "method": method, "from": ends[0], "to": ends[1], "move": np.nan,
+                    "low": np.nan, "high": np.nan, "seeds": 0}
+            if all(g is not None for g in groups):
+                # (last method - last full) - (first method - first full)
+                move, low, high, seeds = _welch_interval([groups[2], groups[3], groups[0], groups[1]], [1, -1, -1, 1])
+                line.update(move=move, low=low, high=high, seeds=seeds)
+            lines.append(line)
+    return pd.DataFrame(lines, columns=["axis", "method", "from", "to", "move", "low", "high", "seeds"])
+
+
+def backbone_table(cmp: pd.DataFrame) -> pd.DataFrame:
+    """What each backbone of the second edition knows before fine-tuning: its pretraining world and width, the
+    validation accuracy of its attribute heads (its pretraining report; heads its world does not supervise are
+    blank), and its frozen feature's Harmonic R@1 on the values split (the zero-shot record). A backbone not yet
+    pretrained is listed with blanks."""
+    import json
+
+    from umlkit.experiments.papers.regime import edition2 as e2
+    from umlkit.models.pretrain import RECIPES, weight_files
+    lines = []
+    for key, name in e2.settings()["backbones"].items():
+        files = weight_files(key)
+        line = {"backbone": key, "model": name, "world": RECIPES[key].get("world", "v2"),
+                "width": 192 if "wide" in name else 96}
+        if files["report"].is_file():
+            report = json.loads(files["report"].read_text())
+            line.update({f"head: {h}": 100 * a for h, a in report["val_accuracy"].items() if not h.startswith("class")})
+            line["pretraining minutes"] = round(report["seconds"] / 60, 1)
+        zs = _cell_values(cmp, e2.setting({"backbone": key, "shift": "values", "shortcut": False}), "Zero-Shot")
+        line["zero-shot Harmonic R@1 (values split)"] = zs[0] if zs is not None else np.nan
+        lines.append(line)
+    return pd.DataFrame(lines).set_index("backbone")
