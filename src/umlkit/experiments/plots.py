@@ -395,6 +395,65 @@ def plot_gap_map(heat: pd.DataFrame, rows: str = "shift", cols: str = "shots", t
     return fig
 
 
+def plot_axes(axes: pd.DataFrame, label: str = "method - full fine-tuning\n(Harmonic R@1 points)"):
+    """The regime map's second edition: one diverging heat map per axis (stacked), rows the methods, columns the
+    axis's cells in order, each cell "gap [low, high]" against full fine-tuning and "not run yet" on grey where a
+    record is missing (:func:`umlkit.experiments.papers.regime.axis_frame`). One colour scale for every panel,
+    symmetric around 0: blue favours the method, red full fine-tuning."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+    import seaborn as sns
+    names = list(dict.fromkeys(axes["axis"]))
+    bound = max(1.0, float(np.nanmax(np.abs(axes["gap"].to_numpy()))) if axes["gap"].notna().any() else 1.0)
+    fig, panels = plt.subplots(len(names), 1, figsize=(10.0, 2.9 * len(names)), squeeze=False)
+    for ax, name in zip(panels[:, 0], names):
+        part = axes[axes["axis"] == name]
+        cols = [_cell_label(c) for c in dict.fromkeys(part["cell"])]
+        part = part.assign(column=[_cell_label(c) for c in part["cell"]],
+                           text=[f"{g:+.1f}\n[{lo:+.1f}, {hi:+.1f}]" if np.isfinite(lo) else
+                                 (f"{g:+.1f}" if np.isfinite(g) else "")
+                                 for g, lo, hi in zip(part["gap"], part["low"], part["high"])])
+        rows = list(dict.fromkeys(part["method"]))
+        grid = part.pivot(index="method", columns="column", values="gap").reindex(index=rows, columns=cols)
+        notes = part.pivot(index="method", columns="column", values="text").reindex(index=rows, columns=cols)
+        ax.set_facecolor("#f1f3f5")
+        sns.heatmap(grid, annot=notes, fmt="", cmap="RdBu", center=0.0, vmin=-bound, vmax=bound, ax=ax,
+                    cbar_kws={"label": label}, annot_kws={"fontsize": 10}, linewidths=1.0, linecolor="white")
+        for i, j in zip(*np.where(grid.isna().to_numpy())):
+            ax.text(j + 0.5, i + 0.5, "not run yet", ha="center", va="center", fontsize=9, color="#868e96")
+        ax.set_title(f"{name} axis", fontsize=12)
+        ax.set_xlabel("")
+        ax.set_ylabel("")
+        ax.tick_params(labelsize=10, length=0)
+        ax.set_yticklabels(ax.get_yticklabels(), rotation=0)
+    fig.tight_layout()
+    return fig
+
+
+def _cell_label(cell: str) -> str:
+    """A second-edition cell's setting as a short column label: "v2 / values", "v2 / families + mark"."""
+    parts = dict(p.split("=") if "=" in p else (p, "") for p in cell.split(";"))
+    return f"{parts.get('backbone', '?')} / {parts.get('shift', '?')}" + (" + mark" if "shortcut" in parts else "")
+
+
+def plot_probe_gain(frame: pd.DataFrame):
+    """Mean probe accuracy of the backbone feature (x) against the Harmonic R@1 gain over the frozen backbone (y),
+    one point per (cell, method), coloured by method and shaped by backbone
+    (:func:`umlkit.experiments.papers.regime.probe_gain_frame`): does keeping the pretraining attributes go with
+    retrieving the test classes better?"""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+    fig, ax = plt.subplots(figsize=(8.5, 4.6))
+    sns.scatterplot(data=frame, x="probe accuracy", y="R@1 gain", hue="method", style="backbone", s=90, ax=ax)
+    ax.axhline(0.0, color="#868e96", lw=0.8, ls="--")
+    ax.set_xlabel("mean probe accuracy of the backbone feature (%)", fontsize=11)
+    ax.set_ylabel("Harmonic R@1 gain over the frozen backbone", fontsize=11)
+    ax.tick_params(labelsize=10)
+    ax.legend(bbox_to_anchor=(1.02, 1), loc="upper left", fontsize=9, frameon=False)
+    fig.tight_layout()
+    return fig
+
+
 def plot_probes(frame: pd.DataFrame, models: Sequence[str] = ("Zero-Shot", "PUMA", "Full fine-tuning"),
                 col: str = "shift"):
     """Linear-probe accuracy per attribute (bars per model), one panel per ``col`` value, stacked (e.g.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from umlkit.experiments.records import MissingSideFile, find_record, normalise_key, read_only
@@ -94,6 +95,8 @@ def scoreboard_view(board: pd.DataFrame) -> pd.DataFrame:
     has them (a chapter's own claims table has neither)."""
     if board.empty:
         return board
+    nothing = pd.Series(np.nan, index=board.index)   # a table none of whose claims has records yet lacks the columns
+    board = board.assign(**{c: board[c] if c in board else nothing for c in ("paper A", "paper B", "gap", "p", "test")})
     keys = [k for k in ("paper", "table") if k in board]
     # the p of the direction the verdict tests (A > B, or B > A for a negative gap), as Holm adjusts it
     shown_p = board["p decision"].fillna(board["p"]) if "p decision" in board else board["p"]

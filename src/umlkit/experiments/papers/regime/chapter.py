@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from umlkit.experiments.papers.regime.config import PROBE_METRIC, _setting, load_splits, settings
+from umlkit.experiments.tables import MISSING
 
 
 # ------------------------------------------------------------------------------------------------ views
@@ -233,3 +234,53 @@ def backbone_table(cmp: pd.DataFrame) -> pd.DataFrame:
         line["zero-shot Harmonic R@1 (values split)"] = zs[0] if zs is not None else np.nan
         lines.append(line)
     return pd.DataFrame(lines).set_index("backbone")
+
+
+def probe_gain_frame(cmp: pd.DataFrame) -> pd.DataFrame:
+    """Per (cell, trained method) of the second edition: the backbone feature's mean probe accuracy and the
+    Harmonic R@1 gain over the cell's frozen backbone (seed means); the frozen backbone itself at gain 0."""
+    from umlkit.experiments.papers.regime import edition2 as e2
+    lines = []
+    for cell in e2.cells():
+        where = e2.setting(cell)
+        zs = _cell_values(cmp, where, "Zero-Shot")
+        for method in ("Zero-Shot", *e2.settings()["methods"]):
+            r = _cell_values(cmp, where, method)
+            probe = cmp[(cmp["setting"] == where) & (cmp["method"] == method) & (cmp["dataset"] == "probe: mean")
+                        & (cmp["metric"] == PROBE_METRIC)] if not cmp.empty else cmp
+            if r is None or zs is None or len(probe) != 1:
+                continue
+            lines.append({"cell": where, "backbone": cell["backbone"], "method": method,
+                          "probe accuracy": float(probe["measured"].iloc[0]), "R@1 gain": r[0] - zs[0]})
+    return pd.DataFrame(lines, columns=["cell", "backbone", "method", "probe accuracy", "R@1 gain"])
+
+
+def edition2_facts(axes: pd.DataFrame, moves: pd.DataFrame, claims: pd.DataFrame) -> dict[str, str]:
+    """The numbers the second edition's prose states (glued; "not measured yet" where records are missing): every
+    cell's gap to full fine-tuning per method (``rm2_gap_<cell tag>_<puma|lpft|linear|zs>``), each axis's move
+    per method with its interval (``rm2_move_<axis>_<puma|lpft>``), the counts of the edition's verdicts
+    (``rm2_supported`` ...), how many of its runs are stored, and the largest gap PUMA and LP-FT reach
+    (``rm2_best_<puma|lpft>``)."""
+    from umlkit.experiments.prose import number
+    tags = {"PUMA": "puma", "LP-FT": "lpft", "Linear probe": "linear", "Zero-Shot": "zs"}
+    todo = "not measured yet"
+
+    def interval(v, lo, hi):
+        if not np.isfinite(v):
+            return todo
+        return f"{number(v, True)} ({number(lo, True)} to {number(hi, True)})" if np.isfinite(lo) else number(v, True)
+    f: dict[str, str] = {}
+    for _, r in axes.iterrows():
+        tag = r["cell"].replace("backbone=", "").replace(";shift=", "_").replace(";", "_")
+        f[f"rm2_gap_{tag}_{tags[r['method']]}"] = interval(r["gap"], r["low"], r["high"])
+    for _, r in moves.iterrows():
+        f[f"rm2_move_{r['axis']}_{tags[r['method']]}"] = interval(r["move"], r["low"], r["high"])
+    for v in ("supported", "inconclusive", "contradicted"):
+        f[f"rm2_{v}"] = str(int((claims["verdict"] == v).sum()))
+    f["rm2_claims"], f["rm2_claims_measured"] = str(len(claims)), str(int((claims["verdict"] != MISSING).sum()))
+    for method in ("PUMA", "LP-FT"):
+        done = axes[(axes["method"] == method) & np.isfinite(axes["gap"])]
+        best = done.loc[done["gap"].idxmax()] if len(done) else None
+        f[f"rm2_best_{tags[method]}"] = (f"{number(best['gap'], True)} ({best['cell']})" if best is not None
+                                         else todo)
+    return f

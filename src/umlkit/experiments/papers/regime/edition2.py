@@ -225,3 +225,18 @@ def job_list(name: str, profile: str = "quick") -> list[tuple]:
             continue
         ready.append(row)
     return distinct_jobs({TABLE_NAME: replace(table, rows=ready)}, profile)
+
+
+def run_status(profile: str = "quick") -> dict[str, str]:
+    """``{"rm2_runs": declared (row, seed) runs, "rm2_runs_stored": those with a stored record, "rm2_tuning_runs",
+    "rm2_tuning_stored"}`` as text, read-only: how far the edition's runs have come."""
+    from umlkit.experiments.records import find_record, normalise_key
+    from umlkit.experiments.scoreboard import missing_records
+    table = MAP2()
+    total = sum(1 if r.seed_free else len(table.seeds_of(r, profile)) for r in table.rows)
+    missing = missing_records(profile, papers=["regime"])
+    missing = missing[missing["table"] == TABLE_NAME]
+    tuning = tuning_jobs(profile)
+    stored = sum(find_record(normalise_key(k), profile) is not None for _, _, k, _ in tuning)
+    return {"rm2_runs": str(total), "rm2_runs_stored": str(total - len(missing)),
+            "rm2_tuning_runs": str(len(tuning)), "rm2_tuning_stored": str(stored)}
