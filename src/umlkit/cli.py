@@ -488,8 +488,8 @@ def _add_records(sub) -> None:
         p.add_argument("jobs", nargs="?", default=None,
                        help="the paper's job list: oodml: lr_sweep, lr_sweep_cars, lr_sweep_sop, tables; "
                        "language_guidance: omega_sweep, tables, semantic, unified_sweep, unified; vptsp: lr_sweep, "
-                       "tables; puma: tuning, few_shot_tuning, few_shot, tables, second_tables, budget; regime: map; every "
-                       "paper: more_seeds (the extra seeds of configs/more_seeds.yaml)")
+                       "tables; puma: tuning, few_shot_tuning, few_shot, tables, second_tables, budget; regime: map, "
+                       "map2, map2-tuning; every paper: more_seeds (the extra seeds of configs/more_seeds.yaml)")
         p.add_argument("--table", default=None, metavar="NAME",
                        help="instead of a job list: exactly the runs of one of the paper's tables, e.g. 'Table 6'")
         p.add_argument("--profile", choices=("quick", "full"), default="quick")

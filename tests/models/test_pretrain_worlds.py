@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from umlkit.data.mini import PRETRAIN_HEADS, PRETRAIN_WORLDS, SHAPES, pretraining_set
-from umlkit.models.pretrain import RECIPES, head_accuracies, load_heads, pretrain_tiny_vit, weight_files
+from umlkit.models.pretrain import RECIPES, load_heads, pretrain_tiny_vit, weight_files
 
 
 def _digest(images, targets) -> str:

@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
-import torch
 from torch import nn
 
 from umlkit._registry import add_entry

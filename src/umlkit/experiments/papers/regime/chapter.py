@@ -283,4 +283,8 @@ def edition2_facts(axes: pd.DataFrame, moves: pd.DataFrame, claims: pd.DataFrame
         best = done.loc[done["gap"].idxmax()] if len(done) else None
         f[f"rm2_best_{tags[method]}"] = (f"{number(best['gap'], True)} ({best['cell']})" if best is not None
                                          else todo)
+    f["rm2_findings"] = (f"{f['rm2_claims_measured']} of its {f['rm2_claims']} claims measured "
+                         f"({f['rm2_supported']} supported, {f['rm2_contradicted']} contradicted, "
+                         f"{f['rm2_inconclusive']} inconclusive); the largest gap to full fine-tuning is "
+                         f"{f['rm2_best_puma']} for PUMA and {f['rm2_best_lpft']} for LP-FT")
     return f
