@@ -121,3 +121,17 @@ def test_the_axis_frame_of_a_first_edition_cell_is_the_first_editions_interval()
         mine = axes.loc[(f"backbone=v2;shift={shift}", "PUMA")]
         assert (mine["gap"], mine["low"], mine["high"]) == pytest.approx(tuple(heat.loc[(shift, "all"),
                                                                                       ["gap", "low", "high"]]))
+
+
+def test_configured_rates_are_the_tuning_choice_and_interior():
+    """Every rate entered under lr in edition2.yaml is its unit's best on the stored tuning records, strictly inside
+    the rates tried; a unit whose tuning runs are all stored has its rate entered."""
+    frame = e2.tuning_frame()
+    entered = {(b, m): float(v) for b, per in (e2.settings().get("lr") or {}).items() for m, v in per.items()}
+    for (backbone, method), lr in entered.items():
+        unit = frame[frame["unit"] == f"{backbone}-{method}"]
+        assert len(unit) == len(e2.tuning_grid(method, backbone)), f"{backbone}-{method}: tuning runs missing"
+        best = unit[unit["chosen"]].iloc[0]
+        assert best["lr"] == pytest.approx(lr) and best["interior"], (backbone, method, unit.to_string())
+    complete = {u for u, g in frame.groupby("unit") if len(g) == len(e2.tuning_grid(*u.split("-")[::-1]))}
+    assert complete <= {f"{b}-{m}" for b, m in entered}, f"tuned but not entered: {complete - set(entered)}"

@@ -300,3 +300,14 @@ def test_cpu_resident_class_prompts_resume_with_their_optimizer_state(small_root
     assert [h["loss"] for h in resumed.history] == [h["loss"] for h in full.history]
     for a, b in zip(_class_prompts(resumed.model), _class_prompts(full.model)):
         assert torch.equal(a, b)
+
+
+def test_resolved_fp16_with_cpu_resident_prompts_is_refused_before_training(small_root, tmp_path, monkeypatch):
+    """precision 'auto' resolves to fp16 on a GPU without bf16: the sparse optimizer's check reads the resolved
+    precision, not the configured word."""
+    from umlkit.train import engine
+    monkeypatch.setattr(engine, "resolve_precision", lambda name, device: "fp16" if name == "auto" else name)
+    cfg = _vptsp_cfg(small_root, {"name": "adamw", "lr": 1e-3}, class_prompts_device="cpu")
+    cfg["precision"] = "auto"
+    with pytest.raises(ValueError, match=r"precision fp16 \(config precision='auto'\)"):
+        fit(cfg, run_dir=tmp_path / "run")

@@ -235,16 +235,17 @@ def _optimizer_type(o: dict) -> tuple[type, dict]:
     raise ValueError(f"optimizer.name must be adamw, adam or sgd, got {o['name']!r}")
 
 
-def _sparse_optimizer(cfg: dict, opt: torch.optim.Optimizer, sparse: list, world: int) -> RowSparseOptimizer:
+def _sparse_optimizer(cfg: dict, opt: torch.optim.Optimizer, sparse: list, world: int,
+                      precision: str) -> RowSparseOptimizer:
     """The row-sparse optimizer of a model's off-device parameters (``model.sparse_parameters()``, e.g. VPTSP's
     CPU-resident class prompts): the configured optimizer's type and settings, the learning rate of the ``new``
     parameter group as the schedule sets it, each row updated only when its class is in the batch."""
     if world > 1:
         raise ValueError("parameters kept off the training device (model.options.class_prompts_device='cpu') are not "
                          "synchronised across processes; train them in one process or leave class_prompts_device unset")
-    if cfg["precision"] == "fp16":
-        raise ValueError("precision fp16 scales gradients the sparse optimizer of model.options.class_prompts_device="
-                         "'cpu' does not see; use bf16 or fp32")
+    if precision == "fp16":   # the resolved precision: "auto" is fp16 on a GPU without bf16
+        raise ValueError(f"precision fp16 (config precision={cfg['precision']!r}) scales gradients the sparse "
+                         "optimizer of model.options.class_prompts_device='cpu' does not see; use bf16 or fp32")
     group = next((g for g in opt.param_groups if g["name"] == "new"), None)
     if group is None:
         raise ValueError("model.sparse_parameters() needs a 'new' parameter group to take its learning rate from")
@@ -630,7 +631,7 @@ def _set_up(cfg: dict, run_dir, resume) -> _Run:
     groups = param_groups(model, loss)
     opt = build_optimizer(cfg, groups)
     sparse = [p for p in getattr(model, "sparse_parameters", lambda: [])() if p.requires_grad]
-    sparse_opt = _sparse_optimizer(cfg, opt, sparse, world) if sparse else None
+    sparse_opt = _sparse_optimizer(cfg, opt, sparse, world, precision) if sparse else None
     sched = _scheduler(cfg, opt)
     sampler = build_sampler(d["sampler"], train_set.labels, d["batch_size"], d["samples_per_class"],
                             train_set.sources, seed, rank, world)

@@ -203,8 +203,10 @@ def tuning_frame(profile: str = "quick", train: bool = False) -> pd.DataFrame:
                       "lr": key["optimizer"]["lr"],
                       "val Harmonic": round(harmonic_mean([val[SOURCE_NAMES[d]] for d in settings()["datasets"]]), 3),
                       "val Unified": val["Unified"], "seconds": rec["seconds"]})
-    out = pd.DataFrame(lines)
-    return out if out.empty else mark_choice(out, "unit", f"val {settings()['tuning']['select_on']}")
+    out = pd.DataFrame(lines, columns=["backbone", "method", "unit", "lr", "val Harmonic", "val Unified", "seconds"])
+    if out.empty:
+        return out.assign(chosen=pd.Series(dtype=bool), interior=pd.Series(dtype=object))
+    return mark_choice(out, "unit", f"val {settings()['tuning']['select_on']}")
 
 
 def job_list(name: str, profile: str = "quick") -> list[tuple]:
