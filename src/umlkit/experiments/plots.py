@@ -436,6 +436,23 @@ def _cell_label(cell: str) -> str:
     return f"{parts.get('backbone', '?')} / {parts.get('shift', '?')}" + (" + mark" if "shortcut" in parts else "")
 
 
+def plot_image_rows(rows: dict, scale: float = 1.1):
+    """Lines of small images, one per entry of ``rows`` (its label, then (n, h, w, 3) uint8 images), nearest-
+    neighbour enlarged so that 32-px pixels stay sharp."""
+    import matplotlib.pyplot as plt
+    n = max(len(v) for v in rows.values())
+    fig, axes = plt.subplots(len(rows), n, figsize=(scale * n + 2.6, scale * len(rows)), squeeze=False)
+    for r, (label, images) in enumerate(rows.items()):
+        for c in range(n):
+            ax = axes[r, c]
+            ax.axis("off")
+            if c < len(images):
+                ax.imshow(images[c], interpolation="nearest")
+        axes[r, 0].text(-0.15, 0.5, label, transform=axes[r, 0].transAxes, ha="right", va="center", fontsize=10)
+    fig.subplots_adjust(left=0.22, right=0.99, wspace=0.05, hspace=0.1)
+    return fig
+
+
 def plot_probe_gain(frame: pd.DataFrame):
     """Mean probe accuracy of the backbone feature (x) against the Harmonic R@1 gain over the frozen backbone (y),
     one point per (cell, method), coloured by method and shaped by backbone

@@ -288,3 +288,20 @@ def edition2_facts(axes: pd.DataFrame, moves: pd.DataFrame, claims: pd.DataFrame
                          f"{f['rm2_inconclusive']} inconclusive); the largest gap to full fine-tuning is "
                          f"{f['rm2_best_puma']} for PUMA and {f['rm2_best_lpft']} for LP-FT")
     return f
+
+
+def example_images(n: int = 8, seed: int = 0) -> dict[str, np.ndarray]:
+    """What the second edition changes, as pictures (uint8, (n, 32, 32, 3) per line): pretraining images of the
+    narrow, v2 and broad worlds, and CUB-like training images with the shortcut mark beside the same images without
+    it (test images look like the latter)."""
+    from umlkit.data import ensure_mini, load_unified
+    from umlkit.data.mini import pretraining_set
+    from umlkit.data.shortcut import ShortcutDataset
+    from umlkit.experiments.papers.regime import edition2 as e2
+    out = {f"pretraining: {w}": pretraining_set(n, seed=seed, world=w)[0] for w in ("narrow", "v2", "broad")}
+    train = load_unified(ensure_mini(), "train", names=["cub", "cars"])
+    marked = ShortcutDataset(train, **e2.settings()["shortcut"], seed=seed)
+    picks = np.linspace(0, len(train) - 1, n).astype(int)
+    out["training images with the mark"] = np.stack([np.asarray(marked[int(i)][0]) for i in picks])
+    out["the same images, unmarked"] = np.stack([np.asarray(train[int(i)][0]) for i in picks])
+    return out
