@@ -1,5 +1,6 @@
 """The regime map's second edition (umlkit.experiments.papers.regime.edition2): its runs, shared records with the
 first edition, rates, tuning jobs, job lists and the in-progress declaration."""
+import pandas as pd
 import pytest
 
 from umlkit.experiments.papers.regime import config as first
@@ -135,3 +136,45 @@ def test_configured_rates_are_the_tuning_choice_and_interior():
         assert best["lr"] == pytest.approx(lr) and best["interior"], (backbone, method, unit.to_string())
     complete = {u for u, g in frame.groupby("unit") if len(g) == len(e2.tuning_grid(*u.split("-")[::-1]))}
     assert complete <= {f"{b}-{m}" for b, m in entered}, f"tuned but not entered: {complete - set(entered)}"
+
+
+def _synthetic_cmp(gaps: dict) -> "pd.DataFrame":
+    """A compare frame with every second-edition cell: full fine-tuning at 50 + seed, each method at full + its gap
+    (-20 where not given)."""
+    import pandas as pd
+    lines = []
+    for cell in e2.cells():
+        where = e2.setting(cell)
+        for method in ("Full fine-tuning", "PUMA", "LP-FT", "Linear probe"):
+            vals = {s: 50.0 + s + (gaps.get((where, method), -20.0) if method != "Full fine-tuning" else 0.0) + 0.1 * s * s
+                    for s in range(3)}
+            lines.append({"setting": where, "method": method, "dataset": "Harmonic", "metric": "R@1",
+                          "measured": sum(vals.values()) / 3, "values": vals, "seed_free": False})
+    return pd.DataFrame(lines)
+
+
+def test_axis_moves_are_differences_of_gaps_per_step_and_end_to_end():
+    from umlkit.experiments.papers.regime import chapter
+    narrow, v2, broad = (e2.setting({"backbone": b, "shift": "values", "shortcut": False})
+                         for b in ("narrow", "v2", "broad"))
+    cmp = _synthetic_cmp({(narrow, "PUMA"): -10.0, (v2, "PUMA"): -6.0, (broad, "PUMA"): -1.0,
+                          (broad, "LP-FT"): 2.0})
+    moves = chapter.axis_moves(cmp).set_index(["axis", "from", "to", "method"])
+    assert moves.loc[("breadth", narrow, v2, "PUMA"), "move"] == pytest.approx(4.0)
+    assert moves.loc[("breadth", v2, broad, "PUMA"), "move"] == pytest.approx(5.0)
+    assert moves.loc[("breadth", narrow, broad, "PUMA"), "move"] == pytest.approx(9.0)
+    assert moves.loc[("breadth", narrow, broad, "LP-FT"), "move"] == pytest.approx(22.0)   # -20 -> +2
+    whole = moves.loc[("breadth", narrow, broad, "PUMA")]
+    assert whole["low"] < 9.0 < whole["high"] and whole["seeds"] == 3
+    facts = chapter.edition2_facts(chapter.axis_frame(cmp), chapter.axis_moves(cmp),
+                                   pd.DataFrame({"verdict": ["supported", "missing records"]}))
+    assert facts["rm2_move_breadth_puma"].startswith("+9.0 (")              # the whole move, not the last step
+    assert facts["rm2_step_narrow_values_v2_values_puma"].startswith("+4.0 (")
+    assert facts["rm2_gap_broad_values_lpft"].startswith("+2.0 (") and facts["rm2_claims_measured"] == "1"
+    assert facts["rm2_best_puma"].startswith("-1.0 (backbone=broad")
+
+
+def test_rows_of_a_backbone_not_yet_pretrained_wait(monkeypatch):
+    monkeypatch.setattr(e2, "backbone_ready", lambda b: b != "narrow")
+    labels = {label for _, label, _, _ in e2.job_list("map2")}
+    assert not any(label.startswith("narrow-") for label in labels) and "broad-values-zero-shot-seed0" in labels

@@ -192,24 +192,27 @@ def axis_frame(cmp: pd.DataFrame, dataset: str = "Harmonic") -> pd.DataFrame:
 
 
 def axis_moves(cmp: pd.DataFrame, dataset: str = "Harmonic") -> pd.DataFrame:
-    """How far each method's gap to full fine-tuning moves from an axis's first cell to its last: ``move`` = gap at
-    the last cell - gap at the first, with its 95 % Welch-Satterthwaite interval over the four cells' seeds (the
-    cells are trained independently). One line per (axis, method) for PUMA and LP-FT; NaN where a cell is missing."""
+    """How far each method's gap to full fine-tuning moves along each axis: per step (consecutive cells) and, on an
+    axis of more than two cells, from its first cell to its last. ``move`` = gap at ``to`` - gap at ``from``, with
+    its 95 % Welch-Satterthwaite interval over the four cells' seeds (the cells are trained independently). One
+    line per (axis, step, method) for PUMA and LP-FT; NaN where a cell is missing."""
     from umlkit.experiments.papers.regime import edition2 as e2
     lines = []
     for axis, axis_cells in e2.settings()["axes"].items():
-        ends = [e2.setting({"backbone": c["backbone"], "shift": c["shift"],
-                            "shortcut": bool(c.get("shortcut", False))}) for c in (axis_cells[0], axis_cells[-1])]
-        for method in ("PUMA", "LP-FT"):
-            groups = [_cell_values(cmp, w, m, dataset) for w in ends for m in (method, "Full fine-tuning")]
-            line = {"axis": axis, "method": method, "from": ends[0], "to": ends[1], "move": np.nan,
-                    "low": np.nan, "high": np.nan, "seeds": 0}
-            if all(g is not None for g in groups):
-                # (last method - last full) - (first method - first full)
-                move, low, high, seeds = _welch_interval([groups[2], groups[3], groups[0], groups[1]], [1, -1, -1, 1])
-                line.update(move=move, low=low, high=high, seeds=seeds)
-            lines.append(line)
-    return pd.DataFrame(lines, columns=["axis", "method", "from", "to", "move", "low", "high", "seeds"])
+        where = [e2.setting({"backbone": c["backbone"], "shift": c["shift"],
+                             "shortcut": bool(c.get("shortcut", False))}) for c in axis_cells]
+        steps = list(zip(where, where[1:])) + ([(where[0], where[-1])] if len(where) > 2 else [])
+        for a, b in steps:
+            for method in ("PUMA", "LP-FT"):
+                groups = [_cell_values(cmp, w, m, dataset) for w in (a, b) for m in (method, "Full fine-tuning")]
+                line = {"axis": axis, "from": a, "to": b, "method": method, "move": np.nan, "low": np.nan,
+                        "high": np.nan, "seeds": 0}
+                if all(g is not None for g in groups):   # (to: method - full) - (from: method - full)
+                    move, low, high, seeds = _welch_interval([groups[2], groups[3], groups[0], groups[1]],
+                                                             [1, -1, -1, 1])
+                    line.update(move=move, low=low, high=high, seeds=seeds)
+                lines.append(line)
+    return pd.DataFrame(lines, columns=["axis", "from", "to", "method", "move", "low", "high", "seeds"])
 
 
 def backbone_table(cmp: pd.DataFrame) -> pd.DataFrame:
@@ -255,10 +258,16 @@ def probe_gain_frame(cmp: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(lines, columns=["cell", "backbone", "method", "probe accuracy", "R@1 gain"])
 
 
+def _cell_tag(cell: str) -> str:
+    """A second-edition setting as a glue-name part: "backbone=v2;shift=families;shortcut" -> "v2_families_shortcut"."""
+    return cell.replace("backbone=", "").replace(";shift=", "_").replace(";", "_")
+
+
 def edition2_facts(axes: pd.DataFrame, moves: pd.DataFrame, claims: pd.DataFrame) -> dict[str, str]:
     """The numbers the second edition's prose states (glued; "not measured yet" where records are missing): every
-    cell's gap to full fine-tuning per method (``rm2_gap_<cell tag>_<puma|lpft|linear|zs>``), each axis's move
-    per method with its interval (``rm2_move_<axis>_<puma|lpft>``), the counts of the edition's verdicts
+    cell's gap to full fine-tuning per method (``rm2_gap_<cell tag>_<puma|lpft|linear|zs>``), each step's move
+    (``rm2_step_<from tag>_<to tag>_<method>``) and each axis's whole move (``rm2_move_<axis>_<puma|lpft>``) per
+    method with its interval, the counts of the edition's verdicts
     (``rm2_supported`` ...), how many of its runs are stored, and the largest gap PUMA and LP-FT reach
     (``rm2_best_<puma|lpft>``)."""
     from umlkit.experiments.prose import number
@@ -271,9 +280,10 @@ def edition2_facts(axes: pd.DataFrame, moves: pd.DataFrame, claims: pd.DataFrame
         return f"{number(v, True)} ({number(lo, True)} to {number(hi, True)})" if np.isfinite(lo) else number(v, True)
     f: dict[str, str] = {}
     for _, r in axes.iterrows():
-        tag = r["cell"].replace("backbone=", "").replace(";shift=", "_").replace(";", "_")
-        f[f"rm2_gap_{tag}_{tags[r['method']]}"] = interval(r["gap"], r["low"], r["high"])
-    for _, r in moves.iterrows():
+        f[f"rm2_gap_{_cell_tag(r['cell'])}_{tags[r['method']]}"] = interval(r["gap"], r["low"], r["high"])
+    for _, r in moves.iterrows():   # every step, and the axis's whole move (its first cell to its last) last
+        step = "_".join(_cell_tag(c) for c in (r["from"], r["to"]))
+        f[f"rm2_step_{step}_{tags[r['method']]}"] = interval(r["move"], r["low"], r["high"])
         f[f"rm2_move_{r['axis']}_{tags[r['method']]}"] = interval(r["move"], r["low"], r["high"])
     for v in ("supported", "inconclusive", "contradicted"):
         f[f"rm2_{v}"] = str(int((claims["verdict"] == v).sum()))

@@ -166,6 +166,18 @@ def tuning_grid(method: str, backbone: str) -> list[float]:
     return sorted({*(float(x) for x in t["grids"][method]), *(float(x) for x in extra)})
 
 
+def backbone_ready(backbone: str) -> bool:
+    """Whether a backbone's pretrained weights are there (``umlkit data pretrain-mini --recipe <backbone>`` makes
+    them)."""
+    from pathlib import Path
+
+    import timm
+
+    from umlkit.models.backbones import resolve_backbone_name
+    cfg = timm.models.get_pretrained_cfg(resolve_backbone_name(settings()["backbones"][backbone]))
+    return cfg is None or not cfg.file or Path(cfg.file).is_file()
+
+
 def tuning_jobs(profile: str = "quick", backbones=None, seed: int = 0) -> list[tuple]:
     """(record folder, label, key, runner) of every tuning run: each unit at each rate of its grid, on the loaders'
     split of its backbone with the last ``val_fraction`` of every source's training classes held out, evaluated
@@ -220,7 +232,9 @@ def job_list(name: str, profile: str = "quick") -> list[tuple]:
     if name != "map2":
         raise KeyError(f"unknown regime job list {name!r}; choose map, map2 or map2-tuning")
     table, ready = MAP2(), []
-    for row in table.rows:   # a row whose rate is not chosen yet waits for its tuning runs
+    for row in table.rows:   # a row waits for its backbone's pretraining and its rate's tuning runs
+        if not backbone_ready(row.spec["cell"]["backbone"]):
+            continue
         try:
             rate(row.spec["cell"]["backbone"], row.spec["method"]) if row.spec["method"] != "zero_shot" else None
         except NotTuned:
