@@ -20,9 +20,9 @@ def _digest(root):
 
 @pytest.mark.slow
 def test_same_seed_same_bytes_other_seed_differs(tmp_path):
-    a = make_mini(tmp_path / "a", seed=3, sources=["cub", "cars", "inshop"])
-    b = make_mini(tmp_path / "b", seed=3, sources=["cub", "cars", "inshop"])
-    c = make_mini(tmp_path / "c", seed=4, sources=["cub", "cars", "inshop"])
+    a = make_mini(tmp_path / "a", seed=3, sources=["cub", "cars", "inshop"], size="tiny")
+    b = make_mini(tmp_path / "b", seed=3, sources=["cub", "cars", "inshop"], size="tiny")
+    c = make_mini(tmp_path / "c", seed=4, sources=["cub", "cars", "inshop"], size="tiny")
     assert _digest(a) == _digest(b) != _digest(c)
 
 
@@ -156,8 +156,8 @@ def test_a_manifest_that_is_not_an_object_is_named(tmp_path):
 
 
 def test_a_source_does_not_depend_on_the_others_generated_with_it(tmp_path):
-    alone = make_mini(tmp_path / "alone", sources=["cars"])
-    together = make_mini(tmp_path / "together", sources=["cub", "cars"])
+    alone = make_mini(tmp_path / "alone", sources=["cars"], size="tiny")
+    together = make_mini(tmp_path / "together", sources=["cub", "cars"], size="tiny")
     a, b = load_dataset("cars", alone, "train"), load_dataset("cars", together, "train")
     assert a.class_names == b.class_names and all(p.read_bytes() == q.read_bytes()
                                                   for p, q in zip(a.paths[:20], b.paths[:20]))
