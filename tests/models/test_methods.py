@@ -375,3 +375,12 @@ def test_checkpoint_a_block_count(monkeypatch):
         _memory_light(plain, "custom", 1)
     _memory_light(plain, "custom", True)
     assert plain.backbone.grad_checkpointing
+
+
+@pytest.mark.parametrize("method, option, value", [("puma", "pool_size", 0), ("puma", "adapter_dim", 0),
+                                                   ("lora", "rank", 0), ("mlp3", "hidden", 2.5),
+                                                   ("vpt", "num_prompts", True), ("prompt_pool", "prompt_length", -1)])
+def test_a_size_option_below_one_is_refused_by_name(method, option, value):
+    from umlkit.models import create_model
+    with pytest.raises(ValueError, match=rf"model option {option} = {value!r}: expected a whole number >= 1"):
+        create_model("vit_tiny_uml", method, embed_dim=8, **{option: value})

@@ -102,7 +102,17 @@ def _enable_bitfit(backbone: nn.Module) -> None:
 
 
 def _pop(kwargs: dict, **defaults):
-    return [kwargs.pop(k, v) for k, v in defaults.items()]
+    """The method options named by ``defaults`` (given or default), taken out of ``kwargs``. An option whose
+    default is a positive whole number (a pool size, a rank, a width, a count of prompts) must be one: 0 would build
+    empty modules that train nothing."""
+    out = []
+    for k, v in defaults.items():
+        value = kwargs.pop(k, v)
+        if (isinstance(v, int) and not isinstance(v, bool) and v > 0
+                and (isinstance(value, bool) or not isinstance(value, int) or value < 1)):
+            raise ValueError(f"model option {k} = {value!r}: expected a whole number >= 1 (model.options.{k})")
+        out.append(value)
+    return out
 
 
 def _body(b: _Build, **peft_options) -> nn.Module:
