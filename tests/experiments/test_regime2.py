@@ -178,3 +178,13 @@ def test_rows_of_a_backbone_not_yet_pretrained_wait(monkeypatch):
     monkeypatch.setattr(e2, "backbone_ready", lambda b: b != "narrow")
     labels = {label for _, label, _, _ in e2.job_list("map2")}
     assert not any(label.startswith("narrow-") for label in labels) and "broad-values-zero-shot-seed0" in labels
+
+
+def test_the_board_says_a_missing_claim_of_a_table_in_progress_is_under_way():
+    from umlkit.experiments.scoreboard import board_table, scoreboard
+    board = scoreboard(papers=["regime"])
+    table = board_table(board)
+    missing = table[table["verdict"] == "missing records"]
+    ours = board["table"].to_numpy()[missing.index] == e2.TABLE_NAME
+    assert missing["note"][ours].str.startswith("runs under way (declared before them): ").all()
+    assert not missing["note"][~ours].str.startswith("runs under way").any()

@@ -251,7 +251,11 @@ def board_table(board: pd.DataFrame) -> pd.DataFrame:
     view["verdict"] = view["verdict"].where(why.isna(), NOT_COMPARABLE)
     notes = why.fillna("")
     if "missing records" in view:
-        notes = notes.where(notes != "", "missing: " + view.pop("missing records").replace("", "–"))
+        under_way = (board["in_progress"].fillna("").astype(bool).to_numpy() if "in_progress" in board
+                     else np.zeros(len(view), bool))   # a table declared before its runs: say so, not only what
+        missing = view.pop("missing records").replace("", "–")
+        notes = notes.where(notes != "", np.where(under_way, "runs under way (declared before them): ", "missing: ")
+                            + missing)
     view["note"] = notes.replace({"": "–", "missing: –": "–"})
     view.insert(0, "where", view.pop("paper") + " · " + view.pop("table"))   # one narrow column for both
     view.insert(2, "verdict", view.pop("verdict"))   # beside the claim: what a reader looks for first
