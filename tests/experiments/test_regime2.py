@@ -188,3 +188,12 @@ def test_the_board_says_a_missing_claim_of_a_table_in_progress_is_under_way():
     ours = board["table"].to_numpy()[missing.index] == e2.TABLE_NAME
     assert missing["note"][ours].str.startswith("runs under way (declared before them): ").all()
     assert not missing["note"][~ours].str.startswith("runs under way").any()
+
+
+def test_the_front_page_counts_claims_of_a_table_in_progress_apart():
+    from umlkit.experiments.scoreboard import paper_summaries
+    board = pd.DataFrame({"paper": ["regime"] * 4, "claim": list("abcd"),
+                          "verdict": ["supported", "missing records", "missing records", "contradicted"],
+                          "in_progress": ["", "declared before its runs", "", ""]})
+    assert paper_summaries(board, only="regime")["sum_regime"] == (
+        "4 claims: 1 supported, 1 contradicted, 1 missing records, 1 with runs under way")

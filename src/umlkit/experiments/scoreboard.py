@@ -216,8 +216,13 @@ def paper_summaries(board: pd.DataFrame, only: str | None = None) -> dict[str, s
         if only is not None and name != only:
             continue
         sub = board[board["paper"] == name] if not board.empty else board
-        counts = sub["verdict"].map(verdict_group).value_counts() if len(sub) else pd.Series(dtype=int)
-        order = ["supported", "contradicted", "inconclusive", "not comparable", "missing records"]
+        groups = sub["verdict"].map(verdict_group) if len(sub) else pd.Series(dtype=object)
+        if "in_progress" in sub:   # a table declared before its runs: its missing claims are runs under way
+            groups = groups.where(~(sub["in_progress"].fillna("").astype(bool) & (groups == "missing records")),
+                                  "with runs under way")
+        counts = groups.value_counts() if len(sub) else pd.Series(dtype=int)
+        order = ["supported", "contradicted", "inconclusive", "not comparable", "missing records",
+                 "with runs under way"]
         parts = [f"{counts[v]} {v}" for v in order if counts.get(v, 0)]
         parts += [f"{n} {v}" for v, n in counts.items() if v not in order]
         out[f"sum_{name}"] = f"{len(sub)} claims: {', '.join(parts) or 'none checked'}"
