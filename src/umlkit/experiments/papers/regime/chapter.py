@@ -263,13 +263,15 @@ def _cell_tag(cell: str) -> str:
     return cell.replace("backbone=", "").replace(";shift=", "_").replace(";", "_")
 
 
-def edition2_facts(axes: pd.DataFrame, moves: pd.DataFrame, claims: pd.DataFrame) -> dict[str, str]:
+def edition2_facts(axes: pd.DataFrame, moves: pd.DataFrame, claims: pd.DataFrame,
+                   cmp: pd.DataFrame | None = None) -> dict[str, str]:
     """The numbers the second edition's prose states (glued; "not measured yet" where records are missing): every
     cell's gap to full fine-tuning per method (``rm2_gap_<cell tag>_<puma|lpft|linear|zs>``), each step's move
     (``rm2_step_<from tag>_<to tag>_<method>``) and each axis's whole move (``rm2_move_<axis>_<puma|lpft>``) per
     method with its interval, the counts of the edition's verdicts
     (``rm2_supported`` ...), how many of its runs are stored, and the largest gap PUMA and LP-FT reach
-    (``rm2_best_<puma|lpft>``)."""
+    (``rm2_best_<puma|lpft>``); with ``cmp`` every cell's Harmonic R@1 per method (``rm2_h_<cell tag>_<method>``)
+    and the mark's cost to each method (``rm2_mark_cost_<method>``: Harmonic R@1 without the mark - with it)."""
     from umlkit.experiments.prose import number
     tags = {"PUMA": "puma", "LP-FT": "lpft", "Linear probe": "linear", "Zero-Shot": "zs"}
     todo = "not measured yet"
@@ -293,6 +295,17 @@ def edition2_facts(axes: pd.DataFrame, moves: pd.DataFrame, claims: pd.DataFrame
         best = done.loc[done["gap"].idxmax()] if len(done) else None
         f[f"rm2_best_{tags[method]}"] = (f"{number(best['gap'], True)} ({best['cell']})" if best is not None
                                          else todo)
+    if cmp is not None:
+        from umlkit.experiments.papers.regime import edition2 as e2
+        every = {**tags, "Full fine-tuning": "ft"}
+        for cell in e2.cells():
+            for method, tag in every.items():
+                hit = _cell_values(cmp, e2.setting(cell), method)
+                f[f"rm2_h_{_cell_tag(e2.setting(cell))}_{tag}"] = number(hit[0]) if hit is not None else todo
+        for method, tag in every.items():
+            plain, marked = (_cell_values(cmp, e2.setting({"backbone": "v2", "shift": "families", "shortcut": m}),
+                                          method) for m in (False, True))
+            f[f"rm2_mark_cost_{tag}"] = number(plain[0] - marked[0]) if plain and marked else todo
     f["rm2_findings"] = (f"{f['rm2_claims_measured']} of its {f['rm2_claims']} claims measured "
                          f"({f['rm2_supported']} supported, {f['rm2_contradicted']} contradicted, "
                          f"{f['rm2_inconclusive']} inconclusive); the largest gap to full fine-tuning is "
