@@ -270,8 +270,8 @@ def edition2_facts(axes: pd.DataFrame, moves: pd.DataFrame, claims: pd.DataFrame
     (``rm2_step_<from tag>_<to tag>_<method>``) and each axis's whole move (``rm2_move_<axis>_<puma|lpft>``) per
     method with its interval, the counts of the edition's verdicts
     (``rm2_supported`` ...), how many of its runs are stored, and the largest gap PUMA and LP-FT reach
-    (``rm2_best_<puma|lpft>``); with ``cmp`` every cell's Harmonic R@1 per method (``rm2_h_<cell tag>_<method>``)
-    and the mark's cost to each method (``rm2_mark_cost_<method>``: Harmonic R@1 without the mark - with it)."""
+    (``rm2_best_<puma|lpft>``); with ``cmp`` every cell's Harmonic R@1 and mean probe accuracy per method
+    (``rm2_h_<cell tag>_<method>``, ``rm2_probe_...``) and the mark's cost to each method (``rm2_mark_cost_<method>``: Harmonic R@1 without the mark - with it)."""
     from umlkit.experiments.prose import number
     tags = {"PUMA": "puma", "LP-FT": "lpft", "Linear probe": "linear", "Zero-Shot": "zs"}
     todo = "not measured yet"
@@ -302,6 +302,9 @@ def edition2_facts(axes: pd.DataFrame, moves: pd.DataFrame, claims: pd.DataFrame
             for method, tag in every.items():
                 hit = _cell_values(cmp, e2.setting(cell), method)
                 f[f"rm2_h_{_cell_tag(e2.setting(cell))}_{tag}"] = number(hit[0]) if hit is not None else todo
+                probe = cmp[(cmp["setting"] == e2.setting(cell)) & (cmp["method"] == method)
+                            & (cmp["dataset"] == "probe: mean")]["measured"]
+                f[f"rm2_probe_{_cell_tag(e2.setting(cell))}_{tag}"] = number(probe.iloc[0]) if len(probe) else todo
         for method, tag in every.items():
             plain, marked = (_cell_values(cmp, e2.setting({"backbone": "v2", "shift": "families", "shortcut": m}),
                                           method) for m in (False, True))
