@@ -62,7 +62,14 @@ def test_tuning_runs_hold_out_validation_classes_on_the_loaders_split():
     assert grid == sorted(e2.settings()["tuning"]["grids"]["full"])
 
 
+def _untuned(monkeypatch, backbone: str) -> None:
+    """edition2.yaml as if ``backbone``'s rates were not chosen yet."""
+    settings = {**e2.settings(), "lr": {k: v for k, v in (e2.settings().get("lr") or {}).items() if k != backbone}}
+    monkeypatch.setattr(e2, "settings", lambda: settings)
+
+
 def test_the_map2_job_list_waits_for_untuned_rows(monkeypatch):
+    _untuned(monkeypatch, "narrow")
     ready = {label for _, label, _, _ in e2.job_list("map2")}
     assert "v2-values-puma-seed0" in ready and "v2-values-linear-seed2" in ready
     assert not any(label.startswith("narrow-values-puma") for label in ready)      # no rate chosen for it yet
@@ -74,7 +81,8 @@ def test_the_map2_job_list_waits_for_untuned_rows(monkeypatch):
         e2.job_list("nope")
 
 
-def test_rows_without_a_rate_read_as_missing_and_say_why():
+def test_rows_without_a_rate_read_as_missing_and_say_why(monkeypatch):
+    _untuned(monkeypatch, "narrow")
     from umlkit.experiments.scoreboard import missing_records
     from umlkit.experiments.tables import measure
     from umlkit.experiments.records import read_only

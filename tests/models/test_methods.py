@@ -21,7 +21,7 @@ def _timm_features(model):
 
 @pytest.mark.parametrize("method,kw", [
     ("linear", {}), ("adapter", {}), ("stochastic_adapter", {}), ("puma", {"use_prompts": False}),
-    ("lora", {}), ("adaptformer", {}), ("bitfit", {}), ("vpt_deep", {"num_prompts": 0}),
+    ("lora", {}), ("adaptformer", {}), ("bitfit", {}),
 ])
 def test_features_equal_timm_bit_for_bit(method, kw):
     torch.manual_seed(0)

@@ -61,16 +61,23 @@ def scoreboard(profile: str = "quick", papers=None) -> pd.DataFrame:
     return out[first + [c for c in out.columns if c not in first]]
 
 
+UNDER_WAY = "with runs under way"   # the missing claims of a table declared before its runs (Table.in_progress)
+
+
 def scoreboard_summary(board: pd.DataFrame, declared: dict[str, int] | None = None) -> pd.DataFrame:
     """Claims per paper and verdict (counts; preliminary verdicts grouped as "holds (< 3 seeds)" / "not reproduced
     (< 3 seeds)"), with how many were declared when ``declared`` is given; "checked" leaves out the claims with
-    missing records, which have a column of their own."""
+    missing records, which have a column of their own (as do those of a table declared before its runs: "runs under
+    way")."""
     if board.empty:
         return pd.DataFrame()
     from umlkit.experiments.tables import verdict_group
-    board = board.assign(verdict=board["verdict"].map(verdict_group))
+    groups = board["verdict"].map(verdict_group)
+    if "in_progress" in board:   # a table declared before its runs: its missing claims are runs under way
+        groups = groups.where(~(board["in_progress"].fillna("").astype(bool) & (groups == MISSING)), UNDER_WAY)
+    board = board.assign(verdict=groups)
     counts = board.pivot_table(index="paper", columns="verdict", values="claim", aggfunc="count", fill_value=0)
-    counts.insert(0, "checked", counts.drop(columns=[MISSING], errors="ignore").sum(axis=1))
+    counts.insert(0, "checked", counts.drop(columns=[MISSING, UNDER_WAY], errors="ignore").sum(axis=1))
     if declared is not None:
         counts.insert(0, "declared", [declared.get(p, 0) for p in counts.index])
     return counts
@@ -219,10 +226,9 @@ def paper_summaries(board: pd.DataFrame, only: str | None = None) -> dict[str, s
         groups = sub["verdict"].map(verdict_group) if len(sub) else pd.Series(dtype=object)
         if "in_progress" in sub:   # a table declared before its runs: its missing claims are runs under way
             groups = groups.where(~(sub["in_progress"].fillna("").astype(bool) & (groups == "missing records")),
-                                  "with runs under way")
+                                  UNDER_WAY)
         counts = groups.value_counts() if len(sub) else pd.Series(dtype=int)
-        order = ["supported", "contradicted", "inconclusive", "not comparable", "missing records",
-                 "with runs under way"]
+        order = ["supported", "contradicted", "inconclusive", "not comparable", "missing records", UNDER_WAY]
         parts = [f"{counts[v]} {v}" for v in order if counts.get(v, 0)]
         parts += [f"{n} {v}" for v, n in counts.items() if v not in order]
         out[f"sum_{name}"] = f"{len(sub)} claims: {', '.join(parts) or 'none checked'}"
