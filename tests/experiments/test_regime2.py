@@ -247,3 +247,17 @@ def test_the_second_editions_sentences_hold_in_the_committed_records():
     plain, marked = (e2.setting({"backbone": "v2", "shift": "families", "shortcut": m}) for m in (False, True))
     assert moves.loc[("shortcut", plain, marked, "PUMA"), "low"] > 0 and axes.loc[(marked, "PUMA"), "gap"] < 0
     assert not any(v == "supported" for c, v in claims.items() if ": PUMA beats" in c)
+
+
+def test_the_views_show_rates_as_written_and_cells_by_short_labels():
+    from umlkit.experiments.papers.regime import chapter
+    narrow = e2.setting({"backbone": "narrow", "shift": "values", "shortcut": False})
+    moves = chapter.moves_view(chapter.axis_moves(_synthetic_cmp({(narrow, "PUMA"): -10.0})))
+    assert ("breadth", "narrow / values", "v2 / values") in moves.index
+    assert ("shortcut", "v2 / families", "v2 / families + mark") in moves.index
+    assert moves["95 % interval"].str.match(r"^\[[+-]\d+\.\d, [+-]\d+\.\d\]$").all()
+    frame = pd.DataFrame({"backbone": ["v2", "v2"], "method": ["lpft", "lpft"], "unit": ["v2-lpft"] * 2,
+                          "lr": [1e-4, 3e-4], "val Harmonic": [95.66, 97.16], "val Unified": [91.4, 94.7],
+                          "seconds": [159.2, 184.7], "chosen": [False, True], "interior": [None, False]})
+    view = chapter.tuning_view(frame)
+    assert list(view["lr"]) == ["1e-04", "3e-04"] and list(view["chosen"]) == ["", "chosen (edge)"]

@@ -395,7 +395,7 @@ def plot_gap_map(heat: pd.DataFrame, rows: str = "shift", cols: str = "shots", t
     return fig
 
 
-def plot_axes(axes: pd.DataFrame, label: str = "method - full fine-tuning\n(Harmonic R@1 points)"):
+def plot_axes(axes: pd.DataFrame, label: str = "gap to full\nfine-tuning"):
     """The regime map's second edition: one diverging heat map per axis (stacked), rows the methods, columns the
     axis's cells in order, each cell "gap [low, high]" against full fine-tuning and "not run yet" on grey where a
     record is missing (:func:`umlkit.experiments.papers.regime.axis_frame`). One colour scale for every panel,
@@ -426,7 +426,7 @@ def plot_axes(axes: pd.DataFrame, label: str = "method - full fine-tuning\n(Harm
         ax.set_ylabel("")
         ax.tick_params(labelsize=10, length=0)
         ax.set_yticklabels(ax.get_yticklabels(), rotation=0)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 0.97, 1))
     return fig
 
 

@@ -331,3 +331,26 @@ def example_images(n: int = 8, seed: int = 0) -> dict[str, np.ndarray]:
     out["training images with the mark"] = np.stack([np.asarray(marked[int(i)][0]) for i in picks])
     out["the same images, unmarked"] = np.stack([np.asarray(train[int(i)][0]) for i in picks])
     return out
+
+
+def tuning_view(frame: pd.DataFrame) -> pd.DataFrame:
+    """:func:`edition2.tuning_frame` as a reader reads it: one line per (backbone, method, rate), the rate as
+    written in the configuration ("3e-04"), scores to one decimal, the choice marked."""
+    if frame.empty:
+        return frame
+    out = frame.drop(columns="unit").assign(lr=[f"{x:.0e}" for x in frame["lr"]],
+                                            seconds=frame["seconds"].round(0).astype(int))
+    out["chosen"] = np.where(frame["chosen"], np.where(frame["interior"].fillna(False).astype(bool),
+                                                       "chosen (interior)", "chosen (edge)"), "")
+    return out.drop(columns="interior").round({"val Harmonic": 1, "val Unified": 1}).set_index(["backbone", "method"])
+
+
+def moves_view(moves: pd.DataFrame) -> pd.DataFrame:
+    """:func:`axis_moves` with short cell labels ("v2 / values") and the interval in one column."""
+    from umlkit.experiments.plots import _cell_label
+    return pd.DataFrame({"axis": moves["axis"], "from": moves["from"].map(_cell_label),
+                         "to": moves["to"].map(_cell_label), "method": moves["method"],
+                         "move": moves["move"].round(1),
+                         "95 % interval": [f"[{lo:+.1f}, {hi:+.1f}]" if np.isfinite(lo) else "–"
+                                           for lo, hi in zip(moves["low"], moves["high"])],
+                         "seeds": moves["seeds"]}).set_index(["axis", "from", "to"])
