@@ -5,6 +5,7 @@ Each chapter runs with its ``parameters`` cell set to the chosen profile, writes
 """
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -30,6 +31,10 @@ def reproduce(profile: str = "quick", chapters=None, root: Path | None = None, k
               progress: bool = True, parameters: dict | None = None) -> pd.DataFrame:
     """Execute ``chapters`` (default: all) and return a table: chapter, status, minutes, output / error.
 
+    Each executed chapter is ``results/<profile>/notebooks/<chapter>.ipynb``, replaced only when the chapter ran
+    through; a chapter that fails leaves its executed cells in ``<chapter>.failed.ipynb``, and an interrupted one in
+    ``<chapter>.partial.ipynb``, so the last complete output is never lost.
+
     ``parameters`` are passed to every chapter's ``parameters`` cell on top of ``PROFILE`` (papermill ignores
     none: a name a chapter does not define is added after its parameters cell, harmlessly)."""
     import papermill as pm
@@ -48,13 +53,20 @@ def reproduce(profile: str = "quick", chapters=None, root: Path | None = None, k
     for name in chapters:
         src = root / "book" / f"{name}.ipynb"
         dst = out_dir / f"{name}.ipynb"
+        # papermill saves after every cell: it writes beside the last complete output, which it replaces only once
+        # the chapter ran through (Ctrl-C or a failing cell leave that one as it was)
+        partial, failed = out_dir / f"{name}.partial.ipynb", out_dir / f"{name}.failed.ipynb"
         t0 = time.perf_counter()
         try:
-            pm.execute_notebook(str(src), str(dst), parameters={**(parameters or {}), "PROFILE": profile}, cwd=str(src.parent),
-                                kernel_name=kernel, progress_bar=progress and progress_enabled())
+            pm.execute_notebook(str(src), str(partial), parameters={**(parameters or {}), "PROFILE": profile},
+                                cwd=str(src.parent), kernel_name=kernel, progress_bar=progress and progress_enabled())
+            os.replace(partial, dst)
             status, detail = "ok", str(dst)
-        except Exception as err:  # keep going: the summary says what failed
-            status, detail = "failed", f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+        except Exception as err:  # keep going: the summary says what failed, and where its notebook is
+            if partial.exists():
+                os.replace(partial, failed)
+            status, detail = "failed", (f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''} "
+                                        f"(executed cells: {failed})")
         rows.append({"chapter": name, "status": status, "minutes": round((time.perf_counter() - t0) / 60, 2),
                      "output": detail})
     return pd.DataFrame(rows).set_index("chapter")

@@ -116,3 +116,30 @@ def test_torchrun_two_processes_match_one(small_root, tmp_path):
     # the same global batches, the loss on all-gathered embeddings, gradients averaged: the same training
     assert two["loss"].iloc[0] == pytest.approx(single.history[0]["loss"], rel=1e-4)
     assert two["test.Unified.R@1"].iloc[0] == pytest.approx(single.history[0]["test"]["Unified"]["R@1"], abs=1.0)
+
+
+def test_reproduce_keeps_the_last_complete_notebook_when_a_run_fails_or_is_interrupted(tmp_path, monkeypatch):
+    import papermill
+    monkeypatch.setenv("UMLKIT_RESULTS", str(tmp_path))
+    out = tmp_path / "quick" / "notebooks"
+    out.mkdir(parents=True)
+    (out / "intro.ipynb").write_text("complete")
+
+    def half(src, dst, **kw):   # papermill has written some cells, then the chapter stops
+        open(dst, "w").write("half")
+        raise what
+    monkeypatch.setattr(papermill, "execute_notebook", half)
+    what = RuntimeError("cell 3 failed")
+    table = reproduce(chapters=["intro"], progress=False)
+    assert table.loc["intro", "status"] == "failed" and "intro.failed.ipynb" in table.loc["intro", "output"]
+    assert (out / "intro.ipynb").read_text() == "complete" and (out / "intro.failed.ipynb").read_text() == "half"
+    what = KeyboardInterrupt()
+    with pytest.raises(KeyboardInterrupt):
+        reproduce(chapters=["intro"], progress=False)
+    assert (out / "intro.ipynb").read_text() == "complete" and (out / "intro.partial.ipynb").read_text() == "half"
+
+    def whole(src, dst, **kw):
+        open(dst, "w").write("new")
+    monkeypatch.setattr(papermill, "execute_notebook", whole)
+    assert reproduce(chapters=["intro"], progress=False).loc["intro", "status"] == "ok"
+    assert (out / "intro.ipynb").read_text() == "new"
