@@ -147,3 +147,15 @@ def test_the_intros_parameter_table_is_read_from_every_chapters_parameters_cell(
     assert ("vptsp", "TRAIN") in set(zip(table["chapter"], table["parameter"]))
     intro = (Path(__file__).resolve().parents[1] / "book" / "intro.ipynb").read_text()
     assert "chapter_parameters()" in intro
+
+
+def test_a_corrupt_chapter_stops_the_sync_before_any_chapter_is_written(tmp_path):
+    root = _copy_book(tmp_path)
+    cfg = root / "_config.yml"
+    cfg.write_text(cfg.read_text().replace("url: https://github.com/umlkit/umlkit", "url: https://github.com/lab/dml-book"))
+    chapters = _book.toc_chapters(root)
+    before = {p: p.read_bytes() for p in chapters}
+    chapters[3].write_text('{"cells": [')                      # the fourth chapter is cut short
+    with pytest.raises(ValueError, match=rf"{chapters[3].name}: cannot read the notebook .*no chapter was changed"):
+        _book.sync_colab(root)
+    assert all(p.read_bytes() == before[p] for p in chapters if p != chapters[3])

@@ -127,19 +127,24 @@ def sync_colab(root: str | Path = ".", check: bool = False) -> list[Path]:
     root = Path(root)
     repo = repository(root / "_config.yml")
     paths = toc_chapters(root)
-    changed = []
+    updated = {}   # every chapter is read and synced first: a notebook that cannot be read stops before any write
     for path in paths:
-        nb = nbformat.read(path, as_version=4)
+        try:
+            nb = nbformat.read(path, as_version=4)
+        except Exception as err:   # nbformat's NotJSONError, a validation or decoding error
+            raise ValueError(f"{path}: cannot read the notebook ({type(err).__name__}: "
+                             f"{' '.join(str(err).split())[:200]}); no chapter was changed") from err
         before = nbformat.writes(nb)
         rel = path.relative_to(root).as_posix()
         _sync_badge(nb, badge(repo, rel), path)
         _sync_setup(nb, setup_source(repo, path.parent.relative_to(root).as_posix() or "."), nbformat)
         if nbformat.writes(nb) != before:
-            changed.append(path)
-            if not check:
-                from umlkit.results import _atomic_write
-                _atomic_write(path, nbformat.writes(nb) + "\n")
-    return changed
+            updated[path] = nbformat.writes(nb) + "\n"
+    if not check:
+        from umlkit.results import _atomic_write
+        for path, text in updated.items():
+            _atomic_write(path, text)
+    return list(updated)
 
 
 def toc_chapters(root: str | Path = ".") -> list[Path]:
