@@ -64,6 +64,16 @@ def scoreboard(profile: str = "quick", papers=None) -> pd.DataFrame:
 UNDER_WAY = "with runs under way"   # the missing claims of a table declared before its runs (Table.in_progress)
 
 
+def _groups(board: pd.DataFrame) -> pd.Series:
+    """Each claim's verdict group (:func:`umlkit.experiments.tables.verdict_group`), with the missing claims of a
+    table declared before its runs (``in_progress``) as :data:`UNDER_WAY`."""
+    from umlkit.experiments.tables import verdict_group
+    groups = board["verdict"].map(verdict_group)
+    if "in_progress" in board:
+        groups = groups.where(~(board["in_progress"].fillna("").astype(bool) & (groups == MISSING)), UNDER_WAY)
+    return groups
+
+
 def scoreboard_summary(board: pd.DataFrame, declared: dict[str, int] | None = None) -> pd.DataFrame:
     """Claims per paper and verdict (counts; preliminary verdicts grouped as "holds (< 3 seeds)" / "not reproduced
     (< 3 seeds)"), with how many were declared when ``declared`` is given; "checked" leaves out the claims with
@@ -71,11 +81,7 @@ def scoreboard_summary(board: pd.DataFrame, declared: dict[str, int] | None = No
     way")."""
     if board.empty:
         return pd.DataFrame()
-    from umlkit.experiments.tables import verdict_group
-    groups = board["verdict"].map(verdict_group)
-    if "in_progress" in board:   # a table declared before its runs: its missing claims are runs under way
-        groups = groups.where(~(board["in_progress"].fillna("").astype(bool) & (groups == MISSING)), UNDER_WAY)
-    board = board.assign(verdict=groups)
+    board = board.assign(verdict=_groups(board))
     counts = board.pivot_table(index="paper", columns="verdict", values="claim", aggfunc="count", fill_value=0)
     counts.insert(0, "checked", counts.drop(columns=[MISSING, UNDER_WAY], errors="ignore").sum(axis=1))
     if declared is not None:
@@ -217,17 +223,12 @@ def paper_summaries(board: pd.DataFrame, only: str | None = None) -> dict[str, s
     """The front page's sentences, per registered paper (or ``only`` that one): ``sum_<paper>`` (its claims' verdicts,
     Holm-adjusted) and ``head_<paper>`` (its headline claim: the paper's gap, the measured gap and the verdict)."""
     from umlkit.experiments.registry import papers
-    from umlkit.experiments.tables import verdict_group
     out = {}
     for name, paper in papers().items():
         if only is not None and name != only:
             continue
         sub = board[board["paper"] == name] if not board.empty else board
-        groups = sub["verdict"].map(verdict_group) if len(sub) else pd.Series(dtype=object)
-        if "in_progress" in sub:   # a table declared before its runs: its missing claims are runs under way
-            groups = groups.where(~(sub["in_progress"].fillna("").astype(bool) & (groups == "missing records")),
-                                  UNDER_WAY)
-        counts = groups.value_counts() if len(sub) else pd.Series(dtype=int)
+        counts = _groups(sub).value_counts() if len(sub) else pd.Series(dtype=int)
         order = ["supported", "contradicted", "inconclusive", "not comparable", "missing records", UNDER_WAY]
         parts = [f"{counts[v]} {v}" for v in order if counts.get(v, 0)]
         parts += [f"{n} {v}" for v, n in counts.items() if v not in order]

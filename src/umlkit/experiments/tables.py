@@ -577,7 +577,8 @@ def _holm(p: np.ndarray) -> np.ndarray:
     """Holm's step-down adjusted p-values (Holm 1979): sorted ascending, the i-th (0-based) of m is multiplied by
     m - i, made non-decreasing by a running maximum and capped at 1, then returned in the input order. The same
     numbers as statsmodels' ``multipletests(p, method="holm")[1]`` (a test compares them), written out because that
-    function runs a full ``gc.collect()`` on every call, about 0.4 s in a book kernel holding the records."""
+    function runs a full ``gc.collect()`` on every call (0.13 s in a fresh process, about 0.8 s inside the test
+    suite, measured)."""
     order = np.argsort(p, kind="stable")
     adjusted = np.minimum(1.0, np.maximum.accumulate(p[order] * np.arange(len(p), 0, -1)))
     out = np.empty_like(adjusted)
