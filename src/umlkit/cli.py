@@ -121,7 +121,7 @@ def _cmd_data_pretrain_mini(args: argparse.Namespace) -> int:
     from umlkit.models.pretrain import pretrain_tiny_vit
 
     report = pretrain_tiny_vit(args.out, epochs=args.epochs, seed=args.seed, recipe=args.recipe,
-                               overwrite=args.overwrite)
+                               overwrite=args.overwrite, device=args.device)
     print(json.dumps(report, indent=1))
     return 0
 
@@ -560,6 +560,8 @@ def _add_data(sub) -> None:
                    "wide: the regime map's second edition (v2's recipe on narrower and broader worlds; wide: twice the width)")
     p.add_argument("--epochs", type=_positive_int, default=None, help="default: the recipe's")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu", help="where to train, e.g. cuda (default: cpu; the random draws stay on "
+                   "the CPU, so a GPU run differs from a CPU run by rounding only)")
     p.add_argument("--overwrite", action="store_true", help="replace existing weights, heads and report (the shipped "
                    "ones without --out)")
     p.set_defaults(func=_cmd_data_pretrain_mini)

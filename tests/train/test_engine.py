@@ -311,3 +311,27 @@ def test_resolved_fp16_with_cpu_resident_prompts_is_refused_before_training(smal
     cfg["precision"] = "auto"
     with pytest.raises(ValueError, match=r"precision fp16 \(config precision='auto'\)"):
         fit(cfg, run_dir=tmp_path / "run")
+
+
+def test_loader_workers_auto_serve_the_evaluation_too(small_root, tmp_path, monkeypatch):
+    """``data.num_workers: auto`` (every full-profile job's setting) once reached the evaluation's loader unresolved
+    and stopped the run after its first epoch; the log row counts the epoch's steps."""
+    import umlkit.train.evaluate as evaluate
+    seen = []
+    real = evaluate.extract_embeddings
+
+    def spy(model, dataset, batch_size, device, num_workers, *args, **kw):
+        seen.append(num_workers)
+        return real(model, dataset, batch_size, device, num_workers, *args, **kw)
+
+    import umlkit.train.engine as engine
+    steps = []
+    real_step = engine._backward_and_step
+    monkeypatch.setattr(engine, "_backward_and_step", lambda *a: (steps.append(1), real_step(*a))[1])
+    monkeypatch.setattr(evaluate, "extract_embeddings", spy)
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)     # auto -> 0 workers: no loader processes in the test
+    cfg = tiny_cfg(small_root, epochs=1, eval_every=1)
+    cfg["data"]["num_workers"] = "auto"
+    res = fit(cfg, run_dir=tmp_path / "auto")
+    assert seen == [0] and res.last is not None
+    assert res.history[0]["steps"] == len(steps) > 0

@@ -178,14 +178,18 @@ def weight_files(recipe: str = "v1", out: str | Path | None = None) -> dict[str,
 
 def pretrain_tiny_vit(out: str | Path | None = None, epochs: int | None = None, n_images: int | None = None,
                       batch_size: int = 128, lr: float = 1e-3, seed: int = 0, data_seed: int = 1234,
-                      progress: bool = True, log: callable = print, recipe: str = "v1", overwrite: bool = False
-                      ) -> dict:
+                      progress: bool = True, log: callable = print, recipe: str = "v1", overwrite: bool = False,
+                      device: str = "cpu") -> dict:
     """Pretrain ``vit_tiny_uml_patch8_32`` with a recipe of :data:`RECIPES` and write its weights, heads, report
     and ``SHA256SUMS`` (other entries of an existing ``SHA256SUMS`` are kept) to ``out``.
 
     ``epochs`` and ``n_images`` default to the recipe's. After every epoch the model is evaluated on 2,000 fresh
     images (no random numbers are drawn, so the weights do not depend on it): summed validation loss and
     accuracy per head, the curve of the report. Deterministic on CPU for a fixed thread count.
+
+    ``device``: where the model trains (e.g. ``"cuda"``). Every random number (initialisation, order, shifts) is
+    drawn on the CPU as before, so a GPU run follows the CPU run's recipe draw for draw and differs from it only by
+    floating-point rounding (TF32 is switched off); the report names the device.
 
     Existing weights, heads or report files are replaced only with ``overwrite=True`` (the shipped ones are what the
     committed records were trained with); the folder and ``SHA256SUMS`` are checked before training, and every file
@@ -211,6 +215,9 @@ def pretrain_tiny_vit(out: str | Path | None = None, epochs: int | None = None, 
     yv = {k: torch.from_numpy(v) for k, v in observable_targets(val_targets).items()}
     model = create_backbone(spec.get("backbone", _TINY))
     heads = nn.ModuleDict({k: nn.Linear(model.num_features, n) for k, n in PRETRAIN_WORLDS[world].heads.items()})
+    dev = _device(device)
+    model, heads, x_all, xv = model.to(dev), heads.to(dev), x_all.to(dev), xv.to(dev)
+    y_all, yv = {k: v.to(dev) for k, v in y_all.items()}, {k: v.to(dev) for k, v in yv.items()}
     params = list(model.parameters()) + list(heads.parameters())
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.05)
     steps_per_epoch = n_images // batch_size
@@ -224,19 +231,8 @@ def pretrain_tiny_vit(out: str | Path | None = None, epochs: int | None = None, 
     model.train()
     for epoch in range(epochs):
         perm = torch.randperm(n_images, generator=gen)
-        total = 0.0
-        for s in range(steps_per_epoch):
-            idx = perm[s * batch_size:(s + 1) * batch_size]
-            feat = model(_shift(x_all[idx], gen))
-            loss = sum(_head_losses(feat, heads, {k: v[idx] for k, v in y_all.items()}).values())
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            sched.step()
-            total += loss.item()
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(epoch=epoch + 1, loss=f"{loss.item():.3f}")
+        batches = [perm[s * batch_size:(s + 1) * batch_size].to(dev) for s in range(steps_per_epoch)]
+        total = _train_epoch(model, heads, opt, sched, x_all, y_all, batches, gen, bar, epoch)
         val_loss, val_acc, _ = _validate(model, heads, xv, yv)
         curve.append({"epoch": epoch + 1, "train_loss": round(total / steps_per_epoch, 4),
                       "val_loss": round(val_loss, 4), "val_accuracy": {k: round(v, 4) for k, v in val_acc.items()},
@@ -245,12 +241,46 @@ def pretrain_tiny_vit(out: str | Path | None = None, epochs: int | None = None, 
         bar.close()
     model.eval()
     _, acc, feats = _validate(model, heads, xv, yv)
-    acc.update(_named_accuracy(heads, feats, val_targets))
+    model, heads = model.cpu(), heads.cpu()
+    acc.update(_named_accuracy(heads, feats.cpu(), val_targets))
     report = _write_outputs(files, model, heads, acc, curve,
                             {"recipe": recipe, "world": world, "backbone": spec.get("backbone", _TINY), "seconds": round(time.perf_counter() - t0, 1), "epochs": epochs,
-                             "n_images": n_images, "seed": seed, "masked_unobservable_targets": spec["mask_unobservable"]})
+                             "n_images": n_images, "seed": seed, "masked_unobservable_targets": spec["mask_unobservable"],
+                             "device": _device_name(dev)})
     log(json.dumps(report["val_accuracy"]))
     return report
+
+
+def _train_epoch(model, heads, opt, sched, x_all, y_all, batches, gen, bar, epoch: int) -> float:
+    """One pass over ``batches`` (index tensors); returns the summed training loss."""
+    total = 0.0
+    for idx in batches:
+        feat = model(_shift(x_all[idx], gen))
+        loss = sum(_head_losses(feat, heads, {k: v[idx] for k, v in y_all.items()}).values())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        sched.step()
+        total += loss.item()
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(epoch=epoch + 1, loss=f"{loss.item():.3f}")
+    return total
+
+
+def _device(device: str) -> torch.device:
+    """The training device; a GPU run keeps fp32 products in fp32 (no TF32), as on the CPU."""
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device={device!r}, but torch sees no CUDA device here; use device='cpu'")
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    return dev
+
+
+def _device_name(dev: torch.device) -> str:
+    return torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
 
 
 def _write_outputs(files: dict, model, heads, acc: dict, curve: list, head: dict) -> dict:

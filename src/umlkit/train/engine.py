@@ -464,7 +464,7 @@ def _evaluate(model, dataset, cfg, device, autocast_dtype):
     devices = [device] if device.type == "cuda" else []
     with torch.random.fork_rng(devices=devices):  # evaluation must not move the training's random stream
         return evaluate_model(model, dataset, cfg["train"]["metrics"], cfg["train"]["eval_batch_size"], device,
-                              autocast_dtype=autocast_dtype, num_workers=cfg["data"]["num_workers"])
+                              autocast_dtype=autocast_dtype, num_workers=resolve_workers(cfg["data"]["num_workers"]))
 
 
 def _frame_to_json(df: pd.DataFrame) -> dict:
@@ -708,7 +708,7 @@ def _start_files(run: _Run, progress: _Progress) -> None:
 
 
 def _train_epoch(run: _Run, epoch: int, bar, fail_at: int | None, poison_at: int | None) -> dict:
-    """One pass over the sampler's batches; the epoch's log row (mean loss, learning rates, seconds)."""
+    """One pass over the sampler's batches; the epoch's log row (mean loss, learning rates, seconds, steps)."""
     model, opt, sparse_opt, sampler = run.model, run.opt, run.sparse_opt, run.sampler
     model.train()
     sampler.set_epoch(epoch)
@@ -733,7 +733,8 @@ def _train_epoch(run: _Run, epoch: int, bar, fail_at: int | None, poison_at: int
             bar.set_postfix(epoch=epoch + 1, loss=f"{float(value.detach()):.3f}")
     lrs = {g["name"]: g["lr"] for g in opt.param_groups}
     run.sched.step()
-    return {"epoch": epoch + 1, "loss": total / max(n_steps, 1), "lr": lrs, "seconds": round(time.perf_counter() - te, 2)}
+    return {"epoch": epoch + 1, "loss": total / max(n_steps, 1), "lr": lrs, "seconds": round(time.perf_counter() - te, 2),
+            "steps": n_steps}
 
 
 def _forward(run: _Run, x, y, idx, epoch: int, step: int, bar, fail: bool) -> torch.Tensor:
