@@ -1,5 +1,5 @@
-"""Profile: where one training step of ViT-S/16 (224 px, CPU, fp32) spends its time, full fine-tuning against a
-parameter-efficient method (default PUMA), by operator (torch.profiler).
+"""Profile: where one training step of ViT-S/16 (224 px; CPU fp32, or a GPU in bf16) spends its time, full
+fine-tuning against a parameter-efficient method (default PUMA), by operator (torch.profiler).
 
 Issue 14 asks why PUMA, whose backbone is frozen, is not >= 1.4x full fine-tuning's throughput. The step is
 dominated by the linear layers' GEMMs. Full fine-tuning pays three per linear layer (forward, input gradient, weight
@@ -9,7 +9,12 @@ stays), and the method's own modules add GEMMs of their own, forward and backwar
 step time, the GEMM time (aten::mm + aten::addmm) and its share, the top operators, and the ratios to full
 fine-tuning measured in the same run, with the CPU model.
 
+On a GPU (``--device cuda``) the times are the kernels' (``self_device_time_total``), and two more numbers say
+whether the arithmetic or the launching sets the step: the GPU's busy fraction (kernel time over wall time) and the
+kernels launched per step.
+
     python benchmarks/profile_train_step.py [--methods full,puma] [--batch 8] [--threads 1]
+    python benchmarks/profile_train_step.py --device cuda --precision bf16 --batch 180
 """
 from __future__ import annotations
 
@@ -21,35 +26,50 @@ import torch
 from _machine import describe
 
 
-def profile_method(method: str, batch: int, rows: int) -> dict:
+def profile_method(method: str, batch: int, rows: int, device: str = "cpu", precision: str = "fp32") -> dict:
     from torch.profiler import ProfilerActivity, profile
 
     from umlkit.models import create_model
     torch.manual_seed(0)
-    model = create_model("vit_s16_in21k_ft_in1k", method, embed_dim=128, pretrained=False).train()
+    dev = torch.device(device)
+    model = create_model("vit_s16_in21k_ft_in1k", method, embed_dim=128, pretrained=False).to(dev).train()
     params = [p for p in model.parameters() if p.requires_grad]
-    proxies = torch.nn.Parameter(torch.randn(batch, 128))
+    proxies = torch.nn.Parameter(torch.randn(batch, 128, device=dev))
     opt = torch.optim.AdamW(params + [proxies], lr=1e-4)
-    x, y = torch.randn(batch, 3, 224, 224), torch.arange(batch) // 2
+    x, y = torch.randn(batch, 3, 224, 224, device=dev), torch.arange(batch, device=dev) // 2
+    gpu = dev.type == "cuda"
+    sync = torch.cuda.synchronize if gpu else (lambda: None)
 
     def step():
-        emb = model(x)
-        loss = torch.nn.functional.cross_entropy(32 * emb @ torch.nn.functional.normalize(proxies, dim=1).T, y)
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
+            emb = model(x)
+            loss = torch.nn.functional.cross_entropy(32 * emb.float() @ torch.nn.functional.normalize(proxies, dim=1).T, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-    step()   # warm-up
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    for _ in range(3 if gpu else 1):   # warm-up
+        step()
+    sync()
+    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if gpu else [])) as prof:
         start = time.perf_counter()
         step()
         step()
+        sync()
         seconds = (time.perf_counter() - start) / 2
-    ops = {e.key: e.self_cpu_time_total / 2e6 for e in prof.key_averages()}   # seconds per step
+    events = prof.key_averages()
+    if gpu:
+        own = [(e.key, getattr(e, "self_device_time_total", 0.0) / 2e6, e.count / 2) for e in events]
+        own = [(k, t, n) for k, t, n in own if t > 0]
+    else:
+        own = [(e.key, e.self_cpu_time_total / 2e6, e.count / 2) for e in events]
+    ops = {k: t for k, t, _ in own}   # seconds per step
     total = sum(ops.values())
-    gemm = ops.get("aten::mm", 0.0) + ops.get("aten::addmm", 0.0)
+    gemm = sum(t for k, t in ops.items() if k in ("aten::mm", "aten::addmm", "aten::bmm")
+               or any(g in k.lower() for g in ("gemm", "nvjet", "xmma")))   # cuBLAS kernels on Hopper
     top = sorted(ops.items(), key=lambda kv: -kv[1])[:rows]
     return {"method": method, "step s": seconds, "op s": total, "gemm s": gemm, "top": top,
-            "trainable": sum(p.numel() for p in params)}
+            "trainable": sum(p.numel() for p in params), "busy": total / seconds if gpu else None,
+            "kernels": sum(n for k, _, n in own if not k.startswith("aten::")) if gpu else None}
 
 
 def main(argv=None) -> int:
@@ -58,17 +78,22 @@ def main(argv=None) -> int:
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--rows", type=int, default=8)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    print(describe())
-    print(f"ViT-S/16, 224 px, batch {args.batch}, fp32, CPU; seconds per step (mean of 2 profiled steps)")
-    results = [profile_method(m, args.batch, args.rows) for m in args.methods.split(",")]
+    print(describe(args.device))
+    print(f"ViT-S/16, 224 px, batch {args.batch}, {args.precision}, {args.device}; seconds per step (mean of 2 "
+          f"profiled steps){'; times are GPU kernel times' if args.device != 'cpu' else ''}")
+    results = [profile_method(m, args.batch, args.rows, args.device, args.precision) for m in args.methods.split(",")]
     base = results[0]
     for r in results:
         print(f"\n{r['method']}: {r['trainable'] / 1e6:.2f}M trainable; step {r['step s']:.2f} s "
               f"({base['step s'] / r['step s']:.2f}x {base['method']}'s throughput); GEMM {r['gemm s']:.2f} s = "
               f"{100 * r['gemm s'] / r['op s']:.0f}% of operator time ({r['gemm s'] / base['gemm s']:.2f}x "
               f"{base['method']}'s GEMM time)")
+        if r["busy"] is not None:
+            print(f"  GPU busy {100 * r['busy']:.0f}% of the step's wall time; {r['kernels']:.0f} kernels per step")
         for name, s in r["top"]:
             print(f"  {name[:60]:<60} {s:7.3f} s  {100 * s / r['op s']:5.1f}%")
     return 0
