@@ -34,8 +34,9 @@ import torch
 JOBS = ("Ours-seed0", "CurricularFace-seed0")   # PUMA, then full fine-tuning with PUMA's loss (the baseline)
 
 
-def job_config(label: str, epochs: int, device: str) -> dict:
-    """The first configuration of PUMA's full-profile Table 2 job ``label``, cut to ``epochs`` epochs."""
+def job_config(label: str, epochs: int, device: str, workers: str | None = None) -> dict:
+    """The first configuration of PUMA's full-profile Table 2 job ``label``, cut to ``epochs`` epochs (and
+    ``workers`` loader processes where given)."""
     from umlkit.experiments.registry import papers
     from umlkit.experiments.table_runs import configs_of
     jobs = [j for j in papers()["puma"].job_list("tables", "full") if j[0] == "table2" and j[1] == label]
@@ -45,6 +46,8 @@ def job_config(label: str, epochs: int, device: str) -> dict:
     cfg["model"].update(pretrained=False, weights=None)
     cfg["train"].update(epochs=epochs, eval_every=epochs, progress=False)
     cfg.update(device=device)
+    if workers is not None:
+        cfg["data"]["num_workers"] = workers if workers == "auto" else int(workers)
     return cfg
 
 
@@ -85,24 +88,25 @@ def gemm_rate(device: torch.device, precision: str, n: int = 8192, reps: int = 1
     return 2 * n**3 * reps / (time.perf_counter() - t)
 
 
-def run_job(label: str, epochs: int, device: str, work: Path) -> dict:
+def run_job(label: str, epochs: int, device: str, work: Path, workers: str | None = None) -> dict:
     """Fit one job; its epochs' times, images, memory and FLOPs."""
     from umlkit.train.config import resolve_config
     from umlkit.train.engine import fit
     from umlkit.train.runtime import resolve_device, resolve_precision
-    cfg = resolve_config(job_config(label, epochs, device))
+    cfg = resolve_config(job_config(label, epochs, device, workers))
     dev = resolve_device(cfg["device"])
     precision = resolve_precision(cfg["precision"], dev)
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()
-    res = fit(cfg, run_dir=work / "runs" / label)
+    res = fit(cfg, run_dir=work / "runs" / f"{label}-{time.time_ns()}")
     total = time.perf_counter() - t0
     peak = torch.cuda.max_memory_allocated() / 2**20 if dev.type == "cuda" else float("nan")
     last = res.history[-1]
     batch = int(cfg["data"]["batch_size"])
     images = last["steps"] * batch
-    return {"job": label, "method": cfg["model"]["method"], "backbone": cfg["model"]["backbone"],
+    return {"job": label, "workers": cfg["data"]["num_workers"], "method": cfg["model"]["method"],
+            "backbone": cfg["model"]["backbone"],
             "sources": len(cfg["data"]["datasets"]), "precision": precision, "batch": batch, "steps": last["steps"],
             "images_per_epoch": images, "epoch_seconds": [h["seconds"] for h in res.history],
             "img_per_s": images / last["seconds"], "eval_seconds": total - sum(h["seconds"] for h in res.history),
@@ -116,6 +120,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--size", choices=("large", "default", "tiny"), default="large", help="UML-Mini's size")
     parser.add_argument("--jobs", default=",".join(JOBS), help="Table 2 job labels; the last is the baseline")
+    parser.add_argument("--workers", default=None, help="data.num_workers for every job (default: the job's, auto)")
     parser.add_argument("--work", default=None, help="folder for the data and runs (default: a temporary one)")
     parser.add_argument("--out", default=None, help="JSON file for the rows")
     args = parser.parse_args()
@@ -127,7 +132,7 @@ def main() -> None:
     print(f"UML-Mini ({args.size}) in the real layouts: {time.perf_counter() - t:.0f} s", flush=True)
     rows = []
     for label in args.jobs.split(","):
-        rows.append(run_job(label, args.epochs, args.device, work))
+        rows.append(run_job(label, args.epochs, args.device, work, args.workers))
         print(json.dumps(rows[-1]), flush=True)
     report(rows, torch.device("cuda" if args.device.startswith("cuda") else args.device))
     if args.out:
@@ -141,7 +146,8 @@ def report(rows: list[dict], device: torch.device) -> None:
           + ", ".join(f"{p} {v / 1e12:.1f} TFLOP/s" for p, v in rates.items()))
     for r in rows:
         achieved = r["flops_per_image"] * r["img_per_s"]
-        print(f"{r['job']:>22} {r['method']:>6} {r['sources']} sources {r['precision']}: {r['steps']} steps x "
+        print(f"{r['job']:>22} {r['method']:>6} {r['sources']} sources {r['precision']} {r['workers']} workers: "
+              f"{r['steps']} steps x "
               f"{r['batch']} = {r['images_per_epoch']} images/epoch, epochs {r['epoch_seconds']} s, "
               f"{r['img_per_s']:.0f} img/s (x{r['img_per_s'] / base['img_per_s']:.2f} the baseline), eval "
               f"{r['eval_seconds']:.1f} s, peak {r['peak_mib']:.0f} MiB, {r['flops_per_image'] / 1e9:.1f} GFLOP/img "
