@@ -307,3 +307,35 @@ def test_full_profile_jobs_of_absent_datasets_are_skipped_with_one_line(tmp_path
     from umlkit.experiments.table_runs import with_overrides
     (_, _, both), = with_overrides([("t", "s", specialists)], ["data.root=/d"])
     assert [c["data"]["root"] for c in both.values()] == ["/d", "/d"] and specialists["cub"]["data"]["root"] is None
+
+
+_FULL_DISK = """
+import resource, signal, sys, torch
+from pathlib import Path
+from umlkit.train.checkpoint import CheckpointError, save_checkpoint
+run = Path(sys.argv[1])
+save_checkpoint({"w": torch.zeros(10)}, run / "latest.pt")            # a small, complete checkpoint
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)                         # past the limit a write fails (EFBIG)
+resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))         # as a disk with 200 kB free would
+try:
+    save_checkpoint({"w": torch.zeros(1_000_000)}, run / "latest.pt")
+except CheckpointError as err:
+    print(err)
+"""
+
+
+def test_a_checkpoint_that_does_not_fit_on_the_disk_leaves_no_partial_file(tmp_path):
+    """A full disk during a checkpoint left `.latest.pt.tmp` and torch's raw "enforce fail"; now the partial file is
+    removed, the error names the checkpoint and the likely cause, and the last complete checkpoint is intact."""
+    import subprocess
+    import sys
+
+    import torch
+    run = tmp_path / "run"
+    out = subprocess.run([sys.executable, "-c", _FULL_DISK, str(run)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    msg = out.stdout.strip()
+    assert msg.startswith(f"could not write the checkpoint {run / 'latest.pt'} (") and "is the disk full" in msg, msg
+    assert msg.endswith(f"{run / 'latest.pt'} is still the last complete checkpoint."), msg
+    assert sorted(p.name for p in run.iterdir()) == ["latest.pt"]
+    assert torch.load(run / "latest.pt", weights_only=True)["w"].shape == (10,)

@@ -238,3 +238,28 @@ def test_per_image_rows_equal_to_the_class_rows_give_the_class_level_loss(mini_r
                       {"name": "language_guidance", "weight": 10.0,
                        "options": {"language_embeddings": bad, "per_sample": True}}]
     assert fit(c, run_dir=tmp_path / "bad").history[0]["loss"] != losses["class"]
+
+
+def test_a_language_file_with_a_nan_row_or_no_width_is_refused_by_name(tmp_path):
+    """A NaN row once failed epochs later as "the loss became nan" after a run folder was started; a zero-width file
+    was accepted. Both are refused when the file is read, naming the file and the rows."""
+    from umlkit.data.side_info import (SideInfoError, load_class_embeddings, load_sample_embeddings,
+                                       save_class_embeddings, save_sample_embeddings)
+    names = ["cub:001.Red_bird", "cub:002.Blue_bird", "cub:003.Green_bird"]
+    emb = np.ones((3, 4), dtype=np.float32)
+    emb[1, 2] = np.nan
+    path = tmp_path / "nan.npz"
+    ref = {"file": str(path), "sha256": save_class_embeddings(path, names, emb)}
+    assert load_class_embeddings(ref, [names[0], names[2]]).shape == (2, 4)   # rows it does not serve are not read
+    with pytest.raises(SideInfoError, match=rf"{path} has NaN or infinite values in the rows of 1 of the 3 names it "
+                                            r"serves, e\.g\. \['cub:002\.Blue_bird'\]; recompute the file"):
+        load_class_embeddings(ref, names)
+    flat = tmp_path / "flat.npz"
+    ref = {"file": str(flat), "sha256": save_class_embeddings(flat, names, np.ones((3, 0), dtype=np.float32))}
+    with pytest.raises(SideInfoError, match=rf"{flat} holds embeddings of shape \(3, 0\), with no width"):
+        load_class_embeddings(ref, names)
+    vocab = np.array([[1.0, 0.0], [np.inf, 1.0]], dtype=np.float32)
+    sample = tmp_path / "s.npz"
+    ref = {"file": str(sample), "sha256": save_sample_embeddings(sample, ["a", "b"], vocab, np.array([[0], [1]]))}
+    with pytest.raises(SideInfoError, match=r"in the rows of 1 of the 2 names it serves, e\.g\. \['b'\]"):
+        load_sample_embeddings(ref, ["a", "b"])

@@ -136,7 +136,7 @@ def load_class_embeddings(ref: dict, class_names: Sequence[str], where: str = "l
         more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
         raise SideInfoError(f"{where}: {path} has no row for {len(missing)} training class(es): {missing[:10]}{more};"
                             f" its names look like {names[:3]}")
-    return emb[rows].float()
+    return _finite(emb[rows].float(), path, where, list(class_names))
 
 
 def save_sample_embeddings(path: str | Path, sample_keys: Sequence[str], vocabulary, slots,
@@ -179,7 +179,20 @@ def load_sample_embeddings(ref: dict, sample_keys: Sequence[str], where: str = "
         raise SideInfoError(f"{where}: {path} has no row for {len(missing)} training image(s), e.g. {missing[:3]}; "
                             f"its keys look like {keys[:3]}")
     rows = slots[[index[k] for k in sample_keys]]
-    return torch.from_numpy(vocab[rows]).float()
+    return _finite(torch.from_numpy(vocab[rows]).float(), path, where, list(sample_keys))
+
+
+def _finite(emb: torch.Tensor, path: Path, where: str, names: list[str]) -> torch.Tensor:
+    """``emb`` (one row per name), refused before any training when it has no width or a NaN/inf in a row it serves
+    (such a file once failed epochs later as "the loss became nan", naming no file)."""
+    if emb.numel() == 0 or emb.shape[-1] == 0:
+        raise SideInfoError(f"{where}: {path} holds embeddings of shape {tuple(emb.shape)}, with no width; "
+                            f"recompute the file")
+    bad = [n for n, ok in zip(names, torch.isfinite(emb.reshape(len(emb), -1)).all(1).tolist()) if not ok]
+    if bad:
+        raise SideInfoError(f"{where}: {path} has NaN or infinite values in the rows of {len(bad)} of the "
+                            f"{len(names)} names it serves, e.g. {bad[:3]}; recompute the file")
+    return emb
 
 
 def write_split_file(path: str | Path, splits: dict, overwrite: bool = False) -> str:

@@ -26,9 +26,16 @@ def save_checkpoint(state: dict, path: str | Path, keep_previous: bool = True) -
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    torch.save(state, tmp)
-    with open(tmp, "rb") as fh:
-        os.fsync(fh.fileno())
+    try:
+        torch.save(state, tmp)
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+    except (OSError, RuntimeError) as err:   # a full disk or a file size limit: torch reports "enforce fail ..."
+        tmp.unlink(missing_ok=True)
+        kept = f"; {path} is still the last complete checkpoint" if path.exists() else ""
+        reason = " ".join(str(err).split())[:160]
+        raise CheckpointError(f"could not write the checkpoint {path} ({type(err).__name__}: {reason}); is the disk "
+                              f"full or the folder not writable? The partial file was removed{kept}.") from err
     if keep_previous and path.exists():
         # hard-link the current file under a temporary name, then rename it: no copy of the bytes, and at every
         # moment both the old latest and (once renamed) previous exist
