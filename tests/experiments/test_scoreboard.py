@@ -122,3 +122,36 @@ def test_the_front_pages_sentences_name_each_papers_counts_and_headline(quick_bo
             head["verdict"])
     assert "paper" not in facts["head_regime"].split("”: ", 1)[1]     # the book's own claim: no paper gap
     assert facts["head_puma"].split("”: ", 1)[1].startswith("paper +")
+
+
+def test_each_comparison_of_runs_is_declared_once_per_paper():
+    """Two claims of one paper that compare the same runs (the same record keys on both sides) on the same dataset
+    and metric count one comparison twice in the Holm family and in the verdict totals (VPTSP's Table 6 once
+    repeated Table 2's "VPTSP-G beats Hyp-ViT (CUB)")."""
+    from umlkit.experiments.records import normalise_key
+    from umlkit.experiments.registry import get_paper, papers
+    from umlkit.results import config_hash
+
+    def side(spec, cell):
+        rows = [r for r in spec.rows if r.method == cell["method"] and r.setting == cell.get("setting", r.setting)
+                and r.section == cell.get("section", r.section)]
+        keys = set()
+        for r in rows:
+            try:
+                keys.add(config_hash(normalise_key(spec.config(r, spec.seeds_of(r, "quick")[0], "quick", ()))))
+            except Exception:   # a row whose rate or side file is not there yet: named by its table and title
+                keys.add(f"{spec.table}/{r.title}")
+        return frozenset(keys) or frozenset({f"{spec.table}/{cell['method']}"})
+
+    for paper in papers():
+        seen = {}
+        for name, spec in get_paper(paper).claim_tables("quick").items():
+            if spec.derive is not None:
+                continue
+            for c in spec.claims:
+                a, b = side(spec, c.a), side(spec, c.b)
+                # two cells of the same runs (e.g. before and after adaptation) are told apart by their settings
+                within = (c.a.get("setting"), c.b.get("setting")) if a == b or c.paired else None
+                sig = (a, b, c.a.get("dataset"), c.metric, c.paired, c.margin, within)
+                assert sig not in seen, f"{paper}: {name}'s {c.text!r} compares the runs of {seen[sig]!r}"
+                seen[sig] = f"{name}: {c.text}"

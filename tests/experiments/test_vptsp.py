@@ -319,3 +319,33 @@ def test_proxy_bias_init_pml_draws_as_pml_proxy_anchor():
     assert torch.allclose(pml.std(), model.proxy_bias.std(), rtol=0.15)   # the same distribution's spread
     with pytest.raises(ValueError, match="proxy_bias_init must be"):
         create_model("vit_tiny_uml", "vptsp", proxy_bias_init="zeros", **kw)
+
+
+def test_the_floor_facts_glue_names_of_their_own():
+    """The chapter glues floor_facts on top of chapter_facts; one shared name (t2_hyp_sop: Hyp-ViT's R@1 there, the
+    VPTSP-G - Hyp-ViT gap here) once printed Hyp-ViT's own R@1 as the gap."""
+    import pandas as pd
+
+    from umlkit.experiments.papers.vptsp import chapter
+    later = chapter._later_table_facts({}, {}, vptsp.methods_config())
+    floors = chapter.floor_facts(pd.DataFrame(columns=["table", "section", "method", "setting", "row", "dataset",
+                                                       "metric", "measured"]))
+    assert "t2_hyp_sop" in later and "t2_hypvit_sop" in floors and not set(later) & set(floors)
+
+
+def test_the_findings_box_floor_sentence_holds_in_the_committed_records():
+    """The chapter's findings box says VPTSP-G ends below the frozen backbone on the SOP- and In-shop-like sources
+    (Table 2, R@1) and that its claims there are not comparable; on the CUB- and Cars-like sources it is above."""
+    spec = vptsp.table2("quick")
+    measured = tables.measure(spec, "quick", train=False, progress=False, log=None)
+    if measured.empty:
+        pytest.skip("Table 2's records are not in this checkout")
+    marked = tables.mark_floors(spec, tables.compare(measured, "vptsp"))
+    r1 = marked[(marked["method"] == "VPTSP-G") & (marked["metric"] == "R@1")].set_index("dataset")
+    assert (r1.loc[["SOP", "InShop"], "floor"] == tables.BELOW).all()
+    assert (r1.loc[["CUB", "Cars"], "measured"] > r1.loc[["CUB", "Cars"], "frozen"]).all()
+    claims = tables.table_claims(spec, marked)
+    for d in ("SOP", "InShop"):
+        mine = claims[claims["claim"].str.contains("VPTSP-G", regex=False)
+                      & claims["claim"].str.contains(f"({d}", regex=False)]
+        assert len(mine) and mine["verdict"].str.startswith(tables.NOT_COMPARABLE).all(), mine[["claim", "verdict"]]

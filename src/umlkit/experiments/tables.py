@@ -48,6 +48,11 @@ VERDICT_RULE = (
     f"'contradicted' when the gap lies beyond +d or -d at p < {ALPHA}, 'inconclusive' otherwise; preliminary: "
     f"'holds' when |gap| < d. "
     f"A spread beside a mean is the sample standard deviation over seeds.")
+VERDICT_SUMMARY = (   # what a chapter prints beside its claims table (the intro holds the two rules in full)
+    f"Each claim is tested on the per-seed values of its two cells (a one-sided Welch t-test, or a paired t-test "
+    f"where both numbers come from the same runs; at least {MIN_SEEDS} seeds each), and its p-value is then "
+    f"Holm-adjusted over all of the paper's claims: 'supported' or 'contradicted' when the adjusted p-value is below "
+    f"{ALPHA}, 'inconclusive' otherwise (a claims table shows the test's own p-value and the adjusted one).")
 HOLM_RULE = (
     f"The claims of one paper are one family: the p-value of each tested claim's verdict (of A > B when the measured "
     f"gap is positive, of B > A otherwise; for an equivalence, of the TOST or of the gap lying outside the margin, "
@@ -59,6 +64,7 @@ HOLM_RULE = (
     f"tested twice: its p-value is doubled before the adjustment.")
 
 __all__ = ["Row", "Claim", "Table", "KEYS", "RESULT_COLUMNS", "ALPHA", "MIN_SEEDS", "VERDICTS", "VERDICT_RULE",
+           "VERDICT_SUMMARY",
            "claim_test", "is_final", "MISSING", "HOLM_RULE", "holm_adjust", "Floor", "mark_floors", "floor_note",
            "NOT_COMPARABLE", "FLOOR_NOISE", "BELOW", "COLLAPSED", "verdict_group", "measure", "lr_sweep_frame", "compare", "results_frame", "save_results", "table_claims",
            "side_by_side", "check_claims", "stale_note", "params_rows", "score_rows", "rank_view", "rank_views"]
@@ -185,6 +191,9 @@ def _columns(spec: Table) -> list[str]:
     return [d for d in dict.fromkeys(p["dataset"].dropna()) if d]
 
 
+MAX_SEEDS = 10   # every stored seed 0..9 of a row counts (measure's default, the scoreboard)
+
+
 def measure(spec: Table, profile: str = "quick", rows: Sequence[Row] | None = None,
             seeds: Sequence[int] | Mapping[str, Sequence[int]] | None = None, rerun: bool = False,
             progress: bool = True, log=print, overrides: Sequence[str] = (), train: bool = True) -> pd.DataFrame:
@@ -192,7 +201,10 @@ def measure(spec: Table, profile: str = "quick", rows: Sequence[Row] | None = No
     (``train=False``: from stored records only; rows without one are left out).
 
     ``seeds``: one list for every row, or ``{group: seeds}`` (rows of other groups use the table's seeds); a
-    seed-free row is measured at the first of its seeds only.
+    seed-free row is measured at the first of its seeds only. By default (``seeds=None``) a row counts every stored
+    seed below :data:`MAX_SEEDS`, as the scoreboard does: its own seeds (:meth:`Table.seeds_of`, trained when missing
+    and allowed) and any other stored one (read, never trained; e.g. the extra seeds another table's claims asked
+    for), so that a run shows the same numbers in every table and chapter.
     Columns: table, section, method, setting, row (the reader's label), seed, dataset, metric, value, record
     (its path) and stale (the fingerprint parts that changed, "" when current)."""
     if spec.derive is not None:
@@ -206,15 +218,17 @@ def measure(spec: Table, profile: str = "quick", rows: Sequence[Row] | None = No
         s = seeds.get(r.group, own) if isinstance(seeds, Mapping) else (seeds or own)
         if r.seed_free:   # one record is exact (as in distinct_jobs): the first seed only
             s = list(s)[:1]
-        jobs += [(r, int(x)) for x in s]
+        jobs += [(r, int(x), True) for x in s]
+        if seeds is None and not r.seed_free:
+            jobs += [(r, x, False) for x in range(MAX_SEEDS) if x not in set(int(y) for y in s)]
     it = jobs
     if progress:
         from umlkit._progress import tqdm
         it = tqdm(jobs, desc=f"{spec.paper} {spec.table}", unit="run")
     out = []
     with (nullcontext() if train or rerun else read_only()):
-        for row, seed in it:
-            out += _measure_one(spec, row, seed, profile, cols, rerun, log, overrides, train)
+        for row, seed, own in it:
+            out += _measure_one(spec, row, seed, profile, cols, rerun and own, log, overrides, train and own)
     return pd.DataFrame(out)
 
 

@@ -15,7 +15,8 @@ from umlkit.experiments.papers.language_guidance.config import (ablation_table, 
                                                                 CURVE_ROWS, first_epoch, lg_config, omega_grid,
                                                                 omega_jobs, PAPER, related_classes, SEMANTIC,
                                                                 semantic_table, _source_classes, SOURCES, _split_row,
-                                                                table, UNIFIED, unified_sweep_jobs, unified_table)
+                                                                table, UNIFIED, unified_config, unified_sweep_jobs,
+                                                                unified_table)
 
 
 def quoted_table(name: str = "Table 1") -> "pd.DataFrame":  # noqa: F821
@@ -286,6 +287,8 @@ def _semantic_and_unified_facts(cmp: dict, claims, profile: str) -> dict:
     facts["unified_val"] = f"{100 * u['val_fraction']:.0f} %"
     facts["val_share"] = f"{100 * float(source_recipe.methods_config()['val_fraction']):.0f} %"
     facts["unified_classes"] = str(len(_source_classes(UNIFIED, profile)[0])) if profile == "quick" else "–"
+    base = unified_config(profile, method="PUMA")   # the unguided rows' configuration: which backbone and rate
+    facts["unified_backbone"], facts["unified_lr"] = base["model"]["backbone"], f"{base['optimizer']['lr']:g}"
     uni = cmp.get("Unified setting", pd.DataFrame())
     for m, key in (("PUMA", "puma"), ("full fine-tuning", "full")):
         for g, gk in (("ELG", "elg"), ("PLG Top-5", "plg")):
@@ -294,8 +297,6 @@ def _semantic_and_unified_facts(cmp: dict, claims, profile: str) -> dict:
     facts["uni_claims"] = str(len(unified_table(profile).claims))
     facts["uni_verdicts"] = (_verdict_counts(claims, in_uni) if not claims.empty and in_uni.any()
                              else "not checked yet (the guided rows wait for the unified omega sweep)")
-    facts["uni_claim_list"] = ("; ".join(f"“{c}”: {v}" for c, v in claims.loc[in_uni, ["claim", "verdict"]].to_numpy())
-                                if not claims.empty and in_uni.any() else "none yet")
     return facts
 
 

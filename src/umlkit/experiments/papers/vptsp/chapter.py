@@ -20,7 +20,7 @@ def floor_facts(t2) -> dict[str, str]:
     In-shop-like sources, and which rows fell below it (:func:`umlkit.experiments.tables.mark_floors`)."""
     from umlkit.experiments.prose import number
     out = {f"t2_zs_{s}": number(_value(t2, ZERO_SHOT, SOURCE_NAMES[s])) for s in ALL_SOURCES}
-    for m, tag in (("VPTSP-G", "g"), ("VPTSP-M", "m"), ("VPT-Base", "vpt"), ("Hyp-ViT", "hyp")):
+    for m, tag in (("VPTSP-G", "g"), ("VPTSP-M", "m"), ("VPT-Base", "vpt"), ("Hyp-ViT", "hypvit")):
         for s in ("sop", "inshop"):
             out[f"t2_{tag}_{s}"] = number(_value(t2, m, SOURCE_NAMES[s]))
     below = t2[(t2.get("floor", "") != "") & (t2["metric"] == "R@1")] if "floor" in t2 else t2.iloc[:0]
