@@ -382,3 +382,20 @@ def test_the_chapter_names_every_row_whose_omega_stays_on_the_edge(monkeypatch):
     assert lg.edge_facts("quick") == {"omega_edge": f"Margin + ELG at ω = {cfg['omega']['quick']['Margin + ELG']:g}: why",
                                       "omega_edge_n": "1"}
     assert "{glue:text}`omega_edge`" in (Path(__file__).parents[2] / "book" / "language_guidance.ipynb").read_text()
+
+
+def test_validation_facts_name_the_guided_rows_below_their_baseline_at_their_best_omega():
+    import pandas as pd
+
+    from umlkit.experiments.papers import language_guidance as lg
+    sweep = pd.DataFrame([
+        {"row": "Multisimilarity", "omega": 0.0, "MAP@R": 84.0, "chosen": False},
+        {"row": "Multisimilarity + ELG", "omega": 0.3, "MAP@R": 82.5, "chosen": True},
+        {"row": "Multisimilarity + ELG", "omega": 1.0, "MAP@R": 80.0, "chosen": False},
+        {"row": "Margin", "omega": 0.0, "MAP@R": 90.0, "chosen": False},
+        {"row": "Margin + ELG", "omega": 3.0, "MAP@R": 90.5, "chosen": True},
+        {"row": "Multisimilarity + MiniLM tokens", "omega": 0.3, "MAP@R": 70.0, "chosen": True}])   # an ablation
+    facts = lg.validation_facts(sweep)
+    assert facts == {"val_below_base": "Multisimilarity + ELG (82.5 at ω = 0.3, against 84.0 without)",
+                     "val_below_base_n": "1", "val_guided_n": "2"}
+    assert lg.validation_facts(sweep.iloc[:0])["val_below_base"] == "–"

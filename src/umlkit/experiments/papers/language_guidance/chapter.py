@@ -12,7 +12,7 @@ from umlkit.experiments.prose import method_value as _value, number as _num, ver
 from umlkit.experiments.runners import SOURCE_NAMES
 from umlkit.paper import paper_table
 from umlkit.experiments.papers.language_guidance.config import (ablation_table, ABLATIONS, BASELINE, class_similarity,
-                                                                CURVE_ROWS, first_epoch, lg_config, omega_grid,
+                                                                CURVE_ROWS, first_epoch, guided_rows, lg_config, omega_grid,
                                                                 omega_jobs, PAPER, related_classes, SEMANTIC,
                                                                 semantic_table, _source_classes, SOURCES, _split_row,
                                                                 table, UNIFIED, unified_config, unified_sweep_jobs,
@@ -194,6 +194,21 @@ def edge_facts(profile: str = "quick") -> dict[str, str]:
     omegas = (lg_config().get("omega") or {}).get(profile) or {}
     parts = [f"{row} at ω = {float(omegas[row]):g}: {why}" for row, why in edge.items() if row in omegas]
     return {"omega_edge": "; ".join(parts) if parts else "none", "omega_edge_n": str(len(parts))}
+
+
+def validation_facts(sweep: pd.DataFrame) -> dict[str, str]:
+    """Table 2's guided rows whose chosen omega still scores below their unguided baseline on the validation classes
+    (the omega sweep's MAP@R): guidance hurt there at every strength tried, before any test run."""
+    if sweep.empty:
+        return {"val_below_base": "–", "val_below_base_n": "–", "val_guided_n": "–"}
+    chosen = sweep[sweep["chosen"]].set_index("row")
+    base = sweep[sweep["omega"] == 0].set_index("row")["MAP@R"]
+    guided = [r for r in guided_rows() if _split_row(r)[1] is not None and r in chosen.index]
+    below = [r for r in guided if _split_row(r)[0] in base.index and chosen.loc[r, "MAP@R"] < base[_split_row(r)[0]]]
+    parts = [f"{r} ({_num(chosen.loc[r, 'MAP@R'])} at ω = {chosen.loc[r, 'omega']:g}, against "
+             f"{_num(base[_split_row(r)[0]])} without)" for r in below]
+    return {"val_below_base": "; ".join(parts) or "none", "val_below_base_n": str(len(below)),
+            "val_guided_n": str(len(guided))}
 
 
 def _ablation_facts(cmp: dict, claims) -> dict:
