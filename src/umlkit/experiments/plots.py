@@ -310,9 +310,11 @@ def plot_retrieved_classes(frame: pd.DataFrame, ncols: int = 2):
     return fig
 
 
-def plot_setting_panels(measured: pd.DataFrame, metrics: Sequence[str] = ("R@1", "MAP@R"), ncols: int = 4):
+def plot_setting_panels(measured: pd.DataFrame, metrics: Sequence[str] = ("R@1", "MAP@R"), ncols: int = 4,
+                        labels: dict[str, str] | None = None):
     """One panel per ``section`` of a measured frame whose ``setting`` reads ``name=value`` (a one-setting sweep,
-    e.g. VPTSP's Fig. 3): each metric against the value, mean and standard deviation over seeds."""
+    e.g. VPTSP's Fig. 3): each metric against the value, mean and standard deviation over seeds; ``labels`` names a
+    setting on its axis as the text does (e.g. ``{"proxy_bias_ratio": "α"}``)."""
     import matplotlib.pyplot as plt
     import seaborn as sns
     d = measured[measured["metric"].isin(metrics)].copy()
@@ -326,7 +328,8 @@ def plot_setting_panels(measured: pd.DataFrame, metrics: Sequence[str] = ("R@1",
                      legend=ax is axes.flat[0])
         ax.set_title(panel, fontsize=9)
         ax.set_xticks(sorted(sub["value of the setting"].unique()))
-        ax.set_xlabel(sub["setting"].iloc[0].split("=", 1)[0], fontsize=9.5)
+        name = sub["setting"].iloc[0].split("=", 1)[0]
+        ax.set_xlabel((labels or {}).get(name, name), fontsize=9.5)
         ax.set_ylabel("")
     for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)

@@ -210,7 +210,8 @@ def chapter_facts(measured: pd.DataFrame, trends: dict, ags: pd.DataFrame, corr:
         f[f"{src}_default_iid"] = fmt(d["default_fid"] / iid) if iid == iid else "n/a"
         r1 = measured[(measured["dataset"] == name) & (measured["metric"] == "R@1")
                       & measured["row"].isin(tuned_methods(profile))] if not measured.empty else measured
-        f[f"{src}_r1_range"] = (f"{r1['value'].min():.1f}–{r1['value'].max():.1f}" if len(r1) else "n/a")
+        means = r1.groupby(["row", "setting"])["value"].mean() if len(r1) else r1   # seed means, as the tables
+        f[f"{src}_r1_range"] = f"{means.min():.1f}–{means.max():.1f}" if len(r1) else "n/a"
         f[f"{src}_hardest"] = fmt(d["splits"][-1]["fid"])
         f[f"{src}_hardest_ratio"] = fmt(d["splits"][-1]["fid"] / d["default_fid"])
         for key, t in trends.items():
