@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from umlkit.experiments.runners import SOURCE_NAMES
-from umlkit.experiments.tables import Table
+from umlkit.experiments.tables import BELOW, Table
 from umlkit.experiments.papers.oodml.config import (default_split_id, load_splits, PAPER, SEEDS, shift_table,
                                                     SHIFT_TABLES, SOURCES, split_ids, _T1, tuned_methods)
 
@@ -125,7 +125,8 @@ def few_shot_gains(measured: pd.DataFrame, metric: str = "R@1", profile: str = "
 def split_view(cmp: pd.DataFrame, metric: str = "R@1", digits: int = 1, profile: str = "quick") -> pd.DataFrame:
     """A shift or few-shot table in the paper's layout: one line per method (and, for Tables S7/S8, shots and
     zero/few), one column per split ("split i" with this profile's FID and the paper's), each cell "measured
-    ±half the seed range (paper)"; † marks a stale record."""
+    ±half the seed range (paper)"; † marks a stale record, and ↓ / ⊥ a run below its frozen backbone or collapsed
+    when ``cmp`` went through :func:`umlkit.experiments.tables.mark_floors`."""
     sub = with_fid(cmp[cmp["metric"] == metric], profile)
     if sub.empty:
         return pd.DataFrame()
@@ -141,6 +142,8 @@ def split_view(cmp: pd.DataFrame, metric: str = "R@1", digits: int = 1, profile:
         text += f" ({r['paper']:.{digits}f})" if pd.notna(r["paper"]) else ""
         if r.get("stale"):
             text += " †"
+        if r.get("floor"):
+            text += " ↓" if r["floor"] == BELOW else " ⊥"
         lines.setdefault(label, {})[(r["split"], col)] = text
     out = pd.DataFrame.from_dict(lines, orient="index")
     out = out[sorted(out.columns)].fillna("")
