@@ -115,7 +115,8 @@ def scoreboard_view(board: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame({
         **{k: board[k] for k in keys}, "claim": board["claim"],
         "paper gap": (board["paper A"] - board["paper B"]).round(1), "measured gap": board["gap"],
-        "seeds": board["seeds"], "test": [_short_test(t, p) for t, p in zip(board["test"], shown_p)],
+        "seeds": board["seeds"].astype("Int64"),   # a count: "3", not "3.0" (no count where nothing is measured)
+        "test": [_short_test(t, p) for t, p in zip(board["test"], shown_p)],
         **({"p (Holm)": board["p adjusted"].map(lambda x: f"{x:.2g}" if pd.notna(x) else "–")}
            if "p adjusted" in board else {}),
         "verdict": board["verdict"]})
