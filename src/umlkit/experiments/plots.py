@@ -234,7 +234,11 @@ def plot_sweep(frame: pd.DataFrame, x: str, y: str, hue: str, chosen: str | None
             line = line.sort_values(x)
             ax.plot(line[x], line[y], color="0.75", lw=0.8, zorder=1)
         ax.plot([], [], color="0.75", lw=0.8, label=f"the other {frame[hue].nunique() - shown[hue].nunique()}")
-    sns.lineplot(data=shown, x=x, y=y, hue=hue, marker="o", ax=ax, hue_order=highlight)
+    if shown[hue].nunique() > 8:   # past eight lines colours repeat: twenty colours and a marker and dash per line
+        sns.lineplot(data=shown, x=x, y=y, hue=hue, style=hue, markers=True, dashes=True, palette="tab20", ax=ax,
+                     hue_order=highlight, style_order=highlight)
+    else:
+        sns.lineplot(data=shown, x=x, y=y, hue=hue, marker="o", ax=ax, hue_order=highlight)
     if chosen and chosen in frame:
         pick = shown[shown[chosen].astype(bool)]
         ax.scatter(pick[x], pick[y], s=160, facecolors="none", edgecolors="black", linewidths=1.2, zorder=5,
