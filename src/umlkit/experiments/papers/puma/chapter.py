@@ -513,8 +513,22 @@ def _table4_facts(cmp4, claims4) -> dict[str, str]:
         f[f"t4_{k}_paper_uni"] = fmt(cell(cmp4, f"{name} (unified)", "Harmonic", field="paper"))
     for i, c in enumerate(claims4["claim"]):
         f[f"v4_{i}"] = verdict(claims4, c)
+    f["v4_headline"] = _table2_verdict("PUMA beats unified full fine-tuning (Harmonic)")   # the same runs
     f["t4_seeds"] = str(int(cmp4["seeds"].min()))
     return f
+
+
+# Table 5's comparisons on Table 2's own backbone are Table 2's claims (the same runs, declared once)
+_T2_OWN = {"puma": "PUMA beats unified full fine-tuning (Unified)",
+           "zs": "fine-tuning beats zero-shot (unified full FT, CurricularFace, Unified)"}
+
+
+def _table2_verdict(text: str, profile: str = "quick") -> str:
+    """The Holm-adjusted verdict of Table 2's claim ``text``, from the paper's board (the ablation chapter states
+    the verdicts of comparisons that Table 2 declares)."""
+    from umlkit.experiments.prose import verdict
+    from umlkit.experiments.scoreboard import _family_board
+    return verdict(_family_board("puma", profile), text)
 
 
 def _table5_facts(cmp5, claims5, profile: str = "quick") -> dict[str, str]:
@@ -527,8 +541,12 @@ def _table5_facts(cmp5, claims5, profile: str = "quick") -> dict[str, str]:
             if (cmp5["row"] == row).any():
                 f[f"t5_{k}_{name[:4].lower()}"] = " / ".join(
                     fmt(cell(cmp5, row, d), spread=cell(cmp5, row, d, field="spread")) for d in ("Unified", "Harmonic"))
-    for i, c in enumerate(claims5["claim"]):
-        f[f"v5_{i}"] = verdict(claims5, c)
+    for b, bb in backbones_quick(profile).items():   # v5_<fact>_<puma|zs>: the two claims of each backbone
+        for tag, what in (("puma", "PUMA beats full fine-tuning (Unified)"),
+                          ("zs", "full fine-tuning beats zero-shot (Unified)")):
+            text = f"{b}: {what}"
+            own = text not in set(claims5["claim"])
+            f[f"v5_{bb['fact']}_{tag}"] = _table2_verdict(_T2_OWN[tag], profile) if own else verdict(claims5, text)
     trained = cmp5[cmp5["method"] != "Zero-Shot"]
     f["t5_seeds"] = str(int(trained["seeds"].min()))
     return f
