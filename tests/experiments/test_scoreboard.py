@@ -155,3 +155,26 @@ def test_each_comparison_of_runs_is_declared_once_per_paper():
                 sig = (a, b, c.a.get("dataset"), c.metric, c.paired, c.margin, within)
                 assert sig not in seen, f"{paper}: {name}'s {c.text!r} compares the runs of {seen[sig]!r}"
                 seen[sig] = f"{name}: {c.text}"
+
+
+def test_a_chapter_holding_the_whole_family_gets_the_boards_verdicts(monkeypatch):
+    """A chapter whose claims are every claim of its paper (ooDML, VPTSP, language guidance) once had its family
+    counted twice (an empty selection of the board, given the board's whole verdict column, came back with every
+    row): its Holm-adjusted p-values were larger than the board's and its verdicts disagreed with its findings box."""
+    import pandas as pd
+    import pytest
+
+    from umlkit.experiments import scoreboard as sb
+    from umlkit.experiments.tables import holm_adjust
+    raw = pd.DataFrame({"paper": ["p"] * 4, "claim": ["a", "b", "c", "d"], "p": [0.001, 0.012, 0.02, 0.6],
+                        "p against": [0.999, 0.988, 0.98, 0.4], "looks": [1, 1, 2, 1],
+                        "verdict": ["supported", "supported", "supported", "inconclusive"]})
+    board = holm_adjust(raw, "paper")
+    monkeypatch.setattr(sb, "_family_board", lambda paper, profile: board)
+    whole = sb.family_adjusted(raw.drop(columns="paper"), "p")
+    assert whole["p adjusted"].tolist() == pytest.approx(board["p adjusted"].tolist())
+    # Holm by hand on the decision p-values 0.001, 0.012, 2 x 0.02 (two looks) and 0.4 (d's direction): 4p, 3p, 2p, p
+    assert whole["p adjusted"].tolist() == pytest.approx([0.004, 0.036, 0.08, 0.4])
+    assert whole["verdict"].tolist() == ["supported", "supported", "inconclusive", "inconclusive"]
+    part = sb.family_adjusted(raw.drop(columns="paper").iloc[[1]], "p")   # one claim: the rest come from the board
+    assert part["p adjusted"].tolist() == pytest.approx([0.036])

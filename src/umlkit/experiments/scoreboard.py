@@ -175,7 +175,10 @@ def family_adjusted(claims: pd.DataFrame, paper: str, profile: str = "quick") ->
         return claims
     board = _family_board(paper, profile)
     cols = [c for c in ("claim", "p", "p against", "looks") if c in board]
-    others = board.loc[~board["claim"].isin(set(claims["claim"])), cols].assign(verdict=board["raw verdict"])
+    keep = ~board["claim"].isin(set(claims["claim"]))
+    # the verdicts of the same rows: a whole Series assigned to an empty selection would bring back every row of the
+    # board (with no claim), counting a chapter that holds the whole family twice in the adjustment
+    others = board.loc[keep, cols].assign(verdict=board.loc[keep, "raw verdict"])
     fam = pd.concat([claims.assign(_own=True), others.assign(_own=False)], ignore_index=True).assign(_family=paper)
     out = holm_adjust(fam, "_family")
     return out[out["_own"].astype(bool)].drop(columns=["_own", "_family"]).reset_index(drop=True)
