@@ -218,8 +218,8 @@ def axis_moves(cmp: pd.DataFrame, dataset: str = "Harmonic") -> pd.DataFrame:
 def backbone_table(cmp: pd.DataFrame) -> pd.DataFrame:
     """What each backbone of the second edition knows before fine-tuning: its pretraining world and width, the
     validation accuracy of its attribute heads (its pretraining report; heads its world does not supervise are
-    blank), and its frozen feature's Harmonic R@1 on the values split (the zero-shot record). A backbone not yet
-    pretrained is listed with blanks."""
+    blank), how long its pretraining took and on what, and its frozen feature's Harmonic R@1 on the values split (the
+    zero-shot record). A backbone not yet pretrained is listed with blanks."""
     import json
 
     from umlkit.experiments.papers.regime import edition2 as e2
@@ -233,6 +233,9 @@ def backbone_table(cmp: pd.DataFrame) -> pd.DataFrame:
             report = json.loads(files["report"].read_text())
             line.update({f"head: {h}": 100 * a for h, a in report["val_accuracy"].items() if not h.startswith("class")})
             line["pretraining minutes"] = round(report["seconds"] / 60, 1)
+            threads = report.get("threads")   # reports before the device option trained on the CPU
+            line["pretrained on"] = (report.get("device") if report.get("device", "cpu") != "cpu"
+                                     else f"CPU ({report.get('cpu', '?')}, {threads} thread{'s' if threads != 1 else ''})")
         zs = _cell_values(cmp, e2.setting({"backbone": key, "shift": "values", "shortcut": False}), "Zero-Shot")
         line["zero-shot Harmonic R@1 (values split)"] = zs[0] if zs is not None else np.nan
         lines.append(line)
