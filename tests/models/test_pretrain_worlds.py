@@ -67,9 +67,16 @@ def test_the_wide_backbone_is_twice_as_wide_and_as_deep():
 
 
 def test_missing_shipped_weights_name_the_recipe_that_makes_them(monkeypatch, tmp_path):
+    import dataclasses
+
     import timm
     from umlkit.models.backbones import create_backbone
-    cfg = timm.models.get_pretrained_cfg("vit_wide_uml_patch8_32.uml_mini_broad")
-    monkeypatch.setattr(cfg, "file", str(tmp_path / weight_files("wide")["weights"].name))
+    real = timm.models.get_pretrained_cfg
+    gone = str(tmp_path / weight_files("wide")["weights"].name)   # the shipped file's name, in a folder without it
+
+    def without_the_file(name, *args, **kw):
+        cfg = real(name, *args, **kw)
+        return dataclasses.replace(cfg, file=gone) if name == "vit_wide_uml_patch8_32.uml_mini_broad" else cfg
+    monkeypatch.setattr(timm.models, "get_pretrained_cfg", without_the_file)
     with pytest.raises(FileNotFoundError, match="pretrain-mini --recipe wide"):
         create_backbone("vit_wide_uml_broad", pretrained=True)
