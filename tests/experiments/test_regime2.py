@@ -208,7 +208,7 @@ def test_the_front_page_counts_claims_of_a_table_in_progress_apart():
 
 
 def test_the_second_editions_sentences_hold_in_the_committed_records():
-    """What the chapter's "What the second edition shows so far" says in words (its numbers are glued): LP-FT is
+    """What the chapter's "What the second edition shows" says in words (its numbers are glued): LP-FT is
     supported over full fine-tuning on v2's values split, the edition's only supported claim, and keeps more of the
     pretraining attributes than full fine-tuning in every cell; its lead is inconclusive on the loaders' split and
     within 2 points (inconclusive) on the narrow and broad backbones; PUMA's gap widens from the narrow world to the
