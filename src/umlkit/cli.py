@@ -126,9 +126,28 @@ def _cmd_data_pretrain_mini(args: argparse.Namespace) -> int:
     return 0
 
 
+def load_plugins(paths) -> None:
+    """Import each user file (``--plugin``) so that its ``register_loss`` / ``register_method`` calls run before a
+    configuration names what it registers; a missing file or one that fails on import is named."""
+    import importlib.util
+    for i, path in enumerate(paths or []):
+        file = Path(path).expanduser()
+        if not file.is_file() or file.suffix != ".py":
+            raise ValueError(f"--plugin {path}: expected an existing .py file that registers losses or methods")
+        spec = importlib.util.spec_from_file_location(f"umlkit_plugin_{i}_{file.stem}", file)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        try:
+            spec.loader.exec_module(module)
+        except Exception as err:
+            del sys.modules[spec.name]
+            raise ValueError(f"--plugin {path} failed on import ({type(err).__name__}: {err})") from err
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
     from umlkit.train import fit, load_config
 
+    load_plugins(args.plugin)
     try:
         cfg = load_config(args.config, profile=args.profile, overrides=args.set)
     except (KeyError, ValueError, TypeError) as err:
@@ -145,6 +164,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     from umlkit.data import build_transforms, load_unified
     from umlkit.metrics.retrieval import parse_metrics
     from umlkit.train import evaluate_model, load_checkpoint
+
+    load_plugins(args.plugin)
     from umlkit.train.engine import build_model
 
     if args.metrics:   # checked before the test set is embedded
@@ -444,12 +465,17 @@ def _add_run_commands(sub) -> None:
     p.add_argument("--resume", nargs="?", const=True, default=False, metavar="CHECKPOINT",
                    help="continue from the run folder's latest.pt, or from the CHECKPOINT given "
                         "(e.g. the run folder's previous.pt after a crash truncated latest.pt)")
+    p.add_argument("--plugin", action="append", default=[], metavar="FILE.py",
+                   help="a Python file to import first, e.g. one that registers a loss (umlkit.losses.register_loss) "
+                        "or a method (umlkit.models.register_method) the config names (repeatable)")
     p.set_defaults(func=_cmd_train)
     p = sub.add_parser("eval", help="evaluate a checkpoint (its run folder's config.json rebuilds the model)")
     p.add_argument("checkpoint", help="path to latest.pt / best.pt")
     p.add_argument("--data", required=True, help="data root holding the datasets")
     p.add_argument("--datasets", default=None, help="comma-separated (default: the run's datasets)")
     p.add_argument("--metrics", default=None, help="comma-separated, e.g. R@1,MAP@R")
+    p.add_argument("--plugin", action="append", default=[], metavar="FILE.py",
+                   help="a Python file to import first (the file that registered the run's loss or method)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--no-count-check", action="store_true", help="accept subsets (no dataset count check)")
     p.set_defaults(func=_cmd_eval)
