@@ -350,3 +350,27 @@ def test_the_findings_box_floor_sentence_holds_in_the_committed_records():
         mine = claims[claims["claim"].str.contains("VPTSP-G", regex=False)
                       & claims["claim"].str.contains(f"({d}", regex=False)]
         assert len(mine) and mine["verdict"].str.startswith(tables.NOT_COMPARABLE).all(), mine[["claim", "verdict"]]
+
+
+def test_table8s_v1_rates_are_its_own_validation_choice_and_interior():
+    """Table 8 compares two pretrainings; each runs at the rate its own validation classes chose (the v1 rows once
+    ran at v2's rates). Every rate entered under table8_v1_lr is the best of v1's sweep on that source, inside the
+    grid, and a source whose sweep is complete has its rate entered."""
+    from umlkit.experiments.papers.vptsp import chapter
+    frame = chapter.lr_sweep("quick", backbone=vptsp.config.TABLE8_V1)
+    if frame.empty:
+        pytest.skip("Table 8's v1 sweep records are not in this checkout")
+    grid = len(vptsp.methods_config()["rows"]["VPTSP-G (B)"].get("lr_grid") or vptsp.methods_config()["lr_grid"])
+    complete = {s for s, g in frame.groupby("source") if len(g) >= grid}
+    entered, edge = vptsp.config.TABLE8_V1_LR, vptsp.config.DECLARED.get("table8_v1_no_interior") or {}
+    assert complete <= set(entered) | set(edge), f"tuned but not entered: {complete - set(entered) - set(edge)}"
+    for source in edge:   # declared edge-bound: its best is the smallest rate tried
+        mine = frame[frame["source"] == source]
+        assert mine.loc[mine["chosen"], "lr"].iloc[0] == mine["lr"].min()
+    for source, lr in entered.items():
+        best = frame[(frame["source"] == source) & frame["chosen"]].iloc[0]
+        assert best["lr"] == pytest.approx(lr) and best["interior"], (source, frame[frame["source"] == source])
+    spec = vptsp.table8("quick")
+    v1 = [r for r in spec.rows
+          if r.method == "VPTSP" and f"model.backbone={vptsp.config.TABLE8_V1}" in r.spec["overrides"]]
+    assert {r.spec["source"]: r.spec.get("lr") for r in v1} == {s: entered.get(s) for s in vptsp.config.ALL_SOURCES}

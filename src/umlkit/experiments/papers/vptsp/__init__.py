@@ -10,7 +10,7 @@ from umlkit.experiments.registry import Paper
 
 ENTRY = Paper(name="vptsp", title="VPTSP (Ren et al., ICLR 2024)", claim_tables=config.TABLES, chapters=("vptsp",),
               headline="VPTSP-G beats Hyp-ViT (beats full fine-tuning) (CUB, R@1)",
-              job_lists={n: partial(config.job_list, n) for n in ("lr_sweep", "tables")})
+              job_lists={n: partial(config.job_list, n) for n in ("lr_sweep", "table8_tuning", "tables")})
 
 
 def __getattr__(name: str):

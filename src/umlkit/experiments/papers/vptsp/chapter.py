@@ -251,13 +251,17 @@ def _verdict_facts(claims) -> dict:
     return facts
 
 
-def lr_sweep(profile: str = "quick", train: bool = False, select_on: str = "MAP@R", sources=None) -> pd.DataFrame:
+def lr_sweep(profile: str = "quick", train: bool = False, select_on: str = "MAP@R", sources=None,
+             backbone: str | None = None) -> pd.DataFrame:
     """Per source, row and learning rate, the validation R@1 and MAP@R; ``chosen`` marks each row's best on each
-    source by ``select_on`` and ``interior`` says whether it lies inside the grid."""
+    source by ``select_on`` and ``interior`` says whether it lies inside the grid. ``backbone``: the sweep of
+    Table 8's other backbone (VPTSP-G (B) on it, every source)."""
     parts = []
-    for source in sources or (methods_config().get("sweep") or {"cub": "all"}):
-        part = lr_sweep_frame(PAPER, sweep_jobs(profile, sources=[source]), profile, train, name="row",
-                              metrics=METRICS, dataset=SOURCE_NAMES[source], select_on=select_on)
+    rows = ["VPTSP-G (B)"] if backbone else None
+    for source in sources or (ALL_SOURCES if backbone else (methods_config().get("sweep") or {"cub": "all"})):
+        jobs = sweep_jobs(profile, rows=rows, sources=[source], backbone=backbone)
+        part = lr_sweep_frame(PAPER, jobs, profile, train, name="row", metrics=METRICS,
+                              dataset=SOURCE_NAMES[source], select_on=select_on)
         if not part.empty:
             parts.append(part.assign(source=source)[["source", *part.columns]])
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
