@@ -24,8 +24,6 @@ __all__ = ["scoreboard", "scoreboard_summary", "scoreboard_view", "declared_clai
            "board_table", "paper_findings"]
 
 
-
-
 def _claim_tables(papers, profile: str):
     """(registered paper, table name, table) of every table with declared claims, in the registry's order."""
     from umlkit.experiments.registry import get_paper, papers as registered

@@ -218,9 +218,10 @@ def measure(spec: Table, profile: str = "quick", rows: Sequence[Row] | None = No
         s = seeds.get(r.group, own) if isinstance(seeds, Mapping) else (seeds or own)
         if r.seed_free:   # one record is exact (as in distinct_jobs): the first seed only
             s = list(s)[:1]
-        jobs += [(r, int(x), True) for x in s]
+        s = [int(x) for x in s]
+        jobs += [(r, x, True) for x in s]
         if seeds is None and not r.seed_free:
-            jobs += [(r, x, False) for x in range(MAX_SEEDS) if x not in set(int(y) for y in s)]
+            jobs += [(r, x, False) for x in range(MAX_SEEDS) if x not in s]
     it = jobs
     if progress:
         from umlkit._progress import tqdm

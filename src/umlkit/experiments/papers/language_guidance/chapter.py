@@ -12,7 +12,8 @@ from umlkit.experiments.prose import method_value as _value, number as _num, ver
 from umlkit.experiments.runners import SOURCE_NAMES
 from umlkit.paper import paper_table
 from umlkit.experiments.papers.language_guidance.config import (ablation_table, ABLATIONS, BASELINE, class_similarity,
-                                                                CURVE_ROWS, first_epoch, guided_rows, lg_config, omega_grid,
+                                                                CURVE_ROWS, first_epoch, guided_rows, lg_config,
+                                                                omega_grid,
                                                                 omega_jobs, PAPER, related_classes, SEMANTIC,
                                                                 semantic_table, _source_classes, SOURCES, _split_row,
                                                                 table, UNIFIED, unified_config, unified_sweep_jobs,

@@ -193,9 +193,10 @@ def _floor_rows(sources) -> list[Row]:
 
 
 def _rows() -> list[Row]:
-    return _floor_rows(SOURCES) + [Row(method=m, setting="beta=1.2" if m.startswith("Margin") else "", spec={"method": m, "source": s},
-                        runner="train_analysis", group=s, label=_label(s, m))
-                    for s in SOURCES for m in guided_rows()]
+    return _floor_rows(SOURCES) + [Row(method=m, setting="beta=1.2" if m.startswith("Margin") else "",
+                                       spec={"method": m, "source": s}, runner="train_analysis", group=s,
+                                       label=_label(s, m))
+                                   for s in SOURCES for m in guided_rows()]
 
 
 def _claims(metric: str = "R@1") -> list[Claim]:

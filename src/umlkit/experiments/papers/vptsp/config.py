@@ -188,7 +188,8 @@ def config_for(row: Row, seed: int, profile: str = "quick", overrides=()) -> dic
     such as another backbone, ``metrics`` when the table reports others than R@1 and MAP@R)."""
     sp = row.spec
     if sp.get("zero_shot"):
-        return _key(_zero_shot_config(profile, sp["source"], [*sp.get("overrides", ()), *overrides]), sp.get("metrics"))
+        over = [*sp.get("overrides", ()), *overrides]   # e.g. Table 8's backbone: each row's own frozen feature
+        return _key(_zero_shot_config(profile, sp["source"], over), sp.get("metrics"))
     return _key(run_config(profile, row=sp["row"], source=sp["source"], seed=seed, lr=sp.get("lr"),
                            validation=bool(sp.get("validation", False)), options=dict(sp.get("options", {})),
                            loss_options=sp.get("loss_options"), overrides=[*sp.get("overrides", ()), *overrides]),
