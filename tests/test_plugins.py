@@ -35,3 +35,26 @@ def test_a_missing_or_failing_plugin_is_named(tmp_path, capsys, content, match):
         path.write_text(content)
     assert cli.main(["train", str(EXAMPLE / "plugin_loss.yaml"), "--plugin", str(path)]) == 2
     assert re.search(match, capsys.readouterr().err)
+
+
+def test_the_books_extending_page_trains_and_evaluates_the_plugin_loss(tmp_path, mini_root):
+    """book/extending.ipynb, executed as the book build runs it (papermill, from book/), registers the example loss
+    from its file, trains it one epoch from YAML and evaluates the checkpoint: both tables are in its output."""
+    import json
+    import os
+    import subprocess
+    import sys
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "uml_mini").symlink_to(mini_root, target_is_directory=True)   # the session's UML-Mini, not a new one
+    script = ("import sys, papermill as pm; pm.execute_notebook(sys.argv[1], sys.argv[2], cwd=sys.argv[3], "
+              "kernel_name='python3', progress_bar=False, parameters={'EPOCHS': 1})")
+    env = {**os.environ, "UMLKIT_DATA": str(data), "PYTHONPATH": str(ROOT / "src")}
+    out = tmp_path / "extending.out.ipynb"
+    proc = subprocess.run([sys.executable, "-c", script, str(ROOT / "book" / "extending.ipynb"), str(out),
+                           str(ROOT / "book")], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = "".join("".join(o.get("text", "")) for c in json.loads(out.read_text())["cells"]
+                   for o in c.get("outputs", []))
+    assert "best on test (epoch 1)" in text          # the training's summary table
+    assert "MAP@R" in text and "Harmonic" in text     # the evaluation's table
