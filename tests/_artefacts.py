@@ -39,17 +39,28 @@ def _text(entry: str) -> str:
     return "\n".join(ast.get_source_segment(text, defs[n]) for n in names.split(","))
 
 
+def _normalised(rel: str, text: str) -> str:
+    """What of a file counts: a module's tokens (no comments or docstrings), a YAML file's parsed content (its
+    comments do not count), any other file's text."""
+    from umlkit.experiments.fingerprint import normalised_tokens
+    if rel.endswith(".py"):
+        return normalised_tokens(text)
+    if rel.endswith((".yaml", ".yml")):
+        import yaml
+        return json.dumps(yaml.safe_load(text), sort_keys=True)
+    return text
+
+
 def inputs_hash(name: str) -> str:
     """16 hex digits over the artefact's input files, UML-Mini's generator version and the shipped v2 weights."""
     from umlkit.data.mini import GENERATOR_VERSION
-    from umlkit.experiments.fingerprint import normalised_tokens
     from umlkit.models.pretrain import weight_files
     from umlkit.results import file_sha256
     h = hashlib.sha256(f"uml_mini:v{GENERATOR_VERSION}".encode())
     for entry in ARTEFACTS[name]:
         text = _text(entry)
         h.update(entry.encode())
-        h.update((normalised_tokens(text) if entry.split(":")[0].endswith(".py") else text).encode())
+        h.update(_normalised(entry.split(":")[0], text).encode())
     for part in ("weights", "heads"):
         h.update(file_sha256(weight_files("v2")[part]).encode())
     return h.hexdigest()[:16]
