@@ -22,12 +22,12 @@ def test_a_guided_row_is_its_base_configuration_plus_one_language_term():
     for base, ood in (("Margin", "Margin (D)"), ("Multisimilarity", "Multisimilarity")):
         plain = lg.run_config(method=base, source="cars", seed=1)
         guided = lg.run_config(method=f"{base} + ELG", source="cars", seed=1, omega=3.0, language=ref)
-        # the base method's configuration at the CUB-chosen rate (this chapter's protocol), not ooDML's Cars-like one
-        want = oodml.run_config(method=ood, source="cars", seed=1, rate_from="cub")
+        # the base method's configuration as ooDML's Cars-like table trains it, at the rate chosen on the Cars-like
+        # validation classes (not the CUB-like one)
+        want = oodml.run_config(method=ood, source="cars", seed=1)
         assert plain["objective"] == want["objective"] and plain["optimizer"] == want["optimizer"]
-        if ood == "Margin (D)":   # where the Cars-like sweep chose another rate, ooDML's table trains with it
-            assert oodml.run_config(method=ood, source="cars", seed=1)["optimizer"]["lr"] == 3e-4 != \
-                plain["optimizer"]["lr"]
+        assert plain["optimizer"]["lr"] == 3e-4 != oodml.run_config(method=ood, source="cars", seed=1,
+                                                                     rate_from="cub")["optimizer"]["lr"]
         assert guided["objective"][:1] == plain["objective"] and guided["data"] == plain["data"]
         term = guided["objective"][1]
         assert term["name"] == "language_guidance" and term["weight"] == 3.0
@@ -49,6 +49,26 @@ def test_omega_comes_from_the_config_per_row_and_source(monkeypatch):
     assert lg.chosen_omega("Margin", "ELG", "sop", "quick") == 3.0
     assert lg.chosen_omega("Multisimilarity + S2SD", "ELG", "cars", "full") == 2.5     # the official 128-d value
     assert lg.chosen_omega("Multisimilarity", "ELG", "cub", "full") == 7.5
+
+
+def test_each_source_trains_at_the_rate_and_omega_chosen_on_its_own_validation_classes():
+    """A row's learning rate is the base method's choice on that source (configs/oodml/methods.yaml lr_sources: the
+    Cars- and SOP-like Multi-Similarity rates differ from the CUB-like one), and the omega sweep validates every
+    guided row of a table on each source the table trains it on, at that rate."""
+    from umlkit.experiments import source_recipe
+    for source in ("cub", "cars", "sop"):
+        for row, base in (("Multisimilarity", "Multisimilarity"), ("Margin + ELG", "Margin (D)")):
+            cfg = lg.run_config(method=row, source=source, omega=1.0)
+            assert cfg["optimizer"]["lr"] == source_recipe.chosen_lr(base, "quick", source), (row, source)
+    assert lg.run_config(method="Multisimilarity", source="cars")["optimizer"]["lr"] != \
+        lg.run_config(method="Multisimilarity", source="cub")["optimizer"]["lr"]
+    jobs = {label: key for _, label, key in lg.omega_jobs("quick")}
+    key = jobs["sop-Margin + ELG-w1-seed0"]["config"]
+    train = lg.run_config(method="Margin + ELG", source="sop", omega=1.0)["data"]["splits"]["sop"]["train"]
+    assert key["data"]["datasets"] == ["sop"] and set(key["data"]["splits"]["sop"]["test"]) < set(train)
+    assert key["optimizer"]["lr"] == source_recipe.chosen_lr("Margin (D)", "quick", "sop")
+    assert "sop-Multisimilarity + DeVise-Style-w1-seed0" not in jobs      # no table trains that row on SOP
+    assert "cars-Multisimilarity + DeVise-Style-w1-seed0" in jobs and "Multisimilarity + DeVise-Style-w1-seed0" in jobs
 
 
 def test_the_validation_run_never_sees_a_test_class():
@@ -172,17 +192,19 @@ def test_the_configured_quick_omegas_are_the_sweeps_interior_choice():
     """configs/language_guidance/language_guidance.yaml holds, for every guided row and every ablation row, the
     omega with the best validation MAP@R in the stored sweep, and that value is interior to the row's grid."""
     sweep = lg.omega_table("quick")
-    chosen = sweep[sweep["chosen"]].set_index("row")
-    assert set(chosen.index) == {r for r in lg.guided_rows() if " + ELG" in r or " + PLG" in r} | set(lg.variant_rows())
+    chosen = sweep[sweep["chosen"]].set_index(["source", "row"])
+    want = {(s, r) for s, rows in lg.tuned_rows("quick").items() for r in rows if lg._split_row(r)[1] is not None}
+    assert set(chosen.index) == want and {r for s, r in want if s == "cub"} == (
+        {r for r in lg.guided_rows() if " + ELG" in r or " + PLG" in r} | set(lg.variant_rows()))
     edge = language_store.lg_config().get("omega_no_interior") or {}
-    for row, r in chosen.iterrows():
+    for (source, row), r in chosen.iterrows():
         base, guidance = lg._split_row(row)
-        assert lg.chosen_omega(base, guidance, "cub", "quick") == r["omega"], row
-        if row in edge:   # the term hurts at every weight: the smallest omega tried is best, the score falls after it
-            scores = sweep[sweep["row"] == row].sort_values("omega")["MAP@R"].to_numpy()
-            assert r["omega"] == min(lg.omega_grid(row)) and scores[0] == scores.max() and scores[-1] < scores[0] - 50
+        assert lg.chosen_omega(base, guidance, source, "quick") == r["omega"], (source, row)
+        if source in edge.get(row, {}):   # the term hurts at every weight: the smallest omega tried is best
+            scores = sweep[(sweep["row"] == row) & (sweep["source"] == source)].sort_values("omega")["MAP@R"].to_numpy()
+            assert r["omega"] == min(lg.omega_grid(row, source=source)) and scores[0] == scores.max(), (source, row)
         else:
-            assert bool(r["interior"]), row
+            assert bool(r["interior"]), (source, row)
 
 
 def test_a_variant_changes_one_thing_of_its_guidance():
@@ -374,14 +396,16 @@ def test_the_chapter_names_every_row_whose_omega_stays_on_the_edge(monkeypatch):
     """A row declared in omega_no_interior is named with its chosen omega and the reason; the committed
     configuration declares Row-wise L2 at 1e-5, the edge of its grid, and the chapter glues that sentence."""
     facts = lg.edge_facts("quick")
-    assert facts["omega_edge_n"] == "1" and facts["omega_edge"].startswith("Multisimilarity + Row-wise L2 at ω = 1e-05: ")
+    assert facts["omega_edge"].startswith("Multisimilarity + Row-wise L2 on the CUB-like source at ω = 1e-05: ")
     cfg = copy.deepcopy(language_store.lg_config())
-    cfg["omega_no_interior"] = {"Margin + ELG": "why", "not a configured row": "ignored"}
+    cfg["omega_no_interior"] = {"Margin + ELG": {"cub": "why", "nowhere": "ignored"}, "not a configured row": {"cub": "x"}}
     use_lg_config(monkeypatch, cfg)
     from umlkit.experiments.papers.language_guidance import chapter
     monkeypatch.setattr(chapter, "lg_config", lambda: cfg)
-    assert lg.edge_facts("quick") == {"omega_edge": f"Margin + ELG at ω = {cfg['omega']['quick']['Margin + ELG']:g}: why",
-                                      "omega_edge_n": "1"}
+    w = cfg["omega"]["quick"]["Margin + ELG"]["cub"]
+    cfg["omega_grid"] = [0.5, 0.1, 20]
+    assert lg.edge_facts("quick") == {"omega_edge": f"Margin + ELG on the CUB-like source at ω = {w:g}: why",
+                                      "omega_edge_n": "1", "omega_grid_span": "0.1 to 20"}
     assert "{glue:text}`omega_edge`" in (Path(__file__).parents[2] / "book" / "language_guidance.ipynb").read_text()
 
 
@@ -390,13 +414,18 @@ def test_validation_facts_name_the_guided_rows_below_their_baseline_at_their_bes
 
     from umlkit.experiments.papers import language_guidance as lg
     sweep = pd.DataFrame([
-        {"row": "Multisimilarity", "omega": 0.0, "MAP@R": 84.0, "chosen": False},
-        {"row": "Multisimilarity + ELG", "omega": 0.3, "MAP@R": 82.5, "chosen": True},
-        {"row": "Multisimilarity + ELG", "omega": 1.0, "MAP@R": 80.0, "chosen": False},
-        {"row": "Margin", "omega": 0.0, "MAP@R": 90.0, "chosen": False},
-        {"row": "Margin + ELG", "omega": 3.0, "MAP@R": 90.5, "chosen": True},
-        {"row": "Multisimilarity + MiniLM tokens", "omega": 0.3, "MAP@R": 70.0, "chosen": True}])   # an ablation
+        {"source": "cub", "row": "Multisimilarity", "omega": 0.0, "MAP@R": 84.0, "chosen": False},
+        {"source": "cub", "row": "Multisimilarity + ELG", "omega": 0.3, "MAP@R": 82.5, "chosen": True},
+        {"source": "cub", "row": "Multisimilarity + ELG", "omega": 1.0, "MAP@R": 80.0, "chosen": False},
+        {"source": "cub", "row": "Margin", "omega": 0.0, "MAP@R": 90.0, "chosen": False},
+        {"source": "cub", "row": "Margin + ELG", "omega": 3.0, "MAP@R": 90.5, "chosen": True},
+        {"source": "cars", "row": "Margin", "omega": 0.0, "MAP@R": 60.0, "chosen": False},   # another source's base
+        {"source": "cars", "row": "Margin + ELG", "omega": 1.0, "MAP@R": 59.0, "chosen": True},
+        {"source": "cub", "row": "Multisimilarity + MiniLM tokens", "omega": 0.3, "MAP@R": 70.0, "chosen": True}])
     facts = lg.validation_facts(sweep)
-    assert facts == {"val_below_base": "Multisimilarity + ELG (82.5 at ω = 0.3, against 84.0 without)",
-                     "val_below_base_n": "1", "val_guided_n": "2"}
+    assert facts == {"val_below_base": "Multisimilarity + ELG on the CUB-like source (-1.5 at ω = 0.3); Margin + ELG "
+                                       "on the Cars-like source (-1.0 at ω = 1)",
+                     "val_below_base_n": "2", "val_guided_n": "3"}
+    gains = lg.sweep_gains(sweep).set_index(["source", "row", "omega"])["gain"]
+    assert gains[("cub", "Margin + ELG", 3.0)] == 0.5 and gains[("cars", "Margin + ELG", 1.0)] == -1.0
     assert lg.validation_facts(sweep.iloc[:0])["val_below_base"] == "–"

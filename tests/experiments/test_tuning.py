@@ -24,7 +24,8 @@ def test_the_papers_readers_return_the_configured_values():
     assert oodml.chosen_lr("Margin (D)", "quick") == float(oodml.methods_config()["lr"]["quick"].get(
         "Margin (D)", oodml.methods_config()["lr"]["quick"].get("default")))
     omega = language_store.lg_config()["omega"]["quick"]["Multisimilarity + ELG"]
-    assert lg.chosen_omega("Multisimilarity", "ELG", "cub", "quick") == float(omega)
+    for source in ("cub", "cars", "sop"):       # chosen per source on its validation classes
+        assert lg.chosen_omega("Multisimilarity", "ELG", source, "quick") == float(omega[source])
     assert lg.chosen_omega("Multisimilarity", "ELG", "sop", "full") == 1.0        # per source in the full profile
     unit = next(iter(puma.second_pass()["lr"]))
     assert puma.chosen_lr(unit) == float(puma.second_pass()["lr"][unit])

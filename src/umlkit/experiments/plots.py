@@ -11,7 +11,7 @@ import pandas as pd
 
 __all__ = ["plot_measured_vs_paper", "plot_seeds", "plot_setting_deltas", "plot_grouped_bars", "plot_heatmap",
            "plot_fid_progression", "plot_metric_vs_fid", "plot_rank_slopes", "plot_retrieved_classes",
-           "plot_source_bias", "plot_gap_map", "plot_probes"]
+           "plot_source_bias", "plot_gap_map", "plot_probes", "plot_sweep_panels"]
 
 
 def plot_measured_vs_paper(cmp: pd.DataFrame, dataset: str = "Harmonic", metric: str = "R@1", hue: str = "section",
@@ -247,6 +247,24 @@ def plot_sweep(frame: pd.DataFrame, x: str, y: str, hue: str, chosen: str | None
         ax.set_xscale("log")
     ax.legend(fontsize=9, bbox_to_anchor=(1.02, 1), loc="upper left")
     return ax
+
+
+def plot_sweep_panels(frame: pd.DataFrame, x: str, y: str, hue: str, col: str, titles: dict | None = None,
+                      zero: bool = True):
+    """One :func:`plot_sweep` panel per value of ``col`` (e.g. per source), sharing the y axis and one legend; with
+    ``zero``, a black line at y = 0 (the reference a gain is read against)."""
+    import matplotlib.pyplot as plt
+    keys = list(dict.fromkeys(frame[col]))
+    fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys) + 2.6, 4.2), sharey=True, squeeze=False)
+    for ax, key in zip(axes[0], keys):
+        plot_sweep(frame[frame[col] == key], x, y, hue, ax=ax)
+        ax.set_title((titles or {}).get(key, key), fontsize=11)
+        if zero:
+            ax.axhline(0, color="black", lw=0.8)
+        if ax is not axes[0][-1]:
+            ax.get_legend().remove()
+    fig.tight_layout()
+    return fig
 
 
 def plot_gains(frame: pd.DataFrame, x: str = "dataset", col: str = "method", row: str | None = None,

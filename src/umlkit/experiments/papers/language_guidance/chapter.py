@@ -56,8 +56,8 @@ def similarities(source: str, guidances, profile: str = "quick", n: int = 12) ->
 
 
 def omega_table(profile: str = "quick", select_on: str = "MAP@R") -> "pd.DataFrame":  # noqa: F821
-    """The sweep's stored validation scores, one line per (row, omega), with the chosen omega per row (the best
-    validation ``select_on``) and whether it is interior to the grid."""
+    """The sweep's stored validation scores, one line per (source, row, omega), with the chosen omega per source and
+    row (the best validation ``select_on``) and whether it is interior to that source's grid."""
     import pandas as pd
 
     from umlkit.experiments.records import find_record, load_record, normalise_key
@@ -68,17 +68,20 @@ def omega_table(profile: str = "quick", select_on: str = "MAP@R") -> "pd.DataFra
             continue
         rec = load_record(path)
         cfg = key["config"]
+        source = cfg["data"]["datasets"][0]
         terms = [t for t in cfg["objective"] if t["name"] == "language_guidance"]
         row = label.rsplit("-w", 1)[0] if terms else label.rsplit("-seed", 1)[0]
-        lines.append({"row": row, "omega": terms[0]["weight"] if terms else 0.0,
-                      **{m: v["CUB"] for m, v in rec["result"]["test"].items() if m in ("R@1", "MAP@R")}})
+        row = row.removeprefix(f"{source}-") if source != "cub" else row
+        lines.append({"source": source, "row": row, "omega": terms[0]["weight"] if terms else 0.0,
+                      **{m: v[SOURCE_NAMES[source]] for m, v in rec["result"]["test"].items() if m in ("R@1", "MAP@R")}})
     out = pd.DataFrame(lines)
     if out.empty:
         return out
-    best = out[out["omega"] > 0].loc[lambda d: d.groupby("row")[select_on].idxmax()]
+    best = out[out["omega"] > 0].loc[lambda d: d.groupby(["source", "row"])[select_on].idxmax()]
     out["chosen"] = out.index.isin(best.index)
-    out["interior"] = out["row"].map({r["row"]: min(omega_grid(r["row"])) < r["omega"] < max(omega_grid(r["row"]))
-                                      for _, r in best.iterrows()})
+    inside = {(r["source"], r["row"]): min(g := omega_grid(r["row"], source=r["source"])) < r["omega"] < max(g)
+              for _, r in best.iterrows()}
+    out["interior"] = [inside.get(k) for k in zip(out["source"], out["row"])]
     return out
 
 
@@ -189,27 +192,57 @@ def chapter_facts(cmp: dict, claims, sweep, profile: str = "quick", measured: di
 
 
 def edge_facts(profile: str = "quick") -> dict[str, str]:
-    """The rows whose chosen omega stays on its grid's edge however far the grid was extended
-    (language_guidance.yaml ``omega_no_interior``): each named with its omega and why, for the chapter to say."""
+    """The (row, source) pairs whose chosen omega stays on its grid's edge however far the grid was extended
+    (language_guidance.yaml ``omega_no_interior.<row>.<source>``): each named with its omega and why."""
     edge = lg_config().get("omega_no_interior") or {}
     omegas = (lg_config().get("omega") or {}).get(profile) or {}
-    parts = [f"{row} at ω = {float(omegas[row]):g}: {why}" for row, why in edge.items() if row in omegas]
-    return {"omega_edge": "; ".join(parts) if parts else "none", "omega_edge_n": str(len(parts))}
+    parts = [f"{row} on the {SOURCE_NAMES[s]}-like source at ω = {float(omegas[row][s]):g}: {why}"
+             for row, per in edge.items() for s, why in per.items() if s in (omegas.get(row) or {})]
+    grid = [float(w) for w in lg_config()["omega_grid"]]
+    return {"omega_edge": "; ".join(parts) if parts else "none", "omega_edge_n": str(len(parts)),
+            "omega_grid_span": f"{min(grid):g} to {max(grid):g}"}
+
+
+def sweep_gains(sweep: pd.DataFrame) -> pd.DataFrame:
+    """The guided lines of the sweep with ``gain``: validation MAP@R minus the unguided base method's on the same
+    source (below zero: the term hurts at that omega); ``dataset`` names the source."""
+    if sweep.empty:
+        return sweep
+    base = sweep[sweep["omega"] == 0].set_index(["source", "row"])["MAP@R"]
+    guided = sweep[sweep["omega"] > 0].copy()
+    guided["gain"] = [m - base.get((s, _split_row(r)[0]), float("nan"))
+                      for s, r, m in zip(guided["source"], guided["row"], guided["MAP@R"])]
+    return guided.assign(dataset=guided["source"].map(SOURCE_NAMES))
+
+
+def chosen_omegas(sweep: pd.DataFrame) -> pd.DataFrame:
+    """Per row, the chosen omega on each source (written as configured, "(edge)" where it is not interior) and its
+    validation gain over the unguided base method, in MAP@R points."""
+    if sweep.empty:
+        return sweep
+    g = sweep_gains(sweep)
+    g = g[g["chosen"]]
+    out = pd.DataFrame(index=pd.Index(list(dict.fromkeys(g["row"])), name="row"))
+    for s in dict.fromkeys(g["source"]):
+        part = g[g["source"] == s].set_index("row")
+        out[f"{SOURCE_NAMES[s]} ω"] = [f"{w:g}" + ("" if inside else " (edge)")
+                                       for w, inside in zip(part["omega"], part["interior"])]
+        out[f"{SOURCE_NAMES[s]} gain"] = part["gain"].round(1)
+    return out.fillna("–")
 
 
 def validation_facts(sweep: pd.DataFrame) -> dict[str, str]:
-    """Table 2's guided rows whose chosen omega still scores below their unguided baseline on the validation classes
-    (the omega sweep's MAP@R): guidance hurt there at every strength tried, before any test run."""
+    """Table 2's guided rows whose chosen omega still scores below their unguided baseline on a source's validation
+    classes (the omega sweep's MAP@R): guidance hurt there at every strength tried, before any test run."""
     if sweep.empty:
         return {"val_below_base": "–", "val_below_base_n": "–", "val_guided_n": "–"}
-    chosen = sweep[sweep["chosen"]].set_index("row")
-    base = sweep[sweep["omega"] == 0].set_index("row")["MAP@R"]
-    guided = [r for r in guided_rows() if _split_row(r)[1] is not None and r in chosen.index]
-    below = [r for r in guided if _split_row(r)[0] in base.index and chosen.loc[r, "MAP@R"] < base[_split_row(r)[0]]]
-    parts = [f"{r} ({_num(chosen.loc[r, 'MAP@R'])} at ω = {chosen.loc[r, 'omega']:g}, against "
-             f"{_num(base[_split_row(r)[0]])} without)" for r in below]
+    g = sweep_gains(sweep)
+    g = g[g["chosen"] & g["row"].isin([r for r in guided_rows() if _split_row(r)[1] is not None])]
+    below = g[g["gain"] < 0]
+    parts = [f"{r['row']} on the {r['dataset']}-like source ({_num(r['gain'], signed=True)} at ω = {r['omega']:g})"
+             for _, r in below.iterrows()]
     return {"val_below_base": "; ".join(parts) or "none", "val_below_base_n": str(len(below)),
-            "val_guided_n": str(len(guided))}
+            "val_guided_n": str(len(g))}
 
 
 def _ablation_facts(cmp: dict, claims) -> dict:

@@ -13,10 +13,11 @@ learning", CVPR 2022): configurations, language files, tables and claims as data
   class's images (official ``relabel``). Quick: the sentence model all-MiniLM-L6-v2 and the tiny ViT v2's named
   320-way pretraining classifier; full: CLIP ViT-B/32's text encoder and torchvision's ImageNet ResNet-50
   (timm ``resnet50.tv_in1k``, the official ``pretrainedmodels`` weights) with the ImageNet class names.
-* **Tuning** (:func:`omega_sweep`): the learning rate is the base method's (chosen by ooDML's protocol on the
-  validation split of the CUB-like default split's training classes); omega is chosen on that same validation
-  split from ``omega_grid``, for every (method, guidance) row - the paper's protocol of adding guidance to a tuned
-  baseline, applied to every guided row alike.
+* **Tuning** (:func:`omega_jobs`): on each source, the learning rate is the base method's as ooDML's protocol chose
+  it on that source's validation classes (``lr_sources``, else the CUB-like choice where the source's own sweep
+  agreed); omega is chosen on the same validation split from ``omega_grid``, for every (row, source) a table trains
+  - the paper's protocol of adding guidance to a tuned baseline (its official scripts set omega per dataset),
+  applied to every guided row alike.
 * **Tables**: Table 2 (R@1 of every method with and without ELG / PLG on the CUB-, Cars- and SOP-like sources)
   and Table S1 (the same runs with NMI and mAP@1000), with the paper's claims.
 """
@@ -88,9 +89,9 @@ def run_config(profile: str = "quick", *, method: str = "Multisimilarity", sourc
                        f"with ' + ' and one of {list(cfg['guidance'])})")
     block = cfg["methods"][base]
     extra = (cfg.get("profile_overrides") or {}).get(profile) or []
-    # the base method's rate as ooDML's protocol chose it on the CUB-like validation classes (this chapter's protocol)
+    # the base method's rate as ooDML's protocol chose it on this source's validation classes
     out = source_recipe.run_config(profile, method=block["base"], source=source, seed=seed, validation=validation,
-                                   overrides=[*extra, *overrides], rate_from="cub")
+                                   overrides=[*extra, *overrides])
     out = copy.deepcopy(out)
     out["objective"][0]["options"].update(block.get("options") or {})
     if guidance is not None:
@@ -114,33 +115,47 @@ def guided_rows() -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------------ tuning
-def omega_grid(row: str, block: dict | None = None) -> list[float]:
-    """The omega values a guided row is validated at: the shared grid, extended for the rows whose best value lay
-    on its edge (``omega_grid_extra``); ``block`` is the configuration block that holds both (default: the
-    paper's rows; the unified setting passes its own)."""
+def omega_grid(row: str, block: dict | None = None, source: str = "cub") -> list[float]:
+    """The omega values a guided row is validated at on ``source``: the shared grid, extended where the row's best
+    value lay on its edge (``omega_grid_extra`` on the CUB-like source and in the unified setting, whose ``block``
+    is passed; ``omega_grid_extra_sources.<source>`` on the others)."""
     cfg = lg_config() if block is None else block
-    return sorted({float(w) for w in [*cfg["omega_grid"], *(cfg.get("omega_grid_extra") or {}).get(row, [])]})
+    extra = cfg.get("omega_grid_extra") if source == "cub" else (cfg.get("omega_grid_extra_sources") or {}).get(source)
+    return sorted({float(w) for w in [*cfg["omega_grid"], *(extra or {}).get(row, [])]})
 
 
-def omega_key(method: str, omega: float, profile: str = "quick", seed: int = 0) -> dict:
-    """The record key of one validation run of the omega sweep (CUB-like default split, held-out training classes)."""
-    return {"config": run_config(profile, method=method, source="cub", seed=seed, omega=omega, validation=True),
+def omega_key(method: str, omega: float | None, profile: str = "quick", seed: int = 0, source: str = "cub") -> dict:
+    """The record key of one validation run of the omega sweep (the source's default split, held-out training
+    classes); ``omega=None`` for an unguided row (the reference the sweep's gain is read against)."""
+    return {"config": run_config(profile, method=method, source=source, seed=seed, omega=omega, validation=True),
             "analysis": {"metrics": ["R@1", "MAP@R"]}}
 
 
+def tuned_rows(profile: str = "quick") -> dict[str, list[str]]:
+    """Per source, the rows whose omega is chosen there: on the CUB-like source every guided row of Table 2 and every
+    variant the profile runs (quick); on the others the guided rows that a table of the profile trains there."""
+    out = {"cub": [*guided_rows(), *(variant_rows(profile) if profile == "quick" else [])]}
+    if profile != "quick":
+        return out
+    spec = [table("Table 2", profile), *(ablation_table(n, profile) for n in ABLATIONS)]
+    for s in SOURCES[1:]:
+        runs = {r.spec["method"] for t in spec for r in t.rows if r.spec.get("source") == s and "method" in r.spec}
+        out[s] = [r for r in out["cub"] if r in runs and (_split_row(r)[1] is not None or f"{r} + ELG" in runs)]
+    return out
+
+
 def omega_jobs(profile: str = "quick", seed: int = 0) -> list[tuple[str, str, dict]]:
-    """(record folder, label, key) of the sweep: every guided row x ``omega_grid``, and each base method without
-    guidance (the reference the sweep's gain is read against)."""
+    """(record folder, label, key) of the sweep: per source (:func:`tuned_rows`), every guided row x its
+    ``omega_grid`` and each base method without guidance. The CUB-like labels carry no source prefix."""
     jobs = []
-    for row in [*guided_rows(), *(variant_rows(profile) if profile == "quick" else [])]:
-        _, g = _split_row(row)
-        if g is None:
-            key = {"config": run_config(profile, method=row, source="cub", seed=seed, validation=True),
-                   "analysis": {"metrics": ["R@1", "MAP@R"]}}
-            jobs.append(("omega_sweep", f"{row}-seed{seed}", key))
-        else:
-            jobs += [("omega_sweep", f"{row}-w{w:g}-seed{seed}", omega_key(row, float(w), profile, seed))
-                     for w in omega_grid(row)]
+    for source, rows in tuned_rows(profile).items():
+        prefix = "" if source == "cub" else f"{source}-"
+        for row in rows:
+            if _split_row(row)[1] is None:
+                jobs.append(("omega_sweep", f"{prefix}{row}-seed{seed}", omega_key(row, None, profile, seed, source)))
+            else:
+                jobs += [("omega_sweep", f"{prefix}{row}-w{w:g}-seed{seed}", omega_key(row, w, profile, seed, source))
+                         for w in omega_grid(row, source=source)]
     return jobs
 
 
