@@ -14,6 +14,7 @@ from pathlib import Path
 _ROOT = Path(__file__).resolve().parent
 _TMP = Path(tempfile.mkdtemp(prefix="umlkit-tests-"))
 os.environ.setdefault("UMLKIT_PROGRESS", "0")  # no progress bars in test logs or executed notebooks
+os.environ.setdefault("UMLKIT_CACHE", str(_TMP / "cache"))  # the per-machine GEMM speed-ups (metrics.kernels)
 if not os.environ.get("UMLKIT_DATA"):
     os.environ["UMLKIT_DATA"] = str(_TMP / "data")
 if not os.environ.get("UMLKIT_RESULTS"):

@@ -12,6 +12,7 @@ like those of a CPU without bf16 (or AVX-512) instructions, to check the choice;
 
     python benchmarks/bench_eval.py            # full size (a few minutes on 2 cores)
     python benchmarks/bench_eval.py --scale 0.1
+    python benchmarks/bench_eval.py --compete 1   # with a process spinning on one core all along (a busy machine)
 
 The machine (CPU model, torch, threads) is printed first: a ratio measured on one CPU does not hold on another.
 """
@@ -47,9 +48,11 @@ def run_one(impl: str, scale: float) -> dict:
         # "umlkit" is the default: the search this CPU is faster at, chosen by start-up measurements
         dtype = {"umlkit": None, "umlkit-fp32": torch.float32, "umlkit-bf16": torch.bfloat16,
                  "umlkit-int8": torch.int8}[impl]
+        from umlkit.metrics.threads import search_threads
+        threads = search_threads(torch.get_num_threads())   # what the search will run on (busy cores left out)
         res = evaluate_retrieval(x, y, metrics=metrics, search_dtype=dtype)
         out = {m: res[m] for m in metrics}
-        search = str(dtype or choose_search_dtype(self_search=True)).replace("torch.", "")
+        search = f"{threads} thread(s), " + str(dtype or choose_search_dtype(self_search=True)).replace("torch.", "")
         if dtype is None:
             search += (f" (GEMM speed-up over fp32: bf16 x{gemm_speedup(torch.bfloat16):.2f},"
                        f" int8 x{gemm_speedup(torch.int8):.2f})")
@@ -75,12 +78,27 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of the 148,500-item problem")
     parser.add_argument("--impls", default="pml,umlkit-fp32,umlkit")
+    parser.add_argument("--compete", type=int, default=0,
+                        help="start this many processes that spin on a core each while the benchmark runs (a busy "
+                             "machine)")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(run_one(args.child, args.scale)))
         return
     print(describe(), flush=True)
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.compete)]
+    try:
+        results = _run_all(args)
+    finally:
+        for p in spinners:
+            p.kill()
+    _summary(results, args)
+
+
+def _run_all(args) -> dict:
+    if args.compete:
+        print(f"busy machine: {args.compete} competing process(es) spinning", flush=True)
     results = {}
     for impl in args.impls.split(","):
         proc = subprocess.run([sys.executable, __file__, "--child", impl, "--scale", str(args.scale)],
@@ -90,10 +108,14 @@ def main() -> None:
         search = f"   search {r['search']}" if r["search"] else ""
         print(f"{impl:>12}: {r['seconds']:7.1f} s   peak RSS {r['peak_rss_mb']:7.0f} MB{search}   {r['metrics']}",
               flush=True)
+    return results
+
+
+def _summary(results: dict, args) -> None:
     base = results.get("pml")
     exact = results.get("umlkit-fp32")
     print(f"\nproblem: {int(N_ITEMS * args.scale)} items x {DIM}-d, ~{int(N_CLASSES * args.scale)} classes, "
-          f"torch threads {torch.get_num_threads()}")
+          f"torch threads {torch.get_num_threads()}, competing processes {args.compete}")
     for impl, r in results.items():
         line = f"{impl:>12}: {r['seconds']:7.1f} s"
         if base:

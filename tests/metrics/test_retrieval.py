@@ -567,40 +567,32 @@ def test_second_chance_opens_enough_blocks_for_its_candidates(small_blocks):
     assert torch.equal(i, ri)
 
 
-def test_search_dtype_is_chosen_by_measurement_once(monkeypatch):
+def test_search_dtype_is_chosen_from_the_machines_speedups(monkeypatch):
     """search_dtype=None: a self-search takes int8 tiles where the int8 GEMM's speed-up over fp32 reaches 0.5 and
-    bf16's, else bf16 from a bf16/fp32 speed-up of 0.5; a plain search takes bf16 from 1.5, else fp32. Each
-    GEMM is timed once per process; UMLKIT_SEARCH_DTYPE overrides (int8 for self-searches only); every choice
-    returns the exact top k."""
-    from umlkit.metrics import knn
+    bf16's, else bf16 from a bf16/fp32 speed-up of 0.5; a plain search takes bf16 from 1.5, else fp32 (the speed-ups
+    of umlkit.metrics.kernels, for the search's own dimension); UMLKIT_SEARCH_DTYPE overrides (int8 for
+    self-searches only); every choice returns the exact top k."""
+    from umlkit.metrics import kernels, knn
     monkeypatch.delenv("UMLKIT_SEARCH_DTYPE", raising=False)
-    calls, real_seconds = [], knn._gemm_seconds
+    asked = []
 
-    def fake_seconds(bf16, int8):
-        def seconds(a, reps=9):
-            calls.append(a.dtype)
-            return {torch.float32: 1.0, torch.bfloat16: 1.0 / bf16, torch.int8: 1.0 / int8}[a.dtype]
-        return seconds
+    def fake(bf16, int8):
+        def speedups(dim=128):
+            asked.append(dim)
+            return {"bf16": bf16, "int8": int8}
+        return speedups
 
     bf, fp, i8 = torch.bfloat16, torch.float32, torch.int8
     for bf16, int8, self_choice, plain_choice in (
             (2.4, 4.0, i8, bf), (2.4, 2.0, bf, bf), (1.5, 1.5, i8, bf), (1.0, 1.0, i8, fp), (0.5, 2.0, i8, fp),
             (0.5, 0.4, bf, fp), (0.45, 0.45, fp, fp), (0.01, 0.0, fp, fp), (0.01, 0.5, i8, fp)):
-        monkeypatch.setattr(knn, "_MEASURED", {})
-        monkeypatch.setattr(knn, "_gemm_seconds", fake_seconds(bf16, int8 or 1e-9))
-        calls.clear()
+        monkeypatch.setattr(kernels, "speedups", fake(bf16, int8))
         assert knn.gemm_speedup(torch.bfloat16) == pytest.approx(bf16)
-        assert knn.choose_search_dtype(self_search=True) == self_choice
+        assert knn.choose_search_dtype(self_search=True, dim=64) == self_choice
         assert knn.choose_search_dtype(self_search=False) == plain_choice
-        assert sorted(map(str, calls)) == ["torch.bfloat16", "torch.float32", "torch.int8"]   # then cached
-    # an int8 GEMM this torch lacks measures 0
-    monkeypatch.setattr(knn, "_MEASURED", {"fp32": 1.0})
-    monkeypatch.setattr(knn, "_gemm_seconds", real_seconds)
-    with monkeypatch.context() as patch:
-        patch.setattr(torch, "_int_mm", lambda a, b: (_ for _ in ()).throw(RuntimeError("no int8 GEMM")))
-        assert knn.gemm_speedup(torch.int8) == 0.0
+    assert set(asked) == {64, 128}
     # with bf16 at 0.5x and int8 at 0.2x: a self-search runs bf16, a plain search fp32, both exact
-    monkeypatch.setattr(knn, "_MEASURED", {"fp32": 1.0, "bf16": 0.5, "int8": 0.2})
+    monkeypatch.setattr(kernels, "speedups", fake(0.5, 0.2))
     n = knn._TILE + 60  # large enough to count as a self-search
     x = torch.nn.functional.normalize(torch.randn(n, 16, generator=torch.Generator().manual_seed(0)), dim=1)
     exact = knn.knn_search(x, x, 7, self_index=torch.arange(n), search_dtype=torch.float32)

@@ -49,8 +49,9 @@ are not: on the 512 x 128 x 512 product of :func:`gemm_speedup`, in three benchm
 natively, 1.9-2.2x with oneDNN limited to AVX-512 without bf16, 1.6x limited to AVX2 (bf16: 1.8-2.0x, 0.37-0.46x,
 0.08-0.10x).
 
-**Which search runs** (``search_dtype=None``, the default). :func:`gemm_speedup` times a 512 x 128 x 512 product
-in fp32, bf16 and int8 once per process (about 20 ms). A self-search takes int8 tiles where the int8 GEMM reaches
+**Which search runs** (``search_dtype=None``, the default). :func:`gemm_speedup` reads the bf16 and int8 GEMM
+speed-ups over fp32 from :mod:`umlkit.metrics.kernels` (the CPU's instruction set, then a measurement of the
+search's own 2,048 x d tile, cached per machine). A self-search takes int8 tiles where the int8 GEMM reaches
 both 0.5x fp32's and bf16's speed-up; otherwise bf16 from a bf16 speed-up of 0.5, and a plain search (no int8
 pass) bf16 from 1.5; else fp32. The thresholds are the break-even speed-ups of two-point fits (time = a / speed-up
 + c) of measurements on this project's AMD EPYC (avx512_bf16), natively and with oneDNN limited
@@ -70,7 +71,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 
 import numpy as np
 import torch
@@ -455,38 +455,14 @@ def _from_blocks(bm_rows: torch.Tensor, kk: int, n_open: int,
 
 _BF16_MIN_SPEEDUP = {True: 0.5, False: 1.5}   # self-search, plain search (see the module docstring)
 _INT8_MIN_SPEEDUP = 0.5                        # self-search only (see the module docstring)
-_MEASURED: dict[str, float] = {}
 _DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32, "int8": torch.int8}
 
 
-def _gemm_seconds(a: torch.Tensor, reps: int = 9) -> float:
-    """Best of ``reps`` timings of ``a @ a.T`` (int8: ``torch._int_mm``, int32 sums) after three warm-up products.
-    (One warm-up and the best of 5 let a busy moment of a 2-core machine flip the int8/bf16 order now and then.)"""
-    product = (lambda: torch._int_mm(a, a.T)) if a.dtype == torch.int8 else (lambda: a @ a.T)
-    for _ in range(3):
-        product()
-    best = float("inf")
-    for _ in range(reps):
-        start = time.perf_counter()
-        product()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
-def gemm_speedup(dtype: torch.dtype = torch.bfloat16) -> float:
-    """fp32 time over ``dtype`` time (bf16 or int8) of a search-sized GEMM (512 x 128 by 128 x 512, best of 9) on
-    this CPU, measured once per process and cached; 0 where this torch has no int8 GEMM on the CPU."""
-    name = {torch.bfloat16: "bf16", torch.int8: "int8"}[dtype]
-    if name not in _MEASURED:
-        a = torch.randn(512, 128, generator=torch.Generator().manual_seed(0))
-        if "fp32" not in _MEASURED:
-            _MEASURED["fp32"] = _gemm_seconds(a)
-        try:
-            low = (a * 40).round().clamp(-127, 127).to(torch.int8) if dtype == torch.int8 else a.to(dtype)
-            _MEASURED[name] = _MEASURED["fp32"] / _gemm_seconds(low)
-        except (RuntimeError, AttributeError):   # an int8 GEMM this build or CPU lacks
-            _MEASURED[name] = 0.0
-    return _MEASURED[name]
+def gemm_speedup(dtype: torch.dtype = torch.bfloat16, dim: int = 128) -> float:
+    """fp32 time over ``dtype`` time (bf16 or int8) of the search's ``_TILE`` x ``dim`` tile product on this machine
+    (:func:`umlkit.metrics.kernels.speedups`: 0 where the CPU lacks the instructions or this torch the kernel)."""
+    from umlkit.metrics.kernels import speedups
+    return speedups(dim)[{torch.bfloat16: "bf16", torch.int8: "int8"}[dtype]]
 
 
 def bf16_gemm_speedup() -> float:
@@ -503,7 +479,7 @@ def forced_search_dtype() -> torch.dtype | None:
     return None if forced is None else _DTYPES[forced]
 
 
-def choose_search_dtype(self_search: bool = False) -> torch.dtype:
+def choose_search_dtype(self_search: bool = False, dim: int = 128) -> torch.dtype:
     """The search :func:`knn_search` runs by default, from :func:`gemm_speedup`: a self-search takes int8 tiles
     where the int8 GEMM's speed-up reaches both 0.5 and bf16's, else bf16 from a bf16 speed-up of 0.5; a plain search
     takes bf16 from a speed-up of 1.5; otherwise fp32. (A self-search here: query = gallery, ``self_index`` =
@@ -516,9 +492,10 @@ def choose_search_dtype(self_search: bool = False) -> torch.dtype:
     forced = forced_search_dtype()
     if forced is not None and (forced != torch.int8 or self_search):
         return forced
-    if self_search and gemm_speedup(torch.int8) >= max(_INT8_MIN_SPEEDUP, bf16_gemm_speedup()):
+    bf16 = gemm_speedup(torch.bfloat16, dim)
+    if self_search and gemm_speedup(torch.int8, dim) >= max(_INT8_MIN_SPEEDUP, bf16):
         return torch.int8
-    return torch.bfloat16 if bf16_gemm_speedup() >= _BF16_MIN_SPEEDUP[bool(self_search)] else torch.float32
+    return torch.bfloat16 if bf16 >= _BF16_MIN_SPEEDUP[bool(self_search)] else torch.float32
 
 
 def _is_self_search(query: torch.Tensor, gallery: torch.Tensor, self_index: torch.Tensor | None) -> bool:
@@ -625,9 +602,11 @@ def knn_search(
         (similarities, indices), both (n, max k); row i sorted by similarity descending (ties by gallery
         index) in its first k_i columns, then similarity -inf and index -1.
     """
+    from umlkit.metrics.threads import limited_threads
     _check_inputs(query, gallery, k, self_index, chunk_size, candidate_extra)
-    return _knn_search(query, gallery, k, self_index=self_index, chunk_size=chunk_size,
-                       candidate_extra=candidate_extra, search_dtype=search_dtype, stats=stats)
+    with limited_threads(query.shape[0] * gallery.shape[0]):   # on a busy machine, only the idle cores
+        return _knn_search(query, gallery, k, self_index=self_index, chunk_size=chunk_size,
+                           candidate_extra=candidate_extra, search_dtype=search_dtype, stats=stats)
 
 
 @_ieee_fp32_matmul()
@@ -641,7 +620,7 @@ def _knn_search(query, gallery, k, *, self_index=None, chunk_size=1024, candidat
         raise ValueError(f"search_dtype must be torch.bfloat16, torch.float32, torch.int8 or None, got {search_dtype}")
     self_search = search_dtype != torch.float32 and _is_self_search(query, gallery, self_index)
     if search_dtype is None or (search_dtype == torch.int8 and not self_search):
-        search_dtype = choose_search_dtype(self_search)
+        search_dtype = choose_search_dtype(self_search, query.shape[1])
     n, m = query.shape[0], gallery.shape[0]
     depth = torch.full((n,), int(k), dtype=torch.long) if not isinstance(k, torch.Tensor) else k.to(torch.long)
     if depth.shape != (n,):

@@ -38,6 +38,7 @@ import numpy as np
 import torch
 
 from umlkit.metrics.knn import _knn_search, knn_search
+from umlkit.metrics.threads import limited_threads
 
 __all__ = [
     "evaluate_retrieval",
@@ -334,6 +335,20 @@ def evaluate_indices(
             depth = torch.maximum(depth, class_count.clamp(max=available))
     if "mAP@1000" in others:
         depth = torch.maximum(depth, torch.full_like(depth, min(1000, available)))
+    with limited_threads(nq * ng):   # on a busy machine, only the idle cores (umlkit.metrics.threads)
+        out = _search_and_score(q, g, ql, gl, depth, self_index, any_self, recall_ks, others, need_r,
+                                map_at_r_convention, r, class_count, available, search_dtype, block_entries, progress)
+        if "NMI" in others:
+            out["NMI"] = nmi(q, ql, seed=seed, method=nmi_method, progress=progress)
+    out["n_queries"] = float(nq)
+    out["n_gallery"] = float(ng)
+    return out
+
+
+def _search_and_score(q, g, ql, gl, depth, self_index, any_self, recall_ks, others, need_r, convention, r,
+                      class_count, available, search_dtype, block_entries, progress) -> dict[str, float]:
+    """The neighbour search in query blocks and the metrics read from it (R@k, MAP@R, RP, mAP@1000)."""
+    nq = q.shape[0]
     out: dict[str, float] = {}
     if recall_ks or need_r or "mAP@1000" in others:
         # queries in blocks of at most block_entries neighbour entries: memory stays bounded whatever the depth
@@ -351,13 +366,8 @@ def evaluate_indices(
             _, idx = _knn_search(q[sl], g, depth[sl], self_index=self_index[sl] if any_self else None,
                                  search_dtype=search_dtype)
             match = (idx >= 0) & (gl[idx.clamp(min=0)] == ql[sl, None])
-            _score_block(match, sl, recall_ks, others, need_r, map_at_r_convention, r, class_count, available,
-                         hits, parts)
+            _score_block(match, sl, recall_ks, others, need_r, convention, r, class_count, available, hits, parts)
         out.update(_summarise(hits, parts, r, recall_ks, others, need_r))
-    if "NMI" in others:
-        out["NMI"] = nmi(q, ql, seed=seed, method=nmi_method, progress=progress)
-    out["n_queries"] = float(nq)
-    out["n_gallery"] = float(ng)
     return out
 
 
