@@ -428,4 +428,8 @@ def test_validation_facts_name_the_guided_rows_below_their_baseline_at_their_bes
                      "val_below_base_n": "2", "val_guided_n": "3"}
     gains = lg.sweep_gains(sweep).set_index(["source", "row", "omega"])["gain"]
     assert gains[("cub", "Margin + ELG", 3.0)] == 0.5 and gains[("cars", "Margin + ELG", 1.0)] == -1.0
+    view = lg.chosen_omegas(sweep.assign(interior=[None, True, None, None, False, None, True, True]))
+    assert list(view.columns) == ["CUB ω", "CUB gain", "Cars ω", "Cars gain"]
+    assert view.loc["Margin + ELG"].tolist() == ["3 (edge)", 0.5, "1", -1.0]
+    assert pd.isna(view.loc["Multisimilarity + ELG", "Cars ω"])        # a row not tuned on that source
     assert lg.validation_facts(sweep.iloc[:0])["val_below_base"] == "–"

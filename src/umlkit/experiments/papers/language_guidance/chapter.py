@@ -217,7 +217,7 @@ def sweep_gains(sweep: pd.DataFrame) -> pd.DataFrame:
 
 def chosen_omegas(sweep: pd.DataFrame) -> pd.DataFrame:
     """Per row, the chosen omega on each source (written as configured, "(edge)" where it is not interior) and its
-    validation gain over the unguided base method, in MAP@R points."""
+    validation gain over the unguided base method, in MAP@R points; missing where the row is not tuned there."""
     if sweep.empty:
         return sweep
     g = sweep_gains(sweep)
@@ -225,10 +225,10 @@ def chosen_omegas(sweep: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame(index=pd.Index(list(dict.fromkeys(g["row"])), name="row"))
     for s in dict.fromkeys(g["source"]):
         part = g[g["source"] == s].set_index("row")
-        out[f"{SOURCE_NAMES[s]} ω"] = [f"{w:g}" + ("" if inside else " (edge)")
-                                       for w, inside in zip(part["omega"], part["interior"])]
+        out[f"{SOURCE_NAMES[s]} ω"] = pd.Series([f"{w:g}" + ("" if inside else " (edge)")
+                                                 for w, inside in zip(part["omega"], part["interior"])], part.index)
         out[f"{SOURCE_NAMES[s]} gain"] = part["gain"].round(1)
-    return out.fillna("–")
+    return out   # a row not tuned on a source: missing there (the book's tables write "–")
 
 
 def validation_facts(sweep: pd.DataFrame) -> dict[str, str]:
