@@ -396,16 +396,17 @@ def test_the_chapter_names_every_row_whose_omega_stays_on_the_edge(monkeypatch):
     """A row declared in omega_no_interior is named with its chosen omega and the reason; the committed
     configuration declares Row-wise L2 at 1e-5, the edge of its grid, and the chapter glues that sentence."""
     facts = lg.edge_facts("quick")
-    assert facts["omega_edge"].startswith("Multisimilarity + Row-wise L2 on the CUB-like source at ω = 1e-05: ")
+    assert facts["omega_edge"].startswith("Multisimilarity + Row-wise L2 (CUB-like, ω = 1e-05): ")
     cfg = copy.deepcopy(language_store.lg_config())
-    cfg["omega_no_interior"] = {"Margin + ELG": {"cub": "why", "nowhere": "ignored"}, "not a configured row": {"cub": "x"}}
+    cfg["omega_no_interior"] = {"Margin + ELG": {"cub": "why", "nowhere": "ignored"}, "not a configured row": {"cub": "x"},
+                                "Margin + PLG Top-5": {"cub": "why"}}
     use_lg_config(monkeypatch, cfg)
     from umlkit.experiments.papers.language_guidance import chapter
     monkeypatch.setattr(chapter, "lg_config", lambda: cfg)
-    w = cfg["omega"]["quick"]["Margin + ELG"]["cub"]
+    w, w2 = cfg["omega"]["quick"]["Margin + ELG"]["cub"], cfg["omega"]["quick"]["Margin + PLG Top-5"]["cub"]
     cfg["omega_grid"] = [0.5, 0.1, 20]
-    assert lg.edge_facts("quick") == {"omega_edge": f"Margin + ELG on the CUB-like source at ω = {w:g}: why",
-                                      "omega_edge_n": "1", "omega_grid_span": "0.1 to 20"}
+    assert lg.edge_facts("quick") == {"omega_edge": f"Margin + ELG (CUB-like, ω = {w:g}), Margin + PLG Top-5 (CUB-like, "
+                                                    f"ω = {w2:g}): why", "omega_edge_n": "2", "omega_grid_span": "0.1 to 20"}
     assert "{glue:text}`omega_edge`" in (Path(__file__).parents[2] / "book" / "language_guidance.ipynb").read_text()
 
 
@@ -423,13 +424,12 @@ def test_validation_facts_name_the_guided_rows_below_their_baseline_at_their_bes
         {"source": "cars", "row": "Margin + ELG", "omega": 1.0, "MAP@R": 59.0, "chosen": True},
         {"source": "cub", "row": "Multisimilarity + MiniLM tokens", "omega": 0.3, "MAP@R": 70.0, "chosen": True}])
     facts = lg.validation_facts(sweep)
-    assert facts == {"val_below_base": "Multisimilarity + ELG on the CUB-like source (-1.5 at ω = 0.3); Margin + ELG "
-                                       "on the Cars-like source (-1.0 at ω = 1)",
+    assert facts == {"val_below_base": "1 on the CUB-like source and 1 on the Cars-like source",
                      "val_below_base_n": "2", "val_guided_n": "3"}
     gains = lg.sweep_gains(sweep).set_index(["source", "row", "omega"])["gain"]
     assert gains[("cub", "Margin + ELG", 3.0)] == 0.5 and gains[("cars", "Margin + ELG", 1.0)] == -1.0
     view = lg.chosen_omegas(sweep.assign(interior=[None, True, None, None, False, None, True, True]))
     assert list(view.columns) == ["CUB ω", "CUB gain", "Cars ω", "Cars gain"]
-    assert view.loc["Margin + ELG"].tolist() == ["3 (edge)", 0.5, "1", -1.0]
+    assert view.loc["Margin + ELG"].tolist() == ["3 (edge)", "+0.50", "1", "-1.00"]
     assert pd.isna(view.loc["Multisimilarity + ELG", "Cars ω"])        # a row not tuned on that source
     assert lg.validation_facts(sweep.iloc[:0])["val_below_base"] == "–"

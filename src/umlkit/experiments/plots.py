@@ -250,20 +250,25 @@ def plot_sweep(frame: pd.DataFrame, x: str, y: str, hue: str, chosen: str | None
 
 
 def plot_sweep_panels(frame: pd.DataFrame, x: str, y: str, hue: str, col: str, titles: dict | None = None,
-                      zero: bool = True):
-    """One :func:`plot_sweep` panel per value of ``col`` (e.g. per source), sharing the y axis and one legend; with
-    ``zero``, a black line at y = 0 (the reference a gain is read against)."""
+                      zero: bool = True, xlabel: str | None = None, ylabel: str | None = None):
+    """One :func:`plot_sweep` panel per value of ``col`` (e.g. per source), sharing the y axis, with one legend
+    below them; with ``zero``, a black line at y = 0 (the reference a gain is read against)."""
     import matplotlib.pyplot as plt
     keys = list(dict.fromkeys(frame[col]))
-    fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys) + 2.6, 4.2), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(keys), figsize=(3.7 * len(keys), 3.6), sharey=True, squeeze=False)
     for ax, key in zip(axes[0], keys):
         plot_sweep(frame[frame[col] == key], x, y, hue, ax=ax)
-        ax.set_title((titles or {}).get(key, key), fontsize=11)
+        ax.set_title((titles or {}).get(key, key))
+        ax.set_xlabel(xlabel or x)
         if zero:
             ax.axhline(0, color="black", lw=0.8)
-        if ax is not axes[0][-1]:
-            ax.get_legend().remove()
+    handles, labels = axes[0][-1].get_legend_handles_labels()
+    for ax in axes[0]:
+        ax.get_legend().remove()
+    axes[0][0].set_ylabel(ylabel or y)
     fig.tight_layout()
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(3, len(labels)),
+               frameon=False)
     return fig
 
 

@@ -196,10 +196,14 @@ def edge_facts(profile: str = "quick") -> dict[str, str]:
     (language_guidance.yaml ``omega_no_interior.<row>.<source>``): each named with its omega and why."""
     edge = lg_config().get("omega_no_interior") or {}
     omegas = (lg_config().get("omega") or {}).get(profile) or {}
-    parts = [f"{row} on the {SOURCE_NAMES[s]}-like source at ω = {float(omegas[row][s]):g}: {why}"
-             for row, per in edge.items() for s, why in per.items() if s in (omegas.get(row) or {})]
+    by_reason: dict[str, list[str]] = {}   # the pairs that share a reason are named together
+    for row, per in edge.items():
+        for s, why in per.items():
+            if s in (omegas.get(row) or {}):
+                by_reason.setdefault(why, []).append(f"{row} ({SOURCE_NAMES[s]}-like, ω = {float(omegas[row][s]):g})")
+    parts = [f"{', '.join(items)}: {why}" for why, items in by_reason.items()]
     grid = [float(w) for w in lg_config()["omega_grid"]]
-    return {"omega_edge": "; ".join(parts) if parts else "none", "omega_edge_n": str(len(parts)),
+    return {"omega_edge": "; ".join(parts) if parts else "none", "omega_edge_n": str(sum(map(len, by_reason.values()))),
             "omega_grid_span": f"{min(grid):g} to {max(grid):g}"}
 
 
@@ -227,7 +231,7 @@ def chosen_omegas(sweep: pd.DataFrame) -> pd.DataFrame:
         part = g[g["source"] == s].set_index("row")
         out[f"{SOURCE_NAMES[s]} ω"] = pd.Series([f"{w:g}" + ("" if inside else " (edge)")
                                                  for w, inside in zip(part["omega"], part["interior"])], part.index)
-        out[f"{SOURCE_NAMES[s]} gain"] = part["gain"].round(1)
+        out[f"{SOURCE_NAMES[s]} gain"] = part["gain"].map("{:+.2f}".format)   # -0.00: below, by less than 0.005
     return out   # a row not tuned on a source: missing there (the book's tables write "–")
 
 
@@ -239,10 +243,10 @@ def validation_facts(sweep: pd.DataFrame) -> dict[str, str]:
     g = sweep_gains(sweep)
     g = g[g["chosen"] & g["row"].isin([r for r in guided_rows() if _split_row(r)[1] is not None])]
     below = g[g["gain"] < 0]
-    parts = [f"{r['row']} on the {r['dataset']}-like source ({_num(r['gain'], signed=True)} at ω = {r['omega']:g})"
-             for _, r in below.iterrows()]
-    return {"val_below_base": "; ".join(parts) or "none", "val_below_base_n": str(len(below)),
-            "val_guided_n": str(len(g))}
+    per = below.groupby("source", sort=False).size()
+    parts = [f"{n} on the {SOURCE_NAMES[s]}-like source" for s, n in per.items()]
+    text = ", ".join(parts[:-1]) + (" and " if len(parts) > 1 else "") + parts[-1] if parts else "none"
+    return {"val_below_base": text, "val_below_base_n": str(len(below)), "val_guided_n": str(len(g))}
 
 
 def _ablation_facts(cmp: dict, claims) -> dict:
