@@ -65,3 +65,20 @@ def test_similarity_panels_share_one_colour_bar_and_have_equal_sizes():
     sizes = {(round(a.get_position().width, 4), round(a.get_position().height, 4)) for a in panels}
     assert len(sizes) == 1                                  # the colour bar no longer narrows the right column
     assert len(fig.axes) == 5                               # 3 panels, the empty fourth, one colour bar
+
+
+def test_sweep_panels_give_a_line_one_colour_in_every_panel_and_one_legend_with_every_line():
+    """Ten lines on one source and seven on another (tab20 + markers past eight): the shared legend names all ten
+    and a line keeps its colour from panel to panel."""
+    import matplotlib.pyplot as plt
+    rows = [{"source": s, "row": f"m{i}", "lr": lr, "val": i + lr, "chosen": lr == 1e-3}
+            for s, n in (("cub", 10), ("cars", 7)) for i in range(n) for lr in (1e-4, 1e-3, 1e-2)]
+    fig = plots.plot_sweep_panels(pd.DataFrame(rows), "lr", "val", "row", "source", zero=False,
+                                  titles={"cub": "CUB-like"}, xlabel="rate")
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels == [f"m{i}" for i in range(10)] + ["chosen"]
+    colour = [{ln.get_label(): ln.get_color() for ln in ax.get_lines()} for ax in fig.axes[:2]]
+    assert all(colour[0][f"m{i}"] == colour[1][f"m{i}"] for i in range(7))
+    assert [ax.get_title() for ax in fig.axes[:2]] == ["CUB-like", "cars"] and fig.axes[0].get_xlabel() == "rate"
+    assert all(ax.get_legend() is None for ax in fig.axes[:2])
+    plt.close(fig)

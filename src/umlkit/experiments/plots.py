@@ -220,10 +220,11 @@ def plot_similarity_panels(mats: dict, ncols: int = 2, title: str = "cosine simi
 
 
 def plot_sweep(frame: pd.DataFrame, x: str, y: str, hue: str, chosen: str | None = "chosen", logx: bool = True,
-               ax=None, highlight: Sequence[str] | None = None):
+               ax=None, highlight: Sequence[str] | None = None, hue_order: Sequence[str] | None = None):
     """A validation sweep: ``y`` against ``x`` per ``hue`` (one line each), the chosen value of each line ringed.
     With ``highlight``, only those lines are coloured and named; every other line is drawn thin and grey behind them
-    (a sweep of thirty units is unreadable in thirty colours; the table beside it has every value)."""
+    (a sweep of thirty units is unreadable in thirty colours; the table beside it has every value). ``hue_order``
+    fixes each line's colour and marker across several panels (:func:`plot_sweep_panels`)."""
     import matplotlib.pyplot as plt
     import seaborn as sns
     if ax is None:
@@ -234,11 +235,13 @@ def plot_sweep(frame: pd.DataFrame, x: str, y: str, hue: str, chosen: str | None
             line = line.sort_values(x)
             ax.plot(line[x], line[y], color="0.75", lw=0.8, zorder=1)
         ax.plot([], [], color="0.75", lw=0.8, label=f"the other {frame[hue].nunique() - shown[hue].nunique()}")
-    if shown[hue].nunique() > 8:   # past eight lines colours repeat: twenty colours and a marker and dash per line
+    order = list(hue_order) if hue_order is not None else highlight
+    if (len(order) if order is not None else shown[hue].nunique()) > 8:
+        # past eight lines colours repeat: twenty colours and a marker and dash per line
         sns.lineplot(data=shown, x=x, y=y, hue=hue, style=hue, markers=True, dashes=True, palette="tab20", ax=ax,
-                     hue_order=highlight, style_order=highlight)
+                     hue_order=order, style_order=order)
     else:
-        sns.lineplot(data=shown, x=x, y=y, hue=hue, marker="o", ax=ax, hue_order=highlight)
+        sns.lineplot(data=shown, x=x, y=y, hue=hue, marker="o", ax=ax, hue_order=order)
     if chosen and chosen in frame:
         pick = shown[shown[chosen].astype(bool)]
         ax.scatter(pick[x], pick[y], s=160, facecolors="none", edgecolors="black", linewidths=1.2, zorder=5,
@@ -256,13 +259,15 @@ def plot_sweep_panels(frame: pd.DataFrame, x: str, y: str, hue: str, col: str, t
     import matplotlib.pyplot as plt
     keys = list(dict.fromkeys(frame[col]))
     fig, axes = plt.subplots(1, len(keys), figsize=(3.7 * len(keys), 3.6), sharey=True, squeeze=False)
+    order = list(dict.fromkeys(frame[hue]))   # one colour and marker per line in every panel
     for ax, key in zip(axes[0], keys):
-        plot_sweep(frame[frame[col] == key], x, y, hue, ax=ax)
+        plot_sweep(frame[frame[col] == key], x, y, hue, ax=ax, hue_order=order)
         ax.set_title((titles or {}).get(key, key))
         ax.set_xlabel(xlabel or x)
         if zero:
             ax.axhline(0, color="black", lw=0.8)
-    handles, labels = axes[0][-1].get_legend_handles_labels()
+    fullest = max(axes[0], key=lambda a: len(a.get_legend_handles_labels()[1]))   # the panel with every line
+    handles, labels = fullest.get_legend_handles_labels()
     for ax in axes[0]:
         ax.get_legend().remove()
     axes[0][0].set_ylabel(ylabel or y)
