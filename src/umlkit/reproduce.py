@@ -2,11 +2,16 @@
 
 Each chapter runs with its ``parameters`` cell set to the chosen profile, writes its executed copy to
 ``results/<profile>/notebooks/<chapter>.ipynb``, and a failing chapter is recorded and skipped (the run goes on).
+The kernel's own process output (its start-up warnings, and the ZMQ traceback it prints when Ctrl-C stops a chapter
+while a cell runs) goes to ``<chapter>.kernel.log`` beside the notebooks, not to the terminal.
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -14,7 +19,30 @@ import yaml
 
 from umlkit._paths import repo_root, results_root
 
-__all__ = ["book_chapters", "reproduce"]
+__all__ = ["book_chapters", "reproduce", "kernel_stderr_to"]
+
+
+@contextlib.contextmanager
+def kernel_stderr_to(path: Path) -> Iterator[None]:
+    """Point file descriptor 2, which a kernel started meanwhile inherits, at ``path`` (appended), while this
+    process's ``sys.stderr`` (papermill's progress bar, umlkit's messages) keeps writing to the terminal. Why: on
+    Ctrl-C papermill shuts the kernel down while it still answers the interrupted cell, and the kernel prints a
+    ``zmq.error.ZMQError`` traceback on its inherited stderr (seen on every interrupted chapter)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(path, "ab") as log:
+        os.dup2(log.fileno(), 2)
+    before = sys.stderr
+    sys.stderr = os.fdopen(os.dup(saved), "w", buffering=1, encoding=getattr(before, "encoding", None) or "utf-8",
+                           errors="backslashreplace")
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        sys.stderr.close()
+        sys.stderr = before
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def book_chapters(root: Path | None = None) -> list[str]:
@@ -58,8 +86,10 @@ def reproduce(profile: str = "quick", chapters=None, root: Path | None = None, k
         partial, failed = out_dir / f"{name}.partial.ipynb", out_dir / f"{name}.failed.ipynb"
         t0 = time.perf_counter()
         try:
-            pm.execute_notebook(str(src), str(partial), parameters={**(parameters or {}), "PROFILE": profile},
-                                cwd=str(src.parent), kernel_name=kernel, progress_bar=progress and progress_enabled())
+            with kernel_stderr_to(out_dir / f"{name}.kernel.log"):
+                pm.execute_notebook(str(src), str(partial), parameters={**(parameters or {}), "PROFILE": profile},
+                                    cwd=str(src.parent), kernel_name=kernel,
+                                    progress_bar=progress and progress_enabled())
             os.replace(partial, dst)
             status, detail = "ok", str(dst)
         except Exception as err:  # keep going: the summary says what failed, and where its notebook is
