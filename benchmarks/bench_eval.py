@@ -48,8 +48,9 @@ def run_one(impl: str, scale: float) -> dict:
         # "umlkit" is the default: the search this CPU is faster at, chosen by start-up measurements
         dtype = {"umlkit": None, "umlkit-fp32": torch.float32, "umlkit-bf16": torch.bfloat16,
                  "umlkit-int8": torch.int8}[impl]
-        from umlkit.metrics.threads import search_threads
-        threads = search_threads(torch.get_num_threads())   # what the search will run on (busy cores left out)
+        from umlkit.metrics.threads import LARGE_SEARCH, search_threads
+        threads = torch.get_num_threads()   # what the search will run on (a large one leaves busy cores out)
+        threads = search_threads(threads) if len(y) ** 2 >= LARGE_SEARCH else threads
         res = evaluate_retrieval(x, y, metrics=metrics, search_dtype=dtype)
         out = {m: res[m] for m in metrics}
         search = f"{threads} thread(s), " + str(dtype or choose_search_dtype(self_search=True)).replace("torch.", "")

@@ -20,3 +20,13 @@ def test_a_child_process_writes_to_the_log_and_this_process_to_the_terminal(tmp_
     with kernel_stderr_to(log):        # appended, not replaced: a second chapter's kernel keeps the first one's lines
         subprocess.run([sys.executable, "-c", "import sys; sys.stderr.write(' again')"], check=True)
     assert log.read_text().endswith(" again") and log.read_text().startswith("zmq")
+
+
+def test_a_stderr_that_is_not_file_descriptor_2_is_left_alone(tmp_path, capsys):
+    """Under pytest's capsys (or inside Jupyter) sys.stderr is not fd 2: it keeps its object, and what this process
+    prints still lands there."""
+    before = sys.stderr
+    with kernel_stderr_to(tmp_path / "x.kernel.log"):
+        assert sys.stderr is before
+        print("progress", file=sys.stderr)
+    assert sys.stderr is before and "progress" in capsys.readouterr().err

@@ -25,22 +25,29 @@ __all__ = ["book_chapters", "reproduce", "kernel_stderr_to"]
 @contextlib.contextmanager
 def kernel_stderr_to(path: Path) -> Iterator[None]:
     """Point file descriptor 2, which a kernel started meanwhile inherits, at ``path`` (appended), while this
-    process's ``sys.stderr`` (papermill's progress bar, umlkit's messages) keeps writing to the terminal. Why: on
+    process's ``sys.stderr`` (papermill's progress bar, umlkit's messages) keeps writing where it wrote. Why: on
     Ctrl-C papermill shuts the kernel down while it still answers the interrupted cell, and the kernel prints a
-    ``zmq.error.ZMQError`` traceback on its inherited stderr (seen on every interrupted chapter)."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with open(path, "ab") as log:
-        os.dup2(log.fileno(), 2)
+    ``zmq.error.ZMQError`` traceback on its inherited stderr (seen on every interrupted chapter). Where
+    ``sys.stderr`` is not file descriptor 2 (inside Jupyter, under a test's capture) it is left as it is."""
     before = sys.stderr
-    sys.stderr = os.fdopen(os.dup(saved), "w", buffering=1, encoding=getattr(before, "encoding", None) or "utf-8",
-                           errors="backslashreplace")
     try:
+        on_fd2 = before.fileno() == 2
+    except (AttributeError, OSError, ValueError):   # io.UnsupportedOperation is an OSError and a ValueError
+        on_fd2 = False
+    before.flush()
+    saved = os.dup(2)
+    try:
+        with open(path, "ab") as log:
+            os.dup2(log.fileno(), 2)
+        if on_fd2:
+            sys.stderr = os.fdopen(os.dup(saved), "w", buffering=1, errors="backslashreplace",
+                                   encoding=getattr(before, "encoding", None) or "utf-8")
         yield
     finally:
-        sys.stderr.flush()
-        sys.stderr.close()
-        sys.stderr = before
+        if sys.stderr is not before:
+            sys.stderr.flush()
+            sys.stderr.close()
+            sys.stderr = before
         os.dup2(saved, 2)
         os.close(saved)
 

@@ -66,3 +66,43 @@ def test_a_measurement_taken_on_a_busy_machine_is_used_but_not_cached(cache, mon
     monkeypatch.setattr(kernels, "_measure", lambda dim, kinds: {"bf16": 15.9, "int8": 28.2})
     assert kernels.speedups(8) == {"bf16": 15.9, "int8": 28.2}
     assert not cache.exists()
+
+
+def test_a_busy_process_reads_the_entry_a_quiet_one_stored_for_the_configured_threads(cache, monkeypatch):
+    """Inside a search that a busy machine runs on 1 of 2 threads the key still names 2 threads, so the quiet
+    measurement is used instead of a new, load-distorted one; a timing disturbed only after it started is not kept."""
+    import torch
+
+    from umlkit.metrics import threads
+    monkeypatch.setattr(kernels, "cpu_flags", lambda: None)
+    monkeypatch.setattr(kernels, "_measure", lambda dim, kinds: {"bf16": 2.0, "int8": 3.0})
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        assert kernels.speedups(8) == {"bf16": 2.0, "int8": 3.0}          # quiet: stored under "2 threads"
+        monkeypatch.setattr(kernels, "_MEMO", {})
+        monkeypatch.setattr(kernels, "_measure", lambda dim, kinds: pytest.fail("measured under load"))
+        monkeypatch.setattr(threads, "busy_cores", lambda interval=0.1: 1.0)
+        monkeypatch.setattr(threads, "_LAST", {})
+        monkeypatch.setattr(threads, "LARGE_SEARCH", 1)
+        with threads.limited_threads(10) as n:
+            assert n == 1 and kernels.speedups(8) == {"bf16": 2.0, "int8": 3.0}
+    finally:
+        torch.set_num_threads(before)
+    # quiet before the timing, busy after it: used, not stored
+    cache.unlink()
+    monkeypatch.setattr(kernels, "_MEMO", {})
+    readings = iter([0.0, 1.0])
+    monkeypatch.setattr(threads, "busy_cores", lambda interval=0.1: next(readings))
+    monkeypatch.setattr(kernels, "_measure", lambda dim, kinds: {"bf16": 9.0, "int8": 9.0})
+    assert kernels.speedups(8)["bf16"] == 9.0 and not cache.exists()
+
+
+def test_an_entry_that_is_not_two_numbers_is_measured_again_and_a_missing_int8_gemm_scores_zero(cache, monkeypatch):
+    import torch
+    monkeypatch.setattr(kernels, "cpu_flags", lambda: None)
+    key = kernels._machine_key(8)
+    cache.write_text(json.dumps({key: {"bf16": None, "int8": 2.0}}))
+    monkeypatch.setattr(torch, "_int_mm", lambda a, b: (_ for _ in ()).throw(RuntimeError("no int8 GEMM")))
+    got = kernels.speedups(8)
+    assert got["int8"] == 0.0 and got["bf16"] > 0

@@ -72,6 +72,11 @@ def test_a_search_on_fewer_threads_gives_the_same_metrics_and_restores_the_count
         monkeypatch.setattr(threads.os, "sched_getaffinity", lambda pid: {0, 1})
         with threads.limited_threads(600 * 600) as n:
             assert n == 1 and torch.get_num_threads() == 1 and faiss.omp_get_max_threads() == 1
+            assert threads.configured_threads() == 2          # what the kernel cache is keyed by
+        assert threads.configured_threads() == 2
+        with pytest.raises(RuntimeError), threads.limited_threads(600 * 600):
+            raise RuntimeError("a failing search")
+        assert torch.get_num_threads() == 2 and threads._CONFIGURED == []   # restored after the failure
         assert torch.get_num_threads() == 2
         assert evaluate_retrieval(x, labels, metrics=metrics) == plain
         with threads.limited_threads(10) as n:     # below LARGE_SEARCH: unchanged

@@ -258,6 +258,8 @@ def plot_sweep_panels(frame: pd.DataFrame, x: str, y: str, hue: str, col: str, t
     below them; with ``zero``, a black line at y = 0 (the reference a gain is read against)."""
     import matplotlib.pyplot as plt
     keys = list(dict.fromkeys(frame[col]))
+    if not keys:
+        raise ValueError(f"plot_sweep_panels: no rows to draw (no value in column {col!r})")
     fig, axes = plt.subplots(1, len(keys), figsize=(3.7 * len(keys), 3.6), sharey=True, squeeze=False)
     order = list(dict.fromkeys(frame[hue]))   # one colour and marker per line in every panel
     for ax, key in zip(axes[0], keys):

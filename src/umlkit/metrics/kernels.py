@@ -16,9 +16,9 @@ flipped from one process to the next. Now:
    adds time).
 3. **Per machine.** The speed-ups are stored in ``<cache>/gemm_speedups.json`` (``UMLKIT_CACHE``, else
    ``$XDG_CACHE_HOME/umlkit``, else ``~/.cache/umlkit``) under the CPU model, torch version, thread count, oneDNN's
-   ISA limit and ``d``; later processes read them instead of timing. Only a measurement taken while the machine was
-   quiet (other processes busy on at most a quarter of a core, :func:`umlkit.metrics.threads.busy_cores`) is
-   stored: with two training processes and a spinning one on this 2-core machine, the fastest of five rounds still
+   ISA limit and ``d`` (the configured thread count, also while a busy machine runs the search on fewer); later
+   processes read them instead of timing. Only a measurement taken while the machine was quiet (other processes
+   busy on at most a quarter of a core, :func:`umlkit.metrics.threads.busy_cores`, before and after it) is stored: with two training processes and a spinning one on this 2-core machine, the fastest of five rounds still
    gave bf16 x15.9 and int8 x28.2 (quiet: about x2 and x3). A busy process uses its own timing and leaves the file
    alone. Delete the file to measure again.
 """
@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import threading
 import time
 from pathlib import Path
 
@@ -75,8 +76,9 @@ def _machine_key(dim: int) -> str:
             model = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), model)
     except OSError:
         pass
+    from umlkit.metrics.threads import configured_threads   # a busy moment's reduced count would miss the entry
     isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "native")
-    return f"{model} | torch {torch.__version__} | {torch.get_num_threads()} threads | oneDNN {isa} | d={dim}"
+    return f"{model} | torch {torch.__version__} | {configured_threads()} threads | oneDNN {isa} | d={dim}"
 
 
 def _products(dim: int, kinds: list[str]) -> dict:
@@ -123,9 +125,12 @@ def _write_cache(path: Path, key: str, value: dict) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         data = _read_cache(path)
         data[key] = value
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-        os.replace(tmp, path)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        try:
+            tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+            os.replace(tmp, path)   # two writers at once: the last one wins, the other's entry is measured again
+        finally:
+            tmp.unlink(missing_ok=True)
     except OSError:
         pass
 
@@ -138,15 +143,18 @@ def speedups(dim: int = 128) -> dict[str, float]:
         return _MEMO[key]
     path = cache_file()
     cached = _read_cache(path).get(key)
-    if isinstance(cached, dict) and {"bf16", "int8"} <= set(cached):
+    try:
         _MEMO[key] = {k: float(cached[k]) for k in ("bf16", "int8")}
         return _MEMO[key]
+    except (TypeError, KeyError, ValueError):   # no entry, or one that is not two numbers: measure
+        pass
     from umlkit.metrics.threads import busy_cores
     flags = cpu_flags()
     kinds = [k for k in ("bf16", "int8") if native(k, flags)]
-    busy = busy_cores()
+    before = busy_cores()
     value = _measure(dim, kinds)
-    if busy is None or busy <= _QUIET:   # a timing taken while other processes ran is used, not kept
+    after = busy_cores()
+    if all(b is None or b <= _QUIET for b in (before, after)):   # a timing taken while others ran is used, not kept
         _write_cache(path, key, {**value, "measured": time.strftime("%Y-%m-%d %H:%M")})
     _MEMO[key] = value
     return value

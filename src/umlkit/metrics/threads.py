@@ -24,11 +24,19 @@ import os
 import time
 from collections.abc import Iterator
 
-__all__ = ["busy_cores", "search_threads", "limited_threads"]
+__all__ = ["busy_cores", "search_threads", "limited_threads", "configured_threads"]
 
 LARGE_SEARCH = 1 << 28   # query x gallery pairs from which a search adapts its threads (e.g. 16,384 x 16,384)
 _REUSE_S = 10.0
 _LAST: dict[str, float] = {}
+_CONFIGURED: list[int] = []   # torch's thread count before a limited_threads block reduced it (innermost last)
+
+
+def configured_threads() -> int:
+    """torch's thread count as configured, also inside a :func:`limited_threads` block that reduced it (the
+    per-machine kernel speed-ups are keyed by it: :mod:`umlkit.metrics.kernels`)."""
+    import torch
+    return _CONFIGURED[0] if _CONFIGURED else torch.get_num_threads()
 
 
 def _cpu_times(cpus: set[int], path: str = "/proc/stat") -> tuple[float, float] | None:
@@ -69,8 +77,9 @@ def busy_cores(interval: float = 0.1) -> float | None:
 
 
 def search_threads(current: int) -> int:
-    """The threads a large search should use: ``UMLKIT_SEARCH_THREADS`` if set, else ``current`` less the cores
-    that other processes keep busy (rounded to the nearest core, at least 1)."""
+    """The threads a large search should use: ``UMLKIT_SEARCH_THREADS`` if set, else the cores of this process's
+    affinity set that other processes leave idle (rounded to the nearest core, at least 1), never more than
+    ``current``."""
     pinned = os.environ.get("UMLKIT_SEARCH_THREADS", "").strip()
     if pinned not in ("", "0"):
         if not pinned.isdigit():
@@ -103,10 +112,12 @@ def limited_threads(pairs: int) -> Iterator[int]:
         return
     import faiss
     faiss_before = faiss.omp_get_max_threads()
-    torch.set_num_threads(n)
-    faiss.omp_set_num_threads(n)
+    _CONFIGURED.append(current)
     try:
+        torch.set_num_threads(n)
+        faiss.omp_set_num_threads(n)
         yield n
     finally:
+        _CONFIGURED.pop()
         torch.set_num_threads(current)
         faiss.omp_set_num_threads(faiss_before)
