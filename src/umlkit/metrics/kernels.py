@@ -18,12 +18,14 @@ flipped from one process to the next. Now:
    ``$XDG_CACHE_HOME/umlkit``, else ``~/.cache/umlkit``) under the CPU model, torch version, thread count, oneDNN's
    ISA limit and ``d`` (the configured thread count, also while a busy machine runs the search on fewer); later
    processes read them instead of timing. Only a measurement taken while the machine was quiet (other processes
-   busy on at most a quarter of a core, :func:`umlkit.metrics.threads.busy_cores`, before and after it) is stored: with two training processes and a spinning one on this 2-core machine, the fastest of five rounds still
-   gave bf16 x15.9 and int8 x28.2 (quiet: about x2 and x3). A busy process uses its own timing and leaves the file
-   alone. Delete the file to measure again.
+   busy on at most a quarter of a core, :func:`umlkit.metrics.threads.busy_cores`, before and after it) is stored:
+   with two training processes and a spinning one on this 2-core machine, the fastest of five rounds gave bf16
+   x15.9 and int8 x28.2, against x3.7 and x7.7 quiet. A busy process uses its own timing and leaves the file alone.
+   Delete the file to measure again.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -43,16 +45,29 @@ _QUIET = 0.25            # cores other processes may keep busy for a measurement
 _MEMO: dict[str, dict[str, float]] = {}
 
 
-def cpu_flags() -> set[str] | None:
-    """The x86 CPU's feature flags from /proc/cpuinfo, or None where they cannot be read (not Linux, not x86)."""
+@functools.lru_cache(maxsize=1)
+def _cpuinfo() -> tuple[str | None, frozenset[str] | None]:
+    """The CPU's model name and x86 feature flags from /proc/cpuinfo (each None where absent), read once: the
+    search asks for them on every call."""
+    model = flags = None
     try:
         with open("/proc/cpuinfo") as fh:
             for line in fh:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
+                if model is None and line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                elif flags is None and line.startswith("flags"):
+                    flags = frozenset(line.split(":", 1)[1].split())
+                if model is not None and flags is not None:
+                    break
     except OSError:
-        return None
-    return None
+        pass
+    return model, flags
+
+
+def cpu_flags() -> set[str] | None:
+    """The x86 CPU's feature flags from /proc/cpuinfo, or None where they cannot be read (not Linux, not x86)."""
+    flags = _cpuinfo()[1]
+    return None if flags is None else set(flags)
 
 
 def native(kind: str, flags: set[str] | None) -> bool:
@@ -70,12 +85,7 @@ def cache_file() -> Path:
 
 
 def _machine_key(dim: int) -> str:
-    model = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as fh:
-            model = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), model)
-    except OSError:
-        pass
+    model = _cpuinfo()[0] or platform.processor() or platform.machine()
     from umlkit.metrics.threads import configured_threads   # a busy moment's reduced count would miss the entry
     isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "native")
     return f"{model} | torch {torch.__version__} | {configured_threads()} threads | oneDNN {isa} | d={dim}"
