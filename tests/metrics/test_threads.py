@@ -77,8 +77,12 @@ def test_a_search_on_fewer_threads_gives_the_same_metrics_and_restores_the_count
         with pytest.raises(RuntimeError), threads.limited_threads(600 * 600):
             raise RuntimeError("a failing search")
         assert torch.get_num_threads() == 2 and threads._CONFIGURED == []   # restored after the failure
+        from umlkit.metrics import retrieval
+        seen, real = [], retrieval._search_and_score
+        monkeypatch.setattr(retrieval, "_search_and_score",
+                            lambda *a, **k: (seen.append(torch.get_num_threads()), real(*a, **k))[1])
+        assert evaluate_retrieval(x, labels, metrics=metrics) == plain and seen == [1]   # ran on 1 thread, same metrics
         assert torch.get_num_threads() == 2
-        assert evaluate_retrieval(x, labels, metrics=metrics) == plain
         with threads.limited_threads(10) as n:     # below LARGE_SEARCH: unchanged
             assert n == 2
     finally:
