@@ -1,10 +1,12 @@
-"""A loss of one's own, registered from outside the package: ``umlkit train CONFIG --plugin this_file.py``.
+"""A loss of one's own, registered from outside the package:
+``umlkit train CONFIG --plugin this_file.py``.
 
-The file is imported before the configuration is read, so its ``register_loss`` call makes the name usable in
-``objective`` (configs/examples/plugin_loss.yaml). Here: a normalised-softmax (NormFace-style) loss over learnable
-class proxies, Wang et al., ACM MM 2017: cross-entropy over scale * cos(embedding, proxy). A loss declares what the
-training engine must pass it (``inputs``, names from ``umlkit.losses.INPUTS``); its parameters (the proxies) train
-in the optimizer's ``loss`` group (``optimizer.lr_mult.loss``).
+The file is imported before the configuration is read, so its ``register_loss`` call makes the
+name usable in ``objective`` (configs/examples/plugin_loss.yaml). Here: a normalised-softmax
+(NormFace-style) loss over learnable class proxies, Wang et al., ACM MM 2017: cross-entropy over
+scale * cos(embedding, proxy). A loss declares what the training engine must pass it (``inputs``,
+names from ``umlkit.losses.INPUTS``); its parameters (the proxies) train in the optimizer's
+``loss`` group (``optimizer.lr_mult.loss``).
 """
 import torch
 from torch import nn
