@@ -13,6 +13,12 @@ like those of a CPU without bf16 (or AVX-512) instructions, to check the choice;
     python benchmarks/bench_eval.py            # full size (a few minutes on 2 cores)
     python benchmarks/bench_eval.py --scale 0.1
     python benchmarks/bench_eval.py --compete 1   # with a process spinning on one core all along (a busy machine)
+    python benchmarks/bench_eval.py --impls gemm-bf16,umlkit-m1000,umlkit-default   # the default metric set
+
+``umlkit-default`` is ``evaluate_retrieval``'s default metric set (R@1/2/4/8, MAP@R, RP, mAP@1000, NMI);
+``umlkit-m1000`` the six metrics plus mAP@1000, read from the streamed pass (:mod:`umlkit.metrics.deep_ap`), and
+``umlkit-m1000-search`` the same from the engine's search at depth 1,000 (the previous path: use ``--scale 0.1``);
+``gemm-bf16`` times the full n x n bf16 GEMM alone, the floor of a pass that reads every pair.
 
 The machine (CPU model, torch, threads) is printed first: a ratio measured on one CPU does not hold on another.
 """
@@ -41,7 +47,7 @@ def run_one(impl: str, scale: float) -> dict:
     metrics = ["R@1", "R@2", "R@4", "R@8", "MAP@R", "RP"]
     start = time.perf_counter()
     search = None
-    if impl.startswith("umlkit"):
+    if impl in ("umlkit", "umlkit-fp32", "umlkit-bf16", "umlkit-int8"):
         from umlkit.metrics import evaluate_retrieval
         from umlkit.metrics.knn import choose_search_dtype, gemm_speedup
 
@@ -57,6 +63,10 @@ def run_one(impl: str, scale: float) -> dict:
         if dtype is None:
             search += (f" (GEMM speed-up over fp32: bf16 x{gemm_speedup(torch.bfloat16):.2f},"
                        f" int8 x{gemm_speedup(torch.int8):.2f})")
+    elif impl in ("umlkit-default", "umlkit-m1000", "umlkit-m1000-search"):
+        out = _default_set(impl, x, y, metrics)
+    elif impl == "gemm-bf16":
+        out = {"GEMM seconds": _gemm_pass(x)}
     elif impl == "pml":
         from pytorch_metric_learning.utils.accuracy_calculator import AccuracyCalculator
 
@@ -73,6 +83,29 @@ def run_one(impl: str, scale: float) -> dict:
     seconds = time.perf_counter() - start
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {"impl": impl, "seconds": seconds, "peak_rss_mb": peak_mb, "metrics": out, "search": search}
+
+
+def _default_set(impl: str, x, y, metrics: list[str]) -> dict:
+    """``evaluate_retrieval``'s default metric set (R@1/2/4/8, MAP@R, RP, mAP@1000, NMI: ``umlkit-default``), or the
+    six metrics plus mAP@1000 from the streamed pass (``umlkit-m1000``) or from the search (``-search``)."""
+    import umlkit.metrics.retrieval as retrieval
+    if impl.endswith("-search"):
+        retrieval.STREAM_MIN_GALLERY = 1 << 40
+    res = retrieval.evaluate_retrieval(x, y, metrics=None if impl == "umlkit-default" else metrics + ["mAP@1000"])
+    return {k: v for k, v in res.items() if k not in ("n_queries", "n_gallery", "n_without_positives")}
+
+
+def _gemm_pass(x) -> float:
+    """Seconds of the full n x n bf16 similarity GEMM in the streamed pass's tiles (1,024 queries x 4,096 items),
+    scores discarded: the floor of any exact ranking that reads every pair in bf16."""
+    xb = x.to(torch.bfloat16)
+    out = torch.empty(1024, 4096, dtype=torch.bfloat16)
+    start = time.perf_counter()
+    for i in range(0, xb.shape[0], 1024):
+        for j in range(0, xb.shape[0], 4096):
+            a, b = xb[i:i + 1024], xb[j:j + 4096]
+            torch.mm(a, b.T, out=out[:a.shape[0], :b.shape[0]])
+    return time.perf_counter() - start
 
 
 def main() -> None:
@@ -121,9 +154,13 @@ def _summary(results: dict, args) -> None:
         line = f"{impl:>12}: {r['seconds']:7.1f} s"
         if base:
             line += f"   speed-up vs AccuracyCalculator x{base['seconds'] / r['seconds']:.2f}"
-        if exact and impl != "umlkit-fp32":
-            diff = max(abs(r["metrics"][k] - exact["metrics"][k]) for k in r["metrics"])
+        common = [k for k in r["metrics"] if exact and k in exact["metrics"]]
+        if common and impl != "umlkit-fp32":
+            diff = max(abs(r["metrics"][k] - exact["metrics"][k]) for k in common)
             line += f"   max |metric - fp32 exact search| = {diff:.1e}"
+        gemm = results.get("gemm-bf16")
+        if gemm and impl.startswith("umlkit-m1000"):
+            line += f"   x{r['seconds'] / gemm['metrics']['GEMM seconds']:.1f} the full bf16 GEMM"
         print(line)
 
 

@@ -18,12 +18,15 @@ Definitions (see the book's *Evaluation* chapter and implementation_notes.md §6
   divided by the class count *including* the query: a truncated AP.
 * **NMI** (Roth; PML): k-means (faiss, 20 iterations, fixed seed) on the query embeddings with K = the
   number of distinct query labels, each item assigned its nearest centroid, then scikit-learn's
-  ``normalized_mutual_info_score`` (arithmetic normalisation). For many classes ``nmi_method="hierarchical"``
-  (or ``"auto"``) offers a two-level k-means instead: an approximation, written by hand because neither faiss nor
-  scikit-learn offers a k-means whose cost does not grow with n x K; its gap to the exact value is measured by
-  ``benchmarks/bench_nmi.py`` and it is never the default.
+  ``normalized_mutual_info_score`` (arithmetic normalisation). Above 2,048 classes the default
+  (``nmi_method="auto"``) stops k-means after 5 iterations (a quarter of the cost; within 0.0004 of the 20-iteration
+  value at PUMA's unified scale, ``benchmarks/bench_nmi.py``); ``"exact"`` keeps 20 at any size, and
+  ``"hierarchical"`` offers a two-level k-means, written by hand because neither faiss nor scikit-learn offers a
+  k-means whose cost does not grow with n x K (an approximation: 0.056 low there).
 
-The search runs in query blocks, so memory stays bounded at any depth (mAP@1000 at 129K queries).
+The search runs in query blocks, so memory stays bounded at any depth. When mAP@1000 is asked of a gallery of
+32,000 items or more, every metric is read instead from one streamed, threshold-filtered pass that ranks only each
+query's relevant items (:mod:`umlkit.metrics.deep_ap`): the same values, bit for bit, without a top-1000 of every row.
 
 ``gallery=None`` searches the query set against itself and excludes the self-match (CUB, Cars, SOP
 protocol); a separate gallery excludes nothing (In-shop protocol). The search is
@@ -37,6 +40,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from umlkit.metrics.deep_ap import STREAM_MAX_CLASS, STREAM_MAX_GALLERY, STREAM_MIN_GALLERY, streamed_matches
 from umlkit.metrics.knn import _knn_search, knn_search
 from umlkit.metrics.threads import limited_threads
 
@@ -179,7 +183,8 @@ def map_at_1000(match: torch.Tensor, class_count: torch.Tensor, limit: int = 100
     return ap_sum / class_count.double()
 
 
-NMI_EXACT_MAX_K = 2048   # method="auto": exact k-means up to this many clusters, the two-level one above it
+NMI_EXACT_MAX_K = 2048   # method="auto": Roth's 20 k-means iterations up to this many clusters, 5 above
+NMI_LARGE_K_NITER = 5    # iterations of method="auto" above NMI_EXACT_MAX_K clusters (bench_nmi.py: within 0.0004)
 
 
 def _kmeans_assign(x: np.ndarray, k: int, seed: int, niter: int, nredo: int, quiet: bool = False,
@@ -229,13 +234,15 @@ def nmi(embeddings: torch.Tensor, labels: torch.Tensor, seed: int = 0, niter: in
     One k-means start (``nredo=1``) as Roth; with very few items per class (faiss asks for >= 39 per
     centroid) a poor start can merge clusters, so raise ``nredo`` for tiny evaluation sets.
 
-    ``method="exact"`` runs one k-means with K centroids: its cost grows with n x K (at PUMA's unified scale,
-    148.5K items and K = 15.9K, about a minute on two CPU threads). ``"hierarchical"`` clusters into ceil(sqrt(K))
-    groups first, then splits each group into its share of the K clusters (in proportion to its size): about
-    sqrt(K) / 2 times fewer distance computations, and a value that is an approximation of the exact one
-    (``benchmarks/bench_nmi.py`` prints both, and the times, on the machine that runs it). ``"auto"`` is exact up to
-    :data:`NMI_EXACT_MAX_K` clusters and hierarchical above. ``progress`` prints faiss's per-iteration times
-    (exact) or a bar over the second level (hierarchical).
+    ``method="exact"`` runs one k-means with K centroids and ``niter`` iterations: its cost grows with n x K x niter
+    (at PUMA's unified scale, 148.5K items and K = 15.9K, about a minute on two CPU threads). ``"auto"`` (the
+    default of :func:`evaluate_retrieval`) is exact up to :data:`NMI_EXACT_MAX_K` clusters; above, the same k-means
+    stops after :data:`NMI_LARGE_K_NITER` iterations: a quarter of the cost, and on UML-like embeddings at the unified
+    scale within 0.0004 of the 20-iteration value for each of three seeds, whose own spread is 0.0011
+    (``benchmarks/bench_nmi.py``). ``"hierarchical"`` clusters into ceil(sqrt(K)) groups first, then splits each
+    group into its share of the K clusters (in proportion to its size): about sqrt(K) / 2 times fewer distance
+    computations, but 0.056 below the exact value there. ``progress`` prints faiss's per-iteration times (exact,
+    auto) or a bar over the second level (hierarchical).
     """
     from sklearn.metrics import normalized_mutual_info_score
 
@@ -248,7 +255,8 @@ def nmi(embeddings: torch.Tensor, labels: torch.Tensor, seed: int = 0, niter: in
         raise ValueError(f"NMI needs at least 2 classes and more items than classes; got {x.shape[0]} items, "
                          f"{n_clusters} classes")
     if method == "auto":
-        method = "hierarchical" if n_clusters > NMI_EXACT_MAX_K else "exact"
+        niter = min(niter, NMI_LARGE_K_NITER) if n_clusters > NMI_EXACT_MAX_K else niter
+        method = "exact"
     if method == "exact":
         assignment = _kmeans_assign(x, n_clusters, seed, niter, nredo, verbose=progress)
         return float(normalized_mutual_info_score(y, assignment))
@@ -293,7 +301,7 @@ def evaluate_indices(
     search_dtype: torch.dtype | None = None,
     seed: int = 0,
     block_entries: int = 1 << 24,
-    nmi_method: str = "exact",
+    nmi_method: str = "auto",
     progress: bool = False,
 ) -> dict[str, float]:
     """Evaluate queries ``embeddings[query_index]`` against gallery ``embeddings[gallery_index]``.
@@ -348,27 +356,45 @@ def evaluate_indices(
 def _search_and_score(q, g, ql, gl, depth, self_index, any_self, recall_ks, others, need_r, convention, r,
                       class_count, available, search_dtype, block_entries, progress) -> dict[str, float]:
     """The neighbour search in query blocks and the metrics read from it (R@k, MAP@R, RP, mAP@1000)."""
-    nq = q.shape[0]
     out: dict[str, float] = {}
     if recall_ks or need_r or "mAP@1000" in others:
-        # queries in blocks of at most block_entries neighbour entries: memory stays bounded whatever the depth
-        # (mAP@1000 keeps 1,000 neighbours per query); every per-query value is the same as in one block
-        block = max(1, int(block_entries) // max(int(depth.max()), 1))
         hits: dict[int, list] = {k: [] for k in recall_ks}
         parts: dict[str, list] = {"map": [], "rp": [], "m1000": []}
-        starts = range(0, nq, block)
-        if progress and len(starts) > 1:
-            from umlkit._progress import tqdm
-            starts = tqdm(starts, desc=f"searching {nq} queries in blocks of {block}", unit="block")
-        for start in starts:
-            sl = slice(start, min(start + block, nq))
-            # (inputs checked above: the gallery's finiteness pass is not repeated per block)
-            _, idx = _knn_search(q[sl], g, depth[sl], self_index=self_index[sl] if any_self else None,
-                                 search_dtype=search_dtype)
-            match = (idx >= 0) & (gl[idx.clamp(min=0)] == ql[sl, None])
-            _score_block(match, sl, recall_ks, others, need_r, convention, r, class_count, available, hits, parts)
+        order: dict[str, list] = {"map": [], "rp": [], "m1000": []}
+        for rows, match in _matches(q, g, ql, gl, depth, self_index, any_self, others, class_count, search_dtype,
+                                    block_entries, progress):
+            _score_block(match, rows, recall_ks, others, need_r, convention, r, class_count, available, hits, parts)
+            for name, keep in (("map", r[rows] > 0), ("rp", r[rows] > 0), ("m1000", class_count[rows] > 0)):
+                order[name].append(rows[keep])
+        for name, values in parts.items():   # back in query order: the means then sum in the same order as ever
+            if values:
+                parts[name] = [torch.cat(values)[torch.argsort(torch.cat(order[name]))]]
         out.update(_summarise(hits, parts, r, recall_ks, others, need_r))
     return out
+
+
+def _matches(q, g, ql, gl, depth, self_index, any_self, others, class_count, search_dtype, block_entries, progress):
+    """Yield (query rows, relevance of their ranked neighbours up to their depth): from the streamed pass of
+    :mod:`umlkit.metrics.deep_ap` when mAP@1000 is asked of a large gallery, else from the search in query blocks of
+    at most ``block_entries`` neighbour entries (memory stays bounded whatever the depth; every per-query value is the
+    same as in one block)."""
+    nq = q.shape[0]
+    if "mAP@1000" in others and STREAM_MIN_GALLERY <= g.shape[0] < STREAM_MAX_GALLERY and \
+            int(class_count.max()) <= STREAM_MAX_CLASS:
+        yield from streamed_matches(q, g, ql, gl, self_index if any_self else None, class_count, int(depth.max()),
+                                    progress=progress)
+        return
+    block = max(1, int(block_entries) // max(int(depth.max()), 1))
+    starts = range(0, nq, block)
+    if progress and len(starts) > 1:
+        from umlkit._progress import tqdm
+        starts = tqdm(starts, desc=f"searching {nq} queries in blocks of {block}", unit="block")
+    for start in starts:
+        rows = torch.arange(start, min(start + block, nq))
+        # (inputs checked above: the gallery's finiteness pass is not repeated per block)
+        _, idx = _knn_search(q[rows], g, depth[rows], self_index=self_index[rows] if any_self else None,
+                             search_dtype=search_dtype)
+        yield rows, (idx >= 0) & (gl[idx.clamp(min=0)] == ql[rows, None])
 
 
 def _self_positions(query_index: torch.Tensor, gallery_index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -432,7 +458,7 @@ def evaluate_retrieval(
     map_at_r_convention: str = "musgrave",
     search_dtype: torch.dtype | None = None,
     seed: int = 0,
-    nmi_method: str = "exact",
+    nmi_method: str = "auto",
     progress: bool = False,
 ) -> dict[str, float]:
     """Retrieval metrics of query embeddings against a gallery (or against themselves).
@@ -452,10 +478,11 @@ def evaluate_retrieval(
             ``torch.float32``, or ``None`` (default): the fastest on this CPU
             (:func:`umlkit.metrics.knn.choose_search_dtype`).
         seed: k-means seed for NMI.
-        nmi_method: :func:`nmi`'s ``method``: ``"exact"`` (default; Roth's and PML's value), ``"hierarchical"``
-            (the affordable two-level approximation for many classes) or ``"auto"`` (exact up to
-            :data:`NMI_EXACT_MAX_K` classes).
-        progress: progress bars for the search blocks and NMI's k-means (large evaluations).
+        nmi_method: :func:`nmi`'s ``method``: ``"auto"`` (default: Roth's and PML's value up to
+            :data:`NMI_EXACT_MAX_K` classes, 5 k-means iterations instead of 20 above), ``"exact"`` (20 at any size)
+            or ``"hierarchical"`` (a two-level approximation, cheaper and coarser).
+        progress: progress bars for the search blocks (or mAP@1000's streamed pass) and NMI's k-means (large
+            evaluations).
 
     Returns:
         ``{"R@1": ..., "MAP@R": ..., "RP": ..., "mAP@1000": ..., "NMI": ..., "n_queries": ..., "n_gallery": ...,
