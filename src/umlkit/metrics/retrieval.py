@@ -19,7 +19,7 @@ Definitions (see the book's *Evaluation* chapter and implementation_notes.md §6
 * **NMI** (Roth; PML): k-means (faiss, 20 iterations, fixed seed) on the query embeddings with K = the
   number of distinct query labels, each item assigned its nearest centroid, then scikit-learn's
   ``normalized_mutual_info_score`` (arithmetic normalisation). Above 2,048 classes the default
-  (``nmi_method="auto"``) stops k-means after 5 iterations (a quarter of the cost; within 0.0004 of the 20-iteration
+  (``nmi_method="auto"``) stops k-means after 5 iterations (2.4-3.3x faster; within 0.0004 of the 20-iteration
   value at PUMA's unified scale, ``benchmarks/bench_nmi.py``); ``"exact"`` keeps 20 at any size, and
   ``"hierarchical"`` offers a two-level k-means, written by hand because neither faiss nor scikit-learn offers a
   k-means whose cost does not grow with n x K (an approximation: 0.056 low there).
@@ -237,8 +237,8 @@ def nmi(embeddings: torch.Tensor, labels: torch.Tensor, seed: int = 0, niter: in
     ``method="exact"`` runs one k-means with K centroids and ``niter`` iterations: its cost grows with n x K x niter
     (at PUMA's unified scale, 148.5K items and K = 15.9K, about a minute on two CPU threads). ``"auto"`` (the
     default of :func:`evaluate_retrieval`) is exact up to :data:`NMI_EXACT_MAX_K` clusters; above, the same k-means
-    stops after :data:`NMI_LARGE_K_NITER` iterations: a quarter of the cost, and on UML-like embeddings at the unified
-    scale within 0.0004 of the 20-iteration value for each of three seeds, whose own spread is 0.0011
+    stops after :data:`NMI_LARGE_K_NITER` iterations: 2.4-3.3x faster, and on UML-like embeddings at the unified
+    scale within 0.0004 of the 20-iteration value for each of three seeds, whose own spread is 0.0010
     (``benchmarks/bench_nmi.py``). ``"hierarchical"`` clusters into ceil(sqrt(K)) groups first, then splits each
     group into its share of the K clusters (in proportion to its size): about sqrt(K) / 2 times fewer distance
     computations, but 0.056 below the exact value there. ``progress`` prints faiss's per-iteration times (exact,
