@@ -87,7 +87,7 @@ def test_stale_records_are_listed_and_recomputed(counting_runner, monkeypatch):
         rc.cached_record("puma", "t", f"s{k['seed']}", k, "counting", "quick", log=None)
     assert rc.stale_records("quick") == []
     # the training code changes: both records are stale, and say which part changed
-    monkeypatch.setattr(fp, "code_hash", lambda: "ffffffffffff")
+    monkeypatch.setattr(fp, "code_hash", lambda *_: "ffffffffffff")
     stale = rc.stale_records("quick")
     assert [r["stale"] for r in stale] == [["code"], ["code"]]
     again = rc.recompute(stale[0], log=None)
@@ -99,7 +99,7 @@ def test_restamp_updates_only_the_named_parts_and_keeps_history(counting_runner,
     key = run_config("quick", method="linear")
     rec = rc.cached_record("puma", "t", "r", key, "counting", "quick", log=None)
     old = json.loads(Path(rec["path"]).read_text())["fingerprint"]
-    monkeypatch.setattr(fp, "code_hash", lambda: "ffffffffffff")
+    monkeypatch.setattr(fp, "code_hash", lambda *_: "ffffffffffff")
     with pytest.raises(ValueError, match="reason"):
         rc.restamp("quick", reason=" ")
     assert rc.restamp("quick", reason="data-only probe", parts=("data",)) == []   # stale in code: left alone

@@ -12,9 +12,11 @@ therefore stores a *fingerprint*:
   for hub weights, ``random-init`` without pretraining, and the recipe string for weights that a recipe of the
   library produces (their identity is the recipe + the code + the data, all of which are fingerprinted).
 * ``code``: a hash of the library code that training and evaluation run through (``umlkit.data``, ``models``,
-  ``losses``, ``metrics``, ``train`` and the experiment runners), computed on the token stream with comments,
-  blank lines and docstrings removed, so that documentation edits do not invalidate records while any change of a
-  statement does. The UML-Mini generator is covered by the data fingerprint instead.
+  ``metrics``, ``train``, the experiment runners, and of ``losses`` the shared parts and the losses this run reaches:
+  :mod:`umlkit.experiments.code_reach`), computed on the token stream with comments, blank lines and docstrings
+  removed, so that documentation edits do not invalidate records while any change of a statement does, and a new or
+  changed loss stales only the records that use it. The UML-Mini generator is covered by the data fingerprint
+  instead.
 
 A record whose stored fingerprint differs from the current one is *stale* (:func:`stale_parts`). Written by hand:
 no library fingerprints "the code a run depends on"; the hash is over this package's own files.
@@ -68,20 +70,38 @@ def normalised_tokens(source: str) -> str:
 
 
 def _code_files(pkg: Path = _PKG) -> list[Path]:
+    """The shared training path's files: :data:`CODE_PARTS` less the loss modules and ``losses/__init__.py``, which
+    :mod:`umlkit.experiments.code_reach` hashes per loss."""
+    from umlkit.experiments.code_reach import SHARED_LOSS_FILES
     files = []
     for part in CODE_PARTS:
         p = pkg / part
         files += [p] if p.suffix == ".py" else sorted(p.rglob("*.py"))
-    return [f for f in files if f.relative_to(pkg).as_posix() not in _NOT_CODE]
+    rel = [f.relative_to(pkg).as_posix() for f in files]
+    return [f for f, r in zip(files, rel) if r not in _NOT_CODE and (not r.startswith("losses/") or
+                                                                      r in SHARED_LOSS_FILES)]
 
 
-@functools.lru_cache(maxsize=1)
-def code_hash() -> str:
-    """12-hex-digit hash of the normalised training-path code (see the module docstring)."""
+@functools.lru_cache(maxsize=64)
+def code_hash(losses: tuple[str, ...] = (), pkg: Path = _PKG) -> str:
+    """12-hex-digit hash of the normalised code a run reaches: the shared training path, the loss modules it
+    imports, and the registration and modules of each loss in ``losses`` and of those shared code creates by name
+    (:mod:`umlkit.experiments.code_reach`; see the module docstring)."""
+    from umlkit.experiments.code_reach import loss_code, reached_losses
+    shared = _code_files(pkg)
+    code = loss_code(pkg, tuple(f.relative_to(pkg).as_posix() for f in shared))
+    losses = reached_losses([[{"name": n} for n in losses]], code)
     h = hashlib.sha256()
-    for f in _code_files():
-        h.update(f.relative_to(_PKG).as_posix().encode())
+    for f in shared:
+        h.update(f.relative_to(pkg).as_posix().encode())
         h.update(normalised_tokens(f.read_text()).encode())
+    h.update("".join(normalised_tokens(text) for text in code.common).encode())
+    for rel in sorted(code.shared_modules.union(*(code.modules[n] for n in losses))):
+        h.update(rel.encode())
+        h.update(normalised_tokens((pkg / rel).read_text()).encode())
+    for name in losses:
+        h.update(name.encode())
+        h.update("".join(normalised_tokens(text) for text in code.registration[name]).encode())
     return h.hexdigest()[:12]
 
 
@@ -168,9 +188,12 @@ def fingerprint(key: dict) -> dict:
     cfgs = _configs(key)
     if not cfgs:
         raise ValueError("a record key must be a resolved configuration or a mapping of names to configurations")
+    from umlkit.experiments.code_reach import loss_code, reached_losses
     data = sorted({data_fingerprint(c) for c in cfgs})
     weights = sorted({weights_fingerprint(c) for c in cfgs})
-    return {"data": "+".join(data), "weights": "+".join(weights), "code": code_hash()}
+    code = loss_code(_PKG, tuple(f.relative_to(_PKG).as_posix() for f in _code_files()))
+    losses = tuple(reached_losses([c.get("objective") for c in cfgs], code))
+    return {"data": "+".join(data), "weights": "+".join(weights), "code": code_hash(losses)}
 
 
 def stale_parts(stored: dict | None, current: dict) -> list[str]:
