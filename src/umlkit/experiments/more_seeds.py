@@ -25,6 +25,7 @@ import pandas as pd
 import yaml
 
 from umlkit._paths import repo_folder
+from umlkit.experiments.prose import signed
 
 __all__ = ["RULE", "LOOKS", "PLAN_FILE", "select", "plan", "planned_seeds", "rows_of_claim", "looks_of", "jobs",
            "write_plan", "second_look", "second_look_facts", "second_look_view"]
@@ -186,9 +187,12 @@ def second_look_view(board: pd.DataFrame) -> pd.DataFrame:
     """:func:`second_look` as the page shows it, five columns that fit the article: where (paper · table), claim,
     the first look and the claim now (gap in points and Holm p), and the verdict."""
     v = second_look(board)
+
+    def look(g, p, n) -> str:   # a claim that is not comparable (a row below its floor) has no test, so no p
+        return f"{signed(g)}, {'not tested' if pd.isna(p) else f'p {p:.2g}'} ({int(n)} seeds)"
+
     return pd.DataFrame({
         "where": v["paper"] + " · " + v["table"], "claim": v["claim"],
-        "first look": [f"{g:+.1f}, p {p:.2g} ({int(n)} seeds)" for g, p, n in
-                       zip(v["gap (3 seeds)"], v["p Holm (3 seeds)"], v["seeds (first look)"])],
-        "now": [f"{g:+.1f}, p {p:.2g} ({int(n)} seeds)" for g, p, n in zip(v["gap"], v["p Holm"], v["seeds"])],
+        "first look": [look(*t) for t in zip(v["gap (3 seeds)"], v["p Holm (3 seeds)"], v["seeds (first look)"])],
+        "now": [look(*t) for t in zip(v["gap"], v["p Holm"], v["seeds"])],
         "verdict": v["verdict"]})

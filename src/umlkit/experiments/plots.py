@@ -23,7 +23,9 @@ def plot_measured_vs_paper(cmp: pd.DataFrame, dataset: str = "Harmonic", metric:
     sub = cmp[(cmp["dataset"] == dataset) & (cmp["metric"] == metric)].dropna(subset=["paper"])
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 4.5))
-    sub = sub.assign(**{hue: sub[hue].replace("", "zero-shot").str.slice(0, 40)})
+    # "(a) Dataset-specific metric learning (...)" -> "(a)": a legend that fits; the table names the sections
+    sub = sub.assign(**{hue: sub[hue].replace("", "zero-shot").map(
+        lambda v: v.split(" ", 1)[0] if v.startswith("(") and v[1:3].endswith(")") else v[:40])})
     sns.scatterplot(data=sub, x="paper", y="measured", hue=hue, ax=ax, s=60)
     for _, r in sub.iterrows():
         ax.annotate(r["row"], (r["paper"], r["measured"]), fontsize=9, xytext=(3, 3), textcoords="offset points")
@@ -60,10 +62,12 @@ def plot_setting_deltas(cmp: pd.DataFrame, a: str, b: str, columns: Sequence[str
     wide = sub.pivot_table(index=["method", "dataset"], columns="setting", values=["measured", "paper"])
     d = pd.DataFrame({"measured": wide[("measured", a)] - wide[("measured", b)],
                       "paper": wide[("paper", a)] - wide[("paper", b)]})
-    d = d.reset_index().melt(id_vars=["method", "dataset"], var_name="source of numbers", value_name=f"{a} − {b}")
-    d["dataset"] = pd.Categorical(d["dataset"], list(columns))
-    g = sns.catplot(data=d, x="dataset", y=f"{a} − {b}", hue="source of numbers", col="method", kind="bar",
-                    height=3.2, aspect=1.3)
+    label = f"{metric}: {a.split('=')[-1]} minus {b.split('=')[-1]}"   # "training=Univ." -> "Univ."
+    d = d.reset_index().melt(id_vars=["method", "dataset"], var_name="source of numbers", value_name=label)
+    d = d.dropna(subset=[label])
+    d["dataset"] = pd.Categorical(d["dataset"], [c for c in columns if c in set(d["dataset"])])
+    g = sns.catplot(data=d, x="dataset", y=label, hue="source of numbers", col="method", kind="bar",
+                    height=3.2, aspect=1.3, col_wrap=2 if d["method"].nunique() > 2 else None)
     for ax in g.axes.flat:
         ax.axhline(0, color="black", lw=0.8)
         ax.tick_params(axis="x", rotation=45, labelsize=8)
@@ -133,7 +137,12 @@ def plot_metric_vs_fid(frame: pd.DataFrame, metric: str = "R@1", hue: str = "met
     import matplotlib.pyplot as plt
     import seaborn as sns
     cols = list(dict.fromkeys(frame[col]))
-    fig, axes = plt.subplots(1, len(cols), figsize=(4.4 * len(cols), 3.4), squeeze=False)
+    ncols = min(3, len(cols))   # wider figures are shrunk to the page, and their text with them
+    nrows = -(-len(cols) // ncols)
+    fig, grid = plt.subplots(nrows, ncols, figsize=(4.4 * ncols, 3.4 * nrows), squeeze=False)
+    for ax in grid.flat[len(cols):]:
+        ax.set_visible(False)
+    axes = [list(grid.flat[:len(cols)])]
     palette = dict(zip(dict.fromkeys(frame[hue]), sns.color_palette("tab10", frame[hue].nunique())))
     for ax, c in zip(axes[0], cols):
         sub = frame[frame[col] == c]
@@ -149,7 +158,7 @@ def plot_metric_vs_fid(frame: pd.DataFrame, metric: str = "R@1", hue: str = "met
                 twin.plot(g["fid"], g["value"], ls="--", lw=0.7, color=palette.get(h, "grey"))
             twin.set_xlabel("paper split FID (dashed)", fontsize=9.5)
     axes[0][0].set_ylabel(metric)
-    axes[0][-1].legend(fontsize=9, loc="center left", bbox_to_anchor=(1.02, 0.5))
+    axes[0][-1].legend(fontsize=10, loc="center left", bbox_to_anchor=(1.02, 0.5))
     fig.tight_layout()
     return fig
 
@@ -284,9 +293,10 @@ def plot_gains(frame: pd.DataFrame, x: str = "dataset", col: str = "method", row
     """Bars of a gain (e.g. R@1 with guidance minus without), measured beside the paper's, one panel per ``col``
     (and ``row``)."""
     import seaborn as sns
+    wrap = 3 if row is None and frame[col].nunique() > 3 else None   # wider grids shrink to the page, text too
     g = sns.catplot(data=frame, x=x, y=value, hue=hue, col=col, row=row, kind="bar", errorbar=None, height=2.8,
-                    aspect=1.4, order=order)
-    g.set_titles("{row_name}: {col_name}" if row is not None else "{col_name}", size=9)
+                    aspect=1.4, order=order, col_wrap=wrap)
+    g.set_titles("{row_name}: {col_name}" if row is not None else "{col_name}", size=10.5)
     for ax in g.axes.flat:
         ax.axhline(0, color="black", lw=0.8)
     return g
@@ -307,8 +317,11 @@ def plot_curves(frame: pd.DataFrame, x: str = "epoch", y: str = "measured", hue:
         ax.set_title(c)
         ax.set_xlabel(x)
     axes.flat[0].set_ylabel(ylabel)
-    axes.flat[-1].legend(fontsize=9, loc="lower right")
+    handles, labels = axes.flat[-1].get_legend_handles_labels()
     fig.tight_layout()
+    # one legend below the panels, never over a curve
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(len(labels), 4),
+               fontsize=10, frameon=False)
     return fig
 
 
@@ -344,7 +357,7 @@ def plot_retrieved_classes(frame: pd.DataFrame, ncols: int = 2):
     return fig
 
 
-def plot_setting_panels(measured: pd.DataFrame, metrics: Sequence[str] = ("R@1", "MAP@R"), ncols: int = 4,
+def plot_setting_panels(measured: pd.DataFrame, metrics: Sequence[str] = ("R@1", "MAP@R"), ncols: int = 3,
                         labels: dict[str, str] | None = None):
     """One panel per ``section`` of a measured frame whose ``setting`` reads ``name=value`` (a one-setting sweep,
     e.g. VPTSP's Fig. 3): each metric against the value, mean and standard deviation over seeds; ``labels`` names a

@@ -36,11 +36,18 @@ def method_value(cmp: pd.DataFrame | None, method: str, dataset: str, metric: st
 
 def fmt(value: float, digits: int = 1, spread: float | None = None) -> str:
     text = f"{value:.{digits}f}"
+    text = text.lstrip("-") if text.startswith("-") and float(text) == 0 else text   # no "-0.0"
     return text if spread is None or spread == 0 else f"{text} ± {spread:.{digits}f}"
 
 
+def signed(value: float, digits: int = 1) -> str:
+    """``+1.2`` / ``-0.3``; a value that rounds to zero is written without a sign ("0.0", never "-0.0")."""
+    text = f"{value:+.{digits}f}"
+    return text[1:] if float(text) == 0 else text
+
+
 def gap(a: float, b: float, digits: int = 1) -> str:
-    return f"{a - b:+.{digits}f}"
+    return signed(a - b, digits)
 
 
 def verdict(claims: pd.DataFrame, text: str) -> str:
@@ -88,7 +95,13 @@ def verdict_counts(claims: pd.DataFrame, mask) -> str:
 
 def frame_html(df: pd.DataFrame) -> str:
     """A DataFrame as the book shows it: pandas' own HTML table, with "–" for a missing value (NaN, None) instead of
-    the raw "NaN"/"None", and the whole text of every cell (pandas' ``display.max_rows`` still applies)."""
+    the raw "NaN"/"None", "0.0" for a value rounded to -0.0, and the whole text of every cell (pandas'
+    ``display.max_rows`` still applies)."""
+    floats = [i for i, t in enumerate(df.dtypes) if pd.api.types.is_float_dtype(t)]
+    if floats:   # a value rounded to -0.0 reads "0.0"
+        df = df.copy()
+        for i in floats:
+            df.isetitem(i, df.iloc[:, i] + 0.0)
     obj = [i for i, t in enumerate(df.dtypes) if t == object]
     if obj:   # pandas writes na_rep for NaN only; a None in a text column would read "None"
         df = df.copy()

@@ -15,13 +15,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from umlkit.experiments.prose import signed
 from umlkit.experiments.records import MissingSideFile, find_record, normalise_key, read_only
 from umlkit.experiments.tuning import NotTuned
 from umlkit.experiments.tables import MISSING, Table, compare, holm_adjust, measure, table_claims
 
-__all__ = ["scoreboard", "scoreboard_summary", "scoreboard_view", "declared_claims", "missing_records",
+__all__ = ["scoreboard", "scoreboard_summary", "summary_view", "scoreboard_view", "declared_claims", "missing_records",
            "moved_verdicts", "scoreboard_facts", "save_scoreboard", "family_adjusted", "paper_summaries",
-           "board_table", "paper_findings"]
+           "board_table", "moved_view", "paper_findings"]
 
 
 def _claim_tables(papers, profile: str):
@@ -84,6 +85,16 @@ def scoreboard_summary(board: pd.DataFrame, declared: dict[str, int] | None = No
     if declared is not None:
         counts.insert(0, "declared", [declared.get(p, 0) for p in counts.index])
     return counts
+
+
+def summary_view(summary: pd.DataFrame) -> pd.DataFrame:
+    """:func:`scoreboard_summary` as the front page shows it: papers by their names ("ooDML", not "oodml"), no axis
+    labels over the counts."""
+    from umlkit.experiments.registry import papers
+    names = {k: p.title.split(" (")[0] for k, p in papers().items()}
+    out = summary.rename(index=names)
+    out.index.name = out.columns.name = None
+    return out
 
 
 def _short_test(test: str, p: float) -> str:
@@ -201,6 +212,15 @@ def moved_verdicts(board: pd.DataFrame) -> pd.DataFrame:
     return moved[list(cols)].rename(columns=cols).reset_index(drop=True)
 
 
+def moved_view(board: pd.DataFrame) -> pd.DataFrame:
+    """:func:`moved_verdicts` as the page shows it, four columns that fit the article: where (paper · table), the
+    claim, the verdict before and after the correction, and the p values (unadjusted → Holm)."""
+    m = moved_verdicts(board)
+    return pd.DataFrame({"where": m["paper"] + " · " + m["table"], "claim": m["claim"],
+                         "verdict (before → after Holm)": m["raw verdict"] + " → " + m["verdict"],
+                         "p → Holm p": [f"{a:.2g} → {b:.2g}" for a, b in zip(m["p"], m["p (Holm)"])]})
+
+
 def scoreboard_facts(board: pd.DataFrame) -> dict[str, str]:
     """Numbers the front page states about the board: claims tested (final verdicts before the correction), how
     many of them p < 0.05 would pass by chance alone, and how many verdicts the correction moved."""
@@ -240,8 +260,8 @@ def paper_summaries(board: pd.DataFrame, only: str | None = None) -> dict[str, s
             continue
         h = hit.iloc[0]
         pg = h.get("paper A", float("nan")) - h.get("paper B", float("nan"))
-        paper_gap = f"paper {pg:+.1f}, " if pd.notna(pg) else ""   # (the book's own claims have no paper gap)
-        gap = f"{h['gap']:+.1f}" if pd.notna(h.get("gap")) else "–"
+        paper_gap = f"paper {signed(pg)}, " if pd.notna(pg) else ""   # (the book's own claims have no paper gap)
+        gap = signed(h["gap"]) if pd.notna(h.get("gap")) else "–"
         out[f"head_{name}"] = f"“{h['claim']}”: {paper_gap}measured {gap} points, {h['verdict']}"
     return out
 
@@ -255,7 +275,7 @@ def board_table(board: pd.DataFrame) -> pd.DataFrame:
     view = scoreboard_view(board).reset_index()
 
     def num(x, digits=1):
-        return f"{x:+.{digits}f}" if pd.notna(x) else "–"
+        return signed(x, digits) if pd.notna(x) else "–"
     view["paper gap"] = view["paper gap"].map(num)
     view["measured gap"] = view["measured gap"].map(num)
     view["seeds"] = view["seeds"].fillna(0).astype(int)

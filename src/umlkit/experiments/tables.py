@@ -334,10 +334,16 @@ def _short(label: str) -> str:
     return label.split(" ", 1)[0] if label.startswith("(") and label[1:3].endswith(")") else label
 
 
+def _dof(df: float) -> str:
+    """Degrees of freedom as printed: a paired test's whole number as one ("2"), Welch's fraction to one decimal."""
+    return f"{df:.0f}" if float(df).is_integer() else f"{df:.1f}"
+
+
 def side_by_side(cmp: pd.DataFrame, metric: str = "R@1", digits: int = 1, columns: Sequence[str] | None = None,
                  paper: bool = True) -> pd.DataFrame:
     """The table in the paper's layout: one line per row (in the order measured), one column per dataset, each
-    cell "measured ±spread (paper)" (the spread only with several seeds, the paper's value only where it has one; a
+    cell "measured ±spread (paper)" (the spread only with several seeds and where it is not 0, "±<0.1" where it rounds
+    to 0; the paper's value only where it has one; a
     stale record is marked with †, a cell
     below its frozen backbone with ↓ and a collapsed one with ⊥ when ``cmp`` went through :func:`mark_floors`)."""
     sub = cmp[cmp["metric"] == metric]
@@ -346,8 +352,9 @@ def side_by_side(cmp: pd.DataFrame, metric: str = "R@1", digits: int = 1, column
     for _, r in sub.iterrows():
         idx = (_short(r["section"]), r["row"]) if r["section"] else ("", r["row"])
         text = f"{r['measured']:.{digits}f}"
-        if r["seeds"] > 1:
-            text += f" ±{r['spread']:.{digits}f}"
+        if r["seeds"] > 1 and r["spread"] > 0:   # a spread of exactly 0 (a count, a frozen backbone) is not shown
+            small = round(r["spread"], digits) == 0
+            text += f" ±<{10 ** -digits:.{digits}f}" if small else f" ±{r['spread']:.{digits}f}"
         if paper:
             text += f" ({r['paper']:.{digits}f})" if pd.notna(r["paper"]) else ""   # no paper cell: no brackets
         if r.get("stale"):
@@ -357,6 +364,7 @@ def side_by_side(cmp: pd.DataFrame, metric: str = "R@1", digits: int = 1, column
         lines.setdefault(idx, {})[r["dataset"]] = text
     out = pd.DataFrame.from_dict(lines, orient="index")
     out = out[[c for c in cols if c in out.columns]].fillna("")
+    out.columns = [c if c else metric for c in out.columns]   # a metric without datasets (parameters) names its column
     out.index = pd.MultiIndex.from_tuples(out.index, names=["", "row"]) if any(i[0] for i in out.index) else \
         pd.Index([i[1] for i in out.index], name="row")
     return out
@@ -550,7 +558,7 @@ def claim_test(a: Sequence[float] | Mapping[int, float], b: Sequence[float] | Ma
     verdict = "supported" if p < ALPHA else ("contradicted" if 1 - p < ALPHA else "inconclusive")
     return {"t": float(t), "df": float(df), "se": float(np.sqrt(max(se2, 0.0))), "p": p, "p_against": 1.0 - p,
             "n": n, "verdict": verdict,
-            "test": f"{kind}: t={t:.2f}, df={df:.1f}, p={p:.3g}" if n else "exact values: the sign of the gap"}
+            "test": f"{kind}: t={t:.2f}, df={_dof(df)}, p={p:.3g}" if n else "exact values: the sign of the gap"}
 
 
 def _equivalence(gap: float, se2: float, df: float, n: int, margin: float, kind: str, scale: float) -> dict:
@@ -570,7 +578,7 @@ def _equivalence(gap: float, se2: float, df: float, n: int, margin: float, kind:
     p = max(p_low, p_up)
     verdict = "supported" if p < ALPHA else ("contradicted" if p_out < ALPHA else "inconclusive")
     return {"t": float(t), "df": float(df), "se": float(np.sqrt(max(se2, 0.0))), "p": p, "p_against": p_out, "n": n,
-            "verdict": verdict, "test": f"TOST ({kind}, margin {margin:g}): t={t:.2f}, df={df:.1f}, p={p:.3g}"}
+            "verdict": verdict, "test": f"TOST ({kind}, margin {margin:g}): t={t:.2f}, df={_dof(df)}, p={p:.3g}"}
 
 
 def verdict_group(verdict: str) -> str:

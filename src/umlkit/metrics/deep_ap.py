@@ -180,7 +180,6 @@ def _kept(qb, state: _Gallery, floor, ql) -> tuple[torch.Tensor, torch.Tensor, t
     """(gallery index, bf16 score as fp32, query row) of every non-relevant item at or above its query's floor,
     sorted by query row then gallery index. One pass over the gallery in tiles; the mask of each tile is read as
     64-bit words first (8 items each), so that the sparse hits are found in an eighth of the elements."""
-    b = qb.shape[0]
     floor = torch.where(floor >= 0, floor, torch.full_like(floor, 32767))[:, None]   # rows searched exactly: none
     cols, vals, owners = [], [], []
     for j0 in range(0, state.gb.shape[0], _TILE):

@@ -8,7 +8,7 @@ import pandas as pd
 
 
 from umlkit.experiments import source_recipe
-from umlkit.experiments.prose import method_value as _value, number as _num, verdict_counts as _verdict_counts
+from umlkit.experiments.prose import method_value as _value, number as _num, signed, verdict_counts as _verdict_counts
 from umlkit.experiments.runners import SOURCE_NAMES
 from umlkit.paper import paper_table
 from umlkit.experiments.papers.language_guidance.config import (ablation_table, ABLATIONS, BASELINE, class_similarity,
@@ -231,7 +231,8 @@ def chosen_omegas(sweep: pd.DataFrame) -> pd.DataFrame:
         part = g[g["source"] == s].set_index("row")
         out[f"{SOURCE_NAMES[s]} ω"] = pd.Series([f"{w:g}" + ("" if inside else " (edge)")
                                                  for w, inside in zip(part["omega"], part["interior"])], part.index)
-        out[f"{SOURCE_NAMES[s]} gain"] = part["gain"].map("{:+.2f}".format)   # -0.00: below, by less than 0.005
+        # a gain that rounds to zero keeps its sign with a third decimal (below or above the baseline matters here)
+        out[f"{SOURCE_NAMES[s]} gain"] = part["gain"].map(lambda g: f"{g:+.3f}" if g and abs(g) < 0.005 else signed(g, 2))
     return out   # a row not tuned on a source: missing there (the book's tables write "–")
 
 

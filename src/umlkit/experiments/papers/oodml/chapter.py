@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from umlkit.experiments.prose import signed
 from umlkit.experiments.runners import SOURCE_NAMES
 from umlkit.experiments.tables import BELOW, Table
 from umlkit.experiments.papers.oodml.config import (default_split_id, load_splits, PAPER, SEEDS, shift_table,
@@ -249,7 +250,7 @@ def chapter_facts(measured: pd.DataFrame, trends: dict, ags: pd.DataFrame, corr:
     if not corr.empty:
         for m in ("pi_ratio", "rho"):
             c = corr[corr["metric"] == m]["across all points"]
-            f[f"corr_{m}"] = ", ".join(f"{v:+.2f}" for v in c)
+            f[f"corr_{m}"] = ", ".join(signed(v, 2) for v in c)
             f[f"corr_{m}_signs"] = "the same sign on every source" if (c > 0).all() or (c < 0).all() else "opposite signs across sources"
     if not transfer.empty:
         own = transfer[transfer["train"] == transfer["test"]]["R@1"].mean()
