@@ -178,3 +178,15 @@ def test_a_chapter_holding_the_whole_family_gets_the_boards_verdicts(monkeypatch
     assert whole["verdict"].tolist() == ["supported", "supported", "inconclusive", "inconclusive"]
     part = sb.family_adjusted(raw.drop(columns="paper").iloc[[1]], "p")   # one claim: the rest come from the board
     assert part["p adjusted"].tolist() == pytest.approx([0.036])
+
+
+def test_linked_board_links_each_paper_to_its_chapter_and_escapes_the_rest():
+    import pandas as pd
+
+    from umlkit.experiments.scoreboard import linked
+    view = pd.DataFrame({"where": ["puma · Table 2", "regime · Table 1", "nowhere · T"],
+                         "claim": ["a < b", "x", "y"], "seeds": [3, 3, 3]})
+    out = linked(view)
+    assert out["where"].tolist() == ['<a href="puma.html">puma · Table 2</a>',
+                                     '<a href="regime_map.html">regime · Table 1</a>', "nowhere · T"]
+    assert out["claim"].iloc[0] == "a &lt; b" and out["seeds"].tolist() == [3, 3, 3]

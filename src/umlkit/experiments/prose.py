@@ -75,12 +75,12 @@ def glue_markdown(facts: Mapping[str, str]) -> None:
 
 
 def number(x: float | None, signed: bool = False, digits: int = 1) -> str:
-    """``x`` rounded for prose ("–" for a missing value, never "-0.0")."""
+    """``x`` rounded for prose ("–" for a missing value, never "-0.0"; ``signed``: "+1.2", but "0.0")."""
     import math
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "–"
     x = 0.0 if round(x, digits) == 0 else x
-    return f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
+    return f"{x:+.{digits}f}" if signed and x != 0 else f"{x:.{digits}f}"   # a zero has no sign
 
 
 def verdict_counts(claims: pd.DataFrame, mask) -> str:

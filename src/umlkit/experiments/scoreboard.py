@@ -22,7 +22,7 @@ from umlkit.experiments.tables import MISSING, Table, compare, holm_adjust, meas
 
 __all__ = ["scoreboard", "scoreboard_summary", "summary_view", "scoreboard_view", "declared_claims", "missing_records",
            "moved_verdicts", "scoreboard_facts", "save_scoreboard", "family_adjusted", "paper_summaries",
-           "board_table", "moved_view", "paper_findings"]
+           "board_table", "linked", "moved_view", "paper_findings"]
 
 
 def _claim_tables(papers, profile: str):
@@ -299,6 +299,19 @@ def board_table(board: pd.DataFrame) -> pd.DataFrame:
     view.insert(5, "test (p → Holm p)", [f"{t}{' → ' + str(h) if h not in ('', '–') else ''}, {n} seeds" if t != "–"
                                          else "–" for t, h, n in zip(test, holm, seeds)])
     return view
+
+
+def linked(view: pd.DataFrame) -> pd.DataFrame:
+    """:func:`board_table` with each "where" cell a link to its paper's chapter and every other text escaped (for an
+    HTML page; itables shows it with ``allow_html=True``)."""
+    from html import escape
+
+    from umlkit.experiments.registry import papers
+    chapters = {k: p.chapters[0] for k, p in papers().items() if p.chapters}
+    view = view.assign(**{c: view[c].map(lambda v: escape(v) if isinstance(v, str) else v)
+                          for c in view.columns if c != "where"})   # every other cell stays text
+    return view.assign(where=[f'<a href="{chapters[w.split(" · ")[0]]}.html">{escape(w)}</a>'
+                              if w.split(" · ")[0] in chapters else escape(w) for w in view["where"]])
 
 
 def declared_claims(profile: str = "quick") -> dict[str, int]:
