@@ -31,14 +31,17 @@ def pkg(tmp_path):
         else:
             shutil.copytree(src, root / part, ignore=shutil.ignore_patterns("__pycache__", "weights"))
     fp.code_hash.cache_clear()
+    fp._shared_names.cache_clear()
     cr.loss_code.cache_clear()
     yield root
     fp.code_hash.cache_clear()
+    fp._shared_names.cache_clear()
     cr.loss_code.cache_clear()
 
 
 def _hashes(root, names=("multisimilarity", "curricularface", "diva", "hyp")):
     fp.code_hash.cache_clear()
+    fp._shared_names.cache_clear()
     cr.loss_code.cache_clear()
     return {n: fp.code_hash((n,), pkg=root) for n in names}
 

@@ -82,23 +82,42 @@ def _code_files(pkg: Path = _PKG) -> list[Path]:
                                                                       r in SHARED_LOSS_FILES)]
 
 
+def _file_tokens(path: Path) -> str:
+    """:func:`normalised_tokens` of a file, tokenised once per version of it (every loss set hashes the same shared
+    files)."""
+    st = path.stat()
+    return _tokens_of(str(path), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=512)
+def _tokens_of(path: str, mtime_ns: int, size: int) -> str:
+    return normalised_tokens(Path(path).read_text())
+
+
+@functools.lru_cache(maxsize=4)
+def _shared_names(pkg: Path) -> tuple[str, ...]:
+    """:func:`_code_files` relative to the package, listed once per process (a chapter fingerprints thousands of
+    records)."""
+    return tuple(f.relative_to(pkg).as_posix() for f in _code_files(pkg))
+
+
 @functools.lru_cache(maxsize=64)
 def code_hash(losses: tuple[str, ...] = (), pkg: Path = _PKG) -> str:
     """12-hex-digit hash of the normalised code a run reaches: the shared training path, the loss modules it
     imports, and the registration and modules of each loss in ``losses`` and of those shared code creates by name
     (:mod:`umlkit.experiments.code_reach`; see the module docstring)."""
     from umlkit.experiments.code_reach import loss_code, reached_losses
-    shared = _code_files(pkg)
-    code = loss_code(pkg, tuple(f.relative_to(pkg).as_posix() for f in shared))
+    shared = [pkg / rel for rel in _shared_names(pkg)]
+    code = loss_code(pkg, _shared_names(pkg))
     losses = reached_losses([[{"name": n} for n in losses]], code)
     h = hashlib.sha256()
     for f in shared:
         h.update(f.relative_to(pkg).as_posix().encode())
-        h.update(normalised_tokens(f.read_text()).encode())
+        h.update(_file_tokens(f).encode())
     h.update("".join(normalised_tokens(text) for text in code.common).encode())
     for rel in sorted(code.shared_modules.union(*(code.modules[n] for n in losses))):
         h.update(rel.encode())
-        h.update(normalised_tokens((pkg / rel).read_text()).encode())
+        h.update(_file_tokens(pkg / rel).encode())
     for name in losses:
         h.update(name.encode())
         h.update("".join(normalised_tokens(text) for text in code.registration[name]).encode())
@@ -191,7 +210,7 @@ def fingerprint(key: dict) -> dict:
     from umlkit.experiments.code_reach import loss_code, reached_losses
     data = sorted({data_fingerprint(c) for c in cfgs})
     weights = sorted({weights_fingerprint(c) for c in cfgs})
-    code = loss_code(_PKG, tuple(f.relative_to(_PKG).as_posix() for f in _code_files()))
+    code = loss_code(_PKG, _shared_names(_PKG))
     losses = tuple(reached_losses([c.get("objective") for c in cfgs], code))
     return {"data": "+".join(data), "weights": "+".join(weights), "code": code_hash(losses)}
 
