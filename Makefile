@@ -40,10 +40,11 @@ test-all: $(STAMP)
 	UMLKIT_RECORD_INPUTS=1 $(PY) -m pytest tests book --nbval-lax --nbval-current-env -p no:cacheprovider
 
 # jupyter-cache re-runs a chapter only when its code cells change; a change in src/umlkit (or the dependencies), in
-# the configurations the chapters read or in the committed records and language files must also invalidate it, so
+# the configurations the chapters read, in the committed records and language files or in the book's CSS must also
+# invalidate it, so
 # the cache is dropped and every page rebuilt (--all) whenever those hash differently.
 book: $(STAMP)
-	@h=$$(find src pyproject.toml configs data/paper_tables results/quick/records results/quick/language -type f \( -name '*.py' -o -name '*.json' -o -name '*.toml' -o -name '*.yaml' -o -name '*.csv' -o -name '*.npz' \) -print0 | sort -z | xargs -0 cat | sha256sum | cut -c1-16); \
+	@h=$$(find src pyproject.toml configs data/paper_tables results/quick/records results/quick/language _static -type f \( -name '*.py' -o -name '*.json' -o -name '*.toml' -o -name '*.yaml' -o -name '*.csv' -o -name '*.npz' -o -name '*.css' \) -print0 | sort -z | xargs -0 cat | sha256sum | cut -c1-16); \
 	$(VENV)/bin/umlkit book sync-colab || exit 1; \
 	all=""; if [ "$$(cat _build/.umlkit-src-hash 2>/dev/null)" != "$$h" ]; then rm -rf _build/.jupyter_cache; all="--all"; fi; \
 	UMLKIT_PROGRESS=0 $(VENV)/bin/jupyter-book build . -W --keep-going $$all && echo $$h > _build/.umlkit-src-hash && \
