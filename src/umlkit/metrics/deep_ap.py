@@ -47,7 +47,6 @@ _ROW_BITS = 10                # queries per block <= 2^10: the keys' query field
 _SAMPLE_EVERY = 16            # every 16th gallery item is in the sample that sets the cut
 _MARGIN = 1.25                # the cut's sample rank, relative to the sample's expected share of the top limit
 _TILE = 4096                  # gallery items per GEMM tile (8 MB of bf16 scores for 1,024 queries)
-_RESCORE_BLOCK = 1 << 21      # elements per gather of the re-scoring (1.5x faster than knn's 2^17 at ~1,300 per row)
 _EXACT_ROWS = 128             # queries per exact search (depth 1,000 reads whole rows: 0.1 GB at 148,500 items)
 _ROUNDING = 2.0 ** -7         # bf16 rounding of the product, relative (see knn._bf16_error_bound)
 
@@ -153,7 +152,7 @@ def _block(state: _Gallery, q, ql, si, limit: int) -> tuple[torch.Tensor, torch.
     n_kept = col.numel()
     col, owner = col[between], owner[between]
     (cols,) = _padded(owner, q.shape[0], col)
-    exact = _rescore(q, state.g, cols, None, _RESCORE_BLOCK)[cols >= 0]   # exact scores, in (query, index) order
+    exact = _rescore(q, state.g, cols, None)[cols >= 0]       # exact scores, in (query, index) order
     return _match(rel_idx, rel_score, counted, col, exact, owner, beaten_by, limit), ok, n_kept
 
 

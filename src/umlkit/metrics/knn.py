@@ -155,8 +155,7 @@ def _transposed_blocks(g: torch.Tensor) -> torch.Tensor:
 _RESCORE_ELEMENTS = 1 << 17
 
 
-def _rescore(q: torch.Tensor, g: torch.Tensor, index: torch.Tensor, self_index: torch.Tensor | None,
-             elements: int = _RESCORE_ELEMENTS) -> torch.Tensor:
+def _rescore(q: torch.Tensor, g: torch.Tensor, index: torch.Tensor, self_index: torch.Tensor | None) -> torch.Tensor:
     """fp32 similarity of each query with its candidates; every path ranks by these same numbers. Computed in
     blocks of rows whose gathered candidates hold at most ``_RESCORE_ELEMENTS`` values: at k close to the gallery
     size (mAP@1000 on a test set of ~1,000 items) one gather of every row would move gigabytes (4x slower on
@@ -166,10 +165,8 @@ def _rescore(q: torch.Tensor, g: torch.Tensor, index: torch.Tensor, self_index: 
     on the two vectors only. A batched product (``einsum``) picked its kernel by the candidate list's width and
     gave one pair values 1 ulp apart in lists of different widths, and the searches, whose lists differ, then broke
     exact ties differently (27 of 2,048 ternary embeddings got another nearest neighbour in the bf16 search than
-    in the fp32 one); the two cost the same (about 0.65 s for 8,192 x 130 candidates of 128-d on one core).
-    ``elements`` sets the block (the values do not depend on it): the streamed mAP@1000 pass re-scores about 1,300
-    items per query and runs 1.5x faster with blocks of 2^19-2^21 elements (:mod:`umlkit.metrics.deep_ap`)."""
-    rows = max(1, elements // max(1, index.shape[1] * g.shape[1]))
+    in the fp32 one); the two cost the same (about 0.65 s for 8,192 x 130 candidates of 128-d on one core)."""
+    rows = max(1, _RESCORE_ELEMENTS // max(1, index.shape[1] * g.shape[1]))
     pad = index < 0   # an unfilled candidate slot (index -1): scored -inf
     if bool(pad.any()):
         index = index.clamp(min=0)
