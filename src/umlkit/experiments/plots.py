@@ -293,7 +293,8 @@ def plot_gains(frame: pd.DataFrame, x: str = "dataset", col: str = "method", row
     """Bars of a gain (e.g. R@1 with guidance minus without), measured beside the paper's, one panel per ``col``
     (and ``row``)."""
     import seaborn as sns
-    wrap = 3 if row is None and frame[col].nunique() > 3 else None   # wider grids shrink to the page, text too
+    n = frame[col].nunique()   # wider grids shrink to the page, and their text with them: 2 x 2 or rows of 3
+    wrap = (2 if n == 4 else 3) if row is None and n > 3 else None
     g = sns.catplot(data=frame, x=x, y=value, hue=hue, col=col, row=row, kind="bar", errorbar=None, height=2.8,
                     aspect=1.4, order=order, col_wrap=wrap)
     g.set_titles("{row_name}: {col_name}" if row is not None else "{col_name}", size=10.5)
