@@ -82,3 +82,32 @@ def test_sweep_panels_give_a_line_one_colour_in_every_panel_and_one_legend_with_
     assert [ax.get_title() for ax in fig.axes[:2]] == ["CUB-like", "cars"] and fig.axes[0].get_xlabel() == "rate"
     assert all(ax.get_legend() is None for ax in fig.axes[:2])
     plt.close(fig)
+
+
+def test_measured_vs_paper_labels_do_not_overlap():
+    """Crowded points (PUMA's (a)/(b) cluster): the row labels are moved apart, deterministically."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import numpy as np
+    import pandas as pd
+
+    from umlkit.experiments import plots
+    rng = np.random.default_rng(0)
+    n = 12
+    cmp = pd.DataFrame({"dataset": "Harmonic", "metric": "R@1", "section": ["(a) x"] * 6 + ["(b) y"] * 6,
+                        "row": [f"method {i}" for i in range(n)], "paper": 80 + rng.random(n),
+                        "measured": 85 + rng.random(n)})
+
+    def boxes():
+        ax = plots.plot_measured_vs_paper(cmp)
+        fig = ax.figure
+        fig.canvas.draw()
+        texts = [t for t in ax.texts if t.get_text().startswith("method")]
+        out = [t.get_window_extent(fig.canvas.get_renderer()) for t in texts]
+        matplotlib.pyplot.close(fig)
+        return out
+    first = boxes()
+    assert len(first) == n
+    overlaps = sum(a.overlaps(b) for i, a in enumerate(first) for b in first[i + 1:])
+    assert overlaps == 0
+    assert [tuple(b.bounds) for b in boxes()] == [tuple(b.bounds) for b in first]

@@ -27,8 +27,9 @@ def plot_measured_vs_paper(cmp: pd.DataFrame, dataset: str = "Harmonic", metric:
     sub = sub.assign(**{hue: sub[hue].replace("", "zero-shot").map(
         lambda v: v.split(" ", 1)[0] if v.startswith("(") and v[1:3].endswith(")") else v[:40])})
     sns.scatterplot(data=sub, x="paper", y="measured", hue=hue, ax=ax, s=60)
-    for _, r in sub.iterrows():
-        ax.annotate(r["row"], (r["paper"], r["measured"]), fontsize=9, xytext=(3, 3), textcoords="offset points")
+    from adjustText import adjust_text   # moves the point labels apart where points crowd
+    texts = [ax.text(r["paper"], r["measured"], r["row"], fontsize=9) for _, r in sub.iterrows()]
+    adjust_text(texts, ax=ax, arrowprops={"arrowstyle": "-", "lw": 0.5, "color": "grey"})
     rho = spearmanr(sub["paper"], sub["measured"]).statistic if len(sub) > 2 else float("nan")
     ax.set_title(f"{dataset} {metric}: measured vs paper (Spearman ρ = {rho:.2f}, {len(sub)} rows)")
     ax.set_xlabel("paper (%)")
