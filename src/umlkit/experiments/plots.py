@@ -327,7 +327,7 @@ def plot_curves(frame: pd.DataFrame, x: str = "epoch", y: str = "measured", hue:
     return fig
 
 
-def plot_retrieved_classes(frame: pd.DataFrame, ncols: int = 2):
+def plot_retrieved_classes(frame: pd.DataFrame, ncols: int = 1):
     """The language-guidance paper's Fig. 3: per query class (one panel each), how many of the top-k neighbours of
     its images fall in the query class and in its most related classes (left to right by language similarity),
     one bar per method. ``frame``: query, rank, class, similarity, method, count
@@ -349,13 +349,16 @@ def plot_retrieved_classes(frame: pd.DataFrame, ncols: int = 2):
             counts = [float(sub.loc[(sub["rank"] == r) & (sub["method"] == m), "count"].sum()) for r in ranks]
             ax.bar([r + (i - (len(methods) - 1) / 2) * width for r in range(len(ranks))], counts, width, label=m)
         ax.set_xticks(range(len(ranks)))
-        ax.set_xticklabels([f"{textwrap.fill(n, 16)}\n(sim {s:.2f})" for n, s in zip(names, sims)], fontsize=8.5)
-        ax.set_title(f"query: {q}", fontsize=9)
-        ax.set_ylabel("retrieved images", fontsize=9.5)
+        ax.set_xticklabels([f"{textwrap.fill(n, 20)}\n(sim {s:.2f})" for n, s in zip(names, sims)], fontsize=9.5)
+        ax.set_title(f"query: {q}", fontsize=10.5)
+        ax.set_ylabel("retrieved images", fontsize=10)
     for ax in list(axes.flat)[len(queries):]:
         ax.set_visible(False)
-    axes.flat[0].legend(fontsize=9)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
     fig.tight_layout()
+    # one column of panels at page width (its text stays legible); one legend above them, over no bar
+    fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(methods), fontsize=10,
+               frameon=False)
     return fig
 
 
