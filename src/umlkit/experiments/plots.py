@@ -338,7 +338,7 @@ def plot_retrieved_classes(frame: pd.DataFrame, ncols: int = 1):
     queries = list(dict.fromkeys(frame["query"]))
     methods = list(dict.fromkeys(frame["method"]))
     nrows = -(-len(queries) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(6.2 * ncols, 3.4 * nrows), squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(9.0 * ncols, 3.6 * nrows), squeeze=False)
     width = 0.8 / max(1, len(methods))
     for ax, q in zip(axes.flat, queries):
         sub = frame[frame["query"] == q].sort_values("rank")
@@ -349,7 +349,7 @@ def plot_retrieved_classes(frame: pd.DataFrame, ncols: int = 1):
             counts = [float(sub.loc[(sub["rank"] == r) & (sub["method"] == m), "count"].sum()) for r in ranks]
             ax.bar([r + (i - (len(methods) - 1) / 2) * width for r in range(len(ranks))], counts, width, label=m)
         ax.set_xticks(range(len(ranks)))
-        ax.set_xticklabels([f"{textwrap.fill(n, 20)}\n(sim {s:.2f})" for n, s in zip(names, sims)], fontsize=9.5)
+        ax.set_xticklabels([f"{textwrap.fill(n, 16)}\n(sim {s:.2f})" for n, s in zip(names, sims)], fontsize=9.5)
         ax.set_title(f"query: {q}", fontsize=10.5)
         ax.set_ylabel("retrieved images", fontsize=10)
     for ax in list(axes.flat)[len(queries):]:
