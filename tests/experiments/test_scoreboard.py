@@ -190,3 +190,10 @@ def test_linked_board_links_each_paper_to_its_chapter_and_escapes_the_rest():
     assert out["where"].tolist() == ['<a href="puma.html">puma · Table 2</a>',
                                      '<a href="regime_map.html">regime · Table 1</a>', "nowhere · T"]
     assert out["claim"].iloc[0] == "a &lt; b" and out["seeds"].tolist() == [3, 3, 3]
+
+
+def test_a_claim_links_to_the_chapter_that_shows_its_table():
+    from umlkit.experiments.scoreboard import _chapter_of
+    assert _chapter_of("puma", "Table 2") == "puma"
+    assert _chapter_of("puma", "Table 3") == "puma_ablations" and _chapter_of("puma", "Few-shot") == "puma_ablations"
+    assert _chapter_of("oodml", "Table S4") == "oodml" and _chapter_of("nowhere", "Table 1") is None

@@ -405,18 +405,21 @@ def plot_row_gaps(cmp: pd.DataFrame, reference: str, columns: Sequence[str], met
 def plot_source_bias(bias: pd.DataFrame, columns: Sequence[tuple[str, str]] = (
         ("full FT unified - specific", "unified full fine-tuning"), ("PUMA - specific", "PUMA")), axes=None):
     """Per source, what one unified model changes against the dataset-specific model (y) against the source's
-    training images (x, log scale): measured (left) and in the paper (right), one marker per model, sources named.
+    training images (x, log scale): measured (top) and in the paper (bottom), one marker per model, sources named.
     ``bias`` is :func:`umlkit.experiments.papers.puma.source_bias`'s frame (columns "<change> (measured|paper)" and
     "train images (measured|paper)")."""
     import matplotlib.pyplot as plt
+    from adjustText import adjust_text   # the sources' names, moved apart where points crowd
     if axes is None:
-        _, axes = plt.subplots(1, 2, figsize=(13, 4.5))
+        _, axes = plt.subplots(2, 1, figsize=(9, 9))   # one above the other: text legible at page width
     for ax, tag in zip(axes, ("measured", "paper")):
+        texts = []
         for (col, label), marker in zip(columns, ("o", "s")):
             y, size = bias[f"{col} ({tag})"], bias[f"train images ({tag})"]
             ax.scatter(size, y, marker=marker, label=label)
-            for src, xv, yv in zip(bias.index, size, y):
-                ax.annotate(src, (xv, yv), fontsize=9, xytext=(3, 3), textcoords="offset points")
+            texts += [ax.text(xv, yv, src, fontsize=9) for src, xv, yv in zip(bias.index, size, y)]
+        ax.set_xscale("log")
+        adjust_text(texts, ax=ax, arrowprops={"arrowstyle": "-", "lw": 0.5, "color": "grey"})
         ax.axhline(0, color="grey", lw=0.8)
         ax.set_xscale("log")
         ax.set_xlabel("training images of the source")

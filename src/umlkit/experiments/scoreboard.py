@@ -10,6 +10,7 @@ reproduced, n seed(s)*).
 """
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -305,13 +306,38 @@ def linked(view: pd.DataFrame) -> pd.DataFrame:
     """:func:`board_table` with each "where" cell a link to its paper's chapter and every other text escaped (for an
     HTML page; itables shows it with ``allow_html=True``)."""
     from html import escape
-
-    from umlkit.experiments.registry import papers
-    chapters = {k: p.chapters[0] for k, p in papers().items() if p.chapters}
     view = view.assign(**{c: view[c].map(lambda v: escape(v) if isinstance(v, str) else v)
                           for c in view.columns if c != "where"})   # every other cell stays text
-    return view.assign(where=[f'<a href="{chapters[w.split(" · ")[0]]}.html">{escape(w)}</a>'
-                              if w.split(" · ")[0] in chapters else escape(w) for w in view["where"]])
+    pages = [_chapter_of(*w.split(" · ", 1)) if " · " in w else None for w in view["where"]]
+    return view.assign(where=[f'<a href="{page}.html">{escape(w)}</a>' if page else escape(w)
+                              for w, page in zip(view["where"], pages)])
+
+
+def _chapter_of(paper: str, table: str) -> str | None:
+    """The chapter of ``paper`` that shows ``table``: the first whose markdown headings name it (PUMA's Table 3 is on
+    its ablations page), else the paper's first chapter; None for an unknown paper."""
+    from umlkit.experiments.registry import papers
+    entry = papers().get(paper)
+    if entry is None or not entry.chapters:
+        return None
+    for chapter in entry.chapters:
+        if table.lower() in _headings(chapter):
+            return chapter
+    return entry.chapters[0]
+
+
+@functools.lru_cache(maxsize=16)
+def _headings(chapter: str) -> str:
+    """The markdown headings of ``book/<chapter>.ipynb``, lower case, one per line ("" when it is not there)."""
+    import json
+
+    from umlkit._paths import repo_root
+    path = repo_root() / "book" / f"{chapter}.ipynb"
+    if not path.is_file():
+        return ""
+    cells = json.loads(path.read_text())["cells"]
+    return "\n".join(line.lower() for c in cells if c["cell_type"] == "markdown"
+                     for line in "".join(c["source"]).splitlines() if line.startswith("#"))
 
 
 def declared_claims(profile: str = "quick") -> dict[str, int]:
