@@ -23,9 +23,9 @@ def plot_measured_vs_paper(cmp: pd.DataFrame, dataset: str = "Harmonic", metric:
     sub = cmp[(cmp["dataset"] == dataset) & (cmp["metric"] == metric)].dropna(subset=["paper"])
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 4.5))
+    from umlkit.experiments.tables import _short
     # "(a) Dataset-specific metric learning (...)" -> "(a)": a legend that fits; the table names the sections
-    sub = sub.assign(**{hue: sub[hue].replace("", "zero-shot").map(
-        lambda v: v.split(" ", 1)[0] if v.startswith("(") and v[1:3].endswith(")") else v[:40])})
+    sub = sub.assign(**{hue: sub[hue].replace("", "zero-shot").map(lambda v: _short(v)[:40])})
     sns.scatterplot(data=sub, x="paper", y="measured", hue=hue, ax=ax, s=60)
     from adjustText import adjust_text   # moves the point labels apart where points crowd
     texts = [ax.text(r["paper"], r["measured"], r["row"], fontsize=9) for _, r in sub.iterrows()]
@@ -421,7 +421,6 @@ def plot_source_bias(bias: pd.DataFrame, columns: Sequence[tuple[str, str]] = (
         ax.set_xscale("log")
         adjust_text(texts, ax=ax, arrowprops={"arrowstyle": "-", "lw": 0.5, "color": "grey"})
         ax.axhline(0, color="grey", lw=0.8)
-        ax.set_xscale("log")
         ax.set_xlabel("training images of the source")
         ax.set_ylabel("R@1 change against the dataset-specific model")
         ax.set_title(tag)

@@ -303,8 +303,8 @@ def board_table(board: pd.DataFrame) -> pd.DataFrame:
 
 
 def linked(view: pd.DataFrame) -> pd.DataFrame:
-    """:func:`board_table` with each "where" cell a link to its paper's chapter and every other text escaped (for an
-    HTML page; itables shows it with ``allow_html=True``)."""
+    """:func:`board_table` with each "where" cell a link to the chapter that shows its table (:func:`_chapter_of`)
+    and every other text escaped (for an HTML page; itables shows it with ``allow_html=True``)."""
     from html import escape
     view = view.assign(**{c: view[c].map(lambda v: escape(v) if isinstance(v, str) else v)
                           for c in view.columns if c != "where"})   # every other cell stays text

@@ -10,8 +10,8 @@ No library ranks by a threshold filter with an error certificate, so this module
    left out) is scored exactly in fp32 by :func:`umlkit.metrics.knn._rescore`, the numbers every search path ranks
    by;
 2. **a cut per query from a sample**: bf16 scores against every 16th gallery item; the ``j``-th best, ``j`` about
-   1.5x the sample's share of ``limit``, lowered by the bf16 error bound, is the cut ``c``: with high probability at
-   least ``limit`` items score ``c`` or more. Only relevant items scoring at least ``t = max(c, lowest relevant
+   1.25x (``_MARGIN``) the sample's share of ``limit``, lowered by the bf16 error bound, is the cut ``c``: with high
+   probability at least ``limit`` items score ``c`` or more. Only relevant items scoring at least ``t = max(c, lowest relevant
    score)`` can reach the top ``limit``;
 3. **one pass over the gallery** in tiles of 1,024 queries x 4,096 items: bf16 GEMM, the scores read as int16
    (order-preserving for non-negative floats, as in :mod:`umlkit.metrics.knn`) and compared with the query's floor
@@ -157,7 +157,8 @@ def _block(state: _Gallery, q, ql, si, limit: int) -> tuple[torch.Tensor, torch.
 
 
 def _cut(qb, state: _Gallery, si, bound, limit: int) -> torch.Tensor:
-    """The lower bound of each query's j-th best sampled score, j about 1.5x the sample's share of the top ``limit``."""
+    """The lower bound of each query's j-th best sampled score, j about ``_MARGIN`` x the sample's share of the top
+    ``limit``."""
     sample = state.sample
     scores = torch.mm(qb, state.gs.T).float()
     if si is not None:
