@@ -263,12 +263,17 @@ def test_unmeasured_paper_rows_say_why(monkeypatch):
 
 def test_the_unified_setting_is_pumas_configuration_plus_one_language_term(monkeypatch):
     from umlkit.experiments.papers import puma
-    for method, code in (("PUMA", "puma"), ("full fine-tuning", "full")):
-        assert lg.unified_config(method=method, seed=2) == puma.run_config(method=code, seed=2)   # PUMA's records serve
+    table2 = {(r.section[:3], r.method): r for r in puma.TABLE2.rows}
+    for method, row, unit in (("PUMA", ("(c)", "Ours"), "puma"),
+                              ("full fine-tuning", ("(b)", "CurricularFace"), "full-curricularface")):
+        cfg = lg.unified_config(method=method, seed=2)
+        assert cfg == puma.config_for(table2[row], 2, "quick")   # PUMA Table 2's own runs: its records serve
+        assert cfg["model"]["backbone"] == puma.second_pass()["backbone"]   # the second pass: its backbone and
+        assert cfg["optimizer"]["lr"] == puma.chosen_lr(unit)               # the method's chosen rate
+    plain = puma.config_for(table2[("(c)", "Ours")], 1, "quick")
     ref = {"file": "results/quick/language/u.npz", "sha256": "1" * 64}
     monkeypatch.setattr(lg.config, "language_ref", lambda source, guidance, profile="quick": ref)
     guided = lg.unified_config(method="PUMA", guidance="ELG", omega=0.5, seed=1)
-    plain = puma.run_config(method="puma", seed=1)
     assert guided["objective"][:-1] == plain["objective"] and guided["data"] == plain["data"]
     assert guided["objective"][-1] == {"name": "language_guidance", "weight": 0.5,
                                        "options": {**language_store.lg_config()["loss"], "language_embeddings": ref}}

@@ -328,6 +328,44 @@ def test_skip_dropped_adapters_match_the_dense_path(precision):
         torch.testing.assert_close(g1[n], g0[n], **tol, msg=n)
 
 
+def test_low_precision_adapters_match_the_plain_path(monkeypatch):
+    """Under bf16 autocast PUMA casts each LayerNorm output once and multiplies the bottleneck by scale x keep
+    instead of the output: the same masks from the same RNG stream, output and gradients equal to the plain path's
+    up to bf16 rounding; in fp32 nothing changes."""
+    from umlkit.models import peft_vit
+    from umlkit.models.layers import adapter as adapter_mod
+    x = _images(8)
+
+    def run(plain: bool, precision: str):
+        with monkeypatch.context() as m:
+            if plain:   # the path before the low-precision one: autocast casts per reader, scale on the output
+                m.setattr(adapter_mod, "_low_precision", lambda t: False)
+                m.setattr(peft_vit.PEFTViT, "_cast_once", lambda self, h: h)
+            torch.manual_seed(0)
+            model = create_model(TINY, "puma", embed_dim=16).train()
+            with torch.no_grad():
+                for a in [*model.backbone.adapters_attn, *model.backbone.adapters_mlp]:
+                    a.up.weight.normal_(0, 0.2)
+            torch.manual_seed(1)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+                out = model(x)
+            after = torch.rand(3)
+            (out.float() * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()   # not constant under
+            return out.detach().float(), after, {n: p.grad for n, p in model.named_parameters()   # the L2 norm
+                                                 if p.grad is not None}
+
+    (o32, r32, g32), (o, r, g) = run(True, "fp32"), run(False, "fp32")
+    assert torch.equal(o, o32) and torch.equal(r, r32) and all(torch.equal(g[n], g32[n]) for n in g32)
+    (o0, r0, g0), (o1, r1, g1) = run(True, "bf16"), run(False, "bf16")
+    assert torch.equal(r0, r32) and torch.equal(r1, r32) and g1.keys() == g32.keys()   # the same masks were drawn
+
+    def error(a, b):   # relative to fp32, the reference both bf16 paths approximate (all gradients as one vector)
+        a, b = [torch.cat([t[n].float().flatten() for n in g32]) if isinstance(t, dict) else t for t in (a, b)]
+        return ((a.float() - b).norm() / b.norm()).item()
+    assert error(o1, o32) <= 1.5 * error(o0, o32) < 0.02   # no less accurate than the plain bf16 path
+    assert error(g1, g32) <= 1.5 * error(g0, g32) < 0.1
+
+
 def test_skip_dropped_adapter_alone_is_exact_and_static_adapters_ignore_it():
     """One adapter, fp32: same kept samples, bit-identical output rows; keep_prob=1 has nothing to skip."""
     h, res = torch.randn(6, 5, 12), torch.randn(6, 5, 12)

@@ -22,8 +22,8 @@ import yaml
 
 from umlkit.experiments.tuning import chosen
 
-__all__ = ["methods_blocks", "second_pass", "tables_stage", "run_config", "chosen_lr", "few_shot_block",
-           "few_shot_lr", "few_shot_config"]
+__all__ = ["methods_blocks", "second_pass", "tables_stage", "run_config", "unit_name", "tables_config", "chosen_lr",
+           "few_shot_block", "few_shot_lr", "few_shot_config"]
 
 
 def _config_dir():
@@ -126,6 +126,28 @@ def _train_classes(root: str, name: str) -> int:
     a tree regenerated with other class counts in the same process needs ``_train_classes.cache_clear()``)."""
     from umlkit.data import load_dataset
     return load_dataset(name, root, "train", expected=None, check_files=False).num_classes
+
+
+def unit_name(method: str, loss: str = "curricularface", options: dict | None = None,
+              specialists: bool = False) -> str | None:
+    """What one learning rate is chosen for in the second pass: the method (full fine-tuning: with its loss), its
+    options, and "spec-" for a set of dataset-specific models; the frozen backbone (``zero_shot``) has none."""
+    if method in (None, "zero_shot"):
+        return None
+    name = method + (f"-{loss}" if method == "full" else "")
+    opts = "_".join(f"{k}{v}" for k, v in sorted((options or {}).items()))
+    return ("spec-" if specialists else "") + name + (f"-{opts}" if opts else "")
+
+
+def tables_config(profile: str = "quick", *, method: str = "full", loss: str = "curricularface", seed: int = 0,
+                  options: dict | None = None, overrides: Iterable[str] = ()) -> dict:
+    """One unified row as the PUMA tables train it in the profile's current stage (:func:`tables_stage`): in the
+    second pass, its backbone and budgets and the rate its unit chose (:func:`chosen_lr`); else the base files'."""
+    stage = tables_stage(profile)
+    unit = unit_name(method, loss, options)
+    lr = chosen_lr(unit) if stage == "second" and unit is not None else None
+    return run_config(profile, method=method, loss=loss, seed=seed, options=options, lr=lr, overrides=overrides,
+                      stage=stage)
 
 
 def chosen_lr(unit: str) -> float:

@@ -12,7 +12,8 @@ what enters each block and what is added beside it:
   are *prepended* ([prompts, CLS, patches]) and dropped after the block. The same path carries VPTSP's
   per-sample class prompts in its proxy pass.
 * **adapters** parallel to MSA and MLP with the block's own LayerNorm output as input (PUMA Eq. 3-4):
-  x' = x + MSA(LN1 x) + A0(LN1 x); x'' = x' + MLP(LN2 x') + A1(LN2 x');
+  x' = x + MSA(LN1 x) + A0(LN1 x); x'' = x' + MLP(LN2 x') + A1(LN2 x'); under autocast each LayerNorm output is
+  cast to bf16/fp16 once for both of its readers (:meth:`PEFTViT._cast_once`);
 * **AdaptFormer** parallel to the MLP with the residual stream as input: x'' = x' + (MLP(LN2 x') + A(x')).
 * **LoRA** replaces ``attn.qkv`` by :class:`umlkit.models.layers.LoRAQKV` (done by the factory).
 
@@ -92,11 +93,11 @@ class PEFTViT(nn.Module):
 
     # ------------------------------------------------------------------------------------------ pieces
     def _block(self, i: int, blk: nn.Module, x: torch.Tensor) -> torch.Tensor:
-        h = blk.norm1(x)
+        h = self._cast_once(blk.norm1(x))
         x = x + blk.drop_path1(blk.ls1(blk.attn(h)))
         if self.adapters_attn is not None:
             x = self.adapters_attn[i].add_to(x, h)
-        h = blk.norm2(x)
+        h = self._cast_once(blk.norm2(x))
         branch = blk.drop_path2(blk.ls2(blk.mlp(h)))
         if self.adaptformer is not None and i < len(self.adaptformer):
             branch = branch + self.adaptformer[i](x)
@@ -104,6 +105,15 @@ class PEFTViT(nn.Module):
         if self.adapters_mlp is not None:
             x = self.adapters_mlp[i].add_to(x, h)
         return x
+
+    def _cast_once(self, h: torch.Tensor) -> torch.Tensor:
+        """A LayerNorm output that two layers read (the block's and its PUMA adapter's), cast to the autocast dtype
+        once instead of by each reader; autocast leaves LayerNorm in fp32. Without adapters, or without
+        autocast, ``h`` as it is."""
+        device = h.device.type
+        if self.adapters_attn is None or h.dtype != torch.float32 or not torch.is_autocast_enabled(device):
+            return h
+        return h.to(torch.get_autocast_dtype(device))
 
     def _pool(self, x: torch.Tensor, n_prefix: int) -> torch.Tensor:
         vit = self.vit

@@ -9,7 +9,9 @@
   ``skip_dropped=True`` (an option, off by default) computes the branch on the kept samples only: the same Bernoulli
   draws, the same output values and the same RNG stream, but about half the adapter FLOPs at p = 0.5. Its weight
   gradients sum over fewer rows, so they differ from the default path by float rounding; the committed records use
-  the default path. :meth:`Adapter.add_to` is the entry point (``residual + adapter(x)``).
+  the default path. :meth:`Adapter.add_to` is the entry point (``residual + adapter(x)``). In low precision
+  (bf16/fp16 or autocast) the scale and the per-sample keep multiply the 128-d bottleneck rather than the output
+  (equal up to rounding; a third of the elementwise work at ViT-S's width); fp32 keeps the records' order.
 * :class:`AdaptFormerAdapter` follows AdaptFormer (Chen et al., NeurIPS 2022): down/up projections **with**
   biases, ReLU, a fixed scale 0.1, parallel to the MLP branch; LoRA-style init (Kaiming down, zero up).
   PUMA's Table 2 uses it "scaled to the same parameters" (bottleneck 256 on ViT-S: 2.37M).
@@ -42,25 +44,46 @@ class Adapter(nn.Module):
         nn.init.kaiming_uniform_(self.down.weight, a=1)
         nn.init.zeros_(self.up.weight)
 
-    def _branch(self, x: torch.Tensor) -> torch.Tensor:
-        return self.up(torch.relu(self.down(x))) * self.scale
+    def _branch(self, x: torch.Tensor, factor: torch.Tensor | None = None) -> torch.Tensor:
+        """up(ReLU(down x)) * scale, times a per-sample ``factor`` when given. In low precision (bf16/fp16, or
+        autocast) the multiplies act on the bottleneck instead of the output: ReLU(z) c = ReLU(z c) for c >= 0 and
+        ``up`` is linear, so the value is the same up to rounding, on ``bottleneck / dim`` of the elements (the
+        fp32 path keeps the order the committed records were trained with, bit for bit)."""
+        if _low_precision(x):   # the factor in fp32: bf16's 0.2 is 0.2002, a bias of 1e-3 in every adapter
+            s = self.scale if factor is None else factor.float() * self.scale
+            return self.up(torch.relu(self.down(x)) * s)
+        out = self.up(torch.relu(self.down(x))) * self.scale
+        return out if factor is None else out * factor
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.drop(self._branch(x))
 
-    def add_to(self, residual: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """``residual + self(x)``; with ``skip_dropped`` in training, the branch runs on the kept samples only."""
-        if not (self.skip_dropped and self.training and isinstance(self.drop, DropPath)):
-            return residual + self(x)
+    def _keep_factor(self, x: torch.Tensor) -> torch.Tensor:
+        """timm's ``drop_path`` draws: one Bernoulli(keep) per sample, in the branch's dtype, divided by keep."""
         keep = 1.0 - self.drop.drop_prob  # timm's drop_path computes it this way: same float, same draws
         device = x.device.type
         dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else x.dtype
         factor = x.new_empty((x.shape[0],) + (1,) * (x.ndim - 1), dtype=dtype).bernoulli_(keep)
         if keep > 0.0 and self.drop.scale_by_keep:
             factor.div_(keep)
-        kept = factor.view(-1).nonzero().squeeze(1)
-        branch = self._branch(x.index_select(0, kept)) * factor.index_select(0, kept)
-        return residual.index_add(0, kept, branch.to(residual.dtype))
+        return factor
+
+    def add_to(self, residual: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """``residual + self(x)``; with ``skip_dropped`` in training, the branch runs on the kept samples only; in
+        low precision the per-sample keep and the scale multiply the bottleneck (:meth:`_branch`)."""
+        stochastic = self.training and isinstance(self.drop, DropPath)
+        if stochastic and self.skip_dropped:
+            factor = self._keep_factor(x)
+            kept = factor.view(-1).nonzero().squeeze(1)
+            branch = self._branch(x.index_select(0, kept), factor.index_select(0, kept))
+            return residual.index_add(0, kept, branch.to(residual.dtype))
+        if _low_precision(x):
+            return residual + self._branch(x, self._keep_factor(x) if stochastic else None)
+        return residual + self(x)
+
+
+def _low_precision(x: torch.Tensor) -> bool:
+    return x.dtype in (torch.bfloat16, torch.float16) or torch.is_autocast_enabled(x.device.type)
 
 
 def puma_adapter_pair(dim: int, bottleneck: int = 128, scale: float = 0.1, keep_prob: float = 0.5,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 
-from umlkit.experiments import source_recipe
+from umlkit.experiments import source_recipe, unified_recipe
 from umlkit.experiments.prose import method_value as _value, number as _num, signed, verdict_counts as _verdict_counts
 from umlkit.experiments.runners import SOURCE_NAMES
 from umlkit.paper import paper_table
@@ -341,8 +341,10 @@ def _semantic_and_unified_facts(cmp: dict, claims, profile: str) -> dict:
     facts["unified_val"] = f"{100 * u['val_fraction']:.0f} %"
     facts["val_share"] = f"{100 * float(source_recipe.methods_config()['val_fraction']):.0f} %"
     facts["unified_classes"] = str(len(_source_classes(UNIFIED, profile)[0])) if profile == "quick" else "–"
-    base = unified_config(profile, method="PUMA")   # the unguided rows' configuration: which backbone and rate
+    base = unified_config(profile, method="PUMA")   # the unguided rows' configuration: which backbone and rates
     facts["unified_backbone"], facts["unified_lr"] = base["model"]["backbone"], f"{base['optimizer']['lr']:g}"
+    facts["unified_lr_full"] = f"{unified_config(profile, method='full fine-tuning')['optimizer']['lr']:g}"
+    facts["unified_pass"] = f"{unified_recipe.tables_stage(profile)}-pass"
     uni = cmp.get("Unified setting", pd.DataFrame())
     for m, key in (("PUMA", "puma"), ("full fine-tuning", "full")):
         for g, gk in (("ELG", "elg"), ("PLG Top-5", "plg")):

@@ -434,15 +434,16 @@ def job_list(name: str, profile: str = "quick") -> list[tuple]:
 # ------------------------------------------------------------------------------------------------ unified setting
 def unified_config(profile: str = "quick", *, method: str = "PUMA", guidance: str | None = None, seed: int = 0,
                    omega: float | None = None, validation: bool = False) -> dict:
-    """Beyond the paper: one row of the unified setting - PUMA's configuration of ``method`` ("PUMA" or "full
-    fine-tuning", :func:`umlkit.experiments.papers.puma.run_config`) and, with ``guidance``, the language term over the eight
-    sources' training classes with weight ``omega`` (default: the chosen one). Without guidance the configuration is
-    PUMA's own, so the PUMA chapter's records serve."""
+    """Beyond the paper: one row of the unified setting - the PUMA tables' configuration of ``method`` ("PUMA" or
+    "full fine-tuning", :func:`umlkit.experiments.unified_recipe.tables_config`: in the quick profile's second pass
+    the v2 backbone at the method's chosen rate) and, with ``guidance``, the language term over the eight sources'
+    training classes with weight ``omega`` (default: the chosen one). Without guidance the configuration is PUMA
+    Table 2's own, so the PUMA chapter's records serve."""
     u = lg_config()["unified"]
     if method not in u["methods"]:
         raise KeyError(f"unified method must be one of {list(u['methods'])}, got {method!r}")
     overrides = [f"data.val_fraction={u['val_fraction']}"] if validation else []
-    cfg = unified_recipe.run_config(profile, method=u["methods"][method], seed=seed, overrides=overrides)
+    cfg = unified_recipe.tables_config(profile, method=u["methods"][method], seed=seed, overrides=overrides)
     if guidance is None:
         return cfg
     if guidance not in u["guidance"]:

@@ -38,7 +38,7 @@ from umlkit.metrics import harmonic_mean
 from umlkit.train.config import resolve_config
 from umlkit.experiments.declarations import claims_of, load_declarations
 from umlkit.experiments.unified_recipe import (chosen_lr, few_shot_block, few_shot_config, few_shot_lr,  # noqa: F401
-                                              run_config, second_pass, tables_stage)
+                                              run_config, second_pass, tables_stage, unit_name)
 
 
 PAPER = "puma"
@@ -225,15 +225,11 @@ def table_claims(spec: Table, cmp: pd.DataFrame) -> pd.DataFrame:
 
 # ------------------------------------------------------------------------------------------------ tuning (second pass)
 def tuning_unit(row: Row) -> str | None:
-    """What one learning rate is chosen for: the row's method (full fine-tuning: with its loss), its options, and
-    "spec-" for a set of dataset-specific models. Rows that differ only by ``overrides`` (Table 5's backbones) share
-    the unit of the shipped backbone; the frozen backbone (zero-shot) has none."""
+    """What one learning rate is chosen for (:func:`unified_recipe.unit_name`). Rows that differ only by
+    ``overrides`` (Table 5's backbones) share the unit of the shipped backbone; the frozen backbone has none."""
     s = row.spec
-    if s.get("method") in (None, "zero_shot"):
-        return None
-    name = s["method"] + (f"-{s.get('loss', 'curricularface')}" if s["method"] == "full" else "")
-    opts = "_".join(f"{k}{v}" for k, v in sorted((s.get("options") or {}).items()))
-    return ("spec-" if row.runner == "specialists" else "") + name + (f"-{opts}" if opts else "")
+    return unit_name(s.get("method"), s.get("loss", "curricularface"), s.get("options"),
+                     specialists=row.runner == "specialists")
 
 
 # the order the sweep trains in: the units the headline and most claims compare first
