@@ -13,8 +13,9 @@ blocks recomputed in the backward pass), ``+lightK`` the first K blocks only (``
 PUMA's ``skip_dropped=True`` (each stochastic adapter runs on its kept samples only); e.g. ``puma+light8+skip``.
 Goal (issue 14): PUMA's memory-light mode at <= 0.5x full fine-tuning's peak memory and >= 0.9x its throughput.
 Each configuration also counts one step's FLOPs (``torch.utils.flop_counter.FlopCounterMode``: matrix products,
-convolutions, attention); full fine-tuning's count over a method's is the throughput ratio a step would reach if
-every FLOP ran at the same speed, printed as "FLOP bound" beside the measured ratio.
+convolutions, and attention, whose CPU kernels ``_flops.py`` maps to PyTorch's formulas: the counter left them out
+before); full fine-tuning's count over a method's is the throughput ratio a step would reach if every FLOP ran at
+the same speed, printed as "FLOP bound" beside the measured ratio.
 
     python benchmarks/bench_train_step.py                       # CPU: small step counts, slow
     python benchmarks/bench_train_step.py --methods full,puma,puma+light --precisions fp32
@@ -82,11 +83,13 @@ def run_one(method: str, precision: str, device: str, batch: int, steps: int, wa
         peak = torch.cuda.max_memory_allocated() / 2**20
     else:
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - before
-    from torch.utils.flop_counter import FlopCounterMode
-    with FlopCounterMode(display=False) as counter:  # after the timing: its own step, not timed
+    import _flops
+    with _flops.counter() as counter:  # after the timing: its own step, not timed
         step()
+    kinds = _flops.by_kind(counter)
     return {"method": method, "precision": precision, "img_per_s": batch * steps / seconds, "peak_mb": peak,
-            "trainable": count_trainable(model), "gflop": counter.get_total_flops() / 1e9}
+            "trainable": count_trainable(model), "gflop": kinds["gemm"] + kinds["attention"],
+            "attention_gflop": kinds["attention"]}
 
 
 def parse_method(method: str) -> tuple[str, dict]:
@@ -136,7 +139,8 @@ def main() -> None:
             r = json.loads(proc.stdout.strip().splitlines()[-1])
             results.append(r)
             print(f"{precision:>5} {method:>12}: {r['img_per_s']:8.1f} img/s  peak {r['peak_mb']:8.0f} MB  "
-                  f"trainable {r['trainable'] / 1e6:6.2f}M  {r['gflop']:7.1f} GFLOP/step", flush=True)
+                  f"trainable {r['trainable'] / 1e6:6.2f}M  {r['gflop']:7.1f} GFLOP/step "
+                  f"({r['attention_gflop']:.1f} of them attention)", flush=True)
     from _machine import describe
     print(f"\n{args.backbone} at {args.size} px, batch {args.batch}, {steps} timed steps on {args.device} "
           f"({describe(args.device)}); ratios to full fine-tuning of the same precision:")

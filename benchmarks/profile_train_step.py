@@ -51,6 +51,10 @@ def profile_method(method: str, batch: int, rows: int, device: str = "cpu", prec
     for _ in range(3 if gpu else 1):   # warm-up
         step()
     sync()
+    import _flops
+    with _flops.counter() as counter:   # one more untimed step: its FLOPs by kind
+        step()
+    flops = _flops.by_kind(counter)
     with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if gpu else [])) as prof:
         start = time.perf_counter()
         step()
@@ -70,10 +74,27 @@ def profile_method(method: str, batch: int, rows: int, device: str = "cpu", prec
     total = sum(ops.values())
     gemm = sum(t for k, t in ops.items() if k in ("aten::mm", "aten::addmm", "aten::bmm")
                or any(g in k.lower() for g in ("gemm", "nvjet", "xmma", "cutlass")))   # cuBLAS kernels on Hopper
+    attention = sum(t for k, t in ops.items() if any(a in k.lower() for a in ("scaled_dot_product", "flash", "fmha",
+                                                                              "attention")))
     top = sorted(ops.items(), key=lambda kv: -kv[1])[:rows]
-    return {"method": method, "step s": seconds, "op s": total, "gemm s": gemm, "top": top,
+    return {"method": method, "step s": seconds, "op s": total, "gemm s": gemm, "attention s": attention,
+            "gemm gflop": flops["gemm"], "attention gflop": flops["attention"], "top": top,
             "trainable": sum(p.numel() for p in params), "busy": total / seconds if gpu else None,
             "kernels": sum(n for _, _, n in own) if gpu else None}
+
+
+def _bounds(base: dict, r: dict) -> str:
+    """The FLOP bound (every FLOP at one speed) and the rate bound: the ratio the method would reach if its GEMM and
+    attention FLOPs ran at ``base``'s measured rates and its other operators took what they took; the measured
+    ratio over the rate bound says how well the method's own GEMMs and attention run."""
+    flop = (base["gemm gflop"] + base["attention gflop"]) / (r["gemm gflop"] + r["attention gflop"])
+    other = r["op s"] - r["gemm s"] - r["attention s"]
+    at_base_rates = (r["gemm gflop"] * base["gemm s"] / base["gemm gflop"]
+                     + r["attention gflop"] * base["attention s"] / max(base["attention gflop"], 1e-9) + other)
+    rate = base["op s"] / at_base_rates
+    measured = base["op s"] / r["op s"]
+    return (f"operator-time ratio x{measured:.2f}, FLOP bound x{flop:.2f}, rate bound x{rate:.2f} "
+            f"({measured / rate:.2f} of it)")
 
 
 def main(argv=None) -> int:
@@ -96,6 +117,9 @@ def main(argv=None) -> int:
               f"({base['step s'] / r['step s']:.2f}x {base['method']}'s throughput); GEMM {r['gemm s']:.2f} s = "
               f"{100 * r['gemm s'] / r['op s']:.0f}% of operator time ({r['gemm s'] / base['gemm s']:.2f}x "
               f"{base['method']}'s GEMM time)")
+        print(f"  attention {r['attention s']:.2f} s ({r['attention gflop']:.1f} GFLOP, "
+              f"{r['attention gflop'] / max(r['attention s'], 1e-9):.0f} GFLOP/s; GEMM {r['gemm gflop']:.1f} GFLOP, "
+              f"{r['gemm gflop'] / max(r['gemm s'], 1e-9):.0f} GFLOP/s); {_bounds(base, r)}")
         if r["busy"] is not None:
             print(f"  GPU busy {100 * r['busy']:.0f}% of the step's wall time; {r['kernels']:.0f} kernels per step")
         for name, s in r["top"]:

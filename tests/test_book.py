@@ -132,9 +132,10 @@ def test_chapter_parameters_from_papermill_are_parsed_or_named():
         _book.check_parameters({"OVERRIDES": ["data.root"]})
 
 
-def test_the_intros_parameter_table_is_read_from_every_chapters_parameters_cell():
+def test_the_parameter_table_is_read_from_every_chapters_parameters_cell():
     """Trailing comments, comments above an assignment and multi-line values are read; every chapter's every
-    parameter says what it does, and the intro shows the generated table (so the two never disagree)."""
+    parameter says what it does, and the page "Running the book" shows the generated table (so the two never
+    disagree)."""
     from umlkit._book import chapter_parameters, parameters_of
     src = ('# quick or full\nPROFILE = "quick"\nSEEDS = [0,\n         1]  # seeds per cell\nX = 1\n'
            'import os  # not a parameter\n')
@@ -145,8 +146,9 @@ def test_the_intros_parameter_table_is_read_from_every_chapters_parameters_cell(
     assert (table["meaning"] != "").all(), table[table["meaning"] == ""]
     assert {"puma", "oodml", "vptsp", "language_guidance", "regime_map"} <= set(table["chapter"])
     assert ("vptsp", "TRAIN") in set(zip(table["chapter"], table["parameter"]))
-    intro = (Path(__file__).resolve().parents[1] / "book" / "intro.ipynb").read_text()
-    assert "chapter_parameters()" in intro
+    running = (Path(__file__).resolve().parents[1] / "book" / "running.ipynb").read_text()
+    assert "chapter_parameters()" in running
+    assert "book/running" in (Path(__file__).resolve().parents[1] / "_toc.yml").read_text()
 
 
 def test_a_corrupt_chapter_stops_the_sync_before_any_chapter_is_written(tmp_path):

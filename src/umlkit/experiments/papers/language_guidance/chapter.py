@@ -345,6 +345,8 @@ def _semantic_and_unified_facts(cmp: dict, claims, profile: str) -> dict:
     facts["unified_backbone"], facts["unified_lr"] = base["model"]["backbone"], f"{base['optimizer']['lr']:g}"
     facts["unified_lr_full"] = f"{unified_config(profile, method='full fine-tuning')['optimizer']['lr']:g}"
     facts["unified_pass"] = f"{unified_recipe.tables_stage(profile)}-pass"
+    chosen = (u["omega"].get(profile) or {}).items()
+    facts["unified_omegas"] = "; ".join(f"{row} {w:g}" for row, w in chosen) or "none chosen yet"
     uni = cmp.get("Unified setting", pd.DataFrame())
     for m, key in (("PUMA", "puma"), ("full fine-tuning", "full")):
         for g, gk in (("ELG", "elg"), ("PLG Top-5", "plg")):
