@@ -197,3 +197,19 @@ def test_a_claim_links_to_the_chapter_that_shows_its_table():
     assert _chapter_of("puma", "Table 2") == "puma"
     assert _chapter_of("puma", "Table 3") == "puma_ablations" and _chapter_of("puma", "Few-shot") == "puma_ablations"
     assert _chapter_of("oodml", "Table S4") == "oodml" and _chapter_of("nowhere", "Table 1") is None
+
+
+def test_moved_view_shows_the_raw_verdicts_p_and_says_when_it_was_doubled():
+    """A claim looked at twice was 'supported' at its own p (0.03) but enters Holm with 2 x 0.03; the page shows
+    0.03 with the doubling named, never 0.06 beside 'supported'."""
+    import pandas as pd
+
+    from umlkit.experiments.scoreboard import moved_view
+    board = pd.DataFrame({"paper": ["p", "p", "p"], "table": ["T1", "T1", "T2"], "claim": ["a", "b", "c"],
+                          "raw verdict": ["supported", "contradicted", "supported"],
+                          "verdict": ["inconclusive", "inconclusive", "supported"],
+                          "p decision": [0.06, 0.01, 0.001], "looks": [2, 1, 1], "p adjusted": [0.12, 0.02, 0.003]})
+    view = moved_view(board)
+    assert view["claim"].tolist() == ["a", "b"]   # c kept its verdict
+    assert view["p → Holm p"].tolist() == ["0.03 → 0.12 (x2: 2 looks)", "0.01 → 0.02"]
+    assert view["verdict (before → after Holm)"].tolist() == ["supported → inconclusive", "contradicted → inconclusive"]

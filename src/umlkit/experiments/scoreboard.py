@@ -206,20 +206,24 @@ def moved_verdicts(board: pd.DataFrame) -> pd.DataFrame:
     """The claims whose verdict the family-wise adjustment changed: paper, table, claim, raw and adjusted verdict,
     raw and adjusted p."""
     if board.empty or "raw verdict" not in board:
-        return pd.DataFrame(columns=["paper", "table", "claim", "raw verdict", "verdict", "p", "p (Holm)"])
-    moved = board[board["raw verdict"] != board["verdict"]]
+        return pd.DataFrame(columns=["paper", "table", "claim", "raw verdict", "verdict", "p", "looks", "p (Holm)"])
+    moved = board[board["raw verdict"] != board["verdict"]].copy()
+    moved["looks"] = moved["looks"].fillna(1).astype(int) if "looks" in moved else 1
+    moved["p"] = moved["p decision"] / moved["looks"]   # the raw verdict's p: before the doubling for a second look
     cols = {"paper": "paper", "table": "table", "claim": "claim", "raw verdict": "raw verdict", "verdict": "verdict",
-            "p decision": "p", "p adjusted": "p (Holm)"}
+            "p": "p", "looks": "looks", "p adjusted": "p (Holm)"}
     return moved[list(cols)].rename(columns=cols).reset_index(drop=True)
 
 
 def moved_view(board: pd.DataFrame) -> pd.DataFrame:
     """:func:`moved_verdicts` as the page shows it, four columns that fit the article: where (paper · table), the
-    claim, the verdict before and after the correction, and the p values (unadjusted → Holm)."""
+    claim, the verdict before and after the correction, and the p values (unadjusted → Holm; a claim looked at
+    twice says that its p was doubled before Holm, so that a raw "supported" never stands beside a p above 0.05)."""
     m = moved_verdicts(board)
     return pd.DataFrame({"where": m["paper"] + " · " + m["table"], "claim": m["claim"],
                          "verdict (before → after Holm)": m["raw verdict"] + " → " + m["verdict"],
-                         "p → Holm p": [f"{a:.2g} → {b:.2g}" for a, b in zip(m["p"], m["p (Holm)"])]})
+                         "p → Holm p": [f"{a:.2g} → {b:.2g}" + (f" (x{n}: {n} looks)" if n > 1 else "")
+                                        for a, n, b in zip(m["p"], m["looks"], m["p (Holm)"])]})
 
 
 def scoreboard_facts(board: pd.DataFrame) -> dict[str, str]:
