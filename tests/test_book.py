@@ -95,6 +95,15 @@ def test_check_html_finds_what_a_reader_must_not_see(tmp_path):
     assert main(["book", "check-html", str(tmp_path)]) == 0
 
 
+def test_check_html_finds_a_code_or_output_line_too_long_for_the_page(tmp_path):
+    fits, cut = "x" * 105, "y" * 106
+    _page(tmp_path, "ok.html", f'<div class="cell_input"><pre>{fits}</pre></div><p>{cut}</p>')
+    _page(tmp_path, "bad.html", f'<div class="cell_output"><pre>short\n{cut}\n{cut}</pre></div>')
+    found = _book.check_html(tmp_path)
+    assert [(f["page"], f["defect"]) for f in found] == [("book/bad.html", "line wider than the page")]
+    assert found[0]["excerpt"].startswith("106 characters: yyy")
+
+
 def test_check_html_without_a_build_says_so(tmp_path):
     with pytest.raises(FileNotFoundError, match="no built book here"):
         _book.check_html(tmp_path / "missing")

@@ -247,14 +247,17 @@ _PAGE_DEFECTS = [
 
 
 _NO_VALUE = {"nan", "NaN", "None", "<NA>", "NaT"}
+# characters of one line of code or text output that the article shows whole at 1400 px (107 measured in headless
+# Chromium); a longer line is cut at the box's edge behind a scroll bar
+_PRE_WIDTH = 105
 
 
 def check_html(build_dir: str | Path) -> list[dict]:
     """Defects a reader would see on the pages of a built book (``_build/html``): one ``{"page", "defect",
     "excerpt"}`` per finding. Looks at each page's article text (outputs included), pandas tables (a row or column
     of "…" is a truncation, a cell ending in "..." a cut text, "nan"/"None" a missing value shown raw), glued values
-    in the prose that came out empty ("–", "nan"), stderr outputs (any text there is a warning), and the local images
-    every page links."""
+    in the prose that came out empty ("–", "nan"), lines of code or text output too long for the article at 1400 px,
+    stderr outputs (any text there is a warning), and the local images every page links."""
     from bs4 import BeautifulSoup
     root = Path(build_dir)
     if not root.is_dir():
@@ -292,6 +295,10 @@ def check_html(build_dir: str | Path) -> list[dict]:
             if span.get_text(strip=True) in _NO_VALUE | {"–", "-", ""}:
                 parent = span.find_parent(["p", "li"]) or span.parent
                 add("empty glued value", parent.get_text(" ") if parent else span.get_text())
+        for pre in main.select("div.cell_input pre, div.cell_output pre"):
+            wide = [line for line in pre.get_text().split("\n") if len(line) > _PRE_WIDTH]
+            if wide:
+                add("line wider than the page", f"{len(wide[0])} characters: {wide[0]}")
         for out in main.select(".stderr, .output.stderr, div.output_stderr"):
             if out.get_text(strip=True):
                 add("warning", "stderr: " + out.get_text(" "))

@@ -443,7 +443,7 @@ def floor_note(cmp: pd.DataFrame) -> str:
             f"frozen pretrained backbone on the same split and source - the training failed to keep what the backbone "
             f"knew; ⊥: at or near random initialisation. No claim's verdict rests on such a cell (it reads "
             f"'{NOT_COMPARABLE}').")
-    return textwrap.fill(text, 110)   # printed under a table: lines a page shows without a scroll bar
+    return textwrap.fill(text, 100)   # printed under a table: lines a page shows without a scroll bar (1400 px)
 
 
 def _floor_verdict(spec: Table, claim: Claim, cmp: pd.DataFrame) -> str | None:
