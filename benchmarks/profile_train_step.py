@@ -72,10 +72,12 @@ def profile_method(method: str, batch: int, rows: int, device: str = "cpu", prec
         own = [(e.key, e.self_cpu_time_total / 2e6, e.count / 2) for e in events]
     ops = {k: t for k, t, _ in own}   # seconds per step
     total = sum(ops.values())
-    gemm = sum(t for k, t in ops.items() if k in ("aten::mm", "aten::addmm", "aten::bmm")
-               or any(g in k.lower() for g in ("gemm", "nvjet", "xmma", "cutlass")))   # cuBLAS kernels on Hopper
-    attention = sum(t for k, t in ops.items() if any(a in k.lower() for a in ("scaled_dot_product", "flash", "fmha",
-                                                                              "attention")))
+    # attention first, and GEMMs among the rest: a FlashAttention kernel's name can carry "cutlass" too
+    is_attention = {k: any(a in k.lower() for a in ("scaled_dot_product", "flash", "fmha", "attention")) for k in ops}
+    attention = sum(t for k, t in ops.items() if is_attention[k])
+    gemm = sum(t for k, t in ops.items() if not is_attention[k] and (
+        k in ("aten::mm", "aten::addmm", "aten::bmm")
+        or any(g in k.lower() for g in ("gemm", "nvjet", "xmma", "cutlass"))))   # cuBLAS kernels on Hopper
     top = sorted(ops.items(), key=lambda kv: -kv[1])[:rows]
     return {"method": method, "step s": seconds, "op s": total, "gemm s": gemm, "attention s": attention,
             "gemm gflop": flops["gemm"], "attention gflop": flops["attention"], "top": top,

@@ -195,8 +195,8 @@ def parameters_of(source: str) -> list[dict]:
 
 def chapter_parameters(root: str | Path | None = None):
     """One line per parameter of every chapter (the cell tagged ``parameters``, what papermill replaces): chapter,
-    parameter, default and meaning, in the book's order - the intro's table, generated so that it never disagrees
-    with the notebooks."""
+    parameter, default and meaning, in the book's order - the table of the page "Running the book", generated so
+    that it never disagrees with the notebooks."""
     import nbformat
     import pandas as pd
     from umlkit._paths import repo_root

@@ -441,3 +441,18 @@ def test_validation_facts_count_per_source_the_guided_rows_below_their_baseline_
     assert view.loc["Margin + ELG"].tolist() == ["3 (edge)", "+0.50", "1", "-1.00"]
     assert pd.isna(view.loc["Multisimilarity + ELG", "Cars ω"])        # a row not tuned on that source
     assert lg.validation_facts(sweep.iloc[:0])["val_below_base"] == "–"
+
+
+def test_the_unified_elg_test_sentence_names_seeds_looks_and_holm():
+    import pandas as pd
+
+    from umlkit.experiments.papers.language_guidance import chapter
+    text = "PUMA + ELG beats PUMA in the unified setting (Unified)"
+    assert chapter._unified_elg_test(pd.DataFrame()) == {"uni_elg_test": "not tested yet"}
+    row = {"claim": text, "seeds": 5, "p decision": 0.0012, "p adjusted": 0.0857, "looks": 2, "verdict": "inconclusive"}
+    assert chapter._unified_elg_test(pd.DataFrame([row]))["uni_elg_test"] == (
+        "5 seeds, p = 0.0012 after doubling for its 2 looks, Holm-adjusted 0.086: inconclusive")
+    once = chapter._unified_elg_test(pd.DataFrame([{**row, "looks": 1, "p decision": 0.0006, "verdict": "supported"}]))
+    assert once["uni_elg_test"] == "5 seeds, p = 0.0006, Holm-adjusted 0.086: supported"
+    untested = pd.DataFrame([{**row, "p adjusted": float("nan")}])
+    assert chapter._unified_elg_test(untested) == {"uni_elg_test": "not tested yet"}

@@ -208,6 +208,7 @@ def test_moved_view_shows_the_raw_verdicts_p_and_says_when_it_was_doubled():
     board = pd.DataFrame({"paper": ["p", "p", "p"], "table": ["T1", "T1", "T2"], "claim": ["a", "b", "c"],
                           "raw verdict": ["supported", "contradicted", "supported"],
                           "verdict": ["inconclusive", "inconclusive", "supported"],
+                          "p": [0.03, 0.99, 0.001], "p against": [0.97, 0.01, 0.999],   # b: contradicted
                           "p decision": [0.06, 0.01, 0.001], "looks": [2, 1, 1], "p adjusted": [0.12, 0.02, 0.003]})
     view = moved_view(board)
     assert view["claim"].tolist() == ["a", "b"]   # c kept its verdict

@@ -1,4 +1,6 @@
 """Behaviour of the PEFT modules: exactness against timm, PUMA's official details, VPTSP's proxy branch."""
+import copy
+
 import pytest
 import torch
 from safetensors.torch import save_file
@@ -330,8 +332,8 @@ def test_skip_dropped_adapters_match_the_dense_path(precision):
 
 def test_low_precision_adapters_match_the_plain_path(monkeypatch):
     """Under bf16 autocast PUMA casts each LayerNorm output once and multiplies the bottleneck by scale x keep
-    instead of the output: the same masks from the same RNG stream, output and gradients equal to the plain path's
-    up to bf16 rounding; in fp32 nothing changes."""
+    instead of the output: the same masks from the same RNG stream, and output and gradients no further from fp32
+    than the plain bf16 path's."""
     from umlkit.models import peft_vit
     from umlkit.models.layers import adapter as adapter_mod
     x = _images(8)
@@ -354,8 +356,7 @@ def test_low_precision_adapters_match_the_plain_path(monkeypatch):
             return out.detach().float(), after, {n: p.grad for n, p in model.named_parameters()   # the L2 norm
                                                  if p.grad is not None}
 
-    (o32, r32, g32), (o, r, g) = run(True, "fp32"), run(False, "fp32")
-    assert torch.equal(o, o32) and torch.equal(r, r32) and all(torch.equal(g[n], g32[n]) for n in g32)
+    o32, r32, g32 = run(True, "fp32")   # the fp32 reference (fp32 itself: test_fp32_adapter_is_the_formula_...)
     (o0, r0, g0), (o1, r1, g1) = run(True, "bf16"), run(False, "bf16")
     assert torch.equal(r0, r32) and torch.equal(r1, r32) and g1.keys() == g32.keys()   # the same masks were drawn
 
@@ -364,6 +365,31 @@ def test_low_precision_adapters_match_the_plain_path(monkeypatch):
         return ((a.float() - b).norm() / b.norm()).item()
     assert error(o1, o32) <= 1.5 * error(o0, o32) < 0.02   # no less accurate than the plain bf16 path
     assert error(g1, g32) <= 1.5 * error(g0, g32) < 0.1
+
+
+@pytest.mark.parametrize("keep, skip, training", [(0.5, False, True), (0.5, True, True), (0.5, False, False),
+                                                  (1.0, False, True), (1.0, True, True)])
+def test_fp32_adapter_is_the_formula_the_records_were_trained_with(keep, skip, training):
+    """In fp32, ``add_to`` is bit for bit ``residual + DropPath(1 - keep)(up(ReLU(down x)) * scale)`` with the same
+    draws (the order of the committed records); a model cast wholly to bf16 or fp16 (no autocast) runs and keeps its
+    dtype."""
+    from timm.layers import DropPath
+    h, res = torch.randn(6, 5, 12), torch.randn(6, 5, 12)
+    a = Adapter(12, 4, keep_prob=keep, skip_dropped=skip).train(training)
+    with torch.no_grad():
+        a.up.weight.normal_()
+    drop = DropPath(1.0 - keep) if keep < 1 else torch.nn.Identity()
+    drop.train(training)
+    torch.manual_seed(5)
+    want = res + drop(a.up(torch.relu(a.down(h))) * a.scale)
+    torch.manual_seed(5)
+    assert torch.equal(a.add_to(res, h), want)
+    for dtype in (torch.bfloat16, torch.float16):
+        low = copy.deepcopy(a).to(dtype)
+        torch.manual_seed(5)   # the same per-sample draws in the narrower dtype
+        out = low.add_to(res.to(dtype), h.to(dtype))
+        assert out.dtype == dtype
+        torch.testing.assert_close(out.float(), want, rtol=5e-2, atol=5e-2)
 
 
 def test_skip_dropped_adapter_alone_is_exact_and_static_adapters_ignore_it():

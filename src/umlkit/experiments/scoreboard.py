@@ -89,7 +89,7 @@ def scoreboard_summary(board: pd.DataFrame, declared: dict[str, int] | None = No
 
 
 def summary_view(summary: pd.DataFrame) -> pd.DataFrame:
-    """:func:`scoreboard_summary` as the front page shows it: papers by their names ("ooDML", not "oodml"), no axis
+    """:func:`scoreboard_summary` as the Every-claim page shows it: papers by their names ("ooDML", not "oodml"), no axis
     labels over the counts."""
     from umlkit.experiments.registry import papers
     names = {k: p.title.split(" (")[0] for k, p in papers().items()}
@@ -209,7 +209,8 @@ def moved_verdicts(board: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=["paper", "table", "claim", "raw verdict", "verdict", "p", "looks", "p (Holm)"])
     moved = board[board["raw verdict"] != board["verdict"]].copy()
     moved["looks"] = moved["looks"].fillna(1).astype(int) if "looks" in moved else 1
-    moved["p"] = moved["p decision"] / moved["looks"]   # the raw verdict's p: before the doubling for a second look
+    # the raw verdict's p (of its direction), before any doubling for a second look and the cap at 1
+    moved["p"] = np.fmin(moved["p"], moved["p against"]) if "p against" in moved else moved["p decision"] / moved["looks"]
     cols = {"paper": "paper", "table": "table", "claim": "claim", "raw verdict": "raw verdict", "verdict": "verdict",
             "p": "p", "looks": "looks", "p adjusted": "p (Holm)"}
     return moved[list(cols)].rename(columns=cols).reset_index(drop=True)

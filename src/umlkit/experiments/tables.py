@@ -48,7 +48,7 @@ VERDICT_RULE = (
     f"'contradicted' when the gap lies beyond +d or -d at p < {ALPHA}, 'inconclusive' otherwise; preliminary: "
     f"'holds' when |gap| < d. "
     f"A spread beside a mean is the sample standard deviation over seeds.")
-VERDICT_SUMMARY = (   # what a chapter prints beside its claims table (the intro holds the two rules in full)
+VERDICT_SUMMARY = (   # what a chapter prints beside its claims table (the Every-claim page holds the rules in full)
     f"Each claim is tested on the per-seed values of its two cells (a one-sided Welch t-test, or a paired t-test "
     f"where both numbers come from the same runs; at least {MIN_SEEDS} seeds each), and its p-value is then "
     f"Holm-adjusted over all of the paper's claims: 'supported' or 'contradicted' when the adjusted p-value is below "
@@ -394,8 +394,10 @@ def floor_noise(spread, seeds) -> float:
     collapsing) can sit several points below the frozen backbone on average and still within one seed spread of it
     (ooDML's ProxyAnchor on the hardest SOP-like split: 12.0 +- 6.5 over 5 seeds against 17.6); withholding a
     verdict is the safe side when the run's mean is below the floor beyond its own uncertainty."""
-    se = float(spread) / np.sqrt(float(seeds)) if pd.notna(spread) and pd.notna(seeds) and seeds else 0.0
-    return max(FLOOR_NOISE, se)
+    if pd.isna(spread):
+        return FLOOR_NOISE
+    n = float(seeds) if seeds is not None and pd.notna(seeds) and seeds else 1.0   # seeds unknown: the spread itself
+    return max(FLOOR_NOISE, float(spread) / np.sqrt(n))
 
 
 def mark_floors(spec: Table, cmp: pd.DataFrame) -> pd.DataFrame:

@@ -49,9 +49,10 @@ class Adapter(nn.Module):
         autocast) the multiplies act on the bottleneck instead of the output: ReLU(z) c = ReLU(z c) for c >= 0 and
         ``up`` is linear, so the value is the same up to rounding, on ``bottleneck / dim`` of the elements (the
         fp32 path keeps the order the committed records were trained with, bit for bit)."""
-        if _low_precision(x):   # the factor in fp32: bf16's 0.2 is 0.2002, a bias of 1e-3 in every adapter
+        if _low_precision(x):   # the factor in fp32 (bf16's 0.2 is 0.2002, a bias of 1e-3 in every adapter), the
+            z = torch.relu(self.down(x))   # product rounded once back to the bottleneck's dtype for ``up``
             s = self.scale if factor is None else factor.float() * self.scale
-            return self.up(torch.relu(self.down(x)) * s)
+            return self.up((z * s).to(z.dtype))
         out = self.up(torch.relu(self.down(x))) * self.scale
         return out if factor is None else out * factor
 

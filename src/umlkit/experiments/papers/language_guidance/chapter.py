@@ -345,7 +345,10 @@ def _semantic_and_unified_facts(cmp: dict, claims, profile: str) -> dict:
     base = unified_config(profile, method="PUMA")   # the unguided rows' configuration: which backbone and rates
     facts["unified_backbone"], facts["unified_lr"] = base["model"]["backbone"], f"{base['optimizer']['lr']:g}"
     facts["unified_lr_full"] = f"{unified_config(profile, method='full fine-tuning')['optimizer']['lr']:g}"
-    facts["unified_pass"] = f"{unified_recipe.tables_stage(profile)}-pass"
+    stage = unified_recipe.tables_stage(profile)
+    facts["unified_pass"] = f"{stage}-pass"
+    facts["unified_rates_how"] = ("each chosen there on the same validation split" if stage == "second"
+                                  else "the base configurations' rates")
     chosen = (u["omega"].get(profile) or {}).items()
     facts["unified_omegas"] = "; ".join(f"{row} {w:g}" for row, w in chosen) or "none chosen yet"
     uni = cmp.get("Unified setting", pd.DataFrame())
