@@ -111,3 +111,28 @@ def test_measured_vs_paper_labels_do_not_overlap():
     overlaps = sum(a.overlaps(b) for i, a in enumerate(first) for b in first[i + 1:])
     assert overlaps == 0
     assert [tuple(b.bounds) for b in boxes()] == [tuple(b.bounds) for b in first]
+
+
+@pytest.mark.parametrize("groups", [5, 31])
+def test_verdict_bars_count_each_group_and_keep_the_legend_inside_the_figure(groups):
+    """Per paper (5 bars) or per table (31): one bar per group in the board's order, each bar's length its number
+    of claims, and the legend below the axes but within the saved figure."""
+    import matplotlib
+    import pandas as pd
+    matplotlib.use("Agg")
+    from umlkit.experiments.plots import plot_verdicts
+    rows = [{"where": f"g{i}", "verdict": v} for i in range(groups)
+            for v in ["supported"] * (i % 4 + 1) + ["inconclusive"] * 2 + ["contradicted"]]
+    fig = plot_verdicts(pd.DataFrame(rows), by="where", title="t")
+    ax = fig.axes[0]
+    widths = {}
+    for patch in ax.patches:
+        y = round(patch.get_y() + patch.get_height() / 2)
+        widths[y] = widths.get(y, 0) + patch.get_width()
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels == [f"g{i}" for i in range(groups)][::-1]           # first group on top
+    assert [widths[y] for y in range(groups)] == [(i % 4 + 1) + 3 for i in range(groups)][::-1]
+    fig.canvas.draw()
+    box = ax.get_legend().get_window_extent()
+    axes_box = ax.get_window_extent()
+    assert box.y1 < axes_box.y0 and box.y0 >= 0                        # below the axes, not cut off
