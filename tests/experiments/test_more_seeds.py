@@ -117,7 +117,7 @@ def test_second_look_sets_each_planned_claim_beside_its_first_look(plan_file):
     assert view[["gap (3 seeds)", "p Holm (3 seeds)", "seeds", "verdict"]].values.tolist() == [
         [2.0, 0.2, 5, "supported"], [1.0, 0.3, 3, "inconclusive"]]
     assert ms.second_look_facts(board) == {"more_n": "2", "more_done": "1", "more_left": "1",
-                                             "more_decided": "1"}
+                                             "more_decided": "1", "more_extra": "2", "more_first": "3"}
 
 
 def test_the_pages_view_puts_each_look_in_one_cell(plan_file):

@@ -176,11 +176,13 @@ def second_look_facts(board: pd.DataFrame) -> dict[str, str]:
     """Glue for the prose: how many claims the plan lists (``more_n``), how many of them have their extra seeds
     (``more_done``) and how many not (``more_left``: claims of tables computed from whole other tables, such as
     ooDML's AGS, which the plan cannot extend), and how many of those extended the second look decided
-    (``more_decided``)."""
+    (``more_decided``); and how many seeds the plan adds (``more_extra``) to a first look's (``more_first``)."""
+    from umlkit.experiments.tables import MIN_SEEDS
     view = second_look(board)
     done = view[view["seeds"] > view["seeds (first look)"]]
     return {"more_n": str(len(view)), "more_done": str(len(done)), "more_left": str(len(view) - len(done)),
-            "more_decided": str(int((done["verdict"].isin(["supported", "contradicted"])).sum()))}
+            "more_decided": str(int((done["verdict"].isin(["supported", "contradicted"])).sum())),
+            "more_extra": str(len(plan().get("seeds") or ())), "more_first": str(MIN_SEEDS)}
 
 
 def second_look_view(board: pd.DataFrame) -> pd.DataFrame:
