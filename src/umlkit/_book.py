@@ -247,8 +247,8 @@ _PAGE_DEFECTS = [
 
 
 _NO_VALUE = {"nan", "NaN", "None", "<NA>", "NaT"}
-# characters of one line of code or text output that the article shows whole at 1400 px (107 measured in headless
-# Chromium); a longer line is cut at the box's edge behind a scroll bar
+# characters of one line of code or text output that the article shows whole at 1400 px (a 110-character line of
+# the floor note was cut by about three characters in headless Chromium); a longer line hides behind a scroll bar
 _PRE_WIDTH = 105
 
 

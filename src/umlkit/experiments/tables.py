@@ -115,8 +115,7 @@ class Floor:
     optionally the one holding random initialisation's, each compared with a trained row on the same dataset and
     metric - and the same ``setting`` (split) when ``per_setting``. A trained cell more than its noise
     (:func:`floor_noise`: max(:data:`FLOOR_NOISE`, the standard error of its mean)) below the frozen backbone is
-    *below floor*; one within that noise
-    of random initialisation or under it is *collapsed*."""
+    *below floor*; one within that noise of random initialisation or under it is *collapsed*."""
     frozen: str
     random: str | None = None
     per_setting: bool = True

@@ -364,8 +364,8 @@ def _semantic_and_unified_facts(cmp: dict, claims, profile: str) -> dict:
 
 
 def _unified_elg_test(claims) -> dict[str, str]:
-    """``uni_elg_test``: the test behind "PUMA + ELG beats PUMA in the unified setting (Unified)", the chapter's
-    largest guidance effect: seeds, one-sided p (doubled for a second look), Holm-adjusted p and the verdict."""
+    """``uni_elg_test``: the test behind "PUMA + ELG beats PUMA in the unified setting (Unified)": seeds, one-sided
+    p (doubled for a second look), Holm-adjusted p and the verdict."""
     text = "PUMA + ELG beats PUMA in the unified setting (Unified)"
     row = claims[claims["claim"] == text] if not claims.empty else claims
     if row.empty or "p adjusted" not in row or not np.isfinite(row["p adjusted"].iloc[0]):
