@@ -1,8 +1,9 @@
 """The full profile before anyone spends GPU hours on it (issue 41): every job of every registered paper's
 full-profile job lists builds its record key from the published split files, resolves its configuration and builds
 its model at the real architecture (on PyTorch's meta device: shapes without memory); one job trains a step and
-evaluates on the tiny real-layout world (``make test``), and the first job of every job list does (``make
-test-all``, marked heavy: PUMA's unified runs take minutes on two cores)."""
+evaluates on the tiny real-layout world: in ``make test`` the few jobs that together reach every code path, at
+32-pixel inputs; in ``make test-all`` (marked heavy: PUMA's unified runs take minutes on two cores) the same jobs at the real 224
+pixels."""
 import json
 
 import pytest
@@ -10,7 +11,7 @@ import torch
 
 from umlkit.experiments.table_runs import configs_of
 
-from tests.full.world import full_jobs, make_world, one_step
+from tests.full.world import covering_jobs, full_jobs, make_world, step_each
 
 
 @pytest.fixture(scope="module")
@@ -52,24 +53,20 @@ def test_every_full_profile_job_resolves_and_builds_at_its_real_architecture(wor
     assert not (world / "uml_mini").exists() and not (world / "uml_mini_large").exists()   # nothing fell back to it
 
 
-def test_a_full_profile_job_trains_one_step_on_the_real_layouts(world, jobs):
-    from umlkit.experiments.runners import run
-    paper, jl, job = next(j for j in jobs if j[:2] == ("language_guidance", "semantic"))
-    out = run(job[3] if len(job) > 3 else "train_analysis", one_step(job[2]))
-    assert 0 <= out["test"]["R@1"]["CUB"] <= 100 and out["trainable_model"] > 20_000_000   # ResNet-50, all of it
+def test_every_code_path_of_the_full_job_lists_trains_one_step_on_the_real_layouts(world, jobs):
+    """The few jobs that together reach every runner, backbone, method, model option, objective term, sampler,
+    transform, analysis, data mode and job list train one step each, at the real architectures on 16-pixel inputs (one patch),
+    in two single-thread processes (about 40 s on two cores)."""
+    cover = covering_jobs(jobs)
+    assert {(p, jl) for p, jl, _ in cover} == {(p, jl) for p, jl, _ in jobs}
+    assert {"specialists", "zero_shot", "train", "train_analysis"} <= {j[3] if len(j) > 3 else "train_analysis"
+                                                                     for _, _, j in cover}
+    failed = step_each(world, cover, size=16)
+    assert not failed, "\n".join(failed)
 
 
 @pytest.mark.heavy
-def test_the_first_job_of_every_full_profile_job_list_trains_one_step(world, jobs):
-    from umlkit.experiments.runners import run
-    first = {}
-    for paper, jl, job in jobs:
-        first.setdefault((paper, jl), job)
-    failed = []
-    for (paper, jl), job in first.items():
-        try:
-            out = run(job[3] if len(job) > 3 else "train_analysis", one_step(job[2]))
-            assert "test" in out or "specialists" in out, sorted(out)
-        except Exception as err:   # collect them all: one broken list must not hide another
-            failed.append(f"{paper} {jl} {job[1]}: {type(err).__name__}: {err}")
+def test_every_code_path_of_the_full_job_lists_trains_one_step_at_224_pixels(world, jobs):
+    """The same jobs at the real input size, as a GPU run sees them (minutes on two cores)."""
+    failed = step_each(world, covering_jobs(jobs), size=224)
     assert not failed, "\n".join(failed)

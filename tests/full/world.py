@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import pickle
+import tempfile
 import zlib
 from pathlib import Path
 
@@ -74,28 +75,35 @@ class _StandInClassifier:
 
 
 def make_world(base: Path, mp: pytest.MonkeyPatch) -> Path:
-    """Write the world under ``base`` and point UMLKIT_DATA / UMLKIT_RESULTS at it (undone with ``mp``)."""
-    from umlkit.data import language, make_mini
-    from umlkit.experiments import class_splits, split_making
+    """Write the world under ``base`` and enter it (:func:`enter_world`, undone with ``mp``)."""
+    from umlkit.data import make_mini
+    from umlkit.experiments import split_making
     tiny = make_mini(base / "tiny", size="tiny")
     data = base / "data"
     data.mkdir()
     for p in tiny.iterdir():     # the dataset folders (and the manifest, which holds the tiny counts)
         (data / p.name).symlink_to(p)
-    mp.setenv("UMLKIT_DATA", str(data))
-    mp.setenv("UMLKIT_RESULTS", str(base / "results"))
-    class_splits.load_splits.cache_clear()
+    enter_world(data, mp)
     pickles = base / "datasplits"
     pickles.mkdir()
     _published_pickles(data, pickles)
     split_making.import_published_splits(pickles, data)
     _published_few_shot(data)
-    from umlkit.experiments import language_store
+    return data
+
+
+def enter_world(data: Path, mp: pytest.MonkeyPatch) -> None:
+    """Point UMLKIT_DATA at ``data`` and UMLKIT_RESULTS beside it, and stand in for the hub's language models and
+    PLG's ImageNet classifier (undone with ``mp``; a worker process enters a world its parent wrote)."""
+    from umlkit.data import language
+    from umlkit.experiments import class_splits, language_store
+    mp.setenv("UMLKIT_DATA", str(data))
+    mp.setenv("UMLKIT_RESULTS", str(data.parent / "results"))
+    class_splits.load_splits.cache_clear()
     mp.setattr(language_store, "imagenet_classifier", lambda model, weights=None: _StandInClassifier())
     for name, lm in list(language.LANGUAGE_MODELS.items()):
         if lm.profile == "full":
             mp.setitem(language.LANGUAGE_MODELS, name, dataclasses.replace(lm, encode=_random_encoder(name)))
-    return data
 
 
 def full_jobs() -> list[tuple[str, str, tuple]]:
@@ -115,14 +123,109 @@ def full_jobs() -> list[tuple[str, str, tuple]]:
     return out
 
 
+def small_inputs(mp: pytest.MonkeyPatch, size: int = 16) -> None:
+    """Run the real architectures on small inputs (undone with ``mp``): every ViT is built for ``size`` pixels, or
+    one patch where its patches are larger (the same depth, width, heads and PEFT modules; at 16 pixels a ViT-S/16
+    sees one patch instead of 196), and every transform resizes to what its backbone takes. A step then costs a
+    fraction, so every code path of the job lists fits ``make test``; the 224-pixel runs stay in ``make test-all``."""
+    import re
+
+    import timm
+    from umlkit.models import _factory, backbones
+    from umlkit.train import engine
+    create = timm.create_model
+
+    def pixels(name: str) -> int:
+        patch = re.search(r"patch(\d+)", backbones.resolve_backbone_name(name))
+        return max(size, int(patch.group(1))) if patch else size
+
+    def create_small(name, *args, **kwargs):
+        if "patch" in name:
+            kwargs.setdefault("img_size", pixels(name))
+        return create(name, *args, **kwargs)
+
+    def by_name(fn):
+        return lambda name: {**fn(name), "input_size": (3, pixels(name), pixels(name))}
+
+    def by_model(fn):
+        def resized(model):
+            px = model.patch_embed.img_size[0] if hasattr(model, "patch_embed") else size
+            return {**fn(model), "input_size": (3, px, px)}
+        return resized
+    mp.setattr(backbones.timm, "create_model", create_small)
+    mp.setattr(backbones, "backbone_data_config", by_name(backbones.backbone_data_config))
+    mp.setattr(engine, "backbone_data_config", by_name(engine.backbone_data_config))
+    mp.setattr(backbones, "data_config", by_model(backbones.data_config))
+    mp.setattr(_factory, "data_config", by_model(_factory.data_config))
+
+
+def covering_jobs(jobs: list[tuple[str, str, tuple]]) -> list[tuple[str, str, tuple]]:
+    """A few jobs that together reach every runner, backbone, method, model option, objective term, sampler,
+    transform, analysis and data mode (unified, specialists, class splits, few-shot files, validation hold-out) of
+    ``jobs``, and every paper's job lists: the first job that adds something new, in order."""
+    seen, out = set(), []
+    for paper, jl, job in sorted(jobs, key=lambda j: j[2][3:4] == ("specialists",)):  # the costliest last
+        feats = {("list", paper, jl), ("runner", job[3] if len(job) > 3 else "train_analysis")}
+        feats |= {("analysis", a) for a in (job[2].get("analysis") or {})}
+        for c in configs_of(job[2]):
+            m, d = c["model"], c["data"]
+            feats |= {("backbone", m["backbone"]), ("method", m["method"]), ("sampler", d["sampler"]),
+                      ("transform", d["transform"]), ("unified", len(d["datasets"]) > 1),
+                      ("splits", bool(d.get("splits"))), ("few_shot", bool(d.get("few_shot"))),
+                      ("val", float(d["val_fraction"]) > 0)}
+            feats |= {("option", m["method"], o) for o in m["options"]}
+            feats |= {("term", t["name"]) for t in c["objective"] or []}
+        if not feats <= seen:
+            seen |= feats
+            out.append((paper, jl, job))
+    return out
+
+
+_WORKER_MP = None
+
+
+def _enter_small_world(data: str, size: int) -> None:
+    """A worker process's initializer: one thread, the parent's world, ``size``-pixel inputs."""
+    import torch
+    global _WORKER_MP
+    torch.set_num_threads(1)
+    _WORKER_MP = pytest.MonkeyPatch()   # kept for the process's life
+    if Path("/dev/shm").is_dir():       # the runs' checkpoints: fsync and unlink in memory
+        _WORKER_MP.setattr(tempfile, "tempdir", "/dev/shm")
+    enter_world(Path(data), _WORKER_MP)
+    small_inputs(_WORKER_MP, size)
+
+
+def _step_or_error(job: tuple) -> str | None:
+    from umlkit.experiments.runners import run
+    try:
+        out = run(job[3] if len(job) > 3 else "train_analysis", one_step(job[2]))
+        assert "test" in out or "specialists" in out or "own" in out, sorted(out)
+    except Exception as err:   # collect them all: one broken job must not hide another
+        return f"{job[1]}: {type(err).__name__}: {err}"
+    return None
+
+
+def step_each(data: Path, jobs: list[tuple[str, str, tuple]], size: int, workers: int = 2) -> list[str]:
+    """Train ``jobs`` one step each at ``size``-pixel inputs in ``workers`` single-thread processes (spawned: each
+    enters the world afresh); the failures, as "paper list label: error"."""
+    import multiprocessing
+    with multiprocessing.get_context("spawn").Pool(workers, _enter_small_world, (str(data), size)) as pool:
+        errors = pool.map(_step_or_error, [job for _, _, job in jobs[::-1]], chunksize=1)   # the costliest first
+    return [f"{paper} {jl} {err}" for (paper, jl, _), err in zip(jobs[::-1], errors) if err]
+
+
 def one_step(key: dict) -> dict:
     """The key with every configuration cut to one epoch on the CPU (small batches; a unified run on its first two
-    sources), random-init weights and evaluation batches that fit a test; the architecture, method, objective,
+    sources, a specialists run to its first two models), random-init weights and evaluation batches that fit a test; the architecture, method, objective,
     sampler and analyses stay."""
     key = copy.deepcopy(key)
+    if "config" not in key and "model" not in key:   # specialists: one model per source; two keep every code path
+        sources = [k for k, v in key.items() if isinstance(v, dict) and "model" in v]
+        key = {k: v for k, v in key.items() if k not in sources[2:]}
     for cfg in configs_of(key):
         cfg["model"].update(pretrained=False, weights=None)
-        cfg["train"].update(epochs=1, eval_every=1, warmup_epochs=0, eval_batch_size=32, progress=False)
+        cfg["train"].update(epochs=1, eval_every=1, warmup_epochs=0, eval_batch_size=256, progress=False)
         d = cfg["data"]
         per_class = int(d["samples_per_class"])
         # two classes' worth: a validation hold-out can leave a tiny source two training classes
