@@ -2,6 +2,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -102,5 +103,73 @@ def test_reproduce_table_dry_run_lists_and_trains_nothing(capsys, no_training):
     assert cli.main(["reproduce", "--paper", "vptsp", "--table", "Table 7", "--dry-run"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[-1] == "vptsp Table 7 (quick): 16 runs, 0 to train; nothing was run"   # 5 rows x 3 seeds + its floor
+    assert out[-2].startswith("stored runs took ") and out[-2].endswith(" min in all")
+    assert cli.main(["reproduce", "--table", "vptsp:table7", "--dry-run"]) == 0     # PAPER:TABLE, any spelling
+    assert capsys.readouterr().out.splitlines()[-1] == out[-1]
     assert cli.main(["reproduce", "--table", "Table 7", "--dry-run"]) == 2
     assert "--table goes with --paper" in capsys.readouterr().err
+
+
+def test_reproduce_table_estimates_the_missing_runs_from_the_stored_wall_times(capsys, no_training, tmp_path,
+                                                                              monkeypatch):
+    """Two of Table 7's stored records copied into an empty results folder: the other 14 runs are estimated, each at
+    its own row's stored time where one is stored, else at the copied runs' median; with nothing stored, no
+    estimate."""
+    import json
+    import shutil
+    from umlkit.experiments.table_runs import job_status, table_jobs
+    status = job_status(table_jobs("vptsp", "Table 7"))
+    keep = status.iloc[[0, 1]]
+    monkeypatch.setenv("UMLKIT_RESULTS", str(tmp_path))
+    assert cli.main(["reproduce", "--table", "vptsp:Table 7", "--dry-run"]) == 0
+    assert "no stored run has a wall time, so no estimate for the 16 missing" in capsys.readouterr().out
+    for rec in keep["record"]:
+        dest = tmp_path / "quick" / Path(rec).relative_to(Path(rec).parents[3])
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(rec, dest)
+    seconds = [json.loads(Path(r).read_text())["seconds"] for r in keep["record"]]
+    rows = [label.rsplit("-seed", 1)[0] for label in status["label"]]
+    own = {rows[0]: seconds[0], rows[1]: seconds[1]}
+    median = sorted(seconds)[0] + (sorted(seconds)[1] - sorted(seconds)[0]) / 2
+    expect = sum(own.get(r, median) for i, r in enumerate(rows) if i > 1)
+    by_row = sum(r in own for r in rows[2:])
+    assert cli.main(["reproduce", "--table", "vptsp:Table 7", "--dry-run"]) == 0
+    line = capsys.readouterr().out.splitlines()[-2]
+    stored = sum(seconds)
+    assert line.startswith(f"stored runs took {stored / 60:.0f} min in all" if stored >= 90 else
+                           f"stored runs took {stored:.0f} s in all")
+    shown = f"{expect / 60:.0f} min" if expect >= 90 else f"{expect:.0f} s"
+    assert f"the 14 missing should take about {shown} on one worker ({by_row} timed by their own row's" in line
+
+
+def test_time_estimate_by_hand():
+    import pandas as pd
+    from umlkit.experiments.table_runs import time_estimate
+    status = pd.DataFrame({"label": ["a-seed0", "a-seed1", "b-seed0", "a-seed2", "b-seed1", "c-seed0", "x"],
+                           "stored": [True, True, True, False, False, False, False],
+                           "seconds": [10.0, 30.0, 100.0, float("nan"), float("nan"), float("nan"), float("nan")]})
+    est = time_estimate(status)
+    # a: median 20; b: 100; c and x: the median of all stored, 30
+    assert est == {"stored": 140.0, "missing": 20 + 100 + 30 + 30, "by_row": 2, "timed": 3}
+    assert time_estimate(status.assign(stored=False))["missing"] != time_estimate(status.assign(stored=False))["missing"]
+
+
+def test_table_names_match_whatever_their_spelling_and_an_ambiguous_or_unknown_name_lists_them():
+    from umlkit.experiments.table_runs import table_spec
+    assert table_spec("vptsp", "table6").table == table_spec("vptsp", "TABLE_6").table == "Table 6"
+    with pytest.raises(KeyError, match="its tables: Table 1, Table 2"):
+        table_spec("vptsp", "table66")
+
+
+def test_a_failing_worker_is_named_with_the_end_of_its_output(tmp_path, monkeypatch):
+    """The workers of reproduce --table --workers train in processes of their own: one that stops (here: the data
+    root is a file) fails the command with its exit status and its last lines, not a silent gap in the table."""
+    from umlkit.experiments.table_runs import train_in_workers
+    monkeypatch.setenv("UMLKIT_RESULTS", str(tmp_path / "results"))
+    (tmp_path / "not_a_folder").write_text("x")
+    monkeypatch.setenv("UMLKIT_DATA", str(tmp_path / "not_a_folder"))
+    with pytest.raises(RuntimeError, match=r"vptsp Table 7: worker \d/2 stopped with exit status 2 \(2 of 2 failed\)"
+                       r"(.|\n)*not_a_folder"):
+        train_in_workers("vptsp", "Table 7", "quick", [], 2, 16)
+    assert not (tmp_path / "results" / "quick" / "records").exists() or \
+        not any((tmp_path / "results" / "quick" / "records").rglob("*.json"))

@@ -419,12 +419,40 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     return 0 if (table["status"] == "ok").all() else 1
 
 
+def _minutes(seconds: float) -> str:
+    return "unknown" if seconds != seconds else f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
+
+
+def _print_estimate(status) -> None:
+    """The stored runs' wall time and what the missing ones should take by it (:func:`time_estimate`)."""
+    from umlkit.experiments.table_runs import time_estimate
+    est = time_estimate(status)
+    missing = int((~status["stored"]).sum())
+    line = f"stored runs took {_minutes(est['stored'])} in all" if est["timed"] else "no stored run has a wall time"
+    if missing and est["timed"]:
+        line += (f"; the {missing} missing should take about {_minutes(est['missing'])} on one worker ({est['by_row']} "
+                 f"timed by their own row's stored runs, the rest by the table's median)")
+    elif missing:
+        line += (f", so no estimate for the {missing} missing (the README's GPU-hours table gives the full profile's "
+                 f"tables)")
+    print(line)
+
+
 def _cmd_reproduce_table(args: argparse.Namespace) -> int:
-    """``reproduce --paper P --table T``: train exactly the table's missing runs, then save and print its cells and
-    claims (``--dry-run``: list its runs, stored or missing, and train nothing)."""
-    from umlkit.experiments.table_runs import drop_absent, job_status, reproduce_table, table_jobs, with_overrides
+    """``reproduce --table [PAPER:]TABLE``: train exactly the table's missing runs (in ``--workers`` processes), then
+    save and print its cells and claims (``--dry-run``: list its runs, stored or missing, with the time the stored
+    wall times predict, and train nothing)."""
+    from umlkit.experiments.table_runs import (drop_absent, job_status, reproduce_table, table_jobs, table_spec,
+                                               with_overrides)
+    if not args.paper and ":" in args.table:
+        args.paper, args.table = (part.strip() for part in args.table.split(":", 1))
     if not args.paper or args.stale or args.chapters:
-        raise ValueError("--table goes with --paper (the paper whose table it is), without --stale or --chapters")
+        raise ValueError("--table goes with --paper (the paper whose table it is) or names it as PAPER:TABLE (e.g. "
+                         "--table vptsp:table6), without --stale or --chapters")
+    try:
+        args.table = table_spec(args.paper, args.table, args.profile).table   # 'table6' -> 'Table 6'
+    except KeyError as err:
+        raise ValueError(err.args[0]) from None
     jobs, absent = drop_absent(with_overrides(table_jobs(args.paper, args.table, args.profile), args.set))
     if absent:
         print(f"skipped, dataset absent: {', '.join(f'{d} ({n} runs)' for d, n in sorted(absent.items()))}")
@@ -432,9 +460,14 @@ def _cmd_reproduce_table(args: argparse.Namespace) -> int:
     missing = int((~status["stored"]).sum())
     if args.dry_run:
         _print_job_status(status)
+        _print_estimate(status)
         print(f"{args.paper} {args.table} ({args.profile}): {len(jobs)} runs, {missing} to train; nothing was run")
         return 0
     print(f"{args.paper} {args.table} ({args.profile}): {len(jobs)} runs, {missing} to train")
+    _print_estimate(status)
+    if missing and args.workers > 1:
+        from umlkit.experiments.table_runs import train_in_workers
+        train_in_workers(args.paper, args.table, args.profile, args.set, args.workers, missing)
     path, cmp, claims = reproduce_table(args.paper, args.table, args.profile, overrides=args.set)
     print(f"wrote {path} ({len(cmp)} measured cells)")
     if not claims.empty:
@@ -493,9 +526,11 @@ def _add_reproduce(sub) -> None:
                         "--chapters, if given)")
     p.add_argument("--paper", default=None, help="a registered paper (puma, oodml, language_guidance, vptsp, regime): "
                    "run its chapters; with --stale: retrain only its stale records")
-    p.add_argument("--table", default=None, metavar="NAME",
-                   help="with --paper: train exactly that table's missing runs, then save its results CSV and print "
-                        "its claims (e.g. --paper vptsp --table 'Table 6')")
+    p.add_argument("--table", default=None, metavar="[PAPER:]NAME",
+                   help="train exactly one table's missing runs, then save its results CSV and print its claims "
+                        "(e.g. --table vptsp:table6, or --paper vptsp --table 'Table 6')")
+    p.add_argument("--workers", type=_positive_int, default=1,
+                   help="with --table: train the missing runs in N processes of one thread each (default 1)")
     p.add_argument("--dry-run", action="store_true",
                    help="with --stale or --table: list the records it would train, train nothing")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",

@@ -18,15 +18,23 @@ from umlkit.experiments import tables
 from umlkit.experiments.records import find_record, normalise_key
 from umlkit.experiments.registry import get_paper
 
-__all__ = ["table_spec", "table_jobs", "job_status", "reproduce_table", "with_overrides", "configs_of",
-           "absent_datasets", "drop_absent"]
+__all__ = ["table_spec", "table_jobs", "job_status", "time_estimate", "reproduce_table", "train_in_workers", "with_overrides",
+           "configs_of", "absent_datasets", "drop_absent"]
+
+
+def _plain(name: str) -> str:
+    return "".join(ch for ch in name.lower() if ch.isalnum())
 
 
 def table_spec(paper: str, table: str, profile: str = "quick") -> tables.Table:
-    """The registered paper's declaration of ``table``; an unknown name is an error listing the paper's tables."""
+    """The registered paper's declaration of ``table`` (case, spaces and punctuation aside: ``table6`` is 'Table 6');
+    an unknown name is an error listing the paper's tables."""
     specs = get_paper(paper).claim_tables(profile)
     if table not in specs:
-        raise KeyError(f"{paper} has no table {table!r} in the {profile} profile; its tables: {', '.join(specs)}")
+        same = [name for name in specs if _plain(name) == _plain(table)]
+        if len(same) != 1:
+            raise KeyError(f"{paper} has no table {table!r} in the {profile} profile; its tables: {', '.join(specs)}")
+        table = same[0]
     return specs[table]
 
 
@@ -37,16 +45,44 @@ def table_jobs(paper: str, table: str, profile: str = "quick") -> list[tuple]:
     if spec.derive is not None and not spec.rows:
         raise ValueError(f"{paper} {table} has no runs of its own: it is computed from other tables' records or "
                          f"files (reproduce those tables, then read this one in its chapter)")
-    return tables.distinct_jobs({table: spec}, profile)
+    return tables.distinct_jobs({spec.table: spec}, profile)
 
 
 def job_status(jobs: list[tuple], profile: str = "quick") -> pd.DataFrame:
-    """One line per job: its label and whether a record of its key is stored (and where)."""
+    """One line per job: its label, whether a record of its key is stored (and where) and the stored run's wall time
+    in seconds (NaN where none is stored or the record does not say)."""
+    import json
     lines = []
     for job in jobs:
         path = find_record(normalise_key(job[2]), profile)
-        lines.append({"label": job[1], "stored": path is not None, "record": str(path) if path else ""})
-    return pd.DataFrame(lines, columns=["label", "stored", "record"])
+        seconds = float("nan")
+        if path is not None:
+            try:
+                seconds = float(json.loads(Path(path).read_text()).get("seconds", "nan"))
+            except (OSError, ValueError, TypeError, AttributeError):
+                pass   # an unreadable record is reported where it is read; no time to take from it
+        lines.append({"label": job[1], "stored": path is not None, "record": str(path) if path else "",
+                      "seconds": seconds})
+    return pd.DataFrame(lines, columns=["label", "stored", "record", "seconds"])
+
+
+def _row_of(label: str) -> str:
+    """A job label without its seed: the runs of one row (``cub-VPTSP-seed3`` -> ``cub-VPTSP``)."""
+    head, sep, tail = label.rpartition("-seed")
+    return head if sep and tail.isdigit() else label
+
+
+def time_estimate(status: pd.DataFrame) -> dict:
+    """What the stored wall times say about a table: ``stored`` (the stored runs' seconds, summed), ``missing``
+    (seconds the missing runs should take: each at the median of its own row's stored runs, else of every stored
+    run of the table; NaN where nothing is stored) and ``by_row`` (how many missing runs had their own row's time)."""
+    timed = status[status["stored"] & status["seconds"].notna()]
+    rows = timed.assign(row=timed["label"].map(_row_of)).groupby("row")["seconds"].median()
+    overall = float(timed["seconds"].median()) if len(timed) else float("nan")
+    missing = status.loc[~status["stored"], "label"].map(_row_of)
+    guesses = missing.map(rows).fillna(overall)
+    return {"stored": float(timed["seconds"].sum()), "missing": float(guesses.sum(min_count=len(guesses))),
+            "by_row": int(missing.isin(rows.index).sum()), "timed": len(timed)}
 
 
 def reproduce_table(paper: str, table: str, profile: str = "quick", train: bool = True, progress: bool = True,
@@ -66,6 +102,50 @@ def reproduce_table(paper: str, table: str, profile: str = "quick", train: bool 
     cmp = tables.compare(measured, spec.paper)
     path = tables.save_results(spec, cmp, profile)
     return str(path), cmp, tables.table_claims(spec, cmp)
+
+
+def train_in_workers(paper: str, table: str, profile: str, overrides, workers: int, missing: int) -> None:
+    """Train the table's missing runs in ``workers`` processes of one thread each (``umlkit records train PAPER
+    --table TABLE --worker I/N``: each takes every N-th job and writes its records atomically), with one bar over
+    the ``missing`` runs; a worker that fails is named with the end of its output. Ctrl-C stops them all (the runs
+    they finished stay stored)."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+    import time
+
+    from umlkit._progress import tqdm
+    jobs = with_overrides(table_jobs(paper, table, profile), overrides)
+    env = {**os.environ, "UMLKIT_PROGRESS": "0", "OMP_NUM_THREADS": "1"}
+    procs = []
+    with tempfile.TemporaryDirectory(prefix="umlkit-workers-") as logs:
+        try:
+            for i in range(workers):
+                cmd = [sys.executable, "-m", "umlkit.cli", "records", "train", paper, "--table", table, "--profile",
+                       profile, "--worker", f"{i}/{workers}", "--threads", "1"]
+                cmd += [arg for item in overrides for arg in ("--set", item)]
+                log = open(Path(logs) / f"worker{i}.log", "w")
+                procs.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env), log))
+            with tqdm(total=missing, desc=f"{paper} {table}: {workers} workers", unit="run") as bar:
+                while any(p.poll() is None for p, _ in procs):
+                    time.sleep(5)
+                    stored = missing - int((~job_status(jobs, profile)["stored"]).sum())
+                    bar.update(max(0, stored - bar.n))
+        except KeyboardInterrupt:
+            for p, _ in procs:
+                p.terminate()
+            raise
+        finally:
+            for p, log in procs:
+                p.wait()
+                log.close()
+        failed = [(i, p.returncode) for i, (p, _) in enumerate(procs) if p.returncode]
+        if failed:
+            i, code = failed[0]
+            tail = (Path(logs) / f"worker{i}.log").read_text()[-1500:]
+            raise RuntimeError(f"{paper} {table}: worker {i}/{workers} stopped with exit status {code} "
+                               f"({len(failed)} of {workers} failed); the end of its output:\n{tail}")
 
 
 def with_overrides(jobs: list[tuple], overrides) -> list[tuple]:
