@@ -173,3 +173,13 @@ def test_a_failing_worker_is_named_with_the_end_of_its_output(tmp_path, monkeypa
         train_in_workers("vptsp", "Table 7", "quick", [], 2, 16)
     assert not (tmp_path / "results" / "quick" / "records").exists() or \
         not any((tmp_path / "results" / "quick" / "records").rglob("*.json"))
+
+
+def test_records_train_dry_run_lists_what_the_list_match_and_worker_select(capsys, no_training):
+    assert cli.main(["records", "train", "vptsp", "tables", "--match", "^cub-Hyp-ViT-seed[0-2]$", "--dry-run"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "worker 0/1: 3 jobs, 3 already stored, 0 to train"
+    assert out[1:4] == [f"stored   cub-Hyp-ViT-seed{s}" for s in range(3)] and out[-1].endswith("nothing was run (--dry-run)")
+    assert cli.main(["records", "train", "vptsp", "tables", "--match", "^cub-Hyp-ViT-seed[0-2]$", "--worker", "1/2",
+                     "--dry-run"]) == 0
+    assert capsys.readouterr().out.splitlines()[1:2] == ["stored   cub-Hyp-ViT-seed1"]     # every 2nd job from the 2nd

@@ -340,6 +340,12 @@ def _cmd_records_train(args: argparse.Namespace) -> int:
     todo = [j for j in jobs if find_record(normalise_key(j[2]), args.profile) is None]
     folder = _records_folder(args.paper)
     print(f"worker {i}/{n}: {len(jobs)} jobs, {len(jobs) - len(todo)} already stored, {len(todo)} to train")
+    if args.dry_run:   # what the list, --match and --worker select
+        stored = {id(j) for j in jobs} - {id(j) for j in todo}
+        for job in jobs:
+            print(f"{'stored ' if id(job) in stored else 'missing'}  {job[1]}")
+        print(f"worker {i}/{n}: nothing was run (--dry-run)")
+        return 0
     start = time.perf_counter()
     for table, label, key, *runner in tqdm(todo, desc=f"{args.paper} {args.jobs or args.table} [{i}/{n}]", unit="run"):
         # a job names its runner when it is not the default (e.g. the unified setting's plain "train" runs)
@@ -564,6 +570,8 @@ def _add_records(sub) -> None:
             p.add_argument("--threads", type=_positive_int, default=1, help="torch threads per worker (default 1)")
             p.add_argument("--match", default=None, metavar="REGEX",
                            help="only jobs whose label matches, e.g. '^sop-.*-seed0$' (before --worker splits them)")
+            p.add_argument("--dry-run", action="store_true",
+                           help="list the jobs the list, --match and --worker select (stored or missing); train none")
             p.add_argument("--runner", default="train_analysis", help=argparse.SUPPRESS)
         p.set_defaults(func=func)
 
