@@ -164,13 +164,13 @@ def test_table_names_match_whatever_their_spelling_and_an_ambiguous_or_unknown_n
 def test_a_failing_worker_is_named_with_the_end_of_its_output(tmp_path, monkeypatch):
     """The workers of reproduce --table --workers train in processes of their own: one that stops (here: the data
     root is a file) fails the command with its exit status and its last lines, not a silent gap in the table."""
-    from umlkit.experiments.table_runs import train_in_workers
+    from umlkit.experiments.table_runs import table_jobs, train_in_workers
     monkeypatch.setenv("UMLKIT_RESULTS", str(tmp_path / "results"))
     (tmp_path / "not_a_folder").write_text("x")
     monkeypatch.setenv("UMLKIT_DATA", str(tmp_path / "not_a_folder"))
     with pytest.raises(RuntimeError, match=r"vptsp Table 7: worker \d/2 stopped with exit status 2 \(2 of 2 failed\)"
                        r"(.|\n)*not_a_folder"):
-        train_in_workers("vptsp", "Table 7", "quick", [], 2, 16)
+        train_in_workers("vptsp", "Table 7", "quick", [], 2, table_jobs("vptsp", "Table 7"))
     assert not (tmp_path / "results" / "quick" / "records").exists() or \
         not any((tmp_path / "results" / "quick" / "records").rglob("*.json"))
 

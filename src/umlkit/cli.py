@@ -473,7 +473,7 @@ def _cmd_reproduce_table(args: argparse.Namespace) -> int:
     _print_estimate(status)
     if missing and args.workers > 1:
         from umlkit.experiments.table_runs import train_in_workers
-        train_in_workers(args.paper, args.table, args.profile, args.set, args.workers, missing)
+        train_in_workers(args.paper, args.table, args.profile, args.set, args.workers, jobs)
     path, cmp, claims = reproduce_table(args.paper, args.table, args.profile, overrides=args.set)
     print(f"wrote {path} ({len(cmp)} measured cells)")
     if not claims.empty:

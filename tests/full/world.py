@@ -1,7 +1,9 @@
 """A full-profile world for tests: the datasets in their real layouts (UML-Mini's tiny variant: 4 classes of 6 images on
 each side of every source), ooDML's split files in the published pickle format imported as a user imports them,
 and the hub's language models replaced by seeded random encoders (their weights cannot be fetched here; the image
-backbones run at their real architectures with random-init weights instead)."""
+backbones run at their real architectures with random-init weights instead). :func:`covering_jobs` picks the few
+jobs that reach every code path of the job lists, :func:`small_inputs` shrinks the inputs (not the architectures)
+so that they fit ``make test``, and :func:`step_each` trains them one step each in worker processes."""
 from __future__ import annotations
 
 import copy

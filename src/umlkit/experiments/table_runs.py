@@ -104,11 +104,12 @@ def reproduce_table(paper: str, table: str, profile: str = "quick", train: bool 
     return str(path), cmp, tables.table_claims(spec, cmp)
 
 
-def train_in_workers(paper: str, table: str, profile: str, overrides, workers: int, missing: int) -> None:
+def train_in_workers(paper: str, table: str, profile: str, overrides, workers: int, jobs: list[tuple]) -> None:
     """Train the table's missing runs in ``workers`` processes of one thread each (``umlkit records train PAPER
     --table TABLE --worker I/N``: each takes every N-th job and writes its records atomically), with one bar over
-    the ``missing`` runs; a worker that fails is named with the end of its output. Ctrl-C stops them all (the runs
-    they finished stay stored)."""
+    the missing ones of ``jobs`` (the table's jobs as the workers select them: overrides applied, absent datasets
+    dropped); a worker that fails is named with the end of its output. Ctrl-C stops them all (the runs they finished
+    stay stored)."""
     import os
     import subprocess
     import sys
@@ -116,7 +117,7 @@ def train_in_workers(paper: str, table: str, profile: str, overrides, workers: i
     import time
 
     from umlkit._progress import tqdm
-    jobs = with_overrides(table_jobs(paper, table, profile), overrides)
+    missing = int((~job_status(jobs, profile)["stored"]).sum())
     env = {**os.environ, "UMLKIT_PROGRESS": "0", "OMP_NUM_THREADS": "1"}
     procs = []
     with tempfile.TemporaryDirectory(prefix="umlkit-workers-") as logs:
@@ -128,10 +129,14 @@ def train_in_workers(paper: str, table: str, profile: str, overrides, workers: i
                 log = open(Path(logs) / f"worker{i}.log", "w")
                 procs.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env), log))
             with tqdm(total=missing, desc=f"{paper} {table}: {workers} workers", unit="run") as bar:
+                polled = time.monotonic()
                 while any(p.poll() is None for p, _ in procs):
-                    time.sleep(5)
-                    stored = missing - int((~job_status(jobs, profile)["stored"]).sum())
-                    bar.update(max(0, stored - bar.n))
+                    time.sleep(0.2)
+                    if time.monotonic() - polled > 5:   # the records stored so far, every 5 s
+                        polled = time.monotonic()
+                        stored = missing - int((~job_status(jobs, profile)["stored"]).sum())
+                        bar.update(max(0, stored - bar.n))
+                bar.update(max(0, missing - int((~job_status(jobs, profile)["stored"]).sum()) - bar.n))
         except KeyboardInterrupt:
             for p, _ in procs:
                 p.terminate()
