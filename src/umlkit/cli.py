@@ -341,9 +341,8 @@ def _cmd_records_train(args: argparse.Namespace) -> int:
     folder = _records_folder(args.paper)
     print(f"worker {i}/{n}: {len(jobs)} jobs, {len(jobs) - len(todo)} already stored, {len(todo)} to train")
     if args.dry_run:   # what the list, --match and --worker select
-        stored = {id(j) for j in jobs} - {id(j) for j in todo}
-        for job in jobs:
-            print(f"{'stored ' if id(job) in stored else 'missing'}  {job[1]}")
+        from umlkit.experiments.table_runs import job_status
+        _print_job_status(job_status(jobs, args.profile))
         print(f"worker {i}/{n}: nothing was run (--dry-run)")
         return 0
     start = time.perf_counter()
@@ -390,6 +389,9 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
 
     if args.table is not None:
         return _cmd_reproduce_table(args)
+    if args.workers > 1:
+        raise ValueError(f"--workers {args.workers} goes with --table (the table's missing runs); chapters run one "
+                         f"at a time, and `umlkit records train PAPER LIST --worker I/N` splits a job list")
     if not args.stale and args.dry_run:
         # (without --stale, --dry-run would be ignored and the chapters executed)
         raise ValueError("--dry-run goes with --stale or --table (list what would be trained); nothing was run")
@@ -426,18 +428,22 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 def _minutes(seconds: float) -> str:
-    return "unknown" if seconds != seconds else f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
+    if seconds >= 5400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
 
 
-def _print_estimate(status) -> None:
+def _print_estimate(status, workers: int = 1) -> None:
     """The stored runs' wall time and what the missing ones should take by it (:func:`time_estimate`)."""
     from umlkit.experiments.table_runs import time_estimate
     est = time_estimate(status)
-    missing = int((~status["stored"]).sum())
-    line = f"stored runs took {_minutes(est['stored'])} in all" if est["timed"] else "no stored run has a wall time"
+    missing, stored = int((~status["stored"]).sum()), int(status["stored"].sum())
+    line = (f"stored runs took {_minutes(est['stored'])} in all" + (f" ({est['timed']} of {stored} timed)"
+            if est["timed"] < stored else "")) if est["timed"] else "no stored run has a wall time"
     if missing and est["timed"]:
-        line += (f"; the {missing} missing should take about {_minutes(est['missing'])} on one worker ({est['by_row']} "
-                 f"timed by their own row's stored runs, the rest by the table's median)")
+        on = f"on {workers} workers" if workers > 1 else "on one worker"
+        line += (f"; the {missing} missing should take about {_minutes(est['missing'] / workers)} {on} "
+                 f"({est['by_row']} timed by their own row's stored runs, the rest by the table's median)")
     elif missing:
         line += (f", so no estimate for the {missing} missing (the README's GPU-hours table gives the full profile's "
                  f"tables)")
@@ -450,11 +456,15 @@ def _cmd_reproduce_table(args: argparse.Namespace) -> int:
     wall times predict, and train nothing)."""
     from umlkit.experiments.table_runs import (drop_absent, job_status, reproduce_table, table_jobs, table_spec,
                                                with_overrides)
-    if not args.paper and ":" in args.table:
-        args.paper, args.table = (part.strip() for part in args.table.split(":", 1))
+    given = args.table
+    if ":" in args.table:
+        paper, table = (part.strip() for part in args.table.split(":", 1))
+        if args.paper and args.paper != paper:
+            raise ValueError(f"--paper {args.paper} --table {given!r}: two papers; give one of them")
+        args.paper, args.table = paper, table
     if not args.paper or args.stale or args.chapters:
-        raise ValueError("--table goes with --paper (the paper whose table it is) or names it as PAPER:TABLE (e.g. "
-                         "--table vptsp:table6), without --stale or --chapters")
+        raise ValueError(f"--table {given!r} goes with --paper (the paper whose table it is) or names it as "
+                         f"PAPER:TABLE (e.g. --table vptsp:table6), without --stale or --chapters")
     try:
         args.table = table_spec(args.paper, args.table, args.profile).table   # 'table6' -> 'Table 6'
     except KeyError as err:
@@ -470,7 +480,7 @@ def _cmd_reproduce_table(args: argparse.Namespace) -> int:
         print(f"{args.paper} {args.table} ({args.profile}): {len(jobs)} runs, {missing} to train; nothing was run")
         return 0
     print(f"{args.paper} {args.table} ({args.profile}): {len(jobs)} runs, {missing} to train")
-    _print_estimate(status)
+    _print_estimate(status, args.workers)
     if missing and args.workers > 1:
         from umlkit.experiments.table_runs import train_in_workers
         train_in_workers(args.paper, args.table, args.profile, args.set, args.workers, jobs)

@@ -1,9 +1,9 @@
 """The full profile before anyone spends GPU hours on it (issue 41): every job of every registered paper's
 full-profile job lists builds its record key from the published split files, resolves its configuration and builds
-its model at the real architecture (on PyTorch's meta device: shapes without memory); one job trains a step and
-evaluates on the tiny real-layout world: in ``make test`` the few jobs that together reach every code path, at
-32-pixel inputs; in ``make test-all`` (marked heavy: PUMA's unified runs take minutes on two cores) the same jobs at the real 224
-pixels."""
+its model at the real architecture (on PyTorch's meta device: shapes without memory). Then the few jobs whose
+one-step runs together reach every feature of all of them (:func:`tests.full.world.covering_jobs`) run one epoch of
+a few steps (a frozen backbone's job evaluates only) on the tiny real-layout world: in ``make test`` on 16-pixel
+inputs (one patch), in ``make test-all`` (marked heavy: 13 min on two cores) at the real 224 pixels."""
 import json
 
 import pytest
@@ -11,7 +11,7 @@ import torch
 
 from umlkit.experiments.table_runs import configs_of
 
-from tests.full.world import covering_jobs, full_jobs, make_world, step_each
+from tests.full.world import covering_jobs, full_jobs, job_features, make_world, step_each
 
 
 @pytest.fixture(scope="module")
@@ -54,11 +54,13 @@ def test_every_full_profile_job_resolves_and_builds_at_its_real_architecture(wor
 
 
 def test_every_code_path_of_the_full_job_lists_trains_one_step_on_the_real_layouts(world, jobs):
-    """The few jobs that together reach every runner, backbone, method, model option, objective term, sampler,
-    transform, analysis, data mode and job list train one step each, at the real architectures on 16-pixel inputs (one patch),
-    in two single-thread processes (about 40 s on two cores)."""
+    """The covering jobs run at the real architectures on 16-pixel inputs (one patch), in two single-thread processes
+    (about 50 s on two cores); each returns its scores and a finite loss."""
     cover = covering_jobs(jobs)
-    assert {(p, jl) for p, jl, _ in cover} == {(p, jl) for p, jl, _ in jobs}
+    every = set().union(*(job_features(*j) for j in jobs))
+    assert set().union(*(job_features(*j) for j in cover)) == every and len(cover) < len(jobs) / 10
+    assert {("dataset", "sop"), ("dataset", "inshop"), ("term", "language_guidance"), ("runner", "specialists"),
+            ("few_shot", True), ("val", True), ("splits", True)} <= every
     assert {"specialists", "zero_shot", "train", "train_analysis"} <= {j[3] if len(j) > 3 else "train_analysis"
                                                                      for _, _, j in cover}
     failed = step_each(world, cover, size=16)

@@ -129,7 +129,9 @@ def small_inputs(mp: pytest.MonkeyPatch, size: int = 16) -> None:
     """Run the real architectures on small inputs (undone with ``mp``): every ViT is built for ``size`` pixels, or
     one patch where its patches are larger (the same depth, width, heads and PEFT modules; at 16 pixels a ViT-S/16
     sees one patch instead of 196), and every transform resizes to what its backbone takes. A step then costs a
-    fraction, so every code path of the job lists fits ``make test``; the 224-pixel runs stay in ``make test-all``."""
+    fraction, so every code path of the job lists fits ``make test``; the 224-pixel runs stay in ``make test-all``.
+    Not resized: PLG's ImageNet transform (299 pixels; its classifier is a stand-in here) and the FID features of
+    split making (the world's splits are imported, not made)."""
     import re
 
     import timm
@@ -161,22 +163,51 @@ def small_inputs(mp: pytest.MonkeyPatch, size: int = 16) -> None:
     mp.setattr(_factory, "data_config", by_model(_factory.data_config))
 
 
+def _option_strings(value) -> set[str]:
+    if isinstance(value, dict):
+        return set().union(*map(_option_strings, value.values())) if value else set()
+    if isinstance(value, (list, tuple)):
+        return set().union(*map(_option_strings, value)) if value else set()
+    return {value} if isinstance(value, str) else set()
+
+
+def _is_data(text: str) -> bool:
+    """A file path or a checksum among a term's options: data it reads, not a code path (a mode or a base loss)."""
+    return "/" in text or text.endswith((".npz", ".json")) or (len(text) >= 32 and all(c in "0123456789abcdef"
+                                                                                    for c in text))
+
+
+def job_features(paper: str, jl: str, job: tuple) -> set[tuple]:
+    """What one job's one-step run (:func:`one_step`) reaches: its job list and runner, analyses, and per configuration
+    the backbone, method and its options, objective terms and the strings of their options (a mode, a wrapper's base
+    loss; not the files and checksums they name), optimizer, schedule, clipping, sampler, transform, augmentation,
+    the datasets it trains on, and its data mode (unified, class splits, few-shot files, validation hold-out)."""
+    key = one_step(job[2])
+    feats = {("list", paper, jl), ("runner", job[3] if len(job) > 3 else "train_analysis")}
+    feats |= {("analysis", a) for a in (key.get("analysis") or {})}
+    for c in configs_of(key):
+        m, d = c["model"], c["data"]
+        feats |= {("backbone", m["backbone"]), ("method", m["method"]), ("sampler", d["sampler"]),
+                  ("transform", d["transform"]), ("augment", bool(d["augment"])), ("unified", len(d["datasets"]) > 1),
+                  ("splits", bool(d.get("splits"))), ("few_shot", bool(d.get("few_shot"))),
+                  ("val", float(d["val_fraction"]) > 0), ("optimizer", c["optimizer"]["name"]),
+                  ("schedule", c["schedule"]["name"]), ("clip", str(c["clip"].get("mode")))}
+        feats |= {("dataset", name) for name in d["datasets"]}
+        feats |= {("option", m["method"], o) for o in m["options"]}
+        feats |= {("term", t["name"]) for t in c["objective"] or []}
+        feats |= {("term option", s) for t in c["objective"] or [] for s in _option_strings(t.get("options"))
+                  if not _is_data(s)}
+    return feats
+
+
 def covering_jobs(jobs: list[tuple[str, str, tuple]]) -> list[tuple[str, str, tuple]]:
-    """A few jobs that together reach every runner, backbone, method, model option, objective term, sampler,
-    transform, analysis and data mode (unified, specialists, class splits, few-shot files, validation hold-out) of
-    ``jobs``, and every paper's job lists: the first job that adds something new, in order."""
+    """A few jobs whose one-step runs together reach every feature (:func:`job_features`) of ``jobs``' one-step runs:
+    the first job that adds something new, the specialists runs (the costliest) last. One-step runs train a unified
+    run on its first two sources and a specialists run's first two models; every source's test split is still read
+    (the unified test set)."""
     seen, out = set(), []
-    for paper, jl, job in sorted(jobs, key=lambda j: j[2][3:4] == ("specialists",)):  # the costliest last
-        feats = {("list", paper, jl), ("runner", job[3] if len(job) > 3 else "train_analysis")}
-        feats |= {("analysis", a) for a in (job[2].get("analysis") or {})}
-        for c in configs_of(job[2]):
-            m, d = c["model"], c["data"]
-            feats |= {("backbone", m["backbone"]), ("method", m["method"]), ("sampler", d["sampler"]),
-                      ("transform", d["transform"]), ("unified", len(d["datasets"]) > 1),
-                      ("splits", bool(d.get("splits"))), ("few_shot", bool(d.get("few_shot"))),
-                      ("val", float(d["val_fraction"]) > 0)}
-            feats |= {("option", m["method"], o) for o in m["options"]}
-            feats |= {("term", t["name"]) for t in c["objective"] or []}
+    for paper, jl, job in sorted(jobs, key=lambda j: j[2][3:4] == ("specialists",)):
+        feats = job_features(paper, jl, job)
         if not feats <= seen:
             seen |= feats
             out.append((paper, jl, job))
@@ -184,43 +215,53 @@ def covering_jobs(jobs: list[tuple[str, str, tuple]]) -> list[tuple[str, str, tu
 
 
 _WORKER_MP = None
+_SHM_FREE = 4 << 30   # the runs' checkpoints go to /dev/shm where it has this much room (a ViT-B's with its state)
 
 
 def _enter_small_world(data: str, size: int) -> None:
     """A worker process's initializer: one thread, the parent's world, ``size``-pixel inputs."""
+    import shutil
+
     import torch
     global _WORKER_MP
     torch.set_num_threads(1)
     _WORKER_MP = pytest.MonkeyPatch()   # kept for the process's life
-    if Path("/dev/shm").is_dir():       # the runs' checkpoints: fsync and unlink in memory
+    if Path("/dev/shm").is_dir() and shutil.disk_usage("/dev/shm").free > _SHM_FREE:   # fsync and unlink in memory
         _WORKER_MP.setattr(tempfile, "tempdir", "/dev/shm")
     enter_world(Path(data), _WORKER_MP)
     small_inputs(_WORKER_MP, size)
 
 
 def _step_or_error(job: tuple) -> str | None:
+    """None when the job's one-step run returns its scores and a finite loss, else what went wrong."""
     from umlkit.experiments.runners import run
     try:
         out = run(job[3] if len(job) > 3 else "train_analysis", one_step(job[2]))
-        assert "test" in out or "specialists" in out or "own" in out, sorted(out)
+        assert "test" in out or "own" in out, f"no scores in the result: {sorted(out)}"
+        losses = [v for v in out.get("loss", []) if v is not None]
+        assert all(np.isfinite(losses)), f"loss {losses}"
     except Exception as err:   # collect them all: one broken job must not hide another
         return f"{job[1]}: {type(err).__name__}: {err}"
     return None
 
 
 def step_each(data: Path, jobs: list[tuple[str, str, tuple]], size: int, workers: int = 2) -> list[str]:
-    """Train ``jobs`` one step each at ``size``-pixel inputs in ``workers`` single-thread processes (spawned: each
-    enters the world afresh); the failures, as "paper list label: error"."""
+    """Run ``jobs`` one step each at ``size``-pixel inputs in ``workers`` single-thread processes (spawned: each
+    enters the world afresh; a worker that dies fails the call with ``BrokenProcessPool`` instead of hanging it);
+    the failures, as "paper list label: error"."""
     import multiprocessing
-    with multiprocessing.get_context("spawn").Pool(workers, _enter_small_world, (str(data), size)) as pool:
-        errors = pool.map(_step_or_error, [job for _, _, job in jobs[::-1]], chunksize=1)   # the costliest first
-    return [f"{paper} {jl} {err}" for (paper, jl, _), err in zip(jobs[::-1], errors) if err]
+    from concurrent.futures import ProcessPoolExecutor
+    order = jobs[::-1]   # the costliest first
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_enter_small_world,
+                             initargs=(str(data), size)) as pool:
+        errors = list(pool.map(_step_or_error, [job for _, _, job in order]))
+    return [f"{paper} {jl} {err}" for (paper, jl, _), err in zip(order, errors) if err]
 
 
 def one_step(key: dict) -> dict:
-    """The key with every configuration cut to one epoch on the CPU (small batches; a unified run on its first two
-    sources, a specialists run to its first two models), random-init weights and evaluation batches that fit a test; the architecture, method, objective,
-    sampler and analyses stay."""
+    """The key with every configuration cut to one epoch on the CPU in fp32 (small batches; a unified run on its first
+    two sources, a specialists run to its first two models), random-init weights and evaluation batches that fit a
+    test; the architecture, method, objective, sampler and analyses stay."""
     key = copy.deepcopy(key)
     if "config" not in key and "model" not in key:   # specialists: one model per source; two keep every code path
         sources = [k for k, v in key.items() if isinstance(v, dict) and "model" in v]
@@ -231,7 +272,8 @@ def one_step(key: dict) -> dict:
         d = cfg["data"]
         per_class = int(d["samples_per_class"])
         # two classes' worth: a validation hold-out can leave a tiny source two training classes
-        d.update(num_workers=0, batch_size=min(int(d["batch_size"]), 2 * per_class if d["sampler"] != "random" else 12))
+        batch = 2 * per_class if d["sampler"] != "random" else 12
+        d.update(num_workers=0, batch_size=min(int(d["batch_size"]), batch))
         cfg.update(device="cpu", precision="fp32")
         if len(d["datasets"]) > 2 and not d.get("splits"):   # a unified run: two sources keep its every code path
             d["datasets"] = d["datasets"][:2]

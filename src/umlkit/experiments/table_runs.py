@@ -18,8 +18,8 @@ from umlkit.experiments import tables
 from umlkit.experiments.records import find_record, normalise_key
 from umlkit.experiments.registry import get_paper
 
-__all__ = ["table_spec", "table_jobs", "job_status", "time_estimate", "reproduce_table", "train_in_workers", "with_overrides",
-           "configs_of", "absent_datasets", "drop_absent"]
+__all__ = ["table_spec", "table_jobs", "job_status", "time_estimate", "reproduce_table", "train_in_workers",
+           "with_overrides", "configs_of", "absent_datasets", "drop_absent"]
 
 
 def _plain(name: str) -> str:
@@ -32,7 +32,9 @@ def table_spec(paper: str, table: str, profile: str = "quick") -> tables.Table:
     specs = get_paper(paper).claim_tables(profile)
     if table not in specs:
         same = [name for name in specs if _plain(name) == _plain(table)]
-        if len(same) != 1:
+        if len(same) > 1:
+            raise KeyError(f"{paper}: table {table!r} could be {' or '.join(same)}; give the name as written")
+        if not same:
             raise KeyError(f"{paper} has no table {table!r} in the {profile} profile; its tables: {', '.join(specs)}")
         table = same[0]
     return specs[table]
@@ -104,53 +106,75 @@ def reproduce_table(paper: str, table: str, profile: str = "quick", train: bool 
     return str(path), cmp, tables.table_claims(spec, cmp)
 
 
+def _stored_count(jobs: list[tuple], profile: str) -> int:
+    return sum(find_record(normalise_key(job[2]), profile) is not None for job in jobs)
+
+
+def _start_worker(paper: str, table: str, profile: str, overrides, i: int, workers: int, log):
+    import os
+    import subprocess
+    import sys
+    cmd = [sys.executable, "-m", "umlkit.cli", "records", "train", paper, "--table", table, "--profile", profile,
+           "--worker", f"{i}/{workers}", "--threads", "1"]
+    cmd += [arg for item in overrides for arg in ("--set", item)]
+    env = {**os.environ, "UMLKIT_PROGRESS": "0", "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+
+
+def _watch(procs: list, jobs: list[tuple], profile: str, desc: str) -> int | None:
+    """Wait for the workers under one bar over the missing jobs (records counted every 5 s); the index of the first
+    worker that fails (the others are then stopped), else None."""
+    import time
+
+    from umlkit._progress import tqdm
+    before = _stored_count(jobs, profile)
+    with tqdm(total=len(jobs) - before, desc=desc, unit="run") as bar:
+        polled = time.monotonic()
+        while any(p.poll() is None for p in procs):
+            bad = next((i for i, p in enumerate(procs) if p.returncode), None)
+            if bad is not None:
+                for p in procs:
+                    p.terminate()
+                return bad
+            time.sleep(0.2)
+            if time.monotonic() - polled > 5:
+                polled = time.monotonic()
+                bar.update(max(0, _stored_count(jobs, profile) - before - bar.n))
+        bar.update(max(0, _stored_count(jobs, profile) - before - bar.n))
+    return next((i for i, p in enumerate(procs) if p.returncode), None)
+
+
 def train_in_workers(paper: str, table: str, profile: str, overrides, workers: int, jobs: list[tuple]) -> None:
     """Train the table's missing runs in ``workers`` processes of one thread each (``umlkit records train PAPER
     --table TABLE --worker I/N``: each takes every N-th job and writes its records atomically), with one bar over
     the missing ones of ``jobs`` (the table's jobs as the workers select them: overrides applied, absent datasets
-    dropped); a worker that fails is named with the end of its output. Ctrl-C stops them all (the runs they finished
-    stay stored)."""
-    import os
-    import subprocess
+    dropped). The first worker that fails stops the others; the end of its output goes to stderr and the error
+    names it. Ctrl-C, or any error here, stops them all (the runs they finished stay stored)."""
     import sys
     import tempfile
-    import time
-
-    from umlkit._progress import tqdm
-    missing = int((~job_status(jobs, profile)["stored"]).sum())
-    env = {**os.environ, "UMLKIT_PROGRESS": "0", "OMP_NUM_THREADS": "1"}
-    procs = []
-    with tempfile.TemporaryDirectory(prefix="umlkit-workers-") as logs:
+    procs, logs = [], []
+    with tempfile.TemporaryDirectory(prefix="umlkit-workers-") as folder:
         try:
             for i in range(workers):
-                cmd = [sys.executable, "-m", "umlkit.cli", "records", "train", paper, "--table", table, "--profile",
-                       profile, "--worker", f"{i}/{workers}", "--threads", "1"]
-                cmd += [arg for item in overrides for arg in ("--set", item)]
-                log = open(Path(logs) / f"worker{i}.log", "w")
-                procs.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env), log))
-            with tqdm(total=missing, desc=f"{paper} {table}: {workers} workers", unit="run") as bar:
-                polled = time.monotonic()
-                while any(p.poll() is None for p, _ in procs):
-                    time.sleep(0.2)
-                    if time.monotonic() - polled > 5:   # the records stored so far, every 5 s
-                        polled = time.monotonic()
-                        stored = missing - int((~job_status(jobs, profile)["stored"]).sum())
-                        bar.update(max(0, stored - bar.n))
-                bar.update(max(0, missing - int((~job_status(jobs, profile)["stored"]).sum()) - bar.n))
-        except KeyboardInterrupt:
-            for p, _ in procs:
+                logs.append(open(Path(folder) / f"worker{i}.log", "w"))
+                procs.append(_start_worker(paper, table, profile, overrides, i, workers, logs[-1]))
+            bad = _watch(procs, jobs, profile, f"{paper} {table}: {workers} workers")
+        except BaseException:
+            for p in procs:
                 p.terminate()
             raise
         finally:
-            for p, log in procs:
+            for p in procs:
                 p.wait()
+            for log in logs:
                 log.close()
-        failed = [(i, p.returncode) for i, (p, _) in enumerate(procs) if p.returncode]
-        if failed:
-            i, code = failed[0]
-            tail = (Path(logs) / f"worker{i}.log").read_text()[-1500:]
-            raise RuntimeError(f"{paper} {table}: worker {i}/{workers} stopped with exit status {code} "
-                               f"({len(failed)} of {workers} failed); the end of its output:\n{tail}")
+        if bad is not None:
+            tail = (Path(folder) / f"worker{bad}.log").read_text()[-1500:]
+            print(f"--- the end of worker {bad}/{workers}'s output ---\n{tail}", file=sys.stderr)
+            failed = sum(1 for p in procs if p.returncode not in (0, -15))
+            raise RuntimeError(f"{paper} {table}: worker {bad}/{workers} stopped with exit status "
+                               f"{procs[bad].returncode} ({failed} of {workers} failed; the others were stopped); "
+                               f"its output's end is printed above")
 
 
 def with_overrides(jobs: list[tuple], overrides) -> list[tuple]:
