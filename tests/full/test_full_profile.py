@@ -3,7 +3,7 @@ full-profile job lists builds its record key from the published split files, res
 its model at the real architecture (on PyTorch's meta device: shapes without memory). Then the few jobs whose
 one-step runs together reach every feature of all of them (:func:`tests.full.world.covering_jobs`) run one epoch of
 a few steps (a frozen backbone's job evaluates only) on the tiny real-layout world: in ``make test`` on 16-pixel
-inputs (one patch), in ``make test-all`` (marked heavy: 13 min on two cores) at the real 224 pixels."""
+inputs (one patch), in ``make test-all`` (marked heavy: 13.5 min on two cores) at the real 224 pixels."""
 import json
 
 import pytest
