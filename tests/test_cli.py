@@ -164,14 +164,15 @@ def test_table_names_match_whatever_their_spelling_and_an_ambiguous_or_unknown_n
     assert table_spec("vptsp", "table6").table == table_spec("vptsp", "TABLE_6").table == "Table 6"
     with pytest.raises(KeyError, match="its tables: Table 1, Table 2"):
         table_spec("vptsp", "table66")
-    from umlkit.experiments import table_runs
-    specs = {"Table 6": "a", "Table-6": "b"}   # two names that differ only in punctuation
-    class Paper:
-        def claim_tables(self, profile):
-            return specs
+    import types
     import unittest.mock
-    with unittest.mock.patch.object(table_runs, "get_paper", lambda name: Paper()):
-        assert table_spec("x", "Table-6") == "b"
+
+    from umlkit.experiments import table_runs
+    # two names that differ only in punctuation: the same slug
+    specs = {name: types.SimpleNamespace(table=name, slug="table6") for name in ("Table 6", "Table-6")}
+    paper = types.SimpleNamespace(claim_tables=lambda profile: specs)
+    with unittest.mock.patch.object(table_runs, "get_paper", lambda name: paper):
+        assert table_spec("x", "Table-6") is specs["Table-6"]
         with pytest.raises(KeyError, match="table 'table6' could be Table 6 or Table-6"):
             table_spec("x", "table6")
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from umlkit.experiments.code_reach import _option_strings
 from umlkit.experiments.table_runs import configs_of
 
 QUICK_ONLY = ("quick profile's", "is the quick profile")   # job lists that exist in the quick profile only
@@ -161,14 +162,6 @@ def small_inputs(mp: pytest.MonkeyPatch, size: int = 16) -> None:
     mp.setattr(engine, "backbone_data_config", by_name(engine.backbone_data_config))
     mp.setattr(backbones, "data_config", by_model(backbones.data_config))
     mp.setattr(_factory, "data_config", by_model(_factory.data_config))
-
-
-def _option_strings(value) -> set[str]:
-    if isinstance(value, dict):
-        return set().union(*map(_option_strings, value.values())) if value else set()
-    if isinstance(value, (list, tuple)):
-        return set().union(*map(_option_strings, value)) if value else set()
-    return {value} if isinstance(value, str) else set()
 
 
 def _is_data(text: str) -> bool:

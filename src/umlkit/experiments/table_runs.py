@@ -22,16 +22,13 @@ __all__ = ["table_spec", "table_jobs", "job_status", "time_estimate", "reproduce
            "with_overrides", "configs_of", "absent_datasets", "drop_absent"]
 
 
-def _plain(name: str) -> str:
-    return "".join(ch for ch in name.lower() if ch.isalnum())
-
-
 def table_spec(paper: str, table: str, profile: str = "quick") -> tables.Table:
     """The registered paper's declaration of ``table`` (case, spaces and punctuation aside: ``table6`` is 'Table 6');
     an unknown name is an error listing the paper's tables."""
     specs = get_paper(paper).claim_tables(profile)
     if table not in specs:
-        same = [name for name in specs if _plain(name) == _plain(table)]
+        plain = "".join(ch for ch in table.lower() if ch.isalnum())   # as Table.slug spells a name
+        same = [name for name, spec in specs.items() if spec.slug == plain]
         if len(same) > 1:
             raise KeyError(f"{paper}: table {table!r} could be {' or '.join(same)}; give the name as written")
         if not same:
