@@ -1,16 +1,19 @@
-"""Benchmark: NMI at a large number of classes: 20 k-means iterations against 5 and against the two-level k-means.
+"""Benchmark: NMI at a large number of classes: 20 exact k-means iterations against the restricted ones of
+``method="auto"``, and against the two-level k-means.
 
 ``umlkit.metrics.nmi(method="exact")`` is Roth's and PML's NMI: one faiss k-means (20 iterations) with K = the number
-of classes, whose cost grows with n x K. At PUMA's unified scale (about 148K test items, 15.9K classes) that is about
-a minute of CPU. ``method="auto"`` (the default of ``evaluate_retrieval``) stops after 5 iterations above
-``NMI_EXACT_MAX_K`` classes; ``method="hierarchical"`` clusters into ceil(sqrt(K)) groups and splits each into its
-share of the K clusters. This prints, on UML-like synthetic embeddings (``umlkit.metrics.examples.
-uml_like_embeddings``: PUMA's class-size profile), each value per k-means seed, its difference to the exact one of
-the same seed, and the times, with the ratio to the exact run (the baseline, same run) and the CPU model. The spread
-of the exact value over seeds is the yardstick for the differences.
+of classes, whose cost grows with n x K. At PUMA's unified scale (about 148K test items, 15.9K classes) that is one
+to two minutes of CPU. ``method="auto"`` (the default of ``evaluate_retrieval``) runs 5 iterations above
+``NMI_EXACT_MAX_K`` classes, the third to fifth assignments restricted to each item's 32 nearest centroids of the
+second (``"candidates"``: the same with 20); ``method="hierarchical"`` clusters into ceil(sqrt(K)) groups and splits
+each into its share of the K clusters; ``exact:5`` is faiss with 5 iterations (``METHOD:N``: N iterations). This
+prints, on UML-like synthetic embeddings (``umlkit.metrics.examples.uml_like_embeddings``: PUMA's class-size
+profile), each value per k-means seed, its difference to the exact one of the same seed, and the times, with the
+ratio to the exact run (the baseline, same run) and the CPU model. The spread of the exact value over seeds is the
+yardstick for the differences.
 
     python benchmarks/bench_nmi.py --scale 0.25               # 37K items, 4K classes (a few minutes on 2 cores)
-    python benchmarks/bench_nmi.py --scale 1 --seeds 0,1,2    # PUMA's unified scale
+    python benchmarks/bench_nmi.py --scale 1 --seeds 0,1,2 --methods exact,exact:5,auto   # PUMA's unified scale
 """
 from __future__ import annotations
 
@@ -30,7 +33,8 @@ def main(argv=None) -> int:
     ap.add_argument("--scale", type=float, default=0.25, help="fraction of PUMA's unified test set (default 0.25)")
     ap.add_argument("--dim", type=int, default=128)
     ap.add_argument("--seeds", default="0", help="k-means seeds, comma-separated (default 0)")
-    ap.add_argument("--methods", default="exact,auto,hierarchical")
+    ap.add_argument("--methods", default="exact,auto,hierarchical",
+                    help="comma-separated nmi() methods; METHOD:N runs N k-means iterations instead of 20")
     ap.add_argument("--json", help="also write the results to this file")
     args = ap.parse_args(argv)
     x, y = uml_like_embeddings(args.scale, dim=args.dim)
@@ -41,12 +45,13 @@ def main(argv=None) -> int:
     rows = {}
     for seed in (int(v) for v in args.seeds.split(",")):
         for method in args.methods.split(","):
+            name, _, niter = method.partition(":")   # "exact:5": 5 iterations instead of 20
             start = time.perf_counter()
-            value = nmi(x, y, method=method, seed=seed)
+            value = nmi(x, y, method=name, seed=seed, niter=int(niter) if niter else 20)
             rows[f"{method} seed {seed}"] = {"NMI": value, "seconds": time.perf_counter() - start}
             exact = rows.get(f"exact seed {seed}")
             r = rows[f"{method} seed {seed}"]
-            line = f"{method:>12} seed {seed}: NMI {value:.4f}  {r['seconds']:8.1f} s"
+            line = f"{method:>13} seed {seed}: NMI {value:.4f}  {r['seconds']:8.1f} s"
             if exact:
                 line += f"  speed {exact['seconds'] / r['seconds']:5.1f}x exact  difference {value - exact['NMI']:+.4f}"
             print(line, flush=True)

@@ -53,23 +53,23 @@ def test_hierarchical_nmi_recovers_separated_clusters_and_auto_switches():
         nmi(x, labels, method="fast")
 
 
-def test_auto_nmi_stops_k_means_early_above_the_class_threshold(monkeypatch):
-    """Above NMI_EXACT_MAX_K classes "auto" is faiss k-means with NMI_LARGE_K_NITER iterations, itself checked
-    against scikit-learn's NMI of a faiss k-means run here with that many iterations."""
-    import faiss
+def test_auto_nmi_takes_the_candidate_k_means_above_the_class_threshold(monkeypatch):
+    """Above NMI_EXACT_MAX_K classes "auto" is the candidate k-means with NMI_LARGE_K_NITER iterations, checked
+    against scikit-learn's NMI of that clustering computed here."""
     from sklearn.metrics import normalized_mutual_info_score
 
     import umlkit.metrics.retrieval as retrieval
+    from umlkit.metrics.kmeans import candidate_kmeans
     rng = np.random.default_rng(2)
     y = np.repeat(np.arange(40), 12)
     x = (rng.normal(size=(40, 16))[y] + rng.normal(scale=0.8, size=(len(y), 16))).astype(np.float32)
     monkeypatch.setattr(retrieval, "NMI_EXACT_MAX_K", 30)
-    kmeans = faiss.Kmeans(16, 40, niter=retrieval.NMI_LARGE_K_NITER, seed=0, max_points_per_centroid=10**7)
-    kmeans.train(x)
-    expected = normalized_mutual_info_score(y, kmeans.index.search(x, 1)[1][:, 0])
+    expected = normalized_mutual_info_score(y, candidate_kmeans(x, 40, 0, retrieval.NMI_LARGE_K_NITER))
     auto = nmi(torch.from_numpy(x), torch.from_numpy(y), method="auto")
     assert auto == pytest.approx(expected, abs=1e-12)
-    assert auto != nmi(torch.from_numpy(x), torch.from_numpy(y), method="exact")   # 20 iterations: another value
+    assert auto != nmi(torch.from_numpy(x), torch.from_numpy(y), method="exact")   # faiss, 20 iterations
+    assert nmi(torch.from_numpy(x), torch.from_numpy(y), method="candidates", niter=retrieval.NMI_LARGE_K_NITER) \
+        == auto
 
 
 def test_evaluate_retrieval_passes_the_nmi_method():

@@ -271,6 +271,13 @@ def test_rescore_depends_on_the_pair_only():
     for width in (1, 7, 16, 33):     # a batched product (einsum) chose its kernel by the width
         assert torch.equal(knn._rescore(q, g, index[:, :width], None), expect[:, :width])
     assert torch.equal(knn._rescore(q[10:11], g, index[10:11], None), expect[10:11])
+    rows = torch.arange(70)[:, None].expand(70, 37).reshape(-1)
+    for elements in (128, 128 * 37 * 5 + 128, 1 << 30):   # the flat pairs of the streamed pass: the same numbers
+        knn._RESCORE_ELEMENTS = elements
+        try:
+            assert torch.equal(knn._rescore_pairs(q, g, rows, index.reshape(-1)), expect.reshape(-1))
+        finally:
+            knn._RESCORE_ELEMENTS = old
 
 
 def test_per_query_depth():

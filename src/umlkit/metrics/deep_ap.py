@@ -17,11 +17,12 @@ No library ranks by a threshold filter with an error certificate, so this module
    (order-preserving for non-negative floats, as in :mod:`umlkit.metrics.knn`) and compared with the query's floor
    (the smallest bf16 score whose error interval reaches ``t``); the mask is read as 64-bit words first, so the
    sparse hits are found in an eighth of its elements. The non-relevant items at or above the floor are kept (about
-   2,000 per query at the unified scale); every item not kept scores below ``t`` exactly;
+   1,600 per query at the unified scale); every item not kept scores below ``t`` exactly;
 4. **certificate** (queries with ``t = c``): at least ``limit`` items, kept or relevant, provably score ``c`` or
    more, so every relevant item below ``c`` ranks behind ``limit`` others;
 5. **exact ranks**: a kept item whose error interval lies above every counted relevant score beats them all, one
-   below all beats none; the rest (about two thirds) are re-scored exactly. Each counted relevant item's rank is 1 +
+   below all beats none; one whose interval holds no relevant score beats the same ones whatever its exact score,
+   and only those whose interval holds one are re-scored exactly. Each counted relevant item's rank is 1 +
    the items that beat it by (score, then lower index), counted with one sorted search of 64-bit keys (query,
    score, index) instead of a sort of every row. The first ``limit`` places then carry the relevance row of the
    exact top ``limit``, so R@k, MAP@R, RP and :func:`umlkit.metrics.retrieval.map_at_1000` read from it give the
@@ -36,7 +37,7 @@ from __future__ import annotations
 
 import torch
 
-from umlkit.metrics.knn import _bf16_error_bound, _knn_search, _monotone, _rescore
+from umlkit.metrics.knn import _bf16_error_bound, _knn_search, _monotone, _rescore, _rescore_pairs
 
 __all__ = ["STREAM_MAX_CLASS", "STREAM_MAX_GALLERY", "STREAM_MIN_GALLERY", "streamed_matches"]
 
@@ -49,6 +50,7 @@ _MARGIN = 1.25                # the cut's sample rank, relative to the sample's 
 _TILE = 4096                  # gallery items per GEMM tile (8 MB of bf16 scores for 1,024 queries)
 _EXACT_ROWS = 128             # queries per exact search (depth 1,000 reads whole rows: 0.1 GB at 148,500 items)
 _ROUNDING = 2.0 ** -7         # bf16 rounding of the product, relative (see knn._bf16_error_bound)
+_INDEX_FIELD = (1 << 21) - 1  # the keys' gallery-index field (bits 0-20)
 
 
 def streamed_matches(q: torch.Tensor, g: torch.Tensor, ql: torch.Tensor, gl: torch.Tensor,
@@ -60,13 +62,14 @@ def streamed_matches(q: torch.Tensor, g: torch.Tensor, ql: torch.Tensor, gl: tor
 
     ``q``/``g`` are L2-normalised fp32 embeddings, ``self_index`` each query's own gallery position (or -1), or None;
     ``class_count`` the gallery items sharing each query's label (the query included). ``stats`` receives the number
-    of queries that took the exact search (``"exact_rows"``) and the mean kept items per query (``"kept"``)."""
+    of queries that took the exact search (``"exact_rows"``) and the mean kept and re-scored items per query
+    (``"kept"``, ``"rescored"``)."""
     m = g.shape[0]
     if m >= STREAM_MAX_GALLERY or q.shape[0] == 0:
         raise ValueError(f"the streamed ranking needs queries and fewer than {STREAM_MAX_GALLERY} gallery items, got "
                          f"{q.shape[0]} queries and {m} gallery items")
     state = _Gallery(g, gl)
-    redo, kept = [], 0
+    redo, kept, rescored = [], 0, 0
     starts = range(0, q.shape[0], 1 << _ROW_BITS)
     if progress and len(starts) > 1:
         from umlkit._progress import tqdm
@@ -75,8 +78,8 @@ def streamed_matches(q: torch.Tensor, g: torch.Tensor, ql: torch.Tensor, gl: tor
     for start in starts:
         rows = torch.arange(start, min(start + (1 << _ROW_BITS), q.shape[0]))
         si = None if self_index is None else self_index[rows]
-        match, ok, n_kept = _block(state, q[rows], ql[rows], si, limit)
-        kept += n_kept
+        match, ok, (n_kept, n_rescored) = _block(state, q[rows], ql[rows], si, limit)
+        kept, rescored = kept + n_kept, rescored + n_rescored
         redo.append(rows[~ok])
         yield rows[ok], match[ok]
     redo = torch.cat(redo)
@@ -85,7 +88,8 @@ def streamed_matches(q: torch.Tensor, g: torch.Tensor, ql: torch.Tensor, gl: tor
         _, idx = _knn_search(q[rows], g, limit, self_index=None if self_index is None else self_index[rows])
         yield rows, (idx >= 0) & (gl[idx.clamp(min=0)] == ql[rows, None])
     if stats is not None:
-        stats.update(exact_rows=int(redo.numel()), kept=kept / max(q.shape[0], 1))
+        stats.update(exact_rows=int(redo.numel()), kept=kept / max(q.shape[0], 1),
+                     rescored=rescored / max(q.shape[0], 1))
 
 
 class _Gallery:
@@ -124,9 +128,9 @@ def _lower(v: torch.Tensor, bound: torch.Tensor) -> torch.Tensor:
     return v - bound - _ROUNDING * v.abs()
 
 
-def _block(state: _Gallery, q, ql, si, limit: int) -> tuple[torch.Tensor, torch.Tensor, int]:
+def _block(state: _Gallery, q, ql, si, limit: int) -> tuple[torch.Tensor, torch.Tensor, tuple[int, int]]:
     """One block of queries: (relevance of the first ``limit`` places, whether it holds without the exact search,
-    items kept)."""
+    (items kept, items re-scored))."""
     qb = q.to(torch.bfloat16)
     bound = _bf16_error_bound(q, qb, state.dg_max, state.gb_max, torch.zeros(q.shape[0]))
     rel_idx = state.members(ql, si)
@@ -150,10 +154,10 @@ def _block(state: _Gallery, q, ql, si, limit: int) -> tuple[torch.Tensor, torch.
     beaten_by = torch.bincount(owner[above], minlength=q.shape[0])   # per query: kept items that beat every one
     between = ~above & (high_end >= low[owner])
     n_kept = col.numel()
-    col, owner = col[between], owner[between]
-    (cols,) = _padded(owner, q.shape[0], col)
-    exact = _rescore(q, state.g, cols, None)[cols >= 0]       # exact scores, in (query, index) order
-    return _match(rel_idx, rel_score, counted, col, exact, owner, beaten_by, limit), ok, n_kept
+    col, owner, low_end, high_end = col[between], owner[between], low_end[between], high_end[between]
+    ref, row = _relevant_keys(rel_idx, rel_score, counted)
+    pos, n_rescored = _places(q, state.g, ref, col, owner, low_end, high_end)
+    return _match(ref, row, pos, owner, beaten_by, q.shape[0], limit), ok, (n_kept, n_rescored)
 
 
 def _cut(qb, state: _Gallery, si, bound, limit: int) -> torch.Tensor:
@@ -202,36 +206,38 @@ def _kept(qb, state: _Gallery, floor, ql) -> tuple[torch.Tensor, torch.Tensor, t
     return col[order], val[order], owner[order]
 
 
-def _padded(owner: torch.Tensor, b: int, *columns: torch.Tensor) -> list[torch.Tensor]:
-    """Entries sorted by ``owner`` as (b, most entries of one query) matrices, padded with -1."""
-    counts = torch.bincount(owner, minlength=b)
-    slot = torch.arange(owner.numel()) - (counts.cumsum(0) - counts)[owner]
-    out = []
-    for column in columns:
-        mat = torch.full((b, int(counts.max()) if owner.numel() else 0), -1, dtype=column.dtype)
-        mat[owner, slot] = column
-        out.append(mat)
-    return out
-
-
 def _keys(owner: torch.Tensor, score: torch.Tensor, col: torch.Tensor | None) -> torch.Tensor:
     """64-bit keys ordered by (query, score, lower gallery index first); ``col=None``: the lowest key of that score."""
     key = (owner.long() << 53) | ((_monotone(score) + (1 << 31)) << 21)
-    return key if col is None else key | ((1 << 21) - 1 - col)
+    return key if col is None else key | (_INDEX_FIELD - col)
 
 
-def _match(rel_idx, rel_score, counted, col, val, owner, beaten_by, limit: int) -> torch.Tensor:
-    """(queries, limit) relevance of the first ``limit`` places: each counted relevant item at its rank, 1 + the
-    items that beat it: the query's ``beaten_by`` items above all of them, and the re-scored and relevant items with a
-    stronger key."""
-    b = rel_idx.shape[0]
+def _relevant_keys(rel_idx, rel_score, counted) -> tuple[torch.Tensor, torch.Tensor]:
+    """(sorted keys of the counted relevant items, each key's query row): keys sort by query first."""
     row, slot = torch.nonzero(counted, as_tuple=True)
     ref, order = _keys(row, rel_score[row, slot], rel_idx[row, slot]).sort()
-    row = row[order]
+    return ref, row[order]
+
+
+def _places(q, g, ref, col, owner, low_end, high_end) -> tuple[torch.Tensor, int]:
+    """For each kept item, the number of relevant keys below its own (a global position in ``ref``). An item whose
+    error interval holds no relevant score has the same position for every score in it, so its bf16 interval
+    settles it; only the items whose interval holds one (a few per relevant item) are re-scored exactly (their
+    number is returned too)."""
+    pos = torch.searchsorted(ref, _keys(owner, low_end, None))
+    straddle = torch.searchsorted(ref, _keys(owner, high_end, None) | _INDEX_FIELD, right=True) > pos
+    rows, cols = owner[straddle], col[straddle]
+    pos[straddle] = torch.searchsorted(ref, _keys(rows, _rescore_pairs(q, g, rows, cols), cols))
+    return pos, int(rows.numel())
+
+
+def _match(ref, row, pos, owner, beaten_by, b: int, limit: int) -> torch.Tensor:
+    """(queries, limit) relevance of the first ``limit`` places: each counted relevant item at its rank, 1 + the
+    items that beat it: the query's ``beaten_by`` items above all of them, and the kept and relevant items with a
+    stronger key (``pos``: each kept item's position among the relevant keys ``ref``)."""
     per_query = torch.bincount(row, minlength=b)
     end = per_query.cumsum(0)                        # after each query's last key (keys sort by query first)
     start = end - per_query
-    pos = torch.searchsorted(ref, _keys(owner, val, col))                         # relevant keys each item beats
     beats = pos > start[owner]
     hist = torch.bincount(pos[beats], minlength=ref.numel() + 1).cumsum(0)
     t = torch.arange(ref.numel())

@@ -183,6 +183,19 @@ def _rescore(q: torch.Tensor, g: torch.Tensor, index: torch.Tensor, self_index: 
     return v
 
 
+def _rescore_pairs(q: torch.Tensor, g: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+    """fp32 similarity of the pairs (query ``rows[i]``, gallery ``cols[i]``), the same per-pair arithmetic as
+    :func:`_rescore` (both rows gathered whole, multiplied in place, summed along the embedding), so the same values
+    bit for bit; a flat list of pairs spends nothing on the padding of a (queries, widest row) matrix. Chunks of
+    ``_RESCORE_ELEMENTS`` gathered values keep the rows in cache."""
+    step = max(1, _RESCORE_ELEMENTS // max(1, g.shape[1]))
+    out = q.new_empty(rows.shape[0])
+    for i in range(0, rows.shape[0], step):
+        gathered = torch.nn.functional.embedding(cols[i:i + step], g)
+        out[i:i + step] = gathered.mul_(torch.nn.functional.embedding(rows[i:i + step], q)).sum(dim=1)
+    return out
+
+
 def _bf16_error_bound(q: torch.Tensor, qb: torch.Tensor, dg_max: torch.Tensor, gb_max: torch.Tensor,
                       value: torch.Tensor) -> torch.Tensor:
     """Upper bound, per query row, of (fp32 similarity - bf16 similarity) for items whose bf16 score is <= value.

@@ -19,8 +19,9 @@ Definitions (see the book's *Evaluation* chapter and implementation_notes.md §6
 * **NMI** (Roth; PML): k-means (faiss, 20 iterations, fixed seed) on the query embeddings with K = the
   number of distinct query labels, each item assigned its nearest centroid, then scikit-learn's
   ``normalized_mutual_info_score`` (arithmetic normalisation). Above 2,048 classes the default
-  (``nmi_method="auto"``) stops k-means after 5 iterations (2.4-3.3x faster; within 0.0004 of the 20-iteration
-  value at PUMA's unified scale, ``benchmarks/bench_nmi.py``); ``"exact"`` keeps 20 at any size, and
+  (``nmi_method="auto"``) runs 5 iterations, the third to fifth assignments choosing among each item's 32 nearest
+  centroids of the second (:mod:`umlkit.metrics.kmeans`; at PUMA's unified scale 5-8x faster than 20 exact
+  iterations, within their spread over seeds, ``benchmarks/bench_nmi.py``); ``"exact"`` keeps 20 at any size, and
   ``"hierarchical"`` offers a two-level k-means, written by hand because neither faiss nor scikit-learn offers a
   k-means whose cost does not grow with n x K (an approximation: 0.056 low there).
 
@@ -183,8 +184,8 @@ def map_at_1000(match: torch.Tensor, class_count: torch.Tensor, limit: int = 100
     return ap_sum / class_count.double()
 
 
-NMI_EXACT_MAX_K = 2048   # method="auto": Roth's 20 k-means iterations up to this many clusters, 5 above
-NMI_LARGE_K_NITER = 5    # iterations of method="auto" above NMI_EXACT_MAX_K clusters (bench_nmi.py: within 0.0004)
+NMI_EXACT_MAX_K = 2048   # method="auto": Roth's 20 k-means iterations up to this many clusters, 5 restricted above
+NMI_LARGE_K_NITER = 5    # iterations of method="auto" above NMI_EXACT_MAX_K clusters (the candidate k-means)
 
 
 def _kmeans_assign(x: np.ndarray, k: int, seed: int, niter: int, nredo: int, quiet: bool = False,
@@ -235,19 +236,20 @@ def nmi(embeddings: torch.Tensor, labels: torch.Tensor, seed: int = 0, niter: in
     centroid) a poor start can merge clusters, so raise ``nredo`` for tiny evaluation sets.
 
     ``method="exact"`` runs one k-means with K centroids and ``niter`` iterations: its cost grows with n x K x niter
-    (at PUMA's unified scale, 148.5K items and K = 15.9K, about a minute on two CPU threads). ``"auto"`` (the
-    default of :func:`evaluate_retrieval`) is exact up to :data:`NMI_EXACT_MAX_K` clusters; above, the same k-means
-    stops after :data:`NMI_LARGE_K_NITER` iterations: 2.4-3.3x faster, and on UML-like embeddings at the unified
-    scale within 0.0004 of the 20-iteration value for each of three seeds, whose own spread is 0.0010
-    (``benchmarks/bench_nmi.py``). ``"hierarchical"`` clusters into ceil(sqrt(K)) groups first, then splits each
+    (at PUMA's unified scale, 148.5K items and K = 15.9K, about a minute on two CPU threads). ``"candidates"`` runs
+    the same iterations, but only the first two assignments compare an item with every centroid; later ones choose
+    among its 32 nearest centroids of the second (:func:`umlkit.metrics.kmeans.candidate_kmeans`). ``"auto"`` (the
+    default of :func:`evaluate_retrieval`) is exact up to :data:`NMI_EXACT_MAX_K` clusters; above, it is
+    ``"candidates"`` with :data:`NMI_LARGE_K_NITER` iterations (figures in the README's metric definitions,
+    ``benchmarks/bench_nmi.py``). ``"hierarchical"`` clusters into ceil(sqrt(K)) groups first, then splits each
     group into its share of the K clusters (in proportion to its size): about sqrt(K) / 2 times fewer distance
-    computations, but 0.056 below the exact value there. ``progress`` prints faiss's per-iteration times (exact,
-    auto) or a bar over the second level (hierarchical).
+    computations, but 0.056 below the exact value there. ``progress`` prints faiss's per-iteration times (exact),
+    or a bar over the iterations (candidates, auto above the threshold) or over the second level (hierarchical).
     """
     from sklearn.metrics import normalized_mutual_info_score
 
-    if method not in ("exact", "hierarchical", "auto"):
-        raise ValueError(f"NMI method must be 'exact', 'hierarchical' or 'auto', got {method!r}")
+    if method not in ("exact", "candidates", "hierarchical", "auto"):
+        raise ValueError(f"NMI method must be 'exact', 'candidates', 'hierarchical' or 'auto', got {method!r}")
     x = np.ascontiguousarray(embeddings.numpy(), dtype=np.float32)
     y = labels.numpy()
     n_clusters = int(np.unique(y).size)
@@ -255,8 +257,11 @@ def nmi(embeddings: torch.Tensor, labels: torch.Tensor, seed: int = 0, niter: in
         raise ValueError(f"NMI needs at least 2 classes and more items than classes; got {x.shape[0]} items, "
                          f"{n_clusters} classes")
     if method == "auto":
-        niter = min(niter, NMI_LARGE_K_NITER) if n_clusters > NMI_EXACT_MAX_K else niter
-        method = "exact"
+        large = n_clusters > NMI_EXACT_MAX_K
+        niter, method = (min(niter, NMI_LARGE_K_NITER), "candidates") if large else (niter, "exact")
+    if method == "candidates":
+        from umlkit.metrics.kmeans import candidate_kmeans
+        return float(normalized_mutual_info_score(y, candidate_kmeans(x, n_clusters, seed, niter, progress=progress)))
     if method == "exact":
         assignment = _kmeans_assign(x, n_clusters, seed, niter, nredo, verbose=progress)
         return float(normalized_mutual_info_score(y, assignment))
