@@ -44,7 +44,7 @@ def candidate_kmeans(x: np.ndarray, k: int, seed: int, niter: int, candidates: i
         from umlkit._progress import tqdm
         steps = tqdm(steps, desc=f"NMI: k-means, {n} items into {k} clusters", unit="iteration")
     nearest = None
-    for step in steps:
+    for _ in steps:
         centroids = _update(xt, assignment, centroids)
         if nearest is None:
             nearest = _nearest(xt, centroids, min(candidates, k))
