@@ -10,7 +10,12 @@ Each configuration runs in its own subprocess so that its peak memory is its own
 just before the first step (model, optimizer and imports excluded: what activations, gradients and optimizer
 state add). Suffixes of a method name select options: ``+light`` the memory-light mode (``checkpoint_blocks=True``:
 blocks recomputed in the backward pass), ``+lightK`` the first K blocks only (``checkpoint_blocks=K``), ``+skip``
-PUMA's ``skip_dropped=True`` (each stochastic adapter runs on its kept samples only); e.g. ``puma+light8+skip``.
+PUMA's ``skip_dropped=True`` (each stochastic adapter runs on its kept samples only), ``+matmul`` attention as
+explicit matrix products and a softmax (timm's ``fused_attn=False`` path: under CPU bf16 autocast both products run
+as bf16 GEMMs and the softmax in bf16) instead of PyTorch's fused kernel; e.g. ``puma+light8+skip``. ``--repeats R``
+runs every configuration R times, interleaved (repeat 1 of every configuration, then repeat 2, ...), so that a
+slow spell of a shared machine falls on all of them; each ratio is taken to full fine-tuning of the same repeat
+(add ``full+matmul`` as the baseline of ``+matmul`` rows) and printed as the median with its range.
 Goal (issue 14): PUMA's memory-light mode at <= 0.5x full fine-tuning's peak memory and >= 0.9x its throughput.
 Each configuration also counts one step's FLOPs (``torch.utils.flop_counter.FlopCounterMode``: matrix products,
 convolutions, and attention, whose CPU kernels ``_flops.py`` maps to PyTorch's formulas: the counter left them out
@@ -26,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -47,7 +53,12 @@ def run_one(method: str, precision: str, device: str, batch: int, steps: int, wa
     n_classes = batch  # VPTSP needs its classes; 2 images per class in the batch
     if name == "vptsp":
         kw["num_classes"] = n_classes
+    matmul_attention = kw.pop("matmul_attention", False)
     model = create_model(backbone, name, embed_dim=128, **kw).to(device).train()
+    if matmul_attention:
+        for module in model.modules():
+            if hasattr(module, "fused_attn"):
+                module.fused_attn = False
     proxies = torch.nn.Parameter(torch.randn(n_classes, 128, device=device))
     params = [p for p in model.parameters() if p.requires_grad] + [proxies]
     opt = torch.optim.AdamW(params, lr=1e-4)
@@ -99,11 +110,50 @@ def parse_method(method: str) -> tuple[str, dict]:
     for flag in flags:
         if flag == "skip":
             kw["skip_dropped"] = True
+        elif flag == "matmul":
+            kw["matmul_attention"] = True
         elif flag.startswith("light") and (flag == "light" or flag[5:].isdigit()):
             kw["checkpoint_blocks"] = int(flag[5:]) if flag[5:] else True
         else:
-            raise SystemExit(f"--methods: unknown suffix +{flag} in {method!r} (expected +light, +lightK or +skip)")
+            raise SystemExit(f"--methods: unknown suffix +{flag} in {method!r} (expected +light, +lightK, +skip or +matmul)")
     return name, kw
+
+
+def baseline_of(method: str) -> str:
+    """The configuration a method's ratios are taken to: full fine-tuning, with the same attention path."""
+    return "full+matmul" if "matmul_attention" in parse_method(method)[1] else "full"
+
+
+def ratios(results: list[dict]) -> dict[tuple[str, str], dict[str, list[float]]]:
+    """Per (precision, method): throughput and memory ratios to its baseline *of the same repeat*, one value per
+    repeat where both ran, and the FLOP bound (the baseline's FLOPs over the method's)."""
+    by_key = {(r["repeat"], r["precision"], r["method"]): r for r in results}
+    out: dict[tuple[str, str], dict[str, list[float]]] = {}
+    for (repeat, precision, method), r in by_key.items():
+        base = by_key.get((repeat, precision, baseline_of(method)))
+        if base is None:
+            continue
+        row = out.setdefault((precision, method), {"throughput": [], "memory": [], "bound": []})
+        row["throughput"].append(r["img_per_s"] / base["img_per_s"])
+        row["memory"].append(r["peak_mb"] / base["peak_mb"])
+        row["bound"].append(base["gflop"] / r["gflop"])
+    return out
+
+
+def _spread(values: list[float]) -> str:
+    mid = statistics.median(values)
+    return f"x{mid:.2f}" if len(values) == 1 else f"x{mid:.2f} [{min(values):.2f}-{max(values):.2f}]"
+
+
+def _run_child(args, method: str, precision: str, steps: int, warmup: int) -> dict | None:
+    cmd = [sys.executable, __file__, "--child", f"{method}:{precision}", "--device", args.device,
+           "--batch", str(args.batch), "--steps", str(steps), "--warmup", str(warmup),
+           "--backbone", args.backbone, "--size", str(args.size)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode:
+        print(f"{method} {precision}: failed\n{proc.stderr[-2000:]}", flush=True)
+        return None
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
@@ -116,8 +166,11 @@ def main() -> None:
     parser.add_argument("--precisions", default="fp32,bf16")
     parser.add_argument("--backbone", default="vit_s16_in21k_ft_in1k")
     parser.add_argument("--size", type=int, default=224)
+    parser.add_argument("--repeats", type=int, default=1, help="runs of every configuration, interleaved")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.repeats < 1:
+        raise SystemExit(f"--repeats {args.repeats}: expected 1 or more")
     steps = args.steps or (20 if args.device == "cuda" else 2)
     warmup = args.warmup if args.warmup is not None else (5 if args.device == "cuda" else 1)
     if args.child:
@@ -127,29 +180,27 @@ def main() -> None:
     for method in args.methods.split(","):
         parse_method(method)  # a typo fails before the first configuration runs
     results = []
-    for precision in args.precisions.split(","):
-        for method in args.methods.split(","):
-            cmd = [sys.executable, __file__, "--child", f"{method}:{precision}", "--device", args.device,
-                   "--batch", str(args.batch), "--steps", str(steps), "--warmup", str(warmup),
-                   "--backbone", args.backbone, "--size", str(args.size)]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            if proc.returncode:
-                print(f"{method} {precision}: failed\n{proc.stderr[-2000:]}", flush=True)
-                continue
-            r = json.loads(proc.stdout.strip().splitlines()[-1])
-            results.append(r)
-            print(f"{precision:>5} {method:>12}: {r['img_per_s']:8.1f} img/s  peak {r['peak_mb']:8.0f} MB  "
-                  f"trainable {r['trainable'] / 1e6:6.2f}M  {r['gflop']:7.1f} GFLOP/step "
-                  f"({r['attention_gflop']:.1f} of them attention)", flush=True)
+    for repeat in range(1, args.repeats + 1):
+        if args.repeats > 1:
+            print(f"# repeat {repeat} of {args.repeats} {time.strftime('%H:%M:%S')}", flush=True)
+        for precision in args.precisions.split(","):
+            for method in args.methods.split(","):
+                r = _run_child(args, method, precision, steps, warmup)
+                if r is None:
+                    continue
+                results.append({**r, "repeat": repeat})
+                print(f"{precision:>5} {method:>12}: {r['img_per_s']:8.1f} img/s  peak {r['peak_mb']:8.0f} MB  "
+                      f"trainable {r['trainable'] / 1e6:6.2f}M  {r['gflop']:7.1f} GFLOP/step "
+                      f"({r['attention_gflop']:.1f} of them attention)", flush=True)
     from _machine import describe
-    print(f"\n{args.backbone} at {args.size} px, batch {args.batch}, {steps} timed steps on {args.device} "
-          f"({describe(args.device)}); ratios to full fine-tuning of the same precision:")
-    for r in results:
-        base = next((b for b in results if b["method"] == "full" and b["precision"] == r["precision"]), None)
-        if base:
-            print(f"{r['precision']:>5} {r['method']:>12}: throughput x{r['img_per_s'] / base['img_per_s']:.2f}   "
-                  f"peak memory x{r['peak_mb'] / base['peak_mb']:.2f}   FLOP bound x{base['gflop'] / r['gflop']:.2f}")
-
+    print(f"\n{args.backbone} at {args.size} px, batch {args.batch}, {steps} timed steps, {args.repeats} repeat(s) "
+          f"on {args.device} ({describe(args.device)}); ratios to full fine-tuning of the same precision, "
+          f"attention path and repeat (median [range]); 'of bound' = median throughput ratio / FLOP bound:")
+    for (precision, method), row in ratios(results).items():
+        bound = statistics.median(row["bound"])
+        print(f"{precision:>5} {method:>12}: throughput {_spread(row['throughput'])}   peak memory "
+              f"{_spread(row['memory'])}   FLOP bound x{bound:.2f}   "
+              f"{statistics.median(row['throughput']) / bound:.2f} of bound")
 
 if __name__ == "__main__":
     main()

@@ -40,3 +40,34 @@ def test_attention_flops_are_counted_on_the_cpu(bench):
     kinds = flops.by_kind(mode)
     assert kinds["attention"] * 1e9 == (4 + 10) * b * h * n * n * d
     assert kinds["gemm"] * 1e9 == 3 * 2 * b * h * n * d * 5   # out @ w forward, and both of its gradients
+
+
+def test_ratios_are_taken_within_a_repeat_and_to_the_same_attention_path(bench):
+    """Hand-made results: each ratio divides by full fine-tuning of its own repeat (a slow repeat slows both), and
+    a ``+matmul`` row by ``full+matmul``; a method whose baseline did not run has no ratio."""
+    def r(repeat, method, img, mb, gflop, precision="bf16"):
+        return {"repeat": repeat, "precision": precision, "method": method, "img_per_s": img, "peak_mb": mb,
+                "gflop": gflop}
+    results = [r(1, "full", 10.0, 1000, 400), r(1, "puma", 12.0, 800, 320),
+               r(2, "full", 5.0, 1000, 400), r(2, "puma", 5.5, 700, 320),
+               r(1, "full+matmul", 20.0, 1200, 390), r(1, "puma+matmul", 30.0, 900, 300),
+               r(1, "puma", 1.0, 1.0, 1.0, precision="fp32")]
+    out = bench.ratios(results)
+    assert set(out) == {("bf16", "full"), ("bf16", "puma"), ("bf16", "full+matmul"), ("bf16", "puma+matmul")}
+    assert out[("bf16", "puma")]["throughput"] == [12.0 / 10.0, 5.5 / 5.0]
+    assert out[("bf16", "puma")]["memory"] == [0.8, 0.7]
+    assert out[("bf16", "puma")]["bound"] == [400 / 320, 400 / 320]
+    assert out[("bf16", "puma+matmul")]["throughput"] == [1.5]
+    assert out[("bf16", "puma+matmul")]["bound"] == [390 / 300]
+    assert bench._spread([1.2, 1.1, 1.0]) == "x1.10 [1.00-1.20]"
+
+
+def test_matmul_attention_runs_as_gemms(bench):
+    """``+matmul`` switches timm's attention to explicit products: the FLOP counter then sees no attention
+    kernel, and the same products as GEMMs (4 B H N^2 d forward, 8 B H N^2 d backward: nothing recomputed)."""
+    assert bench.parse_method("puma+matmul+skip") == ("puma", {"matmul_attention": True, "skip_dropped": True})
+    fused, matmul = (bench.run_one(m, "fp32", "cpu", batch=4, steps=1, warmup=0, backbone="vit_tiny_uml", size=32)
+                     for m in ("full", "full+matmul"))
+    assert fused["attention_gflop"] > 0 and matmul["attention_gflop"] == 0
+    # the flash kernel's backward recomputes the scores (14 B H N^2 d in all); the explicit path does 12 B H N^2 d
+    assert matmul["gflop"] == pytest.approx(fused["gflop"] - fused["attention_gflop"] * 2 / 14)
