@@ -115,7 +115,8 @@ def parse_method(method: str) -> tuple[str, dict]:
         elif flag.startswith("light") and (flag == "light" or flag[5:].isdigit()):
             kw["checkpoint_blocks"] = int(flag[5:]) if flag[5:] else True
         else:
-            raise SystemExit(f"--methods: unknown suffix +{flag} in {method!r} (expected +light, +lightK, +skip or +matmul)")
+            raise SystemExit(f"--methods: unknown suffix +{flag} in {method!r} (expected +light, +lightK, +skip or "
+                             "+matmul)")
     return name, kw
 
 
@@ -201,6 +202,7 @@ def main() -> None:
         print(f"{precision:>5} {method:>12}: throughput {_spread(row['throughput'])}   peak memory "
               f"{_spread(row['memory'])}   FLOP bound x{bound:.2f}   "
               f"{statistics.median(row['throughput']) / bound:.2f} of bound")
+
 
 if __name__ == "__main__":
     main()
