@@ -18,7 +18,8 @@ like those of a CPU without bf16 (or AVX-512) instructions, to check the choice;
 ``umlkit-default`` is ``evaluate_retrieval``'s default metric set (R@1/2/4/8, MAP@R, RP, mAP@1000, NMI);
 ``umlkit-m1000`` the six metrics plus mAP@1000, read from the streamed pass (:mod:`umlkit.metrics.deep_ap`), and
 ``umlkit-m1000-search`` the same from the engine's search at depth 1,000 (the previous path: use ``--scale 0.1``);
-``gemm-bf16`` times the full n x n bf16 GEMM alone, the floor of a pass that reads every pair.
+``gemm-bf16`` times the full n x n bf16 GEMM alone, the floor of a pass that reads every pair; ``cuda-fp32`` runs
+an exact fp32 search on the GPU and scores it on the CPU (not a library path: what a GPU would give).
 
 The machine (CPU model, torch, threads) is printed first: a ratio measured on one CPU does not hold on another.
 """
@@ -67,6 +68,8 @@ def run_one(impl: str, scale: float) -> dict:
         out = _default_set(impl, x, y, metrics)
     elif impl == "gemm-bf16":
         out = {"GEMM seconds": _gemm_pass(x)}
+    elif impl == "cuda-fp32":
+        out, search = _cuda_search(x, y, metrics)
     elif impl == "pml":
         from pytorch_metric_learning.utils.accuracy_calculator import AccuracyCalculator
 
@@ -93,6 +96,30 @@ def _default_set(impl: str, x, y, metrics: list[str]) -> dict:
         retrieval.STREAM_MIN_GALLERY = 1 << 40
     res = retrieval.evaluate_retrieval(x, y, metrics=None if impl == "umlkit-default" else metrics + ["mAP@1000"])
     return {k: v for k, v in res.items() if k not in ("n_queries", "n_gallery", "n_without_positives")}
+
+
+def _cuda_search(x, y, metrics: list[str]) -> tuple[dict, str]:
+    """The six metrics from an exact fp32 self-search on the GPU (TF32 off; blocks of 8,192 queries against the whole
+    set, each row's top 'largest class - 1' after its self-match is set to -inf), scored on the CPU by umlkit's own
+    metric functions. Not a library path: what a GPU would give the evaluation, timed with the copies."""
+    from umlkit.metrics.retrieval import map_at_r, r_precision
+    torch.backends.cuda.matmul.allow_tf32 = False
+    xn = torch.nn.functional.normalize(torch.as_tensor(x, dtype=torch.float32), dim=1)
+    yt = torch.as_tensor(y)
+    r = torch.bincount(yt)[yt] - 1
+    depth = max(int(r.max()), 8)
+    g = xn.cuda()
+    idx = []
+    for start in range(0, g.shape[0], 8192):
+        s = g[start:start + 8192] @ g.T
+        s[torch.arange(s.shape[0], device=s.device), torch.arange(start, start + s.shape[0], device=s.device)] = -2
+        idx.append(torch.topk(s, depth, dim=1).indices.cpu())
+    match = yt[torch.cat(idx)] == yt[:, None]
+    out = {f"R@{k}": match[:, :k].any(dim=1).double().mean().item() for k in (1, 2, 4, 8)}
+    valid = r > 0
+    out["MAP@R"] = map_at_r(match[valid], r[valid]).mean().item()
+    out["RP"] = r_precision(match[valid], r[valid]).mean().item()
+    return {m: out[m] for m in metrics}, f"{torch.cuda.get_device_name()}, fp32, depth {depth}"
 
 
 def _gemm_pass(x) -> float:

@@ -18,6 +18,7 @@ of 8 images at the job's precision) times the images/s, as a fraction of the GEM
 
     python benchmarks/full_epoch.py --device cuda --out benchmarks/results/full_epoch_h200.json
     python benchmarks/full_epoch.py --device cpu --size tiny --epochs 1      # the code path, on the CPU
+    python benchmarks/full_epoch.py --device cuda --loader-only    # the loaders alone: the most they can feed
 """
 from __future__ import annotations
 
@@ -114,6 +115,35 @@ def run_job(label: str, epochs: int, device: str, work: Path, workers: str | Non
             "test_R@1": {k: float(v) for k, v in res.last["R@1"].items()} if res.last is not None else {}}
 
 
+def loader_rate(label: str, epochs: int, device: str, workers: str | None = None) -> dict:
+    """The job's training loader alone, as the engine builds it (its sampler, workers and pinned memory), each
+    batch copied to ``device`` and nothing trained: images/s of the last epoch, the most the loader can feed."""
+    from umlkit.data import build_sampler
+    from umlkit.models.backbones import backbone_data_config
+    from umlkit.train.config import resolve_config
+    from umlkit.train.engine import build_data
+    from umlkit.train.runtime import resolve_device, resolve_workers
+    cfg = resolve_config(job_config(label, epochs, device, workers))
+    dev, d = resolve_device(cfg["device"]), cfg["data"]
+    train_set = build_data(cfg, backbone_data_config(cfg["model"]["backbone"]))[0]
+    sampler = build_sampler(d["sampler"], train_set.labels, d["batch_size"], d["samples_per_class"], train_set.sources,
+                            int(cfg["seed"]))
+    loader = torch.utils.data.DataLoader(train_set, batch_sampler=sampler, num_workers=resolve_workers(
+        d["num_workers"]), pin_memory=dev.type == "cuda")
+    seconds = []
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        t = time.perf_counter()
+        for x, _ in loader:
+            x.to(dev, non_blocking=True)
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        seconds.append(round(time.perf_counter() - t, 2))
+    images = len(sampler) * int(d["batch_size"])
+    return {"job": label, "loader_only": True, "workers": d["num_workers"], "images_per_epoch": images,
+            "epoch_seconds": seconds, "img_per_s": images / seconds[-1]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -123,6 +153,8 @@ def main() -> None:
     parser.add_argument("--workers", default=None, help="data.num_workers for every job (default: the job's, auto)")
     parser.add_argument("--work", default=None, help="folder for the data and runs (default: a temporary one)")
     parser.add_argument("--out", default=None, help="JSON file for the rows")
+    parser.add_argument("--loader-only", action="store_true",
+                        help="time each job's training loader alone (no model), the most it can feed")
     args = parser.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="umlkit_full_epoch_"))
     from umlkit.data import make_mini
@@ -132,8 +164,13 @@ def main() -> None:
     print(f"UML-Mini ({args.size}) in the real layouts: {time.perf_counter() - t:.0f} s", flush=True)
     rows = []
     for label in args.jobs.split(","):
+        if args.loader_only:
+            print(json.dumps(loader_rate(label, args.epochs, args.device, args.workers)), flush=True)
+            continue
         rows.append(run_job(label, args.epochs, args.device, work, args.workers))
         print(json.dumps(rows[-1]), flush=True)
+    if not rows:
+        return
     report(rows, torch.device("cuda" if args.device.startswith("cuda") else args.device))
     if args.out:
         Path(args.out).write_text(json.dumps({"machine": _describe(args.device), "rows": rows}, indent=1))

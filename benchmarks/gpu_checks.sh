@@ -1,17 +1,24 @@
 #!/usr/bin/env bash
 # The checks a session runs when it is lent a GPU, in one go, each under its own time limit, in order of need:
-#   1. the regime map's wide backbone pretrained on the GPU (umlkit data pretrain-mini --recipe wide --device cuda);
-#   2. full-profile epochs at the real architecture on real-layout synthetic data (benchmarks/full_epoch.py);
-#   3. one training step per method at ViT-S/16, 224 px, batch 180, bf16 (benchmarks/bench_train_step.py);
-#   4. VPTSP's Table 10 step times at the full profile (benchmarks/bench_vptsp_step.py).
-# Usage: benchmarks/gpu_checks.sh OUT_DIR [PRETRAIN_S FULL_EPOCH_S TRAIN_STEP_S VPTSP_S]. Everything is logged to
-# OUT_DIR/all.log; the wide weights go to OUT_DIR/wide/ (copy them into src/umlkit/models/weights/ to use them).
+#   full-epoch   full-profile epochs at the real architecture on real-layout synthetic data (benchmarks/full_epoch.py)
+#   loader       the same jobs' training loaders alone, the most they can feed (full_epoch.py --loader-only)
+#   train-step   one training step per method at ViT-S/16, 224 px, batch 180, bf16, three interleaved repeats
+#   eval         the evaluation benchmark on this machine's CPU, and an exact fp32 search on its GPU (needs
+#                pytorch-metric-learning and faiss-cpu: carry their wheels, see benchmarks/README or the device notes)
+#   profile      where PUMA's step goes against full fine-tuning's (torch.profiler, kernel times and counts)
+#   vptsp-step   VPTSP's Table 10 step times at the full profile (benchmarks/bench_vptsp_step.py)
+#   pretrain-wide  the regime map's wide backbone pretrained on the GPU (its weights go to OUT_DIR/wide/)
+# Usage: benchmarks/gpu_checks.sh OUT_DIR [CHECK[:SECONDS] ...]   (default: full-epoch loader train-step eval profile)
+# Everything is logged to OUT_DIR/all.log; PYTHON picks the interpreter, SRC the package's folder (default ./src).
 set -u
-out=${1:?usage: gpu_checks.sh OUT_DIR [PRETRAIN_S FULL_EPOCH_S TRAIN_STEP_S VPTSP_S]}
+out=${1:?usage: gpu_checks.sh OUT_DIR [CHECK[:SECONDS] ...]}
+shift
+checks=${*:-full-epoch loader train-step eval profile}
 mkdir -p "$out"
-export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 UMLKIT_PROGRESS=0
+export PYTHONPATH="${SRC:-$PWD/src}${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 UMLKIT_PROGRESS=0
 py=${PYTHON:-python3}
 log="$out/all.log"
+work=$(mktemp -d)   # UML-Mini large, written once and shared by the epoch checks
 step() {   # step NAME SECONDS COMMAND...: run, log, and note the exit status and the seconds
     local name=$1 limit=$2; shift 2
     echo "=== $name (limit ${limit} s) $(date -u +%H:%M:%S)" >>"$log"
@@ -21,11 +28,26 @@ step() {   # step NAME SECONDS COMMAND...: run, log, and note the exit status an
 }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >>"$log" 2>&1
 nproc >>"$log"
-step pretrain-wide "${2:-300}" "$py" -c 'import sys; from umlkit.cli import main; sys.exit(main(sys.argv[1:]))' \
-    data pretrain-mini --recipe wide --device cuda --out "$out/wide"
-step full-epoch "${3:-150}" "$py" benchmarks/full_epoch.py --device cuda --out "$out/full_epoch.json"
-step train-step "${4:-90}" "$py" benchmarks/bench_train_step.py --device cuda --batch 180 --steps 20 \
-    --precisions bf16 --methods full,puma,puma+skip,puma+light,vpt,lora,adaptformer
-step vptsp-step "${5:-50}" "$py" benchmarks/bench_vptsp_step.py --profile full --device cuda --precision bf16 \
-    --rounds 3 --out "$out/vptsp_step.json"
+for check in $checks; do
+    name=${check%%:*}
+    limit=${check#*:}
+    [ "$limit" = "$check" ] && limit=
+    case $name in
+    full-epoch) step "$name" "${limit:-150}" "$py" benchmarks/full_epoch.py --device cuda --work "$work" \
+        --out "$out/full_epoch.json" ;;
+    loader) step "$name" "${limit:-60}" "$py" benchmarks/full_epoch.py --device cuda --work "$work" --loader-only ;;
+    train-step) step "$name" "${limit:-150}" "$py" benchmarks/bench_train_step.py --device cuda --batch 180 \
+        --steps 20 --repeats 3 --precisions bf16 --methods full,puma,puma+light8+skip,full+light ;;
+    eval) step "$name" "${limit:-120}" "$py" benchmarks/bench_eval.py --impls pml,umlkit-fp32,umlkit,cuda-fp32 ;;
+    profile) step "$name" "${limit:-90}" "$py" benchmarks/profile_train_step.py --device cuda --precision bf16 \
+        --batch 180 --methods full,puma ;;
+    vptsp-step) step "$name" "${limit:-60}" "$py" benchmarks/bench_vptsp_step.py --profile full --device cuda \
+        --precision bf16 --rounds 3 --out "$out/vptsp_step.json" ;;
+    pretrain-wide) step "$name" "${limit:-300}" "$py" -c \
+        'import sys; from umlkit.cli import main; sys.exit(main(sys.argv[1:]))' \
+        data pretrain-mini --recipe wide --device cuda --out "$out/wide" ;;
+    *) echo "=== unknown check $name (expected full-epoch, loader, train-step, eval, profile, vptsp-step or" \
+        "pretrain-wide)" >>"$log" ;;
+    esac
+done
 echo "=== done $(date -u +%H:%M:%S)" >>"$log"

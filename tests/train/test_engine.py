@@ -89,6 +89,33 @@ def test_nan_stops_cleanly_with_last_good_checkpoint(small_root, tmp_path):
     assert resumed.history[-1]["epoch"] == 3
 
 
+class _Watched(torch.Tensor):
+    """A loss value that logs every read of it on the host (``bool``, ``float``) into ``_Watched.events``."""
+    events: list = []
+
+    def __bool__(self):
+        _Watched.events.append("read")
+        return super().__bool__()
+
+    def __float__(self):
+        _Watched.events.append("read")
+        return super().__float__()
+
+
+def test_loss_read_once_per_step_after_the_update_is_queued(small_root, tmp_path, monkeypatch):
+    """The training loop reads the loss on the host once per step, after the backward and the optimiser step (a
+    read before the backward would make a GPU idle while the host waits); the logged mean is the mean of those
+    reads."""
+    from umlkit.train import engine
+    forward, step = engine._TrainStep.forward, engine._backward_and_step
+    monkeypatch.setattr(engine._TrainStep, "forward", lambda *a: forward(*a).as_subclass(_Watched))
+    monkeypatch.setattr(engine, "_backward_and_step", lambda *a: (_Watched.events.append("step"), step(*a))[1])
+    _Watched.events = []
+    res = fit(tiny_cfg(small_root, epochs=1), run_dir=tmp_path)
+    steps = res.history[0]["steps"]
+    assert steps > 1 and _Watched.events == ["step", "read"] * steps
+
+
 def test_truncated_checkpoint_clear_error_previous_usable(small_root, tmp_path):
     cfg = tiny_cfg(small_root, epochs=2)
     fit(cfg, run_dir=tmp_path)

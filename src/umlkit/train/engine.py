@@ -26,10 +26,12 @@ evaluates and writes.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 import pandas as pd
@@ -637,7 +639,7 @@ def _set_up(cfg: dict, run_dir, resume) -> _Run:
                             train_set.sources, seed, rank, world)
     wants_index = any("indices" in loss_inputs(t) for t in loss)
     loader = torch.utils.data.DataLoader(_WithIndex(train_set) if wants_index else train_set, batch_sampler=sampler,
-                                         num_workers=workers)
+                                         num_workers=workers, pin_memory=device.type == "cuda")
     torch.manual_seed(seed + 1000 * rank)  # each rank augments its slice with its own random stream
     step_module = _TrainStep(model, loss, [float(t["weight"]) for t in cfg["objective"]], world)
     runner = step_module
@@ -726,11 +728,17 @@ def _train_epoch(run: _Run, epoch: int, bar, fail_at: int | None, poison_at: int
         if sparse_opt is not None:
             sparse_opt.zero_grad()
         _backward_and_step(run, value, epoch)
-        total += float(value.detach())
+        # The step's one read of a device value, taken once the backward and the update are queued, so that a GPU
+        # has work while the host waits for the loss; a non-finite loss stops the run here, its update discarded
+        # with the run (the last checkpoint was written before it).
+        loss = float(value.detach())
+        if not math.isfinite(loss):
+            _diverged(run, f"the loss became {loss}", epoch, step, bar)
+        total += loss
         n_steps += 1
         if bar is not None:
             bar.update(1)
-            bar.set_postfix(epoch=epoch + 1, loss=f"{float(value.detach()):.3f}")
+            bar.set_postfix(epoch=epoch + 1, loss=f"{loss:.3f}")
     lrs = {g["name"]: g["lr"] for g in opt.param_groups}
     run.sched.step()
     return {"epoch": epoch + 1, "loss": total / max(n_steps, 1), "lr": lrs, "seconds": round(time.perf_counter() - te, 2),
@@ -738,26 +746,25 @@ def _train_epoch(run: _Run, epoch: int, bar, fail_at: int | None, poison_at: int
 
 
 def _forward(run: _Run, x, y, idx, epoch: int, step: int, bar, fail: bool) -> torch.Tensor:
-    """The objective's value on one batch (autocast as configured); a non-finite value stops the run with
-    :class:`TrainingDivergedError` naming the epoch, the step and the last good checkpoint."""
+    """The objective's value on one batch (autocast as configured). Embeddings that became NaN or inf stop the run
+    here (the losses check their inputs); a non-finite value is caught after the step (:func:`_train_epoch`)."""
     try:
         with torch.autocast(run.device.type, dtype=run.amp_dtype, enabled=run.amp_dtype is not None):
             value = run.runner(x, y, idx)
     except NonFiniteEmbeddingsError as err:
-        value, what = None, f"the embeddings became NaN or inf ({err})"
-    else:
-        what = None
-        if fail:
-            value = value * float("nan")  # test hook: inject a NaN
-        if not torch.isfinite(value.detach()).all():
-            what = f"the loss became {float(value)}"
-    if what is not None:
-        if bar is not None:
-            bar.close()
-        good = f"; the last good checkpoint is {run.ckpt_path}" if run.ckpt_path.exists() else ""
-        raise TrainingDivergedError(f"{what} at epoch {epoch + 1}, step {step + 1} (run {run.cfg['name']}){good}. "
-                                    "Lower the learning rate, enable gradient clipping (clip.mode) or use fp32.")
+        _diverged(run, f"the embeddings became NaN or inf ({err})", epoch, step, bar)
+    if fail:
+        value = value * float("nan")  # test hook: inject a NaN
     return value
+
+
+def _diverged(run: _Run, what: str, epoch: int, step: int, bar) -> NoReturn:
+    """Stop with :class:`TrainingDivergedError` naming the epoch, the step and the last good checkpoint."""
+    if bar is not None:
+        bar.close()
+    good = f"; the last good checkpoint is {run.ckpt_path}" if run.ckpt_path.exists() else ""
+    raise TrainingDivergedError(f"{what} at epoch {epoch + 1}, step {step + 1} (run {run.cfg['name']}){good}. "
+                                "Lower the learning rate, enable gradient clipping (clip.mode) or use fp32.")
 
 
 def _backward_and_step(run: _Run, value: torch.Tensor, epoch: int) -> None:
