@@ -10,6 +10,8 @@
 #   pretrain-wide  the regime map's wide backbone pretrained on the GPU (its weights go to OUT_DIR/wide/)
 # Usage: benchmarks/gpu_checks.sh OUT_DIR [CHECK[:SECONDS] ...]   (default: full-epoch loader train-step eval profile)
 # Everything is logged to OUT_DIR/all.log; PYTHON picks the interpreter, SRC the package's folder (default ./src).
+# On an H200 (2026-11-26) the default checks took about 7 minutes: full-epoch 71 s, loader ~35 s, train-step ~57 s
+# a repeat, eval ~110 s, profile 17 s; the default limits leave room above those.
 set -u
 out=${1:?usage: gpu_checks.sh OUT_DIR [CHECK[:SECONDS] ...]}
 shift
@@ -35,11 +37,11 @@ for check in $checks; do
     case $name in
     full-epoch) step "$name" "${limit:-150}" "$py" benchmarks/full_epoch.py --device cuda --work "$work" \
         --out "$out/full_epoch.json" ;;
-    loader) step "$name" "${limit:-60}" "$py" benchmarks/full_epoch.py --device cuda --work "$work" --loader-only ;;
-    train-step) step "$name" "${limit:-150}" "$py" benchmarks/bench_train_step.py --device cuda --batch 180 \
+    loader) step "$name" "${limit:-90}" "$py" benchmarks/full_epoch.py --device cuda --work "$work" --loader-only ;;
+    train-step) step "$name" "${limit:-200}" "$py" benchmarks/bench_train_step.py --device cuda --batch 180 \
         --steps 20 --repeats 3 --precisions bf16 --methods full,puma,puma+light8+skip,full+light ;;
-    eval) step "$name" "${limit:-120}" "$py" benchmarks/bench_eval.py --impls pml,umlkit-fp32,umlkit,cuda-fp32 ;;
-    profile) step "$name" "${limit:-90}" "$py" benchmarks/profile_train_step.py --device cuda --precision bf16 \
+    eval) step "$name" "${limit:-150}" "$py" benchmarks/bench_eval.py --impls pml,umlkit-fp32,umlkit,cuda-fp32 ;;
+    profile) step "$name" "${limit:-60}" "$py" benchmarks/profile_train_step.py --device cuda --precision bf16 \
         --batch 180 --methods full,puma ;;
     vptsp-step) step "$name" "${limit:-60}" "$py" benchmarks/bench_vptsp_step.py --profile full --device cuda \
         --precision bf16 --rounds 3 --out "$out/vptsp_step.json" ;;

@@ -4,12 +4,15 @@ import pandas as pd
 import pytest
 
 from umlkit.experiments import tables
-from umlkit.experiments.prose import fmt, frame_html, gap, signed
+from umlkit.experiments.prose import fmt, frame_html, gap, number, signed
 
 
 def test_signed_values_never_read_minus_zero():
     assert [signed(v) for v in (-0.04, 0.04, 0.0, -0.06, 1.26)] == ["0.0", "0.0", "0.0", "-0.1", "+1.3"]
     assert signed(-0.004, 2) == "0.00" and gap(1.0, 1.04) == "0.0" and gap(2.0, 1.0) == "+1.0"
+    assert [number(v) for v in (-0.04, 0.04, -1.26, None, float("nan"))] == ["0.0", "0.0", "-1.3", "–", "–"]
+    assert [number(v, signed=True) for v in (-0.04, -0.06, 1.26)] == ["0.0", "-0.1", "+1.3"]
+    assert number(-0.004, signed=True, digits=2) == "0.00" and number(2.5, digits=0) == "2"
     assert fmt(-0.04) == "0.0" and fmt(-1.26) == "-1.3"
     html = frame_html(pd.DataFrame({"gap": [round(-0.04, 1), 1.5]}))
     assert "-0.0" not in html and "0.0" in html

@@ -46,6 +46,9 @@ def signed(value: float, digits: int = 1) -> str:
     return text[1:] if float(text) == 0 else text
 
 
+_signed = signed   # for number(), whose keyword ``signed`` hides the function
+
+
 def gap(a: float, b: float, digits: int = 1) -> str:
     return signed(a - b, digits)
 
@@ -79,8 +82,7 @@ def number(x: float | None, signed: bool = False, digits: int = 1) -> str:
     import math
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "–"
-    x = 0.0 if round(x, digits) == 0 else x
-    return f"{x:+.{digits}f}" if signed and x != 0 else f"{x:.{digits}f}"   # a zero has no sign
+    return _signed(x, digits) if signed else f"{0.0 if round(x, digits) == 0 else x:.{digits}f}"
 
 
 def verdict_counts(claims: pd.DataFrame, mask) -> str:

@@ -22,8 +22,8 @@ import yaml
 
 from umlkit.experiments.tuning import chosen
 
-__all__ = ["methods_blocks", "second_pass", "tables_stage", "run_config", "unit_name", "tables_config", "chosen_lr",
-           "few_shot_block", "few_shot_lr", "few_shot_config"]
+__all__ = ["methods_blocks", "second_pass", "tables_stage", "run_config", "unit_name", "tables_config", "stage_lr",
+           "chosen_lr", "few_shot_block", "few_shot_lr", "few_shot_config"]
 
 
 def _config_dir():
@@ -144,10 +144,15 @@ def tables_config(profile: str = "quick", *, method: str = "full", loss: str = "
     """One unified row as the PUMA tables train it in the profile's current stage (:func:`tables_stage`): in the
     second pass, its backbone and budgets and the rate its unit chose (:func:`chosen_lr`); else the base files'."""
     stage = tables_stage(profile)
-    unit = unit_name(method, loss, options)
-    lr = chosen_lr(unit) if stage == "second" and unit is not None else None
+    lr = stage_lr(unit_name(method, loss, options), stage)
     return run_config(profile, method=method, loss=loss, seed=seed, options=options, lr=lr, overrides=overrides,
                       stage=stage)
+
+
+def stage_lr(unit: str | None, stage: str) -> float | None:
+    """The rate a row of tuning unit ``unit`` trains at in ``stage``: the unit's chosen rate in the second pass;
+    ``None`` (the base files' rate) in the first, and for the frozen backbone, which has no unit."""
+    return chosen_lr(unit) if stage == "second" and unit is not None else None
 
 
 def chosen_lr(unit: str) -> float:

@@ -38,7 +38,7 @@ from umlkit.metrics import harmonic_mean
 from umlkit.train.config import resolve_config
 from umlkit.experiments.declarations import claims_of, load_declarations
 from umlkit.experiments.unified_recipe import (chosen_lr, few_shot_block, few_shot_config, few_shot_lr,  # noqa: F401
-                                              run_config, second_pass, tables_stage, unit_name)
+                                              run_config, second_pass, stage_lr, tables_stage, unit_name)
 
 
 PAPER = "puma"
@@ -64,8 +64,8 @@ def config_for(row: Row, seed: int, profile: str, overrides: Sequence[str] = (),
     s = dict(row.spec)
     stage = tables_stage(profile) if stage is None else (stage if profile == "quick" else "first")
     lr = s.get("lr")
-    if lr is None and stage == "second" and tuning_unit(row) is not None:
-        lr = chosen_lr(tuning_unit(row))
+    if lr is None:
+        lr = stage_lr(tuning_unit(row), stage)
     kw = dict(method=s.get("method", "full"), loss=s.get("loss", "curricularface"), seed=seed,
               options=s.get("options"), lr=lr, overrides=[*s.get("overrides", ()), *overrides], stage=stage)
     if row.runner == "specialists":
