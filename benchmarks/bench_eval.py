@@ -17,7 +17,9 @@ like those of a CPU without bf16 (or AVX-512) instructions, to check the choice;
 
 ``umlkit-default`` is ``evaluate_retrieval``'s default metric set (R@1/2/4/8, MAP@R, RP, mAP@1000, NMI);
 ``umlkit-m1000`` the six metrics plus mAP@1000, read from the streamed pass (:mod:`umlkit.metrics.deep_ap`), and
-``umlkit-m1000-search`` the same from the engine's search at depth 1,000 (the previous path: use ``--scale 0.1``);
+``umlkit-m1000-search`` the same from the engine's search at depth 1,000 (the previous path: use ``--scale 0.1``),
+``umlkit-m1000-r8`` the streamed pass with the bf16 product's rounding bounded by 2^-8 instead of 2^-7 (narrower
+error intervals, valid only where the GEMM rounds to nearest: an experiment, not a library setting);
 ``gemm-bf16`` times the full n x n bf16 GEMM alone, the floor of a pass that reads every pair; ``cuda-fp32`` runs
 an exact fp32 search on the GPU and scores it on the CPU (not a library path: what a GPU would give).
 
@@ -64,7 +66,7 @@ def run_one(impl: str, scale: float) -> dict:
         if dtype is None:
             search += (f" (GEMM speed-up over fp32: bf16 x{gemm_speedup(torch.bfloat16):.2f},"
                        f" int8 x{gemm_speedup(torch.int8):.2f})")
-    elif impl in ("umlkit-default", "umlkit-m1000", "umlkit-m1000-search"):
+    elif impl in ("umlkit-default", "umlkit-m1000", "umlkit-m1000-search", "umlkit-m1000-r8"):
         out = _default_set(impl, x, y, metrics)
     elif impl == "gemm-bf16":
         out = {"GEMM seconds": _gemm_pass(x)}
@@ -91,9 +93,12 @@ def run_one(impl: str, scale: float) -> dict:
 def _default_set(impl: str, x, y, metrics: list[str]) -> dict:
     """``evaluate_retrieval``'s default metric set (R@1/2/4/8, MAP@R, RP, mAP@1000, NMI: ``umlkit-default``), or the
     six metrics plus mAP@1000 from the streamed pass (``umlkit-m1000``) or from the search (``-search``)."""
+    import umlkit.metrics.deep_ap as deep_ap
     import umlkit.metrics.retrieval as retrieval
     if impl.endswith("-search"):
         retrieval.STREAM_MIN_GALLERY = 1 << 40
+    if impl.endswith("-r8"):   # the product's rounding bounded by 2^-8 (round to nearest) instead of 2^-7
+        deep_ap._ROUNDING = 2.0 ** -8
     res = retrieval.evaluate_retrieval(x, y, metrics=None if impl == "umlkit-default" else metrics + ["mAP@1000"])
     return {k: v for k, v in res.items() if k not in ("n_queries", "n_gallery", "n_without_positives")}
 
