@@ -10,8 +10,9 @@ The data are UML-Mini written in each real dataset's on-disk layout (``make_mini
 12 images per side for the CUB-like source, more for SOP-like; JPEG decoding and the 224-px transforms run as on
 real data, on smaller files).
 
-Printed per job: the steps and images of an epoch, the last epoch's seconds and images/s, the evaluation's
-seconds (the fit's time minus its epochs), peak GPU memory, the ratio to the baseline's images/s, and the physical
+Printed per job: the steps and images of an epoch, the last epoch's seconds and images/s (and the share of it the
+training loop spent waiting for the loader, the log's ``data_seconds``), the evaluation's seconds (the fit's time
+minus its epochs), peak GPU memory, the ratio to the baseline's images/s, and the physical
 bound: the model's FLOPs per training image (``torch.utils.flop_counter.FlopCounterMode`` over forward + backward
 of 8 images at the job's precision) times the images/s, as a fraction of the GEMM rate measured in the same run
 (an 8192^3 matrix product at the job's precision). The epoch rows go to ``--out`` as JSON.
@@ -110,6 +111,7 @@ def run_job(label: str, epochs: int, device: str, work: Path, workers: str | Non
             "backbone": cfg["model"]["backbone"],
             "sources": len(cfg["data"]["datasets"]), "precision": precision, "batch": batch, "steps": last["steps"],
             "images_per_epoch": images, "epoch_seconds": [h["seconds"] for h in res.history],
+            "data_seconds": [h.get("data_seconds", float("nan")) for h in res.history],
             "img_per_s": images / last["seconds"], "eval_seconds": total - sum(h["seconds"] for h in res.history),
             "peak_mib": peak, "flops_per_image": flops_per_image(res.model, dev, precision),
             "test_R@1": {k: float(v) for k, v in res.last["R@1"].items()} if res.last is not None else {}}
@@ -186,7 +188,8 @@ def report(rows: list[dict], device: torch.device) -> None:
         print(f"{r['job']:>22} {r['method']:>6} {r['sources']} sources {r['precision']} {r['workers']} workers: "
               f"{r['steps']} steps x "
               f"{r['batch']} = {r['images_per_epoch']} images/epoch, epochs {r['epoch_seconds']} s, "
-              f"{r['img_per_s']:.0f} img/s (x{r['img_per_s'] / base['img_per_s']:.2f} the baseline), eval "
+              f"{r['img_per_s']:.0f} img/s (x{r['img_per_s'] / base['img_per_s']:.2f} the baseline; "
+              f"{r['data_seconds'][-1] / r['epoch_seconds'][-1]:.0%} of the epoch waiting for the loader), eval "
               f"{r['eval_seconds']:.1f} s, peak {r['peak_mib']:.0f} MiB, {r['flops_per_image'] / 1e9:.1f} GFLOP/img "
               f"-> {achieved / 1e12:.1f} TFLOP/s = {achieved / rates[r['precision']]:.1%} of the GEMM rate")
 

@@ -116,6 +116,23 @@ def test_loss_read_once_per_step_after_the_update_is_queued(small_root, tmp_path
     assert steps > 1 and _Watched.events == ["step", "read"] * steps
 
 
+def test_epoch_logs_the_seconds_spent_waiting_for_the_loader(small_root, tmp_path, monkeypatch):
+    """``data_seconds``: the loop's time blocked on the loader. A loader slowed by 4 ms per image (600 training
+    images) makes the epoch wait at least 2.4 s, and the wait is part of the epoch's seconds."""
+    from umlkit.data.unified import UnifiedDataset
+    get = UnifiedDataset.__getitem__
+
+    def slow(self, i):
+        time.sleep(0.004)
+        return get(self, i)
+    fast = fit(tiny_cfg(small_root, epochs=1), run_dir=tmp_path / "fast").history[0]
+    monkeypatch.setattr(UnifiedDataset, "__getitem__", slow)
+    slowed = fit(tiny_cfg(small_root, epochs=1), run_dir=tmp_path / "slow").history[0]
+    assert 0 <= fast["data_seconds"] <= fast["seconds"]
+    assert slowed["data_seconds"] >= fast["data_seconds"] + 600 * 0.004 * 0.9
+    assert slowed["data_seconds"] <= slowed["seconds"] and slowed["loss"] == fast["loss"]
+
+
 def test_truncated_checkpoint_clear_error_previous_usable(small_root, tmp_path):
     cfg = tiny_cfg(small_root, epochs=2)
     fit(cfg, run_dir=tmp_path)

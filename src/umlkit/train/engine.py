@@ -710,13 +710,14 @@ def _start_files(run: _Run, progress: _Progress) -> None:
 
 
 def _train_epoch(run: _Run, epoch: int, bar, fail_at: int | None, poison_at: int | None) -> dict:
-    """One pass over the sampler's batches; the epoch's log row (mean loss, learning rates, seconds, steps)."""
+    """One pass over the sampler's batches; the epoch's log row (mean loss, learning rates, seconds, of them
+    ``data_seconds`` waiting for the loader, steps)."""
     model, opt, sparse_opt, sampler = run.model, run.opt, run.sparse_opt, run.sampler
     model.train()
     sampler.set_epoch(epoch)
     te = time.perf_counter()
-    total, n_steps = 0.0, 0
-    for step, batch in enumerate(run.loader):
+    total, n_steps, waited = 0.0, 0, [0.0]
+    for step, batch in enumerate(_waiting(run.loader, waited)):
         x, y = batch[0].to(run.device, non_blocking=True), batch[1].to(run.device, non_blocking=True)
         idx = batch[2].to(run.device, non_blocking=True) if run.wants_index else None
         if poison_at is not None and epoch * len(sampler) + step == poison_at:
@@ -738,11 +739,26 @@ def _train_epoch(run: _Run, epoch: int, bar, fail_at: int | None, poison_at: int
         n_steps += 1
         if bar is not None:
             bar.update(1)
-            bar.set_postfix(epoch=epoch + 1, loss=f"{loss:.3f}")
+            bar.set_postfix(epoch=epoch + 1, loss=f"{loss:.3f}",
+                            data=f"{waited[0] / max(time.perf_counter() - te, 1e-9):.0%}")
     lrs = {g["name"]: g["lr"] for g in opt.param_groups}
     run.sched.step()
     return {"epoch": epoch + 1, "loss": total / max(n_steps, 1), "lr": lrs, "seconds": round(time.perf_counter() - te, 2),
-            "steps": n_steps}
+            "data_seconds": round(waited[0], 2), "steps": n_steps}
+
+
+def _waiting(loader, waited: list[float]):
+    """The loader's batches, adding to ``waited[0]`` the seconds the loop spent waiting for each: the epoch's
+    ``data_seconds`` and the progress bar's ``data`` share. A large share means the loader, not the model, sets the
+    pace (more ``data.num_workers``, or faster storage, would help)."""
+    batches = iter(loader)
+    while True:
+        t = time.perf_counter()
+        batch = next(batches, None)
+        waited[0] += time.perf_counter() - t
+        if batch is None:
+            return
+        yield batch
 
 
 def _forward(run: _Run, x, y, idx, epoch: int, step: int, bar, fail: bool) -> torch.Tensor:
