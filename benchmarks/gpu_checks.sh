@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The checks a session runs when it is lent a GPU, in one go, each under its own time limit, in order of need:
 #   full-epoch   full-profile epochs at the real architecture on real-layout synthetic data (benchmarks/full_epoch.py)
+#   epoch-parts  PUMA's epoch as shipped, then on cached batches (the loop alone), then also without the losses'
+#                input checks (their host reads): what the loader and the checks cost (full_epoch.py --cached ...)
 #   loader       the same jobs' training loaders alone, the most they can feed (full_epoch.py --loader-only)
 #   train-step   one training step per method at ViT-S/16, 224 px, batch 180, bf16, three interleaved repeats
 #   eval         the evaluation benchmark on this machine's CPU, and an exact fp32 search on its GPU (needs
@@ -8,14 +10,15 @@
 #   profile      where PUMA's step goes against full fine-tuning's (torch.profiler, kernel times and counts)
 #   vptsp-step   VPTSP's Table 10 step times at the full profile (benchmarks/bench_vptsp_step.py)
 #   pretrain-wide  the regime map's wide backbone pretrained on the GPU (its weights go to OUT_DIR/wide/)
-# Usage: benchmarks/gpu_checks.sh OUT_DIR [CHECK[:SECONDS] ...]   (default: full-epoch loader train-step eval profile)
+# Usage: benchmarks/gpu_checks.sh OUT_DIR [CHECK[:SECONDS] ...]   (default: epoch-parts train-step profile full-epoch)
+# pytorch-metric-learning must be importable (umlkit's losses need it; the device image lacks it: carry its wheel).
 # Everything is logged to OUT_DIR/all.log; PYTHON picks the interpreter, SRC the package's folder (default ./src).
-# On an H200 (2026-11-26) the default checks took about 7 minutes: full-epoch 71 s, loader ~35 s, train-step ~57 s
-# a repeat, eval ~110 s, profile 17 s; the default limits leave room above those.
+# On an H200 (2026-11-26): full-epoch 71 s, one PUMA epoch run ~35 s (epoch-parts runs three), loader ~35 s,
+# train-step ~57 s a repeat, eval ~110 s, profile 17 s; the default checks take about 7 minutes.
 set -u
 out=${1:?usage: gpu_checks.sh OUT_DIR [CHECK[:SECONDS] ...]}
 shift
-checks=${*:-full-epoch loader train-step eval profile}
+checks=${*:-epoch-parts train-step profile full-epoch}
 mkdir -p "$out"
 export PYTHONPATH="${SRC:-$PWD/src}${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 UMLKIT_PROGRESS=0
 py=${PYTHON:-python3}
@@ -37,6 +40,10 @@ for check in $checks; do
     case $name in
     full-epoch) step "$name" "${limit:-150}" "$py" benchmarks/full_epoch.py --device cuda --work "$work" \
         --out "$out/full_epoch.json" ;;
+    epoch-parts) for variant in "" "--cached" "--cached --no-loss-checks"; do
+        # shellcheck disable=SC2086
+        step "$name ${variant:-as shipped}" "${limit:-60}" "$py" benchmarks/full_epoch.py --device cuda --work "$work" \
+            --jobs Ours-seed0 $variant; done ;;
     loader) step "$name" "${limit:-90}" "$py" benchmarks/full_epoch.py --device cuda --work "$work" --loader-only ;;
     train-step) step "$name" "${limit:-200}" "$py" benchmarks/bench_train_step.py --device cuda --batch 180 \
         --steps 20 --repeats 3 --precisions bf16 --methods full,puma,puma+light8+skip,full+light ;;
@@ -48,8 +55,8 @@ for check in $checks; do
     pretrain-wide) step "$name" "${limit:-300}" "$py" -c \
         'import sys; from umlkit.cli import main; sys.exit(main(sys.argv[1:]))' \
         data pretrain-mini --recipe wide --device cuda --out "$out/wide" ;;
-    *) echo "=== unknown check $name (expected full-epoch, loader, train-step, eval, profile, vptsp-step or" \
-        "pretrain-wide)" >>"$log" ;;
+    *) echo "=== unknown check $name (expected full-epoch, epoch-parts, loader, train-step, eval, profile," \
+        "vptsp-step or pretrain-wide)" >>"$log" ;;
     esac
 done
 echo "=== done $(date -u +%H:%M:%S)" >>"$log"
