@@ -12,10 +12,13 @@ state add). Suffixes of a method name select options: ``+light`` the memory-ligh
 blocks recomputed in the backward pass), ``+lightK`` the first K blocks only (``checkpoint_blocks=K``), ``+skip``
 PUMA's ``skip_dropped=True`` (each stochastic adapter runs on its kept samples only), ``+matmul`` attention as
 explicit matrix products and a softmax (timm's ``fused_attn=False`` path: under CPU bf16 autocast both products run
-as bf16 GEMMs and the softmax in bf16) instead of PyTorch's fused kernel; e.g. ``puma+light8+skip``. ``--repeats R``
+as bf16 GEMMs and the softmax in bf16) instead of PyTorch's fused kernel, ``+compile`` the model's forward through
+``torch.compile`` (compiled in the warm-up; on a GPU, fewer and fused kernels for a step that is launch-bound);
+e.g. ``puma+light8+skip``. ``--repeats R``
 runs every configuration R times, interleaved (repeat 1 of every configuration, then repeat 2, ...), so that a
 slow spell of a shared machine falls on all of them; each ratio is taken to full fine-tuning of the same repeat
-(add ``full+matmul`` as the baseline of ``+matmul`` rows) and printed as the median with its range.
+(add ``full+matmul`` / ``full+compile`` as the baseline of ``+matmul`` / ``+compile`` rows) and printed as the median
+with its range.
 Goal (issue 14): PUMA's memory-light mode at <= 0.5x full fine-tuning's peak memory and >= 0.9x its throughput.
 Each configuration also counts one step's FLOPs (``torch.utils.flop_counter.FlopCounterMode``: matrix products,
 convolutions, and attention, whose CPU kernels ``_flops.py`` maps to PyTorch's formulas: the counter left them out
@@ -53,8 +56,9 @@ def run_one(method: str, precision: str, device: str, batch: int, steps: int, wa
     n_classes = batch  # VPTSP needs its classes; 2 images per class in the batch
     if name == "vptsp":
         kw["num_classes"] = n_classes
-    matmul_attention = kw.pop("matmul_attention", False)
+    matmul_attention, compiled = kw.pop("matmul_attention", False), kw.pop("compile", False)
     model = create_model(backbone, name, embed_dim=128, **kw).to(device).train()
+    net = torch.compile(model) if compiled else model   # compiled on the first (warm-up) step
     if matmul_attention:
         for module in model.modules():
             if hasattr(module, "fused_attn"):
@@ -65,13 +69,13 @@ def run_one(method: str, precision: str, device: str, batch: int, steps: int, wa
     x = torch.randn(batch, 3, size, size, device=device)
     y = torch.arange(batch, device=device) // 2
 
-    def step():
+    def step(net=net):
         with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=precision == "bf16"):
             if name == "vptsp":
                 out = model.forward_train(x, y)
                 emb, prox = out["embeddings"], out["proxies"]
             else:
-                emb, prox = model(x), proxies
+                emb, prox = net(x), proxies
             logits = 32 * emb.float() @ torch.nn.functional.normalize(prox.float(), dim=1).T
             loss = torch.nn.functional.cross_entropy(logits, y)
         opt.zero_grad(set_to_none=True)
@@ -95,8 +99,8 @@ def run_one(method: str, precision: str, device: str, batch: int, steps: int, wa
     else:
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - before
     import _flops
-    with _flops.counter() as counter:  # after the timing: its own step, not timed
-        step()
+    with _flops.counter() as counter:  # after the timing: its own step, not timed (the eager model: a compiled
+        step(model)                    # one's kernels are not seen by the counter)
     kinds = _flops.by_kind(counter)
     return {"method": method, "precision": precision, "img_per_s": batch * steps / seconds, "peak_mb": peak,
             "trainable": count_trainable(model), "gflop": kinds["gemm"] + kinds["attention"],
@@ -112,17 +116,21 @@ def parse_method(method: str) -> tuple[str, dict]:
             kw["skip_dropped"] = True
         elif flag == "matmul":
             kw["matmul_attention"] = True
+        elif flag == "compile":
+            kw["compile"] = True
         elif flag.startswith("light") and (flag == "light" or flag[5:].isdigit()):
             kw["checkpoint_blocks"] = int(flag[5:]) if flag[5:] else True
         else:
-            raise SystemExit(f"--methods: unknown suffix +{flag} in {method!r} (expected +light, +lightK, +skip or "
-                             "+matmul)")
+            raise SystemExit(f"--methods: unknown suffix +{flag} in {method!r} (expected +light, +lightK, +skip, "
+                             "+matmul or +compile)")
     return name, kw
 
 
 def baseline_of(method: str) -> str:
-    """The configuration a method's ratios are taken to: full fine-tuning, with the same attention path."""
-    return "full+matmul" if "matmul_attention" in parse_method(method)[1] else "full"
+    """The configuration a method's ratios are taken to: full fine-tuning, with the same attention path and the
+    same compilation."""
+    kw = parse_method(method)[1]
+    return "full" + "".join(f"+{s}" for s, k in (("matmul", "matmul_attention"), ("compile", "compile")) if k in kw)
 
 
 def ratios(results: list[dict]) -> dict[tuple[str, str], dict[str, list[float]]]:

@@ -5,6 +5,7 @@
 #                input checks (their host reads): what the loader and the checks cost (full_epoch.py --cached ...)
 #   loader       the same jobs' training loaders alone, the most they can feed (full_epoch.py --loader-only)
 #   train-step   one training step per method at ViT-S/16, 224 px, batch 180, bf16, three interleaved repeats
+#   compile      full fine-tuning's and PUMA's step eager and through torch.compile (fewer launches?), one repeat
 #   eval         the evaluation benchmark on this machine's CPU, and an exact fp32 search on its GPU (needs
 #                pytorch-metric-learning and faiss-cpu: carry their wheels, see benchmarks/README or the device notes)
 #   profile      where PUMA's step goes against full fine-tuning's (torch.profiler, kernel times and counts)
@@ -47,6 +48,8 @@ for check in $checks; do
     loader) step "$name" "${limit:-90}" "$py" benchmarks/full_epoch.py --device cuda --work "$work" --loader-only ;;
     train-step) step "$name" "${limit:-200}" "$py" benchmarks/bench_train_step.py --device cuda --batch 180 \
         --steps 20 --repeats 3 --precisions bf16 --methods full,puma,puma+light8+skip,full+light ;;
+    compile) step "$name" "${limit:-240}" "$py" benchmarks/bench_train_step.py --device cuda --batch 180 \
+        --steps 20 --precisions bf16 --methods full,puma,full+compile,puma+compile ;;
     eval) step "$name" "${limit:-150}" "$py" benchmarks/bench_eval.py --impls pml,umlkit-fp32,umlkit,cuda-fp32 ;;
     profile) step "$name" "${limit:-60}" "$py" benchmarks/profile_train_step.py --device cuda --precision bf16 \
         --batch 180 --methods full,puma ;;
@@ -55,8 +58,8 @@ for check in $checks; do
     pretrain-wide) step "$name" "${limit:-300}" "$py" -c \
         'import sys; from umlkit.cli import main; sys.exit(main(sys.argv[1:]))' \
         data pretrain-mini --recipe wide --device cuda --out "$out/wide" ;;
-    *) echo "=== unknown check $name (expected full-epoch, epoch-parts, loader, train-step, eval, profile," \
-        "vptsp-step or pretrain-wide)" >>"$log" ;;
+    *) echo "=== unknown check $name (expected full-epoch, epoch-parts, loader, train-step, compile, eval," \
+        "profile, vptsp-step or pretrain-wide)" >>"$log" ;;
     esac
 done
 echo "=== done $(date -u +%H:%M:%S)" >>"$log"

@@ -71,3 +71,18 @@ def test_matmul_attention_runs_as_gemms(bench):
     assert fused["attention_gflop"] > 0 and matmul["attention_gflop"] == 0
     # the flash kernel's backward recomputes the scores (14 B H N^2 d in all); the explicit path does 12 B H N^2 d
     assert matmul["gflop"] == pytest.approx(fused["gflop"] - fused["attention_gflop"] * 2 / 14)
+
+
+def test_compile_suffix_has_its_own_baseline(bench):
+    assert bench.parse_method("puma+compile+skip") == ("puma", {"compile": True, "skip_dropped": True})
+    assert bench.baseline_of("puma+compile") == "full+compile"
+    assert bench.baseline_of("puma+matmul+compile") == "full+matmul+compile" and bench.baseline_of("puma") == "full"
+
+
+@pytest.mark.heavy   # make test-all only: inductor needs a C compiler and Python's headers, and 35 s on 2 cores
+def test_compiled_step_runs_and_counts_the_eager_models_flops(bench):
+    """``+compile`` steps through ``torch.compile(model)``; the FLOP counter, which cannot see compiled kernels,
+    counts the same step on the eager model, so the bound compares like with like."""
+    eager, compiled = (bench.run_one(m, "fp32", "cpu", batch=4, steps=1, warmup=1, backbone="vit_tiny_uml", size=32)
+                       for m in ("full", "full+compile"))
+    assert compiled["gflop"] == eager["gflop"] > 0 and compiled["img_per_s"] > 0
