@@ -204,7 +204,8 @@ def main() -> None:
     from _machine import describe
     print(f"\n{args.backbone} at {args.size} px, batch {args.batch}, {steps} timed steps, {args.repeats} repeat(s) "
           f"on {args.device} ({describe(args.device)}); ratios to full fine-tuning of the same precision, "
-          f"attention path and repeat (median [range]); 'of bound' = median throughput ratio / FLOP bound:")
+          f"attention path, compilation and repeat (median [range]); 'of bound' = median throughput ratio / FLOP "
+          f"bound:")
     for (precision, method), row in ratios(results).items():
         bound = statistics.median(row["bound"])
         print(f"{precision:>5} {method:>12}: throughput {_spread(row['throughput'])}   peak memory "
