@@ -18,6 +18,13 @@ def test_signed_values_never_read_minus_zero():
     assert "-0.0" not in html and "0.0" in html
 
 
+def test_headers_over_text_only_are_set_left_and_over_numbers_right():
+    text = frame_html(pd.DataFrame({"meaning": ["a long sentence", "another"]}, index=["x", "y"]))
+    mixed = frame_html(pd.DataFrame({"meaning": ["a", "b"], "R@1": [1.0, 2.0]}))
+    assert '<tr style="text-align: left;">' in text
+    assert '<tr style="text-align: right;">' in mixed and "text-align: left" not in mixed
+
+
 def test_degrees_of_freedom_print_whole_numbers_as_such():
     assert tables._dof(2.0) == "2" and tables._dof(3.14) == "3.1"
 

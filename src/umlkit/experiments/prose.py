@@ -97,8 +97,9 @@ def verdict_counts(claims: pd.DataFrame, mask) -> str:
 
 def frame_html(df: pd.DataFrame) -> str:
     """A DataFrame as the book shows it: pandas' own HTML table, with "–" for a missing value (NaN, None) instead of
-    the raw "NaN"/"None", "0.0" for a value rounded to -0.0, and the whole text of every cell (pandas'
-    ``display.max_rows`` still applies)."""
+    the raw "NaN"/"None", "0.0" for a value rounded to -0.0, the whole text of every cell (pandas'
+    ``display.max_rows`` still applies), and column headers set left over a table of text only (pandas sets every
+    header right, which suits numbers)."""
     floats = [i for i, t in enumerate(df.dtypes) if pd.api.types.is_float_dtype(t)]
     if floats:   # a value rounded to -0.0 reads "0.0"
         df = df.copy()
@@ -110,8 +111,9 @@ def frame_html(df: pd.DataFrame) -> str:
         for i in obj:
             col = df.iloc[:, i]
             df.isetitem(i, col.where(col.notna(), "–"))
+    text = len(df.columns) > 0 and all(pd.api.types.is_string_dtype(t) for t in df.dtypes)   # read from the left
     return df.to_html(na_rep="–", classes="dataframe", max_rows=pd.get_option("display.max_rows"),
-                      max_cols=pd.get_option("display.max_columns"), border=0)
+                      max_cols=pd.get_option("display.max_columns"), border=0, justify="left" if text else None)
 
 
 def book_display() -> None:
