@@ -155,8 +155,13 @@ def test_time_estimate_by_hand():
                            "seconds": [10.0, 30.0, 100.0, float("nan"), float("nan"), float("nan"), float("nan")]})
     est = time_estimate(status)
     # a: median 20; b: 100; c and x: the median of all stored, 30
-    assert est == {"stored": 140.0, "missing": 20 + 100 + 30 + 30, "by_row": 2, "timed": 3}
+    assert est == {"stored": 140.0, "missing": 20 + 100 + 30 + 30, "by_row": 2, "by_runner": 0, "timed": 3}
     assert time_estimate(status.assign(stored=False))["missing"] != time_estimate(status.assign(stored=False))["missing"]
+    # with runners: c (a training run) takes the training runs' median (a, a: 20), x (evaluation only) its own 2
+    runs = status.assign(runner=["train", "train", "eval", "train", "eval", "train", "eval"],
+                         seconds=[10.0, 30.0, 2.0, *[float("nan")] * 4])
+    est = time_estimate(runs)
+    assert est == {"stored": 42.0, "missing": 20 + 2 + 20 + 2, "by_row": 2, "by_runner": 2, "timed": 3}
 
 
 def test_table_names_match_whatever_their_spelling_and_an_ambiguous_or_unknown_name_lists_them():

@@ -443,7 +443,9 @@ def _print_estimate(status, workers: int = 1) -> None:
     if missing and est["timed"]:
         on = f"on {workers} workers" if workers > 1 else "on one worker"
         line += (f"; the {missing} missing should take about {_minutes(est['missing'] / workers)} {on} "
-                 f"({est['by_row']} timed by their own row's stored runs, the rest by the table's median)")
+                 f"({est['by_row']} timed by their own row's stored runs, "
+                 + (f"{est['by_runner']} by their runner's, " if est["by_runner"] else "")
+                 + "the rest by the table's median)")
     elif missing:
         line += (f", so no estimate for the {missing} missing (the README's GPU-hours table gives the full profile's "
                  f"tables)")

@@ -60,9 +60,9 @@ def job_status(jobs: list[tuple], profile: str = "quick") -> pd.DataFrame:
                 seconds = float(json.loads(Path(path).read_text()).get("seconds", "nan"))
             except (OSError, ValueError, TypeError, AttributeError):
                 pass   # an unreadable record is reported where it is read; no time to take from it
-        lines.append({"label": job[1], "stored": path is not None, "record": str(path) if path else "",
-                      "seconds": seconds})
-    return pd.DataFrame(lines, columns=["label", "stored", "record", "seconds"])
+        lines.append({"label": job[1], "runner": job[3] if len(job) > 3 else "", "stored": path is not None,
+                      "record": str(path) if path else "", "seconds": seconds})
+    return pd.DataFrame(lines, columns=["label", "runner", "stored", "record", "seconds"])
 
 
 def _row_of(label: str) -> str:
@@ -73,15 +73,21 @@ def _row_of(label: str) -> str:
 
 def time_estimate(status: pd.DataFrame) -> dict:
     """What the stored wall times say about a table: ``stored`` (the stored runs' seconds, summed), ``missing``
-    (seconds the missing runs should take: each at the median of its own row's stored runs, else of every stored
-    run of the table; NaN where nothing is stored) and ``by_row`` (how many missing runs had their own row's time)."""
+    (seconds the missing runs should take: each at the median of its own row's stored runs, else of the stored runs
+    of its runner (an evaluation-only run takes seconds where a training run takes minutes), else of every stored run
+    of the table; NaN where nothing is stored), ``by_row`` and ``by_runner`` (how many missing runs had their own
+    row's, or their runner's, time)."""
+    status = status if "runner" in status else status.assign(runner="")
     timed = status[status["stored"] & status["seconds"].notna()]
     rows = timed.assign(row=timed["label"].map(_row_of)).groupby("row")["seconds"].median()
+    runners = timed[timed["runner"] != ""].groupby("runner")["seconds"].median()   # "": not known
     overall = float(timed["seconds"].median()) if len(timed) else float("nan")
-    missing = status.loc[~status["stored"], "label"].map(_row_of)
-    guesses = missing.map(rows).fillna(overall)
+    missing = status.loc[~status["stored"]]
+    own = missing["label"].map(_row_of).map(rows)
+    by_runner = own.isna() & missing["runner"].isin(runners.index)
+    guesses = own.fillna(missing["runner"].map(runners)).fillna(overall)
     return {"stored": float(timed["seconds"].sum()), "missing": float(guesses.sum(min_count=len(guesses))),
-            "by_row": int(missing.isin(rows.index).sum()), "timed": len(timed)}
+            "by_row": int(own.notna().sum()), "by_runner": int(by_runner.sum()), "timed": len(timed)}
 
 
 def reproduce_table(paper: str, table: str, profile: str = "quick", train: bool = True, progress: bool = True,
