@@ -15,7 +15,7 @@
 # pytorch-metric-learning must be importable (umlkit's losses need it; the device image lacks it: carry its wheel).
 # Everything is logged to OUT_DIR/all.log; PYTHON picks the interpreter, SRC the package's folder (default ./src).
 # On an H200 (2026-11-26): full-epoch 71 s, one PUMA epoch run ~35 s (epoch-parts runs three), loader ~35 s,
-# train-step ~57 s a repeat, eval ~110 s, profile 17 s; the default checks take about 7 minutes.
+# train-step ~57 s a repeat, eval ~110 s, profile 17 s; by those, the default checks should take about 7 minutes.
 set -u
 out=${1:?usage: gpu_checks.sh OUT_DIR [CHECK[:SECONDS] ...]}
 shift

@@ -151,6 +151,7 @@ def test_time_estimate_by_hand():
     import pandas as pd
     from umlkit.experiments.table_runs import time_estimate
     status = pd.DataFrame({"label": ["a-seed0", "a-seed1", "b-seed0", "a-seed2", "b-seed1", "c-seed0", "x"],
+                           "runner": [""] * 7,   # runners not known
                            "stored": [True, True, True, False, False, False, False],
                            "seconds": [10.0, 30.0, 100.0, float("nan"), float("nan"), float("nan"), float("nan")]})
     est = time_estimate(status)

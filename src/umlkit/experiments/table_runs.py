@@ -77,7 +77,6 @@ def time_estimate(status: pd.DataFrame) -> dict:
     of its runner (an evaluation-only run takes seconds where a training run takes minutes), else of every stored run
     of the table; NaN where nothing is stored), ``by_row`` and ``by_runner`` (how many missing runs had their own
     row's, or their runner's, time)."""
-    status = status if "runner" in status else status.assign(runner="")
     timed = status[status["stored"] & status["seconds"].notna()]
     rows = timed.assign(row=timed["label"].map(_row_of)).groupby("row")["seconds"].median()
     runners = timed[timed["runner"] != ""].groupby("runner")["seconds"].median()   # "": not known
