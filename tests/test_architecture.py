@@ -74,9 +74,9 @@ EXTRA_MODULES = {"regime": {"edition2.py"}}
 
 def test_every_paper_is_a_package_of_the_fixed_shape():
     """``experiments/papers/<paper>/`` holds exactly tables.yaml, config.py, chapter.py and the registering
-    __init__.py (plus the listed exceptions, each imported by its __init__); the catalogue registers each package
-    once."""
-    import umlkit.experiments.catalog as catalog
+    __init__.py (plus the listed exceptions, each imported by its __init__); the registry discovers every package
+    and each registers itself."""
+    from umlkit.experiments.registry import papers
     found = {p.name: {f.name for f in p.iterdir() if not f.name.startswith((".", "__pycache__"))}
              for p in _paper_packages()}
     assert found and all(files == PAPER_FILES | EXTRA_MODULES.get(name, set()) for name, files in found.items()), found
@@ -84,7 +84,83 @@ def test_every_paper_is_a_package_of_the_fixed_shape():
         init = _imports(PAPERS / name / "__init__.py")
         assert all(any(m.endswith(f"{name}.{x.removesuffix('.py')}") or m == f"umlkit.experiments.papers.{name}"
                        for m in init) for x in extra), init
-    assert set(_imports(Path(catalog.__file__))) >= {f"umlkit.experiments.papers.{p}" for p in found}
+    assert set(papers()) >= set(found)   # every package found is registered under its folder's name
+    for p in _paper_packages():   # each package registers itself: register_paper(...) in its __init__
+        assert "register_paper(Paper(" in (p / "__init__.py").read_text(), p.name
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Every module of src/umlkit -> the modules of src/umlkit it imports (at module level or in a function): an
+    import of a package's name resolves to its __init__, ``from pkg import sub`` to the submodule."""
+    def name(p: Path) -> str:
+        parts = list(p.relative_to(SRC.parent).with_suffix("").parts)
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    mods = {name(p): p for p in SRC.rglob("*.py")}
+
+    def resolve(n: str) -> str | None:
+        while n and n not in mods:
+            n = n.rpartition(".")[0]
+        return n or None
+    graph = {}
+    for m, p in mods.items():
+        out = set()
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.Import):
+                out |= {resolve(a.name) for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                out |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in mods else resolve(node.module)
+                        for a in node.names}
+        graph[m] = {t for t in out if t and t != m}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while not comp or comp[-1] != v:
+                comp.append(stack.pop())
+                on.discard(comp[-1])
+            if len(comp) > 1:
+                out.append(sorted(comp))
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycle_in_src():
+    """No module of umlkit reaches itself through imports, lazy ones included (a lazy import that closes a circle
+    hides a layering mistake: the registry once reached every paper from the tables service this way)."""
+    assert _cycles(_module_graph()) == []
+
+
+def test_the_cycle_check_sees_a_lazy_circle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_shared_module_imports_a_paper():
+    """The shared layer (every module outside experiments/papers/, the CLI and the book tools above it excepted)
+    never imports a paper package, lazily or not: papers register themselves and the registry discovers them."""
+    above = {"umlkit.cli", "umlkit.reproduce", "umlkit._book"}
+    bad = [f"{m} imports {t}" for m, targets in _module_graph().items()
+           if not m.startswith("umlkit.experiments.papers") and m not in above
+           for t in targets if t.startswith("umlkit.experiments.papers.") and t != "umlkit.experiments.papers._namespace"]
+    assert not bad, bad
 
 
 def test_no_paper_imports_another():

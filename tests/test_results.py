@@ -23,11 +23,11 @@ def test_save_and_load_table(tmp_path, monkeypatch):
 
 def test_atomic_write_goes_through_a_symlink(tmp_path):
     """A chapter kept as a link elsewhere: the rename replaced the link by a file and left the target as it was."""
-    from umlkit.results import _atomic_write
+    from umlkit.results import atomic_write
     target = tmp_path / "real.ipynb"
     target.write_text("old")
     link = tmp_path / "chapter.ipynb"
     link.symlink_to(target)
-    _atomic_write(link, "new")
+    atomic_write(link, "new")
     assert link.is_symlink() and target.read_text() == "new"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["chapter.ipynb", "real.ipynb"]   # no temporary left

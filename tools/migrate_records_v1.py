@@ -26,7 +26,7 @@ from umlkit._paths import results_root
 from umlkit.experiments.papers import puma
 from umlkit.experiments.fingerprint import fingerprint
 from umlkit.experiments.records import normalise_key, record_path
-from umlkit.results import _atomic_write, config_hash
+from umlkit.results import atomic_write, config_hash
 from umlkit.train.config import resolve_config
 
 OLD_KINDS = ("lr_sweep", "specialists", "table2", "table2b", "table2c", "table3", "table5")
@@ -79,7 +79,7 @@ def main(argv=None) -> int:
             dest = record_path("puma", table, label, key, "quick")
             print(f"{path.relative_to(root)} -> {dest.relative_to(root)}")
             if not args.dry_run:
-                _atomic_write(dest, json.dumps(new, indent=1, sort_keys=True))
+                atomic_write(dest, json.dumps(new, indent=1, sort_keys=True))
                 path.unlink()  # a version-1 record written by umlkit, now stored under its new path
             moved += 1
     for r in refused:

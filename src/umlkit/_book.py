@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-__all__ = ["repository", "badge", "setup_source", "sync_colab", "toc_chapters", "parameters_of", "chapter_parameters",
+__all__ = ["repository", "badge", "setup_source", "sync_colab", "toc_chapters", "book_chapters", "missing_toc_entries", "parameters_of", "chapter_parameters",
            "SETUP_MARKER", "check_html"]
 
 SETUP_MARKER = "# On Colab only: fetch the repository"
@@ -141,9 +141,9 @@ def sync_colab(root: str | Path = ".", check: bool = False) -> list[Path]:
         if nbformat.writes(nb) != before:
             updated[path] = nbformat.writes(nb) + "\n"
     if not check:
-        from umlkit.results import _atomic_write
+        from umlkit.results import atomic_write
         for path, text in updated.items():
-            _atomic_write(path, text)
+            atomic_write(path, text)
     return list(updated)
 
 
@@ -168,6 +168,46 @@ def toc_chapters(root: str | Path = ".") -> list[Path]:
         raise FileNotFoundError(f"{toc_path} lists {len(missing)} chapter(s) that do not exist: "
                                 f"{', '.join(str(p) for p in missing[:5])}")
     return paths
+
+
+def book_chapters(root: str | Path = ".") -> dict[str, Path]:
+    """``{chapter stem: notebook}`` of the whole book in order: ``_toc.yml``'s root and chapters, then every chapter a
+    registered paper names that the table of contents lacks (its notebook in ``book/``, else in the paper's package
+    folder: a paper outside the source tree, ``UMLKIT_PAPERS``)."""
+    import yaml
+    from umlkit.experiments.registry import paper_packages, papers
+    root = Path(root)
+    toc = yaml.safe_load((root / "_toc.yml").read_text()) or {}
+    files = [toc["root"], *[c["file"] for part in toc.get("parts", [{"chapters": toc.get("chapters", [])}])
+                            for c in part.get("chapters", [])]]
+    out = {Path(f).name: root / (f if f.endswith(".ipynb") else f"{f}.ipynb") for f in files}
+    folders = [root / "book", *(folder for _, folder in paper_packages())]
+    for paper in papers().values():
+        for stem in paper.chapters:
+            if stem not in out:
+                found = [f / f"{stem}.ipynb" for f in folders if (f / f"{stem}.ipynb").is_file()]
+                if not found:
+                    raise FileNotFoundError(f"paper {paper.name!r} names chapter {stem!r}, but no {stem}.ipynb is in "
+                                            f"book/ or in its package folder")
+                out[stem] = found[0]
+    return out
+
+
+def missing_toc_entries(root: str | Path = ".") -> list[str]:
+    """The ``file:`` entries (relative to ``root`` where possible) of registered papers' chapters that ``_toc.yml``
+    lacks, for ``umlkit book toc``."""
+    import yaml
+    root = Path(root).resolve()
+    toc = yaml.safe_load((root / "_toc.yml").read_text()) or {}
+    listed = {Path(c["file"]).name for part in toc.get("parts", [{"chapters": toc.get("chapters", [])}])
+              for c in part.get("chapters", [])} | {Path(toc["root"]).name}
+    out = []
+    for stem, path in book_chapters(root).items():
+        if stem not in listed:
+            path = path.resolve()
+            out.append(str(path.relative_to(root).with_suffix("")) if path.is_relative_to(root)
+                       else str(path.with_suffix("")))
+    return out
 
 
 def parameters_of(source: str) -> list[dict]:

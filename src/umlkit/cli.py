@@ -374,6 +374,26 @@ def _cmd_book_sync(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_book_toc(args: argparse.Namespace) -> int:
+    """``book toc``: the chapters registered papers name that _toc.yml lacks (``--write`` appends them)."""
+    from umlkit._book import book_chapters, missing_toc_entries
+    missing = missing_toc_entries(args.root)
+    for stem, path in book_chapters(args.root).items():
+        print(f"{stem}: {path}")
+    if not missing:
+        print("_toc.yml lists every registered paper's chapters")
+        return 0
+    print(f"not in _toc.yml: {', '.join(missing)}")
+    if not args.write:
+        print("umlkit book toc: run it with --write to append them", file=sys.stderr)
+        return 1
+    from umlkit.results import atomic_write
+    toc = Path(args.root) / "_toc.yml"
+    atomic_write(toc, toc.read_text().rstrip("\n") + "\n" + "".join(f"  - file: {m}\n" for m in missing))
+    print(f"appended {len(missing)} chapter(s) to {toc}")
+    return 0
+
+
 def _cmd_book_check(args: argparse.Namespace) -> int:
     from umlkit._book import check_html
     found = check_html(args.build_dir)
@@ -597,6 +617,11 @@ def _add_book(sub) -> None:
     p.add_argument("--root", default=".", help="the book's root (holds _config.yml and _toc.yml; default .)")
     p.add_argument("--check", action="store_true", help="only report chapters that are out of date (exit 1)")
     p.set_defaults(func=_cmd_book_sync)
+    p = bsub.add_parser("toc", help="list the book's chapters; name those of registered papers that _toc.yml lacks "
+                        "(exit 1), or append them with --write")
+    p.add_argument("--root", default=".", help="the book's root (holds _toc.yml; default .)")
+    p.add_argument("--write", action="store_true", help="append the missing chapters to _toc.yml")
+    p.set_defaults(func=_cmd_book_toc)
     p = bsub.add_parser("check-html", help="fail on what a reader must not see in the built pages: truncated "
                         "tables, warnings, machine paths, progress-bar fragments, missing images")
     p.add_argument("build_dir", nargs="?", default="_build/html", help="the built book (default _build/html)")

@@ -4,15 +4,14 @@ listed in that folder's README. Chapters compare what they measure against these
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pandas as pd
 
 from umlkit._paths import repo_folder
 
-__all__ = ["PAPERS", "paper_tables_dir", "paper_table"]
-
-PAPERS = ("puma", "oodml", "vptsp", "language_guidance")
+__all__ = ["paper_names", "paper_tables_dir", "paper_table_file", "paper_table"]
 
 # Cells a table's text lost that another table of the same paper prints for the same runs: (paper, table) ->
 # (the table that has them, the metrics to take). Language guidance: Table S1 is Table 2 with two more metrics
@@ -29,12 +28,38 @@ def paper_tables_dir() -> Path:
     return repo_folder("data", "paper_tables", what="the papers' tables")
 
 
+def _outside_files() -> dict[str, Path]:
+    """``{paper: its paper_table.csv}`` of the paper packages outside the source tree (``UMLKIT_PAPERS``, the
+    registry's variable: a folder that is a paper package, or a folder of them)."""
+    out = {}
+    for entry in filter(None, os.environ.get("UMLKIT_PAPERS", "").split(os.pathsep)):
+        folder = Path(entry).expanduser()
+        for f in [folder / "paper_table.csv", *folder.glob("*/paper_table.csv")]:
+            if f.is_file():
+                out.setdefault(f.parent.name, f)
+    return out
+
+
+def paper_names() -> list[str]:
+    """Every paper with a table file: ``data/paper_tables/<paper>.csv``, then the outside packages' own."""
+    return [*sorted(p.stem for p in paper_tables_dir().glob("*.csv")), *_outside_files()]
+
+
+def paper_table_file(paper: str) -> Path:
+    """The CSV of ``paper``'s tables; an unknown paper is an error naming the known ones."""
+    path = paper_tables_dir() / f"{paper}.csv"
+    if path.is_file():
+        return path
+    if paper in _outside_files():
+        return _outside_files()[paper]
+    raise ValueError(f"paper must be one of {paper_names()} (a file data/paper_tables/<paper>.csv, or paper_table.csv "
+                     f"in a UMLKIT_PAPERS package), got {paper!r}")
+
+
 def paper_table(paper: str, table: str | None = None, missing_ok: bool = False) -> pd.DataFrame:
     """Rows of one paper (optionally one table, e.g. ``"Table 2"``). A table the paper does not have is an error,
     or, with ``missing_ok`` (the book's own tables beyond the paper, e.g. controls), an empty frame."""
-    if paper not in PAPERS:
-        raise ValueError(f"paper must be one of {PAPERS}, got {paper!r}")
-    df = pd.read_csv(paper_tables_dir() / f"{paper}.csv", dtype={"setting": str, "section": str, "note": str})
+    df = pd.read_csv(paper_table_file(paper), dtype={"setting": str, "section": str, "note": str})
     if table is not None:
         df = df[df["table"] == table]
         if df.empty and not missing_ok:

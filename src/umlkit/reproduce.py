@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from umlkit._paths import repo_root, results_root
 
@@ -53,13 +52,17 @@ def kernel_stderr_to(path: Path) -> Iterator[None]:
 
 
 def book_chapters(root: Path | None = None) -> list[str]:
-    """Chapter names (notebook stems) in ``_toc.yml`` order, root first."""
+    """Chapter names (notebook stems) in the book's order, root first (:func:`umlkit._book.book_chapters`: the
+    table of contents, then the chapters of registered papers it lacks)."""
+    return list(_chapter_files(root))
+
+
+def _chapter_files(root: Path | None) -> dict[str, Path]:
+    from umlkit._book import book_chapters as chapters
     root = root or repo_root()
     if root is None:
         raise FileNotFoundError("umlkit reproduce needs a checkout of the book (no _toc.yml found)")
-    toc = yaml.safe_load((root / "_toc.yml").read_text())
-    files = [toc["root"]] + [c["file"] for c in toc.get("chapters", [])]
-    return [Path(f).name for f in files]
+    return chapters(root)
 
 
 def reproduce(profile: str = "quick", chapters=None, root: Path | None = None, kernel: str = "python3",
@@ -77,7 +80,8 @@ def reproduce(profile: str = "quick", chapters=None, root: Path | None = None, k
     from umlkit._progress import progress_enabled   # UMLKIT_PROGRESS=0 switches papermill's bar off too
 
     root = root or repo_root()
-    known = book_chapters(root)
+    files = _chapter_files(root)
+    known = list(files)
     chapters = list(chapters or known)
     unknown = [c for c in chapters if c not in known]
     if unknown:
@@ -86,7 +90,7 @@ def reproduce(profile: str = "quick", chapters=None, root: Path | None = None, k
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = []
     for name in chapters:
-        src = root / "book" / f"{name}.ipynb"
+        src = files[name]
         dst = out_dir / f"{name}.ipynb"
         # papermill saves after every cell: it writes beside the last complete output, which it replaces only once
         # the chapter ran through (Ctrl-C or a failing cell leave that one as it was)

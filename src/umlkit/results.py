@@ -45,7 +45,7 @@ def _new_file_mode(path: Path) -> int:
         return 0o666 & ~umask
 
 
-def _atomic_write(path: Path, data: str | bytes) -> None:
+def atomic_write(path: Path, data: str | bytes) -> None:
     """Write text or bytes to ``path`` through a temporary file in the same folder, flushed to disk, and a rename.
     A symbolic link is written through: its target gets the content and the link stays (a rename would replace the
     link by a file and leave the target as it was)."""
@@ -86,8 +86,8 @@ def save_table(df: pd.DataFrame, name: str, profile: str, config: dict) -> Path:
     folder = results_root(profile)
     meta = {"name": name, "profile": profile, "config": config, "config_hash": config_hash(config)}
     csv_path = folder / f"{name}.csv"
-    _atomic_write(csv_path, df.to_csv())
-    _atomic_write(folder / f"{name}.json", json.dumps(meta, indent=2, sort_keys=True, default=str))
+    atomic_write(csv_path, df.to_csv())
+    atomic_write(folder / f"{name}.json", json.dumps(meta, indent=2, sort_keys=True, default=str))
     return csv_path
 
 

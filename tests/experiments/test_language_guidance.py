@@ -162,7 +162,7 @@ def test_the_class_texts_a_quick_language_file_encodes_are_pinned():
     umlkit.data.language.FILE_VERSION (the files are then made anew, and the guided records retrained)."""
     import hashlib
     import json
-    rows, texts, _ = language_store._source_classes("unified", "quick")
+    rows, texts, _ = language_store.source_classes("unified", "quick")
     assert (len(rows), rows[0], texts[0]) == (571, "cub#1", "Amber bird with a cobalt head")
     digest = hashlib.sha256(json.dumps([rows, texts]).encode()).hexdigest()
     assert digest == "1b0ff7df11cdcdbd0045406946fb0956092a69edea3a24524737ec6f641a4b49", \
@@ -294,7 +294,7 @@ def test_the_unified_language_file_covers_every_training_class_of_the_eight_sour
     from umlkit.data import load_dataset
     from umlkit.data.mini import ensure_mini
     from umlkit.data.unified import PUMA_ORDER
-    rows, texts, parts = language_store._source_classes(language_store.UNIFIED, "quick")
+    rows, texts, parts = language_store.source_classes(language_store.UNIFIED, "quick")
     want = [f"{s}#{k}" for s in PUMA_ORDER for k in load_dataset(s, ensure_mini(), "train").class_keys]
     assert rows == want and len(set(rows)) == len(rows) and len(texts) == len(rows)
 
@@ -392,7 +392,7 @@ def test_semantic_shares_by_hand():
 def test_word_order_pairs_are_found_by_their_words():
     """The CUB-like names swap body and head colours; such pairs share their words, and the count is checked by a
     brute-force pass over the names."""
-    rows, texts, _ = language_store._source_classes("cub", "quick")
+    rows, texts, _ = language_store.source_classes("cub", "quick")
     bags = [sorted(w for w in t.lower().split() if w not in ("a", "an")) for t in texts]
     want = sum(bags[i] == bags[j] for i in range(len(bags)) for j in range(i + 1, len(bags)))
     wo = lg.word_order_pairs("cub")

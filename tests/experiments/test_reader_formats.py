@@ -26,7 +26,8 @@ def test_headers_over_text_only_are_set_left_and_over_numbers_right():
 
 
 def test_degrees_of_freedom_print_whole_numbers_as_such():
-    assert tables._dof(2.0) == "2" and tables._dof(3.14) == "3.1"
+    from umlkit.experiments.verdicts import dof_text
+    assert dof_text(2.0) == "2" and dof_text(3.14) == "3.1"
 
 
 def test_side_by_side_leaves_out_a_zero_spread_and_names_a_lone_metric_column():

@@ -10,9 +10,17 @@ from umlkit.experiments.registry import Paper, get_paper, papers, register_paper
 SRC = Path(__file__).resolve().parents[2] / "src" / "umlkit"
 
 
-def test_the_catalogue_registers_the_four_papers_and_the_regime_map():
+def test_the_registry_discovers_every_paper_package_in_the_books_order():
+    """Every package under experiments/papers/ is registered (no list to keep), ordered by its first chapter's
+    place in _toc.yml, the book's own experiments after the papers."""
+    import yaml
     reg = papers()
-    assert list(reg) == ["puma", "oodml", "language_guidance", "vptsp", "regime"]
+    packages = sorted(p.name for p in (SRC / "experiments" / "papers").iterdir() if (p / "tables.yaml").is_file())
+    assert sorted(reg) == packages
+    toc = yaml.safe_load((SRC.parents[1] / "_toc.yml").read_text())
+    stems = [c["file"].split("/")[-1] for c in toc["chapters"]]
+    place = [(p.own, stems.index(p.chapters[0])) for p in reg.values()]
+    assert place == sorted(place) and reg["regime"].own and not reg["puma"].own
     assert reg["regime"].records_folder == "puma" and reg["oodml"].records_folder == "oodml"
     toc = (SRC.parents[1] / "_toc.yml").read_text()
     for paper in reg.values():   # every chapter a paper names is in the book

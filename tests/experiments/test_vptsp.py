@@ -337,7 +337,7 @@ def test_the_floor_facts_glue_names_of_their_own():
 def test_the_findings_box_floor_sentence_holds_in_the_committed_records():
     """The chapter's findings box says VPTSP-G ends below the frozen backbone on the SOP- and In-shop-like sources
     (Table 2, R@1) and that its claims there are not comparable; on the CUB- and Cars-like sources it is above."""
-    spec = vptsp.table2("quick")
+    spec = vptsp.TABLES("quick")["Table 2"]
     measured = tables.measure(spec, "quick", train=False, progress=False, log=None)
     if measured.empty:
         pytest.skip("Table 2's records are not in this checkout")

@@ -210,7 +210,7 @@ def test_exact_rows_equal_a_float64_ranking(excluded):
 
 
 def test_bf16_error_bound_holds():
-    from umlkit.metrics.knn import _bf16_error_bound
+    from umlkit.metrics.knn import bf16_error_bound
 
     gen = torch.Generator().manual_seed(3)
     for dim in (2, 16, 128, 512):
@@ -221,7 +221,7 @@ def test_bf16_error_bound_holds():
         exact = q.double() @ g.double().T
         dg_max = (g - gb.float()).norm(dim=1).max()
         gb_max = gb.float().norm(dim=1).max()
-        bound = _bf16_error_bound(q, qb, dg_max, gb_max, approx.abs().max(dim=1).values)
+        bound = bf16_error_bound(q, qb, dg_max, gb_max, approx.abs().max(dim=1).values)
         assert ((exact - approx.double()).abs() <= bound.double()[:, None]).all()
 
 
@@ -265,17 +265,17 @@ def test_rescore_depends_on_the_pair_only():
     try:
         for elements in (1, 128 * 37 * 5, 1 << 30):
             knn._RESCORE_ELEMENTS = elements
-            assert torch.equal(knn._rescore(q, g, index, None), expect)
+            assert torch.equal(knn.rescore(q, g, index, None), expect)
     finally:
         knn._RESCORE_ELEMENTS = old
     for width in (1, 7, 16, 33):     # a batched product (einsum) chose its kernel by the width
-        assert torch.equal(knn._rescore(q, g, index[:, :width], None), expect[:, :width])
-    assert torch.equal(knn._rescore(q[10:11], g, index[10:11], None), expect[10:11])
+        assert torch.equal(knn.rescore(q, g, index[:, :width], None), expect[:, :width])
+    assert torch.equal(knn.rescore(q[10:11], g, index[10:11], None), expect[10:11])
     rows = torch.arange(70)[:, None].expand(70, 37).reshape(-1)
     for elements in (128, 128 * 37 * 5 + 128, 1 << 30):   # the flat pairs of the streamed pass: the same numbers
         knn._RESCORE_ELEMENTS = elements
         try:
-            assert torch.equal(knn._rescore_pairs(q, g, rows, index.reshape(-1)), expect.reshape(-1))
+            assert torch.equal(knn.rescore_pairs(q, g, rows, index.reshape(-1)), expect.reshape(-1))
         finally:
             knn._RESCORE_ELEMENTS = old
 
@@ -764,7 +764,7 @@ def test_search_runs_fp32_products_in_fp32_whatever_the_process_allows(small_blo
     knn = small_blocks
     matmul = torch.backends.mkldnn.matmul
     seen = []
-    rescore = knn._rescore
+    rescore = knn.rescore
     monkeypatch.setattr(knn, "_rescore", lambda *a: seen.append(matmul.fp32_precision) or rescore(*a))
     x, _ = _clustered(60, (2, 10), 16, seed=3, noise=0.4)
     x = torch.nn.functional.normalize(torch.from_numpy(x), dim=1)

@@ -33,14 +33,13 @@ import numpy as np
 from PIL import Image
 
 from umlkit.data.datasets import MINI_MANIFEST
-from umlkit.data.names import caption, class_name, dedupe
-from umlkit.results import _atomic_write, file_lock
+from umlkit.data.names import SHAPES, caption, class_name, dedupe
+from umlkit.results import atomic_write, file_lock
 
 __all__ = ["SHAPES", "TEXTURES", "HUE_NAMES", "SOURCES", "MiniSource", "make_mini", "pretraining_set", "render",
            "mini_table", "ensure_mini", "PRETRAIN_HEADS", "PRETRAIN_WORLDS", "class_attributes"]
 
 SIZE = 32
-SHAPES = ("disc", "square", "triangle", "cross", "ring", "diamond", "star", "crescent")
 TEXTURES = ("plain", "horizontally striped", "vertically striped", "checkered", "diagonally striped")
 HUE_NAMES = ("red", "orange", "lime", "green", "cyan", "blue", "violet", "pink")
 ASPECTS = (0.75, 1.0, 1.33)
@@ -634,7 +633,7 @@ def _read_manifest(path: Path) -> dict | None:
 
 
 def _write_manifest(path: Path, info: dict) -> None:
-    _atomic_write(path, json.dumps(info, indent=1))
+    atomic_write(path, json.dumps(info, indent=1))
 
 
 FOLDER_MARKER = "UML_MINI_FOLDER"

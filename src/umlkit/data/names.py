@@ -22,7 +22,7 @@ import json
 import re
 from pathlib import Path
 
-__all__ = ["HUES16", "hue_name", "colour_phrase", "background_phrase", "class_name", "caption", "insert_class_name",
+__all__ = ["SHAPES", "HUES16", "hue_name", "colour_phrase", "background_phrase", "class_name", "caption", "insert_class_name",
            "clean_class_name",
            "flowers102_names", "dedupe"]
 
@@ -30,6 +30,8 @@ __all__ = ["HUES16", "hue_name", "colour_phrase", "background_phrase", "class_na
 # circle) is below the 0.09 minimum distance of the bird-like classes, so two such classes never share a name.
 HUES16 = ("red", "vermilion", "amber", "yellow", "chartreuse", "lime", "green", "jade", "cyan", "azure", "cobalt",
           "blue", "violet", "purple", "magenta", "rose")
+# the object nouns of UML-Mini's captions (the shapes it draws; umlkit.data.mini renders them)
+SHAPES = ("disc", "square", "triangle", "cross", "ring", "diamond", "star", "crescent")
 ASPECT_WORDS = {0.75: "tall", 1.0: "", 1.33: "wide"}
 SCALE_WORDS = {7.0: "small", 10.0: "large"}
 PERIOD_WORDS = {4: "fine", 6: "coarse"}
@@ -118,7 +120,6 @@ def caption(source: str, a: dict) -> str:
 def insert_class_name(caption_text: str, name: str) -> str:
     """"Caption + insertion" (the language-guidance paper's Table 5): the caption with its object noun (UML-Mini's
     shape word, the analogue of "bird" in "a blue bird sitting on a branch") replaced by the class name."""
-    from umlkit.data.mini import SHAPES
     pattern = re.compile(r"\b(" + "|".join(SHAPES) + r")\b")
     if not pattern.search(caption_text):
         raise ValueError(f"caption {caption_text!r} names no shape ({', '.join(SHAPES)}) to replace")

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from umlkit.results import _atomic_write, file_sha256
+from umlkit.results import atomic_write, file_sha256
 
 __all__ = ["save_class_embeddings", "load_class_embeddings", "save_sample_embeddings", "load_sample_embeddings",
            "write_split_file", "read_split_file", "SideInfoError",
@@ -48,7 +48,7 @@ def _write_once(path: Path, data: bytes, overwrite: bool) -> str:
             return hashlib.sha256(data).hexdigest()
         raise FileExistsError(f"{path} exists with different content; pass overwrite=True to replace it (it is "
                               "not replaced silently: configurations refer to it by its sha256)")
-    _atomic_write(path, data)
+    atomic_write(path, data)
     return hashlib.sha256(data).hexdigest()
 
 

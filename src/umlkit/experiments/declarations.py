@@ -81,25 +81,46 @@ def expand(entries: list[dict], env: dict | None = None) -> list[dict]:
     return out
 
 
-def _cell(spec: dict, defaults: dict, aliases: dict, where: str) -> dict:
+def _cell(spec, defaults: dict, aliases: dict, where: str, entry: dict, ctx: dict) -> dict:
+    """One claim cell: ``spec`` (a mapping of cell fields, or a method name with the entry's own ``dataset`` /
+    ``setting`` / ``section``) over the group's defaults. A setting ``$paper`` is the paper's setting cell of the
+    method (``ctx["setting_of"]``), ``$NAME`` a ``{method: setting}`` mapping of ``env`` (the paper's where it
+    lacks the method); a default ``metric: $claim`` carries the claim's metric into the cell."""
+    if isinstance(spec, str):
+        spec = {"method": spec, **{f: entry[f] for f in ("section", "setting", "dataset") if f in entry}}
     unknown = set(spec) - set(CELL_FIELDS)
     if unknown:
         raise ValueError(f"{where}: unknown cell field(s) {sorted(unknown)}; a cell has {list(CELL_FIELDS)}")
     cell = {f: spec.get(f, defaults.get(f, "")) for f in CELL_FIELDS}
+    setting = str(cell["setting"])
+    if setting.startswith("$"):
+        given = ctx["env"].get(setting[1:], {}) if setting != "$paper" else {}
+        cell["setting"] = given.get(cell["method"]) or ctx["setting_of"](cell["method"])
     for f, names in (aliases or {}).items():
         cell[f] = names.get(cell[f], cell[f])
-    return {f: str(v) for f, v in cell.items()}
+    out = {f: str(v) for f, v in cell.items()}
+    if defaults.get("metric") == "$claim":
+        out["metric"] = str(entry.get("metric", "R@1"))
+    return out
 
 
-def claims_of(group: dict, where: str = "claims", env: dict | None = None) -> list[Claim]:
-    """The :class:`Claim` list of one claim group ``{cell: defaults, aliases: ..., list: [...]}``; ``env`` gives the
-    values and ``$lists`` its placeholders refer to."""
+def claims_of(group: dict, where: str = "claims", env: dict | None = None, setting_of=None) -> list[Claim]:
+    """The :class:`Claim` list of one claim group ``{cell: defaults, aliases: ..., text: template, list: [...]}``;
+    ``env`` gives the values and ``$lists`` its placeholders refer to. An entry without ``text`` takes the group's
+    ``text`` template filled with its fields (``{a}``, ``{b}``, ``{dataset}``, ``{metric}``, ``{what}``, ...;
+    a missing field reads as the cell default, or "")."""
     defaults, aliases = group.get("cell") or {}, group.get("aliases") or {}
+    ctx = {"env": env or {}, "setting_of": setting_of or (lambda method: "")}
     out = []
     for i, c in enumerate(expand(group.get("list") or [], env)):
-        at = f"{where}[{i}] ({c.get('text', '?')!r})"
+        text = c.get("text")
+        if text is None:
+            fields = {"what": "", "metric": "R@1", **{k: v for k, v in defaults.items()
+                                                      if isinstance(v, str) and not v.startswith("$")}, **c}
+            text = str(group["text"]).format_map(fields)
+        at = f"{where}[{i}] ({text!r})"
         extra = {k: c[k] for k in ("metric", "paired", "margin") if k in c}
-        out.append(Claim(str(c["text"]), _cell(c["a"], defaults, aliases, at), _cell(c["b"], defaults, aliases, at),
-                         **extra))
+        out.append(Claim(str(text), _cell(c["a"], defaults, aliases, at, c, ctx),
+                         _cell(c["b"], defaults, aliases, at, c, ctx), **extra))
     return out
 

@@ -34,8 +34,8 @@ def _config_dir() -> Path:
 @lru_cache(maxsize=1)
 def lg_config() -> dict:
     """``configs/language_guidance/language_guidance.yaml``, parsed once per process."""
-    from umlkit.train.config import _coerce
-    return _coerce(yaml.safe_load((_config_dir() / "language_guidance.yaml").read_text()))
+    from umlkit.train.config import coerce_numbers
+    return coerce_numbers(yaml.safe_load((_config_dir() / "language_guidance.yaml").read_text()))
 
 
 # what a guidance's language rows come from: per class (class names, pseudolabels averaged over a class's images,
@@ -103,7 +103,7 @@ def _key_path(path: str | Path, profile: str) -> str:
     return f"results/{profile}/language/{Path(path).name}"
 
 
-def _source_classes(source: str, profile: str):
+def source_classes(source: str, profile: str):
     """(row names, language names, [dataset per loader split]) of every class a language file covers
     (:func:`_parts_of`)."""
     from umlkit.data import load_dataset
@@ -222,7 +222,7 @@ def imagenet_classifier(model: str = "resnet50.tv_in1k", weights: str | None = N
     without a cached copy it fails within seconds, naming the file to download (the backbones' check)."""
     import timm
 
-    from umlkit.models.backbones import _hub_source, _in_hf_cache, hub_unreachable
+    from umlkit.models.backbones import hub_source, in_hf_cache, hub_unreachable
     if weights is not None:
         path = Path(weights).expanduser()
         if not path.is_file():
@@ -235,11 +235,11 @@ def imagenet_classifier(model: str = "resnet50.tv_in1k", weights: str | None = N
             raise ValueError(f"plg_classifier.weights: {path} cannot be loaded into {model} ({type(err).__name__}: "
                              f"{str(err).splitlines()[0][:200] if str(err) else ''})") from err
     cfg = timm.models.get_pretrained_cfg(model)
-    if cfg is not None and not _in_hf_cache(cfg):
+    if cfg is not None and not in_hf_cache(cfg):
         reason = hub_unreachable()
         if reason is not None:
             raise ConnectionError(f"PLG's classifier {model} is not in the Hugging Face cache and the hub is "
-                                  f"unreachable ({reason}); download {_hub_source(cfg)} and set plg_classifier.weights "
+                                  f"unreachable ({reason}); download {hub_source(cfg)} and set plg_classifier.weights "
                                   f"in configs/language_guidance/language_guidance.yaml")
     return timm.create_model(model, pretrained=True).eval()
 
@@ -308,7 +308,7 @@ def language_ref(source: str, guidance: str, profile: str = "quick", model: str 
     import json
 
     from umlkit._paths import results_root
-    from umlkit.results import _atomic_write, file_lock
+    from umlkit.results import atomic_write, file_lock
     cfg = lg_config()
     g = guidance_spec(guidance)
     model = model or g["model"] or cfg["language_model"][profile]
@@ -336,7 +336,7 @@ def language_ref(source: str, guidance: str, profile: str = "quick", model: str 
             if ref is None:
                 ref = _make(source, guidance, profile, model, template, shuffle_seed, g)
                 index[ident] = Path(ref["file"]).name
-                _atomic_write(index_path, json.dumps(dict(sorted(index.items())), indent=1))
+                atomic_write(index_path, json.dumps(dict(sorted(index.items())), indent=1))
     _REFS[memo] = ref
     return dict(ref)
 
@@ -359,7 +359,7 @@ def _make(source, guidance, profile, model, template, shuffle_seed, g) -> dict:
         made = sample_language_file(keys, texts, model, template, profile=profile, tag=source)
         return {"file": _key_path(made["file"], profile), "sha256": made["sha256"]}
     if g["names"] == "class":
-        rows, texts, _ = _source_classes(source, profile)
+        rows, texts, _ = source_classes(source, profile)
     else:
         rows, texts = _pseudolabel_texts(source, profile, int(g["k"]))
     made = language_file(rows, texts, model, template, shuffle_seed=shuffle_seed, profile=profile, tag=source)
@@ -380,7 +380,7 @@ def _attribute_file(source: str, profile: str, kind: str, shuffle_seed) -> dict:
     if profile != "quick" or source == UNIFIED:
         raise NotImplementedError(f"the {kind!r} control needs the attributes that define each class, which only "
                                   f"UML-Mini (the quick profile) has; real datasets would need attribute annotations")
-    rows, _, _ = _source_classes(source, profile)
+    rows, _, _ = source_classes(source, profile)
     attrs = [language.name_attributes(source, a) for a in class_attributes(source, size="large")]
     if len(attrs) != len(rows):
         raise RuntimeError(f"{source}: {len(attrs)} class attribute sets for {len(rows)} classes")

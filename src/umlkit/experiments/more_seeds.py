@@ -46,24 +46,25 @@ def select(board: pd.DataFrame) -> pd.DataFrame:
     return board[(board["verdict"] == "inconclusive") & board["p adjusted"].notna() & (gap > spread)]
 
 
-def write_plan(board: pd.DataFrame, path: Path | None = None, seeds=(3, 4)) -> Path:
+def write_plan(board: pd.DataFrame, path: Path | None = None, seeds=(3, 4),
+               owners: Mapping[str, Mapping[str, str]] | None = None) -> Path:
     """Freeze the rule's selection on ``board`` into the plan file (``configs/more_seeds.yaml``), each claim with
-    its first look (seeds, measured gap, Holm-adjusted p)."""
-    from umlkit.experiments.registry import get_paper
-    from umlkit.results import _atomic_write
-    owner: dict = {}   # a registered paper's tables may belong to another paper's spec (the regime map's to PUMA)
+    its first look (seeds, measured gap, Holm-adjusted p). ``owners``: ``{registered paper: {table: the paper whose
+    table spec it is}}`` where they differ (the regime map's tables are PUMA's specs: pass
+    ``{n: {t: s.paper for t, s in p.claim_tables("quick").items()} for n, p in papers().items()}``); by default
+    each paper owns its tables."""
+    from umlkit.results import atomic_write
     claims: dict = {}
     for r in select(board).to_dict("records"):
-        if r["paper"] not in owner:
-            owner[r["paper"]] = {t: s.paper for t, s in get_paper(r["paper"]).claim_tables("quick").items()}
+        owner = (owners or {}).get(r["paper"], {}).get(r["table"], r["paper"])
         first = {"seeds": int(r["seeds"]), "gap": float(r["gap"]), "p (Holm)": round(float(r["p adjusted"]), 4)}
-        claims.setdefault(owner[r["paper"]][r["table"]], {}).setdefault(r["table"], []).append(
+        claims.setdefault(owner, {}).setdefault(r["table"], []).append(
             {"claim": r["claim"], "first look": first})
     plan_data = {"rule": RULE, "profile": PROFILE, "seeds": list(seeds), "claims": claims}
     text = yaml.safe_dump(plan_data, sort_keys=False, width=120,
                           allow_unicode=True)
     path = Path(path or _plan_path())
-    _atomic_write(path, text)
+    atomic_write(path, text)
     return path
 
 
@@ -177,7 +178,7 @@ def second_look_facts(board: pd.DataFrame) -> dict[str, str]:
     (``more_done``) and how many not (``more_left``: claims of tables computed from whole other tables, such as
     ooDML's AGS, which the plan cannot extend), and how many of those extended the second look decided
     (``more_decided``); and how many seeds the plan adds (``more_extra``) to a first look's (``more_first``)."""
-    from umlkit.experiments.tables import MIN_SEEDS
+    from umlkit.experiments.verdicts import MIN_SEEDS
     view = second_look(board)
     done = view[view["seeds"] > view["seeds (first look)"]]
     return {"more_n": str(len(view)), "more_done": str(len(done)), "more_left": str(len(view) - len(done)),

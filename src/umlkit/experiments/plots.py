@@ -23,9 +23,9 @@ def plot_measured_vs_paper(cmp: pd.DataFrame, dataset: str = "Harmonic", metric:
     sub = cmp[(cmp["dataset"] == dataset) & (cmp["metric"] == metric)].dropna(subset=["paper"])
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 4.5))
-    from umlkit.experiments.tables import _short
+    from umlkit.experiments.tables import short_label
     # "(a) Dataset-specific metric learning (...)" -> "(a)": a legend that fits; the table names the sections
-    sub = sub.assign(**{hue: sub[hue].replace("", "zero-shot").map(lambda v: _short(v)[:40])})
+    sub = sub.assign(**{hue: sub[hue].replace("", "zero-shot").map(lambda v: short_label(v)[:40])})
     sns.scatterplot(data=sub, x="paper", y="measured", hue=hue, ax=ax, s=60)
     from adjustText import adjust_text   # moves the point labels apart where points crowd
     texts = [ax.text(r["paper"], r["measured"], r["row"], fontsize=9) for _, r in sub.iterrows()]
@@ -465,8 +465,8 @@ def plot_axes(axes: pd.DataFrame, label: str = "gap to full\nfine-tuning"):
     fig, panels = plt.subplots(len(names), 1, figsize=(10.0, 2.9 * len(names)), squeeze=False)
     for ax, name in zip(panels[:, 0], names):
         part = axes[axes["axis"] == name]
-        cols = [_cell_label(c) for c in dict.fromkeys(part["cell"])]
-        part = part.assign(column=[_cell_label(c) for c in part["cell"]],
+        cols = [cell_label(c) for c in dict.fromkeys(part["cell"])]
+        part = part.assign(column=[cell_label(c) for c in part["cell"]],
                            text=[f"{g:+.1f}\n[{lo:+.1f}, {hi:+.1f}]" if np.isfinite(lo) else
                                  (f"{g:+.1f}" if np.isfinite(g) else "")
                                  for g, lo, hi in zip(part["gap"], part["low"], part["high"])])
@@ -487,7 +487,7 @@ def plot_axes(axes: pd.DataFrame, label: str = "gap to full\nfine-tuning"):
     return fig
 
 
-def _cell_label(cell: str) -> str:
+def cell_label(cell: str) -> str:
     """A second-edition cell's setting as a short column label: "v2 / values", "v2 / families + mark"."""
     parts = dict(p.split("=") if "=" in p else (p, "") for p in cell.split(";"))
     return f"{parts.get('backbone', '?')} / {parts.get('shift', '?')}" + (" + mark" if "shortcut" in parts else "")

@@ -34,7 +34,7 @@ import torch
 
 from umlkit._paths import results_root
 from umlkit.experiments.fingerprint import fingerprint, stale_parts
-from umlkit.results import _atomic_write, config_hash
+from umlkit.results import atomic_write, config_hash
 
 __all__ = ["record_path", "load_record", "cached_record", "find_record", "list_records", "records_summary",
            "stale_records", "recompute", "restamp", "RecordError", "MissingSideFile", "normalise_key", "read_only",
@@ -182,7 +182,7 @@ def cached_record(paper: str, table: str, label: str, key: dict, runner: str | C
         "software": {"torch": torch.__version__, "python": platform.python_version(),
                      "threads": torch.get_num_threads(), "machine": platform.machine()},
     }
-    _atomic_write(path, json.dumps(rec, indent=1, sort_keys=True))
+    atomic_write(path, json.dumps(rec, indent=1, sort_keys=True))
     rec.update(path=str(path), stale=[], cached=False)
     return rec
 
@@ -229,7 +229,7 @@ def restamp(profile: str, reason: str, paper: str | None = None, parts: tuple[st
         stored.setdefault("restamped", []).append({"from": stored.get("fingerprint"), "to": new, "reason": reason,
                                                    "date": time.strftime("%Y-%m-%d %H:%M:%S")})
         stored["fingerprint"] = new
-        _atomic_write(path, json.dumps(stored, indent=1, sort_keys=True))
+        atomic_write(path, json.dumps(stored, indent=1, sort_keys=True))
         changed.append(path)
     return changed
 

@@ -167,7 +167,7 @@ def _why_missing(spec: Table, row, seed: int, profile: str) -> str:
 _FAMILIES: dict[tuple, pd.DataFrame] = {}
 
 
-def _family_board(paper: str, profile: str) -> pd.DataFrame:
+def family_board(paper: str, profile: str) -> pd.DataFrame:
     """The registered paper's board, read once per process and results folder (a chapter asks for it twice)."""
     from umlkit._paths import results_root
     memo = (paper, profile, str(results_root(profile)))
@@ -183,7 +183,7 @@ def family_adjusted(claims: pd.DataFrame, paper: str, profile: str = "quick") ->
     becomes the adjusted one. The family's board is read once per process and results folder."""
     if claims.empty:
         return claims
-    board = _family_board(paper, profile)
+    board = family_board(paper, profile)
     cols = [c for c in ("claim", "p", "p against", "looks") if c in board]
     keep = ~board["claim"].isin(set(claims["claim"]))
     # the verdicts of the same rows: a whole Series assigned to an empty selection would bring back every row of the
@@ -198,7 +198,7 @@ def paper_findings(paper: str, profile: str = "quick") -> dict[str, str]:
     """A chapter's findings box: ``findings_counts`` (the registered paper's claims by Holm-adjusted verdict) and
     ``findings_headline`` (its headline claim with the paper's and the measured gap), from the paper's family as the
     scoreboard reads it (computed once per process, shared with :func:`family_adjusted`)."""
-    facts = paper_summaries(_family_board(paper, profile), only=paper)
+    facts = paper_summaries(family_board(paper, profile), only=paper)
     return {"findings_counts": facts[f"sum_{paper}"], "findings_headline": facts[f"head_{paper}"]}
 
 
@@ -240,9 +240,9 @@ def save_scoreboard(board: pd.DataFrame, profile: str) -> Path:
     """``results/<profile>/scoreboard.csv``: every claim with its raw and Holm-adjusted p-value and verdict (the
     per-seed values are left out); returns the path."""
     from umlkit._paths import results_root
-    from umlkit.results import _atomic_write
+    from umlkit.results import atomic_write
     path = results_root(profile) / "scoreboard.csv"
-    _atomic_write(path, board.drop(columns=[c for c in ("values",) if c in board]).to_csv(index=False))
+    atomic_write(path, board.drop(columns=[c for c in ("values",) if c in board]).to_csv(index=False))
     return path
 
 

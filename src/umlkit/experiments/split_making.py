@@ -198,11 +198,11 @@ def write_splits(profile: str = "quick", overwrite: bool = False) -> Path:
 
 def _write_split_file(path: Path, data: str, overwrite: bool) -> Path:
     """Write a split file atomically; one that holds other splits is replaced only with ``overwrite``."""
-    from umlkit.results import _atomic_write
+    from umlkit.results import atomic_write
     if path.exists() and not overwrite and path.read_text() != data:
         raise FileExistsError(f"{path} exists with other splits; pass overwrite=True (CLI: --overwrite) to "
                               f"replace it")
-    _atomic_write(path, data)
+    atomic_write(path, data)
     load_splits.cache_clear()
     return path
 

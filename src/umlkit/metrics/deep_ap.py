@@ -7,7 +7,7 @@ over every row of a 148,500-item gallery (PUMA's unified test set) costs far mor
 No library ranks by a threshold filter with an error certificate, so this module does, per block of queries:
 
 1. **the relevant items are known from the labels**: every gallery item of the query's class (the query itself
-   left out) is scored exactly in fp32 by :func:`umlkit.metrics.knn._rescore`, the numbers every search path ranks
+   left out) is scored exactly in fp32 by :func:`umlkit.metrics.knn.rescore`, the numbers every search path ranks
    by;
 2. **a cut per query from a sample**: bf16 scores against every 16th gallery item; the ``j``-th best, ``j`` about
    1.25x (``_MARGIN``) the sample's share of ``limit``, lowered by the bf16 error bound, is the cut ``c``: with high
@@ -29,7 +29,7 @@ No library ranks by a threshold filter with an error certificate, so this module
    engine's values bit for bit.
 
 Queries whose floor is not positive (int16 order breaks for negative floats) or whose certificate fails take the
-exact search (:func:`umlkit.metrics.knn._knn_search`, depth ``limit``): the value never depends on the sample, only
+exact search (:func:`umlkit.metrics.knn.knn_search_checked`, depth ``limit``): the value never depends on the sample, only
 the speed does. Galleries under :data:`STREAM_MIN_GALLERY` items or of 2^21 items or more (the keys' index field),
 and classes over :data:`STREAM_MAX_CLASS` items, keep the engine's one search.
 """
@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import torch
 
-from umlkit.metrics.knn import _bf16_error_bound, _knn_search, _monotone, _rescore, _rescore_pairs
+from umlkit.metrics.knn import bf16_error_bound, knn_search_checked, monotone_bits, rescore, rescore_pairs
 
 __all__ = ["STREAM_MAX_CLASS", "STREAM_MAX_GALLERY", "STREAM_MIN_GALLERY", "streamed_matches"]
 
@@ -49,7 +49,7 @@ _SAMPLE_EVERY = 16            # every 16th gallery item is in the sample that se
 _MARGIN = 1.25                # the cut's sample rank, relative to the sample's expected share of the top limit
 _TILE = 4096                  # gallery items per GEMM tile (8 MB of bf16 scores for 1,024 queries)
 _EXACT_ROWS = 128             # queries per exact search (depth 1,000 reads whole rows: 0.1 GB at 148,500 items)
-_ROUNDING = 2.0 ** -7         # bf16 rounding of the product, relative (see knn._bf16_error_bound)
+_ROUNDING = 2.0 ** -7         # bf16 rounding of the product, relative (see knn.bf16_error_bound)
 _INDEX_FIELD = (1 << 21) - 1  # the keys' gallery-index field (bits 0-20)
 
 
@@ -85,7 +85,7 @@ def streamed_matches(q: torch.Tensor, g: torch.Tensor, ql: torch.Tensor, gl: tor
     redo = torch.cat(redo)
     for start in range(0, redo.numel(), _EXACT_ROWS):   # queries the pass could not certify: the exact search
         rows = redo[start:start + _EXACT_ROWS]
-        _, idx = _knn_search(q[rows], g, limit, self_index=None if self_index is None else self_index[rows])
+        _, idx = knn_search_checked(q[rows], g, limit, self_index=None if self_index is None else self_index[rows])
         yield rows, (idx >= 0) & (gl[idx.clamp(min=0)] == ql[rows, None])
     if stats is not None:
         stats.update(exact_rows=int(redo.numel()), kept=kept / max(q.shape[0], 1),
@@ -132,9 +132,9 @@ def _block(state: _Gallery, q, ql, si, limit: int) -> tuple[torch.Tensor, torch.
     """One block of queries: (relevance of the first ``limit`` places, whether it holds without the exact search,
     (items kept, items re-scored))."""
     qb = q.to(torch.bfloat16)
-    bound = _bf16_error_bound(q, qb, state.dg_max, state.gb_max, torch.zeros(q.shape[0]))
+    bound = bf16_error_bound(q, qb, state.dg_max, state.gb_max, torch.zeros(q.shape[0]))
     rel_idx = state.members(ql, si)
-    rel_score = _rescore(q, state.g, rel_idx, None)          # exact; padding -inf
+    rel_score = rescore(q, state.g, rel_idx, None)          # exact; padding -inf
     cut = _cut(qb, state, si, bound, limit)
     lowest = torch.where(rel_idx >= 0, rel_score, torch.inf).amin(dim=1)
     needs_certificate = lowest < cut
@@ -208,7 +208,7 @@ def _kept(qb, state: _Gallery, floor, ql) -> tuple[torch.Tensor, torch.Tensor, t
 
 def _keys(owner: torch.Tensor, score: torch.Tensor, col: torch.Tensor | None) -> torch.Tensor:
     """64-bit keys ordered by (query, score, lower gallery index first); ``col=None``: the lowest key of that score."""
-    key = (owner.long() << 53) | ((_monotone(score) + (1 << 31)) << 21)
+    key = (owner.long() << 53) | ((monotone_bits(score) + (1 << 31)) << 21)
     return key if col is None else key | (_INDEX_FIELD - col)
 
 
@@ -227,7 +227,7 @@ def _places(q, g, ref, col, owner, low_end, high_end) -> tuple[torch.Tensor, int
     pos = torch.searchsorted(ref, _keys(owner, low_end, None))
     straddle = torch.searchsorted(ref, _keys(owner, high_end, None) | _INDEX_FIELD, right=True) > pos
     rows, cols = owner[straddle], col[straddle]
-    pos[straddle] = torch.searchsorted(ref, _keys(rows, _rescore_pairs(q, g, rows, cols), cols))
+    pos[straddle] = torch.searchsorted(ref, _keys(rows, rescore_pairs(q, g, rows, cols), cols))
     return pos, int(rows.numel())
 
 

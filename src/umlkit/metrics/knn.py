@@ -94,11 +94,11 @@ def _sort_desc_by_value_then_index(values: torch.Tensor, index: torch.Tensor) ->
     ``+ 0.0`` turns -0.0 into +0.0 so the two tie as floats do), are negated into the high 32 bits and the
     (non-negative, distinct) index fills the low 32: ascending keys are the wanted order, so the result is the
     same as two stable sorts (index, then value) at a third of their cost on a 1,000-wide row."""
-    order = ((-_monotone(values)) * (1 << 32) + index).argsort(dim=1)
+    order = ((-monotone_bits(values)) * (1 << 32) + index).argsort(dim=1)
     return values.gather(1, order), index.gather(1, order)
 
 
-def _monotone(values: torch.Tensor) -> torch.Tensor:
+def monotone_bits(values: torch.Tensor) -> torch.Tensor:
     """fp32 values as int64 ordered like the floats (-0.0 and +0.0 equal), in [-2^31, 2^31)."""
     bits = (values + 0.0).view(torch.int32)
     return torch.where(bits < 0, bits ^ 0x7FFFFFFF, bits).long()
@@ -111,7 +111,7 @@ def _exact_rows(q: torch.Tensor, g: torch.Tensor, k: int, self_index: torch.Tens
     The first cut comes from faiss's fp32 flat search (``faiss.knn``, inner product: GEMM and selection fused), 2.4x
     faster than torch's product plus ``topk`` for 1,024 queries against 29,700 items at k = 107 on this project's
     AMD EPYC (0.066 s against 0.156 s for torch's product, ``topk`` and re-scoring). It returns k + 8 (+ 1 where a
-    self-match is excluded), which are re-scored (:func:`_rescore`) and sorted, ties by index. Every item it left
+    self-match is excluded), which are re-scored (:func:`rescore`) and sorted, ties by index. Every item it left
     out scores at most its last returned score, so within ``slack`` (two fp32 dot products of the same vectors
     differ by less) of that after re-scoring; a row whose k-th re-scored value does not beat that bound (ties across
     the cut, e.g. more exact duplicates than the 8 spare places) is searched again with 4x as many returned, up to
@@ -128,7 +128,7 @@ def _exact_rows(q: torch.Tensor, g: torch.Tensor, k: int, self_index: torch.Tens
         last, i = faiss.knn(np.ascontiguousarray(q[rows].numpy()), gn, kk, metric=faiss.METRIC_INNER_PRODUCT)
         i = torch.from_numpy(i).long()
         si = None if self_index is None else self_index[rows]
-        v, i = _sort_desc_by_value_then_index(_rescore(q[rows], g, i, si), i)
+        v, i = _sort_desc_by_value_then_index(rescore(q[rows], g, i, si), i)
         done = torch.ones(rows.numel(), dtype=torch.bool) if kk == m else \
             v[:, k - 1] > torch.from_numpy(last[:, -1]) + slack[rows]
         out_v[rows[done]], out_i[rows[done]] = v[done, :k], i[done, :k]
@@ -155,7 +155,7 @@ def _transposed_blocks(g: torch.Tensor) -> torch.Tensor:
 _RESCORE_ELEMENTS = 1 << 17
 
 
-def _rescore(q: torch.Tensor, g: torch.Tensor, index: torch.Tensor, self_index: torch.Tensor | None) -> torch.Tensor:
+def rescore(q: torch.Tensor, g: torch.Tensor, index: torch.Tensor, self_index: torch.Tensor | None) -> torch.Tensor:
     """fp32 similarity of each query with its candidates; every path ranks by these same numbers. Computed in
     blocks of rows whose gathered candidates hold at most ``_RESCORE_ELEMENTS`` values: at k close to the gallery
     size (mAP@1000 on a test set of ~1,000 items) one gather of every row would move gigabytes (4x slower on
@@ -183,9 +183,9 @@ def _rescore(q: torch.Tensor, g: torch.Tensor, index: torch.Tensor, self_index: 
     return v
 
 
-def _rescore_pairs(q: torch.Tensor, g: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+def rescore_pairs(q: torch.Tensor, g: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
     """fp32 similarity of the pairs (query ``rows[i]``, gallery ``cols[i]``), the same per-pair arithmetic as
-    :func:`_rescore` (both rows gathered whole, multiplied in place, summed along the embedding), so the same values
+    :func:`rescore` (both rows gathered whole, multiplied in place, summed along the embedding), so the same values
     bit for bit; a flat list of pairs spends nothing on the padding of a (queries, widest row) matrix. Chunks of
     ``_RESCORE_ELEMENTS`` gathered values keep the rows in cache."""
     step = max(1, _RESCORE_ELEMENTS // max(1, g.shape[1]))
@@ -196,7 +196,7 @@ def _rescore_pairs(q: torch.Tensor, g: torch.Tensor, rows: torch.Tensor, cols: t
     return out
 
 
-def _bf16_error_bound(q: torch.Tensor, qb: torch.Tensor, dg_max: torch.Tensor, gb_max: torch.Tensor,
+def bf16_error_bound(q: torch.Tensor, qb: torch.Tensor, dg_max: torch.Tensor, gb_max: torch.Tensor,
                       value: torch.Tensor) -> torch.Tensor:
     """Upper bound, per query row, of (fp32 similarity - bf16 similarity) for items whose bf16 score is <= value.
 
@@ -214,7 +214,7 @@ def _bf16_error_bound(q: torch.Tensor, qb: torch.Tensor, dg_max: torch.Tensor, g
 def _uncertified(q, qb, dg_max, gb_max, v, kr, rest) -> torch.Tensor:
     """Rows whose exact k-th similarity does not provably beat every item outside the candidates."""
     kth = v.gather(1, (kr - 1)[:, None]).squeeze(1)
-    ok = kth > rest + _bf16_error_bound(q, qb, dg_max, gb_max, rest)
+    ok = kth > rest + bf16_error_bound(q, qb, dg_max, gb_max, rest)
     return torch.nonzero(~ok).flatten()
 
 
@@ -393,7 +393,7 @@ def _best_per_row(row: torch.Tensor, col: torch.Tensor, val: torch.Tensor, b: in
     (ordered as integers: 15 bits) or fp32 scores (made monotone: 32 bits). One sort of a 64-bit key where it
     fits, else two stable sorts (by index, then by row and score)."""
     if val.dtype == torch.float32:
-        key, width = _monotone(val) + (1 << 31), 32
+        key, width = monotone_bits(val) + (1 << 31), 32
     else:
         key, width = val.long(), 15
     desc = (1 << width) - 1 - key        # ascending = best first
@@ -618,13 +618,13 @@ def knn_search(
     from umlkit.metrics.threads import limited_threads
     _check_inputs(query, gallery, k, self_index, chunk_size, candidate_extra)
     with limited_threads(query.shape[0] * gallery.shape[0]):   # on a busy machine, only the idle cores
-        return _knn_search(query, gallery, k, self_index=self_index, chunk_size=chunk_size,
+        return knn_search_checked(query, gallery, k, self_index=self_index, chunk_size=chunk_size,
                            candidate_extra=candidate_extra, search_dtype=search_dtype, stats=stats)
 
 
 @_ieee_fp32_matmul()
 @torch.no_grad()
-def _knn_search(query, gallery, k, *, self_index=None, chunk_size=1024, candidate_extra=24, search_dtype=None,
+def knn_search_checked(query, gallery, k, *, self_index=None, chunk_size=1024, candidate_extra=24, search_dtype=None,
                 stats=None):
     """:func:`knn_search` on inputs already checked: umlkit's own metrics call it with embeddings that
     ``check_embeddings`` validated, so the finiteness pass over the gallery (about 54 ms at 148,500 x 128 on this
@@ -768,7 +768,7 @@ class _Search:
             # near-equal embeddings (every score within the bf16 error of the k-th): full fp32 rows at once, before
             # two candidate passes that cannot certify them
             kth = top[0].gather(1, (depth[rows] - 1)[:, None]).squeeze(1).view(torch.bfloat16).float()
-            low = (kth - _bf16_error_bound(q, qb, self.dg_max, self.gb_max, kth)).clamp(min=0)
+            low = (kth - bf16_error_bound(q, qb, self.dg_max, self.gb_max, kth)).clamp(min=0)
             crowded = _crowded(bm_rows, top[0], n_open, low.to(torch.bfloat16).view(torch.int16))
             if bool(crowded.any()):
                 counts["fp32_fallback_rows"] += int(crowded.sum())
@@ -783,7 +783,7 @@ class _Search:
         else:
             n_open = kk if by_blocks else 0
         cand_v, cand_i, rest = self.candidates(qb, si, kk, n_open, bm_rows=bm_rows, top=top)
-        v, i = _sort_desc_by_value_then_index(_rescore(q, self.gallery, cand_i, si), cand_i)
+        v, i = _sort_desc_by_value_then_index(rescore(q, self.gallery, cand_i, si), cand_i)
         _put(out_v, out_i, rows, kc, v[:, :kc], i[:, :kc])
         kr = depth[rows]
         bad = _uncertified(q, qb, self.dg_max, self.gb_max, v, kr, rest)
@@ -799,7 +799,7 @@ class _Search:
                     sb = None if si is None else si[part]
                     cv2, ci2, rest2 = self.candidates(qb[part], sb, kk2, n_open2,
                                                       bm_rows=bm_rows[part] if precomputed and n_open2 else None)
-                    v2, i2 = _sort_desc_by_value_then_index(_rescore(q[part], self.gallery, ci2, sb), ci2)
+                    v2, i2 = _sort_desc_by_value_then_index(rescore(q[part], self.gallery, ci2, sb), ci2)
                     _put(out_v, out_i, rows[part], kc, v2[:, :kc], i2[:, :kc])
                     failed.append(part[_uncertified(q[part], qb[part], self.dg_max, self.gb_max, v2, kr[part],
                                                     rest2)])
@@ -837,7 +837,7 @@ def _search_int8(x, self_index, depth, order, available, chunk_size, extra, out_
     2. ``L``, the k-th best kept score, is a real item's: open every further block whose bound reaches
        ``L - 3 slack`` (``slack`` bounds how two fp32 dot products of the same vectors differ) and keep its scores
        above that. Rows that would open more than a quarter of the blocks take a full fp32 row instead;
-    3. the best ``depth + extra`` kept scores are the candidates; re-ranked by :func:`_rescore`, the k-th must beat
+    3. the best ``depth + extra`` kept scores are the candidates; re-ranked by :func:`rescore`, the k-th must beat
        everything left out (the threshold, or the last candidate where more passed) by ``slack``, else the row
        takes a full fp32 row.
     """
@@ -937,7 +937,7 @@ def _int8_group(x, rows, k, kk, bm_rows, gt_blocks, unit, bound, slack, out_v, o
     kc = int(k.max())
     width = max(kc, int((cand_v >= th[:, None]).sum(dim=1).max()))
     cand_i = cand_i[:, :width]
-    v, i = _sort_desc_by_value_then_index(_rescore(q, x, cand_i, rows), cand_i)
+    v, i = _sort_desc_by_value_then_index(rescore(q, x, cand_i, rows), cand_i)
     _put(out_v, out_i, rows, kc, v[:, :kc], i[:, :kc])
     kth_exact = v.gather(1, (k - 1)[:, None]).squeeze(1)
     return torch.cat([gave_up, rows[too_many | ~(kth_exact > rest + slack)]])

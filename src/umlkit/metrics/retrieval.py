@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 from umlkit.metrics.deep_ap import STREAM_MAX_CLASS, STREAM_MAX_GALLERY, STREAM_MIN_GALLERY, streamed_matches
-from umlkit.metrics.knn import _knn_search, knn_search
+from umlkit.metrics.knn import knn_search_checked, knn_search
 from umlkit.metrics.threads import limited_threads
 
 __all__ = [
@@ -397,7 +397,7 @@ def _matches(q, g, ql, gl, depth, self_index, any_self, others, class_count, sea
     for start in starts:
         rows = torch.arange(start, min(start + block, nq))
         # (inputs checked above: the gallery's finiteness pass is not repeated per block)
-        _, idx = _knn_search(q[rows], g, depth[rows], self_index=self_index[rows] if any_self else None,
+        _, idx = knn_search_checked(q[rows], g, depth[rows], self_index=self_index[rows] if any_self else None,
                              search_dtype=search_dtype)
         yield rows, (idx >= 0) & (gl[idx.clamp(min=0)] == ql[rows, None])
 

@@ -35,6 +35,7 @@ from timm.models import generate_default_cfgs, register_model
 from timm.models.vision_transformer import VisionTransformer, _create_vision_transformer
 
 from umlkit._hub import hub_unreachable
+from umlkit.models.recipes import RECIPES, WEIGHTS_DIR, weight_files
 
 __all__ = ["BACKBONES", "backbone_data_config", "create_backbone", "resolve_backbone_name", "data_config",
            "hub_unreachable"]
@@ -59,7 +60,6 @@ BACKBONES = {
     "vit_wide_uml_broad": "vit_wide_uml_patch8_32.uml_mini_broad",
 }
 
-WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 TINY_WEIGHTS = WEIGHTS_DIR / "vit_tiny_uml_patch8_32.safetensors"
 # UML-Mini v2's pretraining (recipe v2 of umlkit.models.pretrain: longer, masked unobservable targets)
 TINY_WEIGHTS_V2 = WEIGHTS_DIR / "vit_tiny_uml_patch8_32.uml_mini_v2.safetensors"
@@ -103,7 +103,7 @@ def vit_wide_uml_patch8_32(pretrained: bool = False, **kwargs) -> VisionTransfor
     return _create_vision_transformer("vit_wide_uml_patch8_32", pretrained=pretrained, **dict(model_args, **kwargs))
 
 
-def _hub_source(cfg) -> str:
+def hub_source(cfg) -> str:
     """Where timm would download a pretrained config's weights from, for error messages."""
     if cfg is None:
         return "the model's weights"
@@ -112,7 +112,7 @@ def _hub_source(cfg) -> str:
     return cfg.url or "the model's weights"
 
 
-def _in_hf_cache(cfg) -> bool:
+def in_hf_cache(cfg) -> bool:
     """Whether the Hugging Face cache already holds this config's weights (no network used)."""
     if not cfg.hf_hub_id:
         return False
@@ -164,12 +164,11 @@ def create_backbone(name: str, pretrained: bool = False, weights: str | Path | N
     elif pretrained:
         shipped = timm.models.get_pretrained_cfg(timm_name)
         if shipped is not None and shipped.file and not Path(shipped.file).is_file():
-            from umlkit.models.pretrain import RECIPES, weight_files
             recipe = next((r for r in RECIPES if weight_files(r)["weights"].name == Path(shipped.file).name), "v1")
             raise FileNotFoundError(f"the UML-Mini pretrained weights {shipped.file} are missing; run "
                                     f"`umlkit data pretrain-mini --recipe {recipe}` to regenerate them")
-        source = _hub_source(shipped)
-        if shipped is not None and not shipped.file and not _in_hf_cache(shipped):
+        source = hub_source(shipped)
+        if shipped is not None and not shipped.file and not in_hf_cache(shipped):
             reason = hub_unreachable()
             if reason is not None:
                 raise ConnectionError(

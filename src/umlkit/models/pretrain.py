@@ -24,7 +24,8 @@ from torch import nn
 
 from umlkit.data.mini import PRETRAIN_WORLDS, pretraining_class_names, pretraining_set
 from umlkit.models.backbones import TINY_WEIGHTS, create_backbone
-from umlkit.results import _atomic_write, file_lock
+from umlkit.models.recipes import RECIPES, TINY_ARCH, weight_files
+from umlkit.results import atomic_write, file_lock
 from umlkit.results import file_sha256 as sha256
 
 __all__ = ["pretrain_tiny_vit", "sha256", "class_logits", "load_heads", "TINY_HEADS", "RECIPES", "head_accuracies",
@@ -74,20 +75,6 @@ def load_heads(path: str | Path = TINY_HEADS) -> nn.ModuleDict:
     return heads
 
 
-# Recipes: v1 is the shipped weights of UML-Mini v1 (study round 2); v2 trains 6x as many steps on 3x as many
-# images and masks the targets an image cannot show (the stripe period of a plain body, the colour of an absent
-# disc). Round 3 of the study measured that v1 simply stopped too early (texture 23 % at 12 epochs, 95 % at 36).
-# The regime map's second edition (configs/regime/edition2.yaml) pretrains on other worlds
-# (umlkit.data.mini.PRETRAIN_WORLDS) with v2's recipe: narrow and broad at the tiny width, wide = broad at twice it.
-_V2 = dict(epochs=24, n_images=57600, mask_unobservable=True)
-RECIPES = {
-    "v1": dict(epochs=12, n_images=19200, mask_unobservable=False, tag="uml_mini"),
-    "v2": dict(_V2, tag="uml_mini_v2"),
-    "narrow": dict(_V2, tag="uml_mini_narrow", world="narrow"),
-    "broad": dict(_V2, tag="uml_mini_broad", world="broad"),
-    "wide": dict(_V2, tag="uml_mini_broad", world="broad", backbone="vit_wide_uml_patch8_32"),
-}
-_TINY = "vit_tiny_uml_patch8_32"
 IGNORE = -100  # torch's ignore_index: a target the image cannot show
 
 
@@ -144,7 +131,7 @@ def head_accuracies(recipe: str = "v2", n: int = 2000, data_seed: int = 1234, wo
     report written before that rule counted every image. Heads the world does not supervise are skipped."""
     from umlkit.models.backbones import create_backbone
     files = weight_files(recipe)
-    model = create_backbone(RECIPES[recipe].get("backbone", _TINY), weights=files["weights"])
+    model = create_backbone(RECIPES[recipe].get("backbone", TINY_ARCH), weights=files["weights"])
     heads = load_heads(files["heads"])
     images, targets, _ = pretraining_set(n, seed=data_seed + 1, world=world or RECIPES[recipe].get("world", "v2"))
     heads = nn.ModuleDict({k: h for k, h in heads.items() if k in targets})
@@ -164,16 +151,6 @@ def _named_accuracy(heads: nn.ModuleDict, feats: torch.Tensor, targets: dict[str
     keep = torch.from_numpy(targets["class"] >= 0)
     hit = named.argmax(1) == torch.from_numpy(targets["class"])
     return {"class (320 named)": float(hit[keep].float().mean())}
-
-
-def weight_files(recipe: str = "v1", out: str | Path | None = None) -> dict[str, Path]:
-    """Where a recipe's weights, heads and report are written (``out`` defaults to the shipped folder)."""
-    folder = Path(out) if out is not None else TINY_WEIGHTS.parent
-    arch = RECIPES[recipe].get("backbone", _TINY)
-    stem = arch if recipe == "v1" else f"{arch}.{RECIPES[recipe]['tag']}"
-    report = "pretrain_report.json" if recipe == "v1" else f"pretrain_report_{recipe}.json"
-    return {"weights": folder / f"{stem}.safetensors", "heads": folder / f"{stem}.heads.safetensors",
-            "report": folder / report, "sums": folder / "SHA256SUMS"}
 
 
 def pretrain_tiny_vit(out: str | Path | None = None, epochs: int | None = None, n_images: int | None = None,
@@ -213,7 +190,7 @@ def pretrain_tiny_vit(out: str | Path | None = None, epochs: int | None = None, 
     y_all = {k: torch.from_numpy(masked[k]) for k in PRETRAIN_WORLDS[world].heads}
     xv = _to_input(val_images)
     yv = {k: torch.from_numpy(v) for k, v in observable_targets(val_targets).items()}
-    model = create_backbone(spec.get("backbone", _TINY))
+    model = create_backbone(spec.get("backbone", TINY_ARCH))
     heads = nn.ModuleDict({k: nn.Linear(model.num_features, n) for k, n in PRETRAIN_WORLDS[world].heads.items()})
     dev = _device(device)
     model, heads, x_all, xv = model.to(dev), heads.to(dev), x_all.to(dev), xv.to(dev)
@@ -244,7 +221,7 @@ def pretrain_tiny_vit(out: str | Path | None = None, epochs: int | None = None, 
     model, heads = model.cpu(), heads.cpu()
     acc.update(_named_accuracy(heads, feats.cpu(), val_targets))
     report = _write_outputs(files, model, heads, acc, curve,
-                            {"recipe": recipe, "world": world, "backbone": spec.get("backbone", _TINY), "seconds": round(time.perf_counter() - t0, 1), "epochs": epochs,
+                            {"recipe": recipe, "world": world, "backbone": spec.get("backbone", TINY_ARCH), "seconds": round(time.perf_counter() - t0, 1), "epochs": epochs,
                              "n_images": n_images, "seed": seed, "masked_unobservable_targets": spec["mask_unobservable"],
                              "device": _device_name(dev)})
     log(json.dumps(report["val_accuracy"]))
@@ -289,8 +266,8 @@ def _write_outputs(files: dict, model, heads, acc: dict, curve: list, head: dict
     import platform
 
     from safetensors.torch import save as to_bytes
-    _atomic_write(files["weights"], to_bytes({k: v.contiguous() for k, v in model.state_dict().items()}))
-    _atomic_write(files["heads"], to_bytes({k: v.contiguous() for k, v in heads.state_dict().items()}))
+    atomic_write(files["weights"], to_bytes({k: v.contiguous() for k, v in model.state_dict().items()}))
+    atomic_write(files["heads"], to_bytes({k: v.contiguous() for k, v in heads.state_dict().items()}))
     report = {**head,
               "loss_per_epoch": [c["train_loss"] for c in curve],
               "val_loss_per_epoch": [c["val_loss"] for c in curve],
@@ -303,8 +280,8 @@ def _write_outputs(files: dict, model, heads, acc: dict, curve: list, head: dict
               "threads": torch.get_num_threads(), "cpu": _cpu_name() or platform.processor()}
     with file_lock(files["sums"]):   # two recipes pretrained at once into one folder: each keeps the other's entries
         sums = {**_read_sums(files["sums"]), **report["sha256"]}
-        _atomic_write(files["sums"], "".join(f"{h}  {n}\n" for n, h in sorted(sums.items())))
-    _atomic_write(files["report"], json.dumps(report, indent=1))
+        atomic_write(files["sums"], "".join(f"{h}  {n}\n" for n, h in sorted(sums.items())))
+    atomic_write(files["report"], json.dumps(report, indent=1))
     return report
 
 

@@ -67,14 +67,14 @@ DEFAULTS: dict = {
 _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)$")
 
 
-def _coerce(value):
+def coerce_numbers(value):
     """YAML 1.1 reads ``1e-4`` as a string; numbers in scientific notation become floats."""
     if isinstance(value, str) and _NUMBER.match(value.strip()):
         return float(value)
     if isinstance(value, dict):
-        return {k: _coerce(v) for k, v in value.items()}
+        return {k: coerce_numbers(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_coerce(v) for v in value]
+        return [coerce_numbers(v) for v in value]
     return value
 
 
@@ -131,7 +131,7 @@ def apply_overrides(config: dict, overrides) -> dict:
             raise ValueError(f"override {item!r} must look like key.sub=value")
         key, raw = item.split("=", 1)
         try:
-            value = _coerce(yaml.safe_load(raw))
+            value = coerce_numbers(yaml.safe_load(raw))
         except yaml.YAMLError as err:
             raise ValueError(f"override {item!r}: the value is not valid YAML ({' '.join(str(err).split())})") from None
         key = key.strip()
@@ -348,7 +348,7 @@ def _parsed(path: Path) -> dict:
     hit = _PARSED.get(str(path))
     if hit is None or hit[0] != stamp:
         try:
-            raw = _coerce(yaml.safe_load(path.read_text()) or {})
+            raw = coerce_numbers(yaml.safe_load(path.read_text()) or {})
         except yaml.YAMLError as err:
             raise ValueError(f"{path} is not valid YAML: {err}") from err
         if not isinstance(raw, dict):

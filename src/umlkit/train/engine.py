@@ -48,7 +48,7 @@ from umlkit.losses import create_loss, loss_inputs, model_requirements
 from umlkit.losses._checks import NonFiniteEmbeddingsError
 from umlkit.models import create_model, method_entry
 from umlkit.models.backbones import backbone_data_config
-from umlkit.results import _atomic_write
+from umlkit.results import atomic_write
 from umlkit.train.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from umlkit.train.config import config_hash, legacy_objective, resolve_config
 from umlkit.train.evaluate import evaluate_model
@@ -704,7 +704,7 @@ def _start_files(run: _Run, progress: _Progress) -> None:
         return
     run.run_dir.mkdir(parents=True, exist_ok=True)
     header = {"config": run.cfg, "config_hash": config_hash(_hashable(run.cfg))}
-    _atomic_write(run.run_dir / "config.json", json.dumps(header, indent=1, default=str))
+    atomic_write(run.run_dir / "config.json", json.dumps(header, indent=1, default=str))
     with open(run.run_dir / "log.jsonl", "w") as fh:
         fh.writelines(json.dumps(h) + "\n" for h in progress.history)
 
@@ -852,7 +852,7 @@ def _finish(run: _Run, progress: _Progress, seconds: float) -> FitResult:
     result = FitResult(run.run_dir, run.cfg, history, last, progress.best, progress.best_epoch, run.model, run.loss,
                        seconds)
     if run.is_main and last is not None:
-        _atomic_write(run.run_dir / "metrics.json", json.dumps(
+        atomic_write(run.run_dir / "metrics.json", json.dumps(
             {"last_epoch": _frame_to_json(last), "best_on_test": _frame_to_json(progress.best),
              "best_epoch": progress.best_epoch,
              "selection_note": "best_on_test selects the epoch on the test set, as the papers do"}, indent=1))

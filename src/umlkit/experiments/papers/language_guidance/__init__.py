@@ -6,13 +6,13 @@ from functools import partial
 
 from umlkit.experiments.papers._namespace import chapter_attribute
 from umlkit.experiments.papers.language_guidance import config
-from umlkit.experiments.registry import Paper
+from umlkit.experiments.registry import Paper, register_paper
 
-ENTRY = Paper(name="language_guidance", title="Language guidance (Roth, Vinyals, Akata, CVPR 2022)",
+ENTRY = register_paper(Paper(name="language_guidance", title="Language guidance (Roth, Vinyals, Akata, CVPR 2022)",
               claim_tables=config.TABLES, chapters=("language_guidance",),
               headline="Multisimilarity + ELG beats Multisimilarity (CUB)",
               job_lists={n: partial(config.job_list, n)
-                         for n in ("omega_sweep", "tables", "semantic", "unified_sweep", "unified")})
+                         for n in ("omega_sweep", "tables", "semantic", "unified_sweep", "unified")}))
 
 
 def __getattr__(name: str):

@@ -16,7 +16,7 @@ from umlkit.experiments.papers.language_guidance.config import (ablation_table, 
                                                                 CURVE_ROWS, first_epoch, guided_rows, lg_config,
                                                                 omega_grid,
                                                                 omega_jobs, PAPER, related_classes, SEMANTIC,
-                                                                semantic_table, _source_classes, SOURCES, _split_row,
+                                                                semantic_table, source_classes, SOURCES, split_row,
                                                                 table, UNIFIED, unified_config, unified_sweep_jobs,
                                                                 unified_table)
 
@@ -34,7 +34,7 @@ def word_order_pairs(source: str = "cub", guidance: str = "ELG", profile: str = 
     lowest and mean cosine similarity, and the highest similarity of any other pair. Articles ("a"/"an") are ignored."""
     import numpy as np
     sim = class_similarity(source, guidance, profile)
-    rows, texts, _ = _source_classes(source, profile)
+    rows, texts, _ = source_classes(source, profile)
     words = {r: sorted(w for w in t.lower().split() if w not in ("a", "an")) for r, t in zip(rows, texts)}
     same, other = [], []
     for i, a in enumerate(rows):
@@ -48,7 +48,7 @@ def similarities(source: str, guidances, profile: str = "quick", n: int = 12) ->
     """What each guidance would distil on ``n`` training classes of a source: the cosine similarity of their stored
     language rows (:func:`class_similarity`), before the loss's shift, indexed by the classes' names. Reads the
     language files (computing one only if it is missing)."""
-    rows, texts, _ = _source_classes(source, profile)
+    rows, texts, _ = source_classes(source, profile)
     out = {}
     for g in guidances:
         sim = class_similarity(source, g, profile).loc[rows[:n], rows[:n]]
@@ -101,7 +101,7 @@ def guidance_gains(cmp: "pd.DataFrame", metric: str = "R@1") -> "pd.DataFrame": 
     value = {(r["method"], r["dataset"]): (r["measured"], r["paper"]) for _, r in sub.iterrows()}
     lines = []
     for (method, d), (m, p) in value.items():
-        base, g = _split_row(method)
+        base, g = split_row(method)
         if g is None or (base, d) not in value:
             continue
         bm, bp = value[(base, d)]
@@ -215,7 +215,7 @@ def sweep_gains(sweep: pd.DataFrame) -> pd.DataFrame:
         return sweep
     base = sweep[sweep["omega"] == 0].set_index(["source", "row"])["MAP@R"]
     guided = sweep[sweep["omega"] > 0].copy()
-    guided["gain"] = [m - base.get((s, _split_row(r)[0]), float("nan"))
+    guided["gain"] = [m - base.get((s, split_row(r)[0]), float("nan"))
                       for s, r, m in zip(guided["source"], guided["row"], guided["MAP@R"])]
     return guided.assign(dataset=guided["source"].map(SOURCE_NAMES))
 
@@ -243,7 +243,7 @@ def validation_facts(sweep: pd.DataFrame) -> dict[str, str]:
     if sweep.empty:
         return {"val_below_base": "–", "val_below_base_n": "–", "val_guided_n": "–"}
     g = sweep_gains(sweep)
-    g = g[g["chosen"] & g["row"].isin([r for r in guided_rows() if _split_row(r)[1] is not None])]
+    g = g[g["chosen"] & g["row"].isin([r for r in guided_rows() if split_row(r)[1] is not None])]
     below = g[g["gain"] < 0]
     per = below.groupby("source", sort=False).size()
     parts = [f"{n} on the {SOURCE_NAMES[s]}-like source" for s, n in per.items()]
@@ -341,7 +341,7 @@ def _semantic_and_unified_facts(cmp: dict, claims, profile: str) -> dict:
     facts["unified_grid"] = ", ".join(f"{w:g}" for w in u["omega_grid"])
     facts["unified_val"] = f"{100 * u['val_fraction']:.0f} %"
     facts["val_share"] = f"{100 * float(source_recipe.methods_config()['val_fraction']):.0f} %"
-    facts["unified_classes"] = str(len(_source_classes(UNIFIED, profile)[0])) if profile == "quick" else "–"
+    facts["unified_classes"] = str(len(source_classes(UNIFIED, profile)[0])) if profile == "quick" else "–"
     base = unified_config(profile, method="PUMA")   # the unguided rows' configuration: which backbone and rates
     facts["unified_backbone"], facts["unified_lr"] = base["model"]["backbone"], f"{base['optimizer']['lr']:g}"
     facts["unified_lr_full"] = f"{unified_config(profile, method='full fine-tuning')['optimizer']['lr']:g}"
@@ -416,7 +416,7 @@ def semantic_counts(profile: str = "quick", queries: int = 4) -> "pd.DataFrame":
     spec = semantic_table(profile)
     src = SEMANTIC["source"]
     sim = class_similarity(src, SEMANTIC["judge"], profile)
-    names = dict(zip(*_source_classes(src, profile)[:2]))
+    names = dict(zip(*source_classes(src, profile)[:2]))
     per = {}
     for r in spec.rows:
         found = [find_record(spec.config(r, s, profile), profile) for s in spec.seeds_of(r, profile)]

@@ -33,7 +33,7 @@ from umlkit.experiments.runners import SOURCE_NAMES
 from umlkit.experiments.tuning import chosen
 from umlkit.experiments.tables import Claim, Floor, Row, Table
 from umlkit.paper import paper_table
-from umlkit.experiments.language_store import UNIFIED, _source_classes, guidance_spec, language_ref, lg_config
+from umlkit.experiments.language_store import UNIFIED, source_classes, guidance_spec, language_ref, lg_config
 import pandas as pd
 from umlkit.experiments.declarations import expand, load_declarations
 
@@ -54,7 +54,7 @@ def variant_rows(profile: str = "quick") -> list[str]:
     return [f"{BASELINE} + {v}" for v in (lg_config().get("variants") or {}) if profile in guidance_spec(v)["profiles"]]
 
 
-def _split_row(method: str) -> tuple[str, str | None]:
+def split_row(method: str) -> tuple[str, str | None]:
     """'Margin + PLG Top-5' -> ('Margin', 'PLG Top-5'); 'Multisimilarity + S2SD' -> (that, None)."""
     for g in [*lg_config()["guidance"], *(lg_config().get("variants") or {})]:
         if method.endswith(f" + {g}"):
@@ -83,7 +83,7 @@ def run_config(profile: str = "quick", *, method: str = "Multisimilarity", sourc
     language term with weight ``omega`` (default: the chosen one) and the file ``language`` (default:
     :func:`language_ref`)."""
     cfg = lg_config()
-    base, guidance = _split_row(method)
+    base, guidance = split_row(method)
     if base not in cfg["methods"]:
         raise KeyError(f"unknown language-guidance method {base!r}; choose from {list(cfg['methods'])} (optionally "
                        f"with ' + ' and one of {list(cfg['guidance'])})")
@@ -140,7 +140,7 @@ def tuned_rows(profile: str = "quick") -> dict[str, list[str]]:
     spec = [table("Table 2", profile), *(ablation_table(n, profile) for n in ABLATIONS)]
     for s in SOURCES[1:]:
         runs = {r.spec["method"] for t in spec for r in t.rows if r.spec.get("source") == s and "method" in r.spec}
-        out[s] = [r for r in out["cub"] if r in runs and (_split_row(r)[1] is not None or f"{r} + ELG" in runs)]
+        out[s] = [r for r in out["cub"] if r in runs and (split_row(r)[1] is not None or f"{r} + ELG" in runs)]
     return out
 
 
@@ -151,7 +151,7 @@ def omega_jobs(profile: str = "quick", seed: int = 0) -> list[tuple[str, str, di
     for source, rows in tuned_rows(profile).items():
         prefix = "" if source == "cub" else f"{source}-"
         for row in rows:
-            if _split_row(row)[1] is None:
+            if split_row(row)[1] is None:
                 jobs.append(("omega_sweep", f"{prefix}{row}-seed{seed}", omega_key(row, None, profile, seed, source)))
             else:
                 jobs += [("omega_sweep", f"{prefix}{row}-w{w:g}-seed{seed}", omega_key(row, w, profile, seed, source))

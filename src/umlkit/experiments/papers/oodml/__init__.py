@@ -6,11 +6,11 @@ from functools import partial
 
 from umlkit.experiments.papers._namespace import chapter_attribute
 from umlkit.experiments.papers.oodml import config
-from umlkit.experiments.registry import Paper
+from umlkit.experiments.registry import Paper, register_paper
 
-ENTRY = Paper(name="oodml", title="ooDML (Milbich, Roth et al., NeurIPS 2021)", claim_tables=config.TABLES,
+ENTRY = register_paper(Paper(name="oodml", title="ooDML (Milbich, Roth et al., NeurIPS 2021)", claim_tables=config.TABLES,
               chapters=("oodml",), headline="Margin (D): R@1 falls from the default split to the hardest (CUB)",
-              job_lists={n: partial(config.job_list, n) for n in ("lr_sweep", "lr_sweep_cars", "lr_sweep_sop", "tables")})
+              job_lists={n: partial(config.job_list, n) for n in ("lr_sweep", "lr_sweep_cars", "lr_sweep_sop", "tables")}))
 
 
 def __getattr__(name: str):

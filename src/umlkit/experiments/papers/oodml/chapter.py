@@ -12,7 +12,7 @@ from umlkit.experiments.prose import signed
 from umlkit.experiments.runners import SOURCE_NAMES
 from umlkit.experiments.tables import BELOW, Table
 from umlkit.experiments.papers.oodml.config import (default_split_id, load_splits, PAPER, SEEDS, shift_table,
-                                                    SHIFT_TABLES, SOURCES, split_ids, _T1, tuned_methods)
+                                                    SHIFT_TABLES, SOURCES, split_ids, T1, tuned_methods)
 
 
 # ------------------------------------------------------------------------------------------------ analyses
@@ -227,7 +227,7 @@ def chapter_facts(measured: pd.DataFrame, trends: dict, ags: pd.DataFrame, corr:
             f[f"{src}_{tag}_drop"] = fmt(-sub["change"].mean()) if len(sub) else "n/a"
     from umlkit.paper import paper_table
     t1 = paper_table(PAPER, "Table 1").pivot_table(index="dataset", columns="setting", values="value")
-    ratio = t1[_T1["default"]] / t1[_T1["iid"]]
+    ratio = t1[T1["default"]] / t1[T1["iid"]]
     f["paper_iid_ratio"] = ", ".join(f"{ratio[SOURCE_NAMES[s]]:.1f}" for s in SOURCES[:-1]) + \
         f" and {ratio[SOURCE_NAMES[SOURCES[-1]]]:.1f}"
     cub = data["sources"]["cub"]["splits"]

@@ -249,7 +249,7 @@ def lr_sweep(profile: str = "quick", train: bool = False, select_on: str = "MAP@
 
 
 # ------------------------------------------------------------------------------------------------ FID tables
-_T1 = DECLARED["t1"]
+T1 = DECLARED["t1"]
 _DIRECTION = DECLARED["direction"]
 
 
@@ -267,8 +267,8 @@ def fid_measured(table: str, profile: str = "quick") -> pd.DataFrame:
     if table == "Table 1":
         for src in SOURCES:
             d, name = data["sources"][src], SOURCE_NAMES[src]
-            rows.append(_fid_row(table, _T1["default"], name, d["default_fid"], row="default split"))
-            rows += [_fid_row(table, _T1["iid"], name, v, seed=i, row="i.i.d. split") for i, v in enumerate(d["iid_fid"])]
+            rows.append(_fid_row(table, T1["default"], name, d["default_fid"], row="default split"))
+            rows += [_fid_row(table, T1["iid"], name, v, seed=i, row="i.i.d. split") for i, v in enumerate(d["iid_fid"])]
     elif table == "Table S1":
         for src in SOURCES:
             rows += [_fid_row(table, f"split={s['id']}", SOURCE_NAMES[src], s["fid"], row=f"split {s['id']}")

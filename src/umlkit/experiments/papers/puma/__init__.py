@@ -6,12 +6,12 @@ from functools import partial
 
 from umlkit.experiments.papers._namespace import chapter_attribute
 from umlkit.experiments.papers.puma import config
-from umlkit.experiments.registry import Paper
+from umlkit.experiments.registry import Paper, register_paper
 
-ENTRY = Paper(name="puma", title="PUMA (Kim, Kim, Kwak, WACV 2025)", claim_tables=config.claim_tables,
+ENTRY = register_paper(Paper(name="puma", title="PUMA (Kim, Kim, Kwak, WACV 2025)", claim_tables=config.claim_tables,
               chapters=("puma", "puma_ablations"), headline="PUMA beats unified full fine-tuning (Harmonic)",
               job_lists={n: partial(config.job_list, n) for n in ("tuning", "few_shot_tuning", "few_shot", "tables",
-                                                                  "second_tables", "budget")})
+                                                                  "second_tables", "budget")}))
 
 
 def __getattr__(name: str):

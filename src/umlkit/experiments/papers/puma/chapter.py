@@ -20,8 +20,8 @@ from umlkit.paper import paper_table
 from umlkit.experiments.papers.puma.config import (BACKBONES_QUICK, backbones_quick, BACKBONES_QUICK_SECOND, BUDGET,
                                                    BUDGET_EPOCHS, build_tables, config_for, DATASET_COLUMNS, DECLARED,
                                                    few_shot_block,
-                                                   few_shot_tuning_jobs, LOSSES, PAPER, PEFT_ROWS, _row, run_config,
-                                                   second_pass, SECTIONS, sweep_jobs, _T5_METHODS, TABLE2,
+                                                   few_shot_tuning_jobs, LOSSES, PAPER, PEFT_ROWS, row_of, run_config,
+                                                   second_pass, SECTIONS, sweep_jobs, T5_METHODS, TABLE2,
                                                    TABLE3, table_claims, tuning_units)
 
 
@@ -138,7 +138,7 @@ def budget_facts(cmp: pd.DataFrame, claims: pd.DataFrame) -> dict[str, str]:
     f: dict[str, str] = {}
     for e in BUDGET_EPOCHS:
         for name, tag in (("Ours", "puma"), ("CurricularFace", "ft")):
-            row = _row(BUDGET(), method=name, setting=f"epochs={e}").title
+            row = row_of(BUDGET(), method=name, setting=f"epochs={e}").title
             f[f"bud_{tag}_{e}"] = " / ".join(fmt(cell(cmp, row, d), spread=cell(cmp, row, d, field="spread"))
                                              for d in ("Unified", "Harmonic"))
         for d in ("Unified", "Harmonic"):
@@ -249,7 +249,7 @@ def figure3_weights(profile: str = "quick", seed: int = 0, rerun: bool = False, 
                     overrides: Sequence[str] = (), stage: str | None = None) -> pd.DataFrame:
     """Average prompt-pool weight per source (rows) and prompt (columns) of the PUMA run of Table 3 (in the
     profile's current stage, or ``stage``)."""
-    row = _row(TABLE3, setting="prompt=Cond.;adapter=Stoc.")
+    row = row_of(TABLE3, setting="prompt=Cond.;adapter=Stoc.")
     rec = cached_record(PAPER, TABLE3.slug, f"{row.label}-seed{seed}",
                         config_for(row, seed, profile, overrides, stage=stage), row.runner, profile, rerun, log)
     df = pd.DataFrame(rec["result"]["prompt_weights"]).T
@@ -285,7 +285,7 @@ def cross_matrix(profile: str = "quick", loss: str = "CurricularFace", seed: int
                  overrides: Sequence[str] = (), stage: str | None = None) -> pd.DataFrame:
     """Table 2 (a)'s eight specialists, each evaluated on every source (R@1): trained-on x evaluated-on (in the
     profile's current stage, or ``stage``)."""
-    row = _row(TABLE2, section=SECTIONS["a"], method=loss)
+    row = row_of(TABLE2, section=SECTIONS["a"], method=loss)
     rec = cached_record(PAPER, TABLE2.slug, f"{row.label}-seed{seed}",
                         config_for(row, seed, profile, overrides, stage=stage), row.runner, profile, log=None)
     order = [d for d in SOURCE_NAMES.values() if d in rec["result"]["cross"]]
@@ -555,8 +555,8 @@ def _table2_verdict(text: str, profile: str = "quick") -> str:
     """The Holm-adjusted verdict of Table 2's claim ``text``, from the paper's board (the ablation chapter states
     the verdicts of comparisons that Table 2 declares)."""
     from umlkit.experiments.prose import verdict
-    from umlkit.experiments.scoreboard import _family_board
-    return verdict(_family_board("puma", profile), text)
+    from umlkit.experiments.scoreboard import family_board
+    return verdict(family_board("puma", profile), text)
 
 
 def _table5_facts(cmp5, claims5, profile: str = "quick") -> dict[str, str]:
@@ -564,7 +564,7 @@ def _table5_facts(cmp5, claims5, profile: str = "quick") -> dict[str, str]:
     f: dict[str, str] = {}
     for b, bb in backbones_quick(profile).items():
         k = bb["fact"]
-        for name in _T5_METHODS:
+        for name in T5_METHODS:
             row = f"{name} / {b}"
             if (cmp5["row"] == row).any():
                 f[f"t5_{k}_{name[:4].lower()}"] = " / ".join(

@@ -49,7 +49,7 @@ VIT_S = DECLARED["vit_s"]
 LOSSES, PEFT_ROWS, ABLATION_ROWS = DECLARED["losses"], DECLARED["peft_rows"], DECLARED["ablation_rows"]
 BACKBONES_QUICK, BACKBONES_QUICK_SECOND = DECLARED["backbones_quick"]["first"], DECLARED["backbones_quick"]["second"]
 BACKBONES_FULL = DECLARED["backbones_full"]
-_T5_METHODS = DECLARED["t5_methods"]
+T5_METHODS = DECLARED["t5_methods"]
 
 
 def backbones_quick(profile: str = "quick") -> dict:
@@ -141,7 +141,7 @@ def _table5_rows(profile: str, stage: str | None = None) -> list[Row]:
                 over.append(f"model.backbone={bb['backbone']}")
             if bb["weights"]:
                 over.append(f"model.weights={bb['weights']}")
-            for name, method in _T5_METHODS.items():
+            for name, method in T5_METHODS.items():
                 if bb["paper"]:
                     setting = bb["paper"][0] if method == "zero_shot" else bb["paper"][1]
                 else:
@@ -152,7 +152,7 @@ def _table5_rows(profile: str, stage: str | None = None) -> list[Row]:
                                 seed_free=method == "zero_shot" and bool(bb["pretrained"])))
     else:
         for arch, (timm_name, zs_dim, pre) in BACKBONES_FULL.items():
-            for name, method in _T5_METHODS.items():
+            for name, method in T5_METHODS.items():
                 dim = zs_dim if method == "zero_shot" else 128
                 rows.append(Row(method=name, setting=f"{arch};dim={dim};{pre}",
                                 spec={"method": method, "overrides": [f"model.backbone={timm_name}"]},
@@ -402,7 +402,7 @@ def _second_table_jobs(profile: str) -> list[tuple]:
     return table_jobs(profile, build_tables("second"))
 
 
-def _row(spec: Table, **match) -> Row:
+def row_of(spec: Table, **match) -> Row:
     found = [r for r in spec.rows if all(getattr(r, k) == v for k, v in match.items())]
     if len(found) != 1:
         raise KeyError(f"{spec.table}: {match} matches {len(found)} rows")

@@ -7,7 +7,7 @@ from functools import partial
 
 from umlkit.experiments.papers._namespace import chapter_attribute
 from umlkit.experiments.papers.regime import config, edition2
-from umlkit.experiments.registry import Paper
+from umlkit.experiments.registry import Paper, register_paper
 
 
 def claim_tables(profile: str = "quick") -> dict:
@@ -15,11 +15,11 @@ def claim_tables(profile: str = "quick") -> dict:
     return {**config.claim_tables(profile), **({edition2.TABLE_NAME: edition2.MAP2()} if profile == "quick" else {})}
 
 
-ENTRY = Paper(name="regime", title="Regime map (this book, on PUMA's configuration)", claim_tables=claim_tables,
-              records="puma", chapters=("regime_map",),
+ENTRY = register_paper(Paper(name="regime", title="Regime map (this book, on PUMA's configuration)", claim_tables=claim_tables,
+              records="puma", chapters=("regime_map",), own=True,
               headline="combinations, k=all: PUMA beats full fine-tuning (Harmonic R@1)",
               job_lists={"map": partial(config.job_list, "map"), "map2": partial(edition2.job_list, "map2"),
-                         "map2-tuning": partial(edition2.job_list, "map2-tuning")})
+                         "map2-tuning": partial(edition2.job_list, "map2-tuning")}))
 
 
 def __getattr__(name: str):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from umlkit.experiments.papers.regime.config import PROBE_METRIC, _setting, load_splits, settings
+from umlkit.experiments.papers.regime.config import PROBE_METRIC, setting_of, load_splits, settings
 from umlkit.experiments.tables import MISSING
 
 
@@ -23,7 +23,7 @@ def heat_frame(cmp: pd.DataFrame, dataset: str = "Harmonic") -> pd.DataFrame:
     lines = []
     for shift in c["shifts"]:
         for shots in c["shots"]:
-            cells = {m: sub[(sub["method"] == m) & (sub["setting"] == _setting(shift, shots))] for m in c["methods"]}
+            cells = {m: sub[(sub["method"] == m) & (sub["setting"] == setting_of(shift, shots))] for m in c["methods"]}
             if any(len(v) != 1 for v in cells.values()):
                 continue
             a, b = cells["PUMA"].iloc[0], cells["Full fine-tuning"].iloc[0]
@@ -42,8 +42,8 @@ def forgetting_frame(cmp: pd.DataFrame, shots="all") -> pd.DataFrame:
     sub = cmp[cmp["metric"] == PROBE_METRIC]
     lines = []
     for shift in settings()["shifts"]:
-        zs = sub[sub["setting"] == _setting(shift)].set_index("dataset")["measured"]
-        runs = sub[sub["setting"] == _setting(shift, shots)]
+        zs = sub[sub["setting"] == setting_of(shift)].set_index("dataset")["measured"]
+        runs = sub[sub["setting"] == setting_of(shift, shots)]
         for attr in zs.index:
             name = "embedding mean" if attr == "embedding probe: mean" else attr.removeprefix("probe: ")
             line = {"shift": shift, "attribute": name, "Zero-Shot": float(zs[attr])}
@@ -350,9 +350,9 @@ def tuning_view(frame: pd.DataFrame) -> pd.DataFrame:
 
 def moves_view(moves: pd.DataFrame) -> pd.DataFrame:
     """:func:`axis_moves` with short cell labels ("v2 / values") and the interval in one column."""
-    from umlkit.experiments.plots import _cell_label
-    return pd.DataFrame({"axis": moves["axis"], "from": moves["from"].map(_cell_label),
-                         "to": moves["to"].map(_cell_label), "method": moves["method"],
+    from umlkit.experiments.plots import cell_label
+    return pd.DataFrame({"axis": moves["axis"], "from": moves["from"].map(cell_label),
+                         "to": moves["to"].map(cell_label), "method": moves["method"],
                          "move": moves["move"].round(1),
                          "95 % interval": [f"[{lo:+.1f}, {hi:+.1f}]" if np.isfinite(lo) else "–"
                                            for lo, hi in zip(moves["low"], moves["high"])],

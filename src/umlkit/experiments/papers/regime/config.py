@@ -103,13 +103,13 @@ def _splits_path():
 def write_splits(root=None) -> str:
     """Generate the shifted splits and write ``configs/regime/splits_quick.json`` (atomically); returns the path.
     A file already there is replaced only by an identical one: the committed splits define the map's records."""
-    from umlkit.results import _atomic_write
+    from umlkit.results import atomic_write
     text = json.dumps(make_splits(root), indent=1, sort_keys=True, default=int) + "\n"
     path = _splits_path()
     if path.exists() and path.read_text() != text:
         raise FileExistsError(f"{path} holds other splits than the ones generated now; the map's records depend on "
                               "it. Move it away first if the change is intended.")
-    _atomic_write(path, text)
+    atomic_write(path, text)
     return str(path)
 
 
@@ -164,7 +164,7 @@ def map_config(shift: str, shots, method: str, seed: int = 0, profile: str = "qu
     return {"config": cfg, "probes": copy.deepcopy(settings()["probes"])}
 
 
-def _setting(shift: str, shots=None) -> str:
+def setting_of(shift: str, shots=None) -> str:
     return f"shift={shift}" + ("" if shots is None else f";shots={shots}")
 
 
@@ -172,13 +172,13 @@ def _rows() -> list[Row]:
     c = settings()
     rows = []
     for shift in c["shifts"]:
-        rows.append(Row(method="Zero-Shot", setting=_setting(shift),   # one record: the frozen backbone is exact
+        rows.append(Row(method="Zero-Shot", setting=setting_of(shift),   # one record: the frozen backbone is exact
                         spec={"shift": shift, "method": "zero_shot", "seeds": tuple(c["seeds"][:1])},
                         runner="probed", group=shift, name=f"Zero-Shot / {shift}", label=f"{shift}-zero-shot",
                         seed_free=True))
         for shots in c["shots"]:
             for name, method in c["methods"].items():
-                rows.append(Row(method=name, setting=_setting(shift, shots), runner="probed", group=shift,
+                rows.append(Row(method=name, setting=setting_of(shift, shots), runner="probed", group=shift,
                                 spec={"shift": shift, "method": method, "shots": shots},
                                 name=f"{name} / {shift} / k={shots}", label=f"{shift}-{shots}-{method}"))
     return rows
@@ -206,13 +206,13 @@ def _claims() -> list[Claim]:
     out = []
     for shift in c["shifts"]:
         for shots in c["shots"]:
-            cell = {m: {"section": "", "method": m, "setting": _setting(shift, shots), "dataset": "Harmonic"}
+            cell = {m: {"section": "", "method": m, "setting": setting_of(shift, shots), "dataset": "Harmonic"}
                     for m in c["methods"]}
             out.append(Claim(texts["gap"].format(shift=shift, shots=shots), cell["PUMA"],
                              cell["Full fine-tuning"]))
-        probe = {m: {"section": "", "method": m, "setting": _setting(shift, "all"), "dataset": "probe: mean"}
+        probe = {m: {"section": "", "method": m, "setting": setting_of(shift, "all"), "dataset": "probe: mean"}
                  for m in c["methods"]}
-        zs = {"section": "", "method": "Zero-Shot", "setting": _setting(shift), "dataset": "probe: mean"}
+        zs = {"section": "", "method": "Zero-Shot", "setting": setting_of(shift), "dataset": "probe: mean"}
         out.append(Claim(texts["keeps"].format(shift=shift), probe["PUMA"], probe["Full fine-tuning"],
                          metric=PROBE_METRIC))
         out.append(Claim(texts["forgets"].format(shift=shift), zs, probe["Full fine-tuning"],

@@ -6,11 +6,11 @@ from functools import partial
 
 from umlkit.experiments.papers._namespace import chapter_attribute
 from umlkit.experiments.papers.vptsp import config
-from umlkit.experiments.registry import Paper
+from umlkit.experiments.registry import Paper, register_paper
 
-ENTRY = Paper(name="vptsp", title="VPTSP (Ren et al., ICLR 2024)", claim_tables=config.TABLES, chapters=("vptsp",),
+ENTRY = register_paper(Paper(name="vptsp", title="VPTSP (Ren et al., ICLR 2024)", claim_tables=config.TABLES, chapters=("vptsp",),
               headline="VPTSP-G beats Hyp-ViT (beats full fine-tuning) (CUB, R@1)",
-              job_lists={n: partial(config.job_list, n) for n in ("lr_sweep", "table8_tuning", "tables")})
+              job_lists={n: partial(config.job_list, n) for n in ("lr_sweep", "table8_tuning", "tables")}))
 
 
 def __getattr__(name: str):

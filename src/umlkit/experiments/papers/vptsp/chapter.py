@@ -9,7 +9,7 @@ import pandas as pd
 from umlkit.experiments.runners import SOURCE_NAMES
 from umlkit.experiments.prose import method_value as _value, number, verdict_counts
 from umlkit.experiments.papers.vptsp.config import (ALL_SOURCES, chosen_lr, DIAGNOSIS_SOURCES, FIG3, methods_config,
-                                                    METRICS, PAPER, _PLAIN, run_config, sweep_jobs, T2_SETTINGS,
+                                                    METRICS, PAPER, PLAIN, run_config, sweep_jobs, T2_SETTINGS,
                                                     TABLE2, TABLE4, TABLE8_QUICK, ZERO_SHOT)
 from umlkit.experiments.tables import lr_sweep_frame
 
@@ -108,7 +108,7 @@ def _gap_facts(t1, t4, t5) -> dict:
         facts[f"paper_sp_gap_cars_{key}"] = number(_paper("Table 4", "VPTSP (GRU) + Bias", "Cars", metric)
                                                    - _paper("Table 4", "VPT+Bias (Baseline)", "Cars", metric),
                                                    signed=True)
-    efficient = [m for m in _PLAIN if m != "Full Fine-tuning (PA)"]
+    efficient = [m for m in PLAIN if m != "Full Fine-tuning (PA)"]
     plain = t1[(t1["metric"] == "MAP@R") & t1["method"].isin(efficient)] if not t1.empty else t1
     if not plain.empty:
         best = plain.loc[plain["measured"].idxmax()]

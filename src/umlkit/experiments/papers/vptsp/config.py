@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import copy
 import json
+import sys
 from functools import lru_cache
 from pathlib import Path
 
@@ -39,7 +40,8 @@ from umlkit.experiments import class_splits
 from umlkit.experiments.runners import SOURCE_NAMES
 from umlkit.experiments.tuning import chosen
 from umlkit.experiments.tables import Claim, Floor, Row, Table, lr_sweep_frame
-from umlkit.experiments.declarations import expand, load_declarations
+from umlkit.experiments.declarations import load_declarations
+from umlkit.experiments.table_builder import build_tables
 
 
 PAPER = "vptsp"
@@ -58,8 +60,8 @@ def _config_dir() -> Path:
 @lru_cache(maxsize=1)
 def methods_config() -> dict:
     """``configs/vptsp/methods.yaml``, parsed once per process."""
-    from umlkit.train.config import _coerce
-    return _coerce(yaml.safe_load((_config_dir() / "methods.yaml").read_text()))
+    from umlkit.train.config import coerce_numbers
+    return coerce_numbers(yaml.safe_load((_config_dir() / "methods.yaml").read_text()))
 
 
 @lru_cache(maxsize=4)
@@ -212,7 +214,7 @@ def _zero_shot_config(profile: str, source: str, overrides=()) -> dict:
     return cfg
 
 
-def _scores(result: dict, row: Row) -> dict:
+def scores(result: dict, row: Row) -> dict:
     name, metrics = SOURCE_NAMES[row.spec["source"]], row.spec.get("show") or row.spec.get("metrics") or METRICS
     return {(name, m): v[name] for m, v in result["test"].items() if m in metrics}
 
@@ -226,11 +228,15 @@ def _paper_setting(table: str, method: str) -> str:
     return str(settings[0]) if len(settings) == 1 else ""
 
 
-def _rows(table: str, names: dict[str, tuple[str, dict]], sources=("cub",), setting: str | None = None,
-          metrics: dict | None = None, **spec) -> list[Row]:
+def table_rows(table: str, names: dict[str, tuple[str, dict]], sources=("cub",), setting: str | None = None,
+               metrics: dict | None = None, settings: dict | None = None, **spec) -> list[Row]:
     """Rows of a table: paper method name -> (methods.yaml row, options), one Row per source; ``setting`` when the
-    paper's method name has several settings, ``metrics`` per source when the table reports other recalls."""
-    return [Row(method=paper_name, setting=_paper_setting(table, paper_name) if setting is None else setting,
+    paper's method name has several settings (``settings``: one per method), ``metrics`` per source when the table
+    reports other recalls."""
+    def setting_of(name):
+        given = (settings or {}).get(name, setting)
+        return _paper_setting(table, name) if given is None else given
+    return [Row(method=paper_name, setting=setting_of(paper_name),
                 spec={"row": base, "source": s, "options": opts, **spec,
                       **({"metrics": metrics[s]} if metrics else {})},
                 runner="train_analysis", label=f"{s}-{paper_name}")
@@ -249,56 +255,20 @@ TABLE4 = DECLARED["table4"]
 TABLE5 = DECLARED["table5"]
 # Table 7's GRU-ReLU row prints Table 1's VPTSP-G without BitFit (86.1 / 52.1): the accumulators are compared there
 TABLE7 = DECLARED["table7"]
-_PLAIN = tuple(DECLARED["plain"])
+PLAIN = tuple(DECLARED["plain"])
 
 
-def _beats(a: str, b: str, dataset: str = "CUB", metric: str = "R@1", what: str = "", table: str = "Table 1",
-           settings: dict | None = None) -> Claim:
-    st = settings or {}
-    return Claim(f"{a} beats {b}{what} ({dataset}, {metric})", _cell(a, dataset, metric, table, st.get(a)),
-                 _cell(b, dataset, metric, table, st.get(b)), metric=metric)
-
-
-def _floor_rows(sources) -> list[Row]:
+def floor_rows(sources) -> list[Row]:
     """The frozen backbone of each source as a row of a table that reports R@1 and MAP@R: Table 2's zero-shot record
     (the same key: Table 2's metrics), showing the table's two metrics."""
     return [Row(method=ZERO_SHOT, spec={"zero_shot": True, "source": s, "metrics": TABLE2_METRICS[s], "show": METRICS},
                 runner="train_analysis", label=f"{s}-zero_shot", seed_free=True) for s in sources]
 
 
-_FLOOR = Floor(frozen=ZERO_SHOT, per_setting=False)
-
-
-def declared_claims(table: str, settings: dict | None = None) -> list[Claim]:
-    """The claims tables.yaml declares for ``table``, each "a beats b" on its dataset and metric."""
-    return [_beats(**entry, table=table, settings=settings) for entry in expand(DECLARED["claims"][table])]
-
-
-def table1(profile: str = "quick") -> Table:
-    claims = declared_claims("Table 1")
-    return Table(PAPER, "Table 1", _floor_rows(("cub",)) + _rows("Table 1", TABLE1), config_for, seeds=SEEDS,
-                 scores=_scores, claims=claims, floor=_FLOOR,
-                 unmeasured={"quick": {"*": REASONS["table1_quick"]}, "full": {"*": REASONS["table1_full"]}},
-                 params=True, params_dataset="CUB")
-
-
-def table4(profile: str = "quick") -> Table:
-    claims = declared_claims("Table 4")
-    return Table(PAPER, "Table 4", _floor_rows(SOURCES) + _rows("Table 4", TABLE4, SOURCES), config_for, seeds=SEEDS,
-                 scores=_scores, claims=claims, params=False, floor=_FLOOR)
-
-
-def table5(profile: str = "quick") -> Table:
-    claims = declared_claims("Table 5")
-    return Table(PAPER, "Table 5", _floor_rows(SOURCES) + _rows("Table 5", TABLE5, SOURCES), config_for, seeds=SEEDS,
-                 scores=_scores, claims=claims, params=False, floor=_FLOOR)
-
-
-def table7(profile: str = "quick") -> Table:
-    claims = declared_claims("Table 7")
-    return Table(PAPER, "Table 7", _floor_rows(("cub",)) + _rows("Table 7", TABLE7), config_for, seeds=SEEDS,
-                 scores=_scores, claims=claims, floor=_FLOOR,
-                 params=False)
+def zero_shot_rows(sources) -> list[Row]:
+    """Table 2's frozen backbone per source, with that source's own metrics."""
+    return [Row(method=ZERO_SHOT, spec={"zero_shot": True, "source": s, "metrics": TABLE2_METRICS[s]},
+                runner="train_analysis", label=f"{s}-zero_shot", seed_free=True) for s in sources]
 
 
 # Table 2: the paper's ViT-S/16 rows (VPT-Base is VPT with BitFit: its Cars value is Table 4's VPT+Bias); each source
@@ -310,37 +280,7 @@ _T2_SMALL = "batch_size=64/32;arch=ViT-S16;dim=384"
 T2_SETTINGS = DECLARED["t2_settings"]
 
 
-def table2(profile: str = "quick") -> Table:
-    rows = [Row(method=ZERO_SHOT, spec={"zero_shot": True, "source": s, "metrics": TABLE2_METRICS[s]},
-                runner="train_analysis", label=f"{s}-zero_shot", seed_free=True) for s in ALL_SOURCES]
-    rows += [r for name, spec in TABLE2.items()
-             for r in _rows("Table 2", {name: spec}, ALL_SOURCES, T2_SETTINGS[name], TABLE2_METRICS)]
-    claims = declared_claims("Table 2", T2_SETTINGS)
-    return Table(PAPER, "Table 2", rows, config_for, seeds=SEEDS, scores=_scores, claims=claims, params=False,
-                 floor=Floor(frozen=ZERO_SHOT, per_setting=False),
-                 unmeasured={p: {"RS@K": REASONS["rs_at_k"], "VPTSP-G": REASONS[f"vit_b_{p}"]}
-                             for p in ("quick", "full")})
-
-
-def table3(profile: str = "quick") -> Table:
-    """iNaturalist: UML-Mini has no iNaturalist-like source, so every cell is the paper's (status rows only)."""
-    return Table(PAPER, "Table 3", [], config_for, seeds=SEEDS, scores=_scores, params=False,
-                 unmeasured={p: {"SAP": REASONS["sap"], "Recall@K": REASONS["recall_at_k"], "*": REASONS[f"inat_{p}"]}
-                             for p in ("quick", "full")})
-
-
-# Table 6: the CNN rows are other works' numbers; its ViT-S/16 rows are Table 2's CUB runs (Hyp = Hyp-ViT, VPTSP =
-# VPTSP-G with BitFit) and full fine-tuning with Proxy-Anchor, all with Table 2's CUB metrics
 TABLE6 = DECLARED["table6"]
-
-
-def table6(profile: str = "quick") -> Table:
-    rows = _rows("Table 6", TABLE6, ("cub",), "arch=ViT-S/16", TABLE2_METRICS)
-    st = {m: "arch=ViT-S/16" for m in TABLE6}
-    claims = declared_claims("Table 6", st)
-    cnn, params = REASONS["cnn"], REASONS["params"]
-    return Table(PAPER, "Table 6", rows, config_for, seeds=SEEDS, scores=_scores, claims=claims, params=False,
-                 unmeasured={p: {"*": cnn, **{m: params for m in TABLE6}} for p in ("quick", "full")})
 
 
 # Table 8: VPTSP on other pretrainings. Full: the paper's four backbones; quick: the two shipped tiny ViTs (v1: 12
@@ -376,7 +316,7 @@ def table8(profile: str = "quick") -> Table:
     if profile == "quick":
         claims = [Claim(f"the longer-pretrained tiny ViT (v2) gives VPTSP the higher R@1 ({SOURCE_NAMES[s]})",
                         {**v2, "dataset": SOURCE_NAMES[s]}, {**v1, "dataset": SOURCE_NAMES[s]}) for s in ALL_SOURCES]
-    return Table(PAPER, "Table 8", rows, config_for, seeds=SEEDS, scores=_scores, claims=claims, params=False,
+    return Table(PAPER, "Table 8", rows, config_for, seeds=SEEDS, scores=scores, claims=claims, params=False,
                  columns=[SOURCE_NAMES[s] for s in ALL_SOURCES], floor=Floor(frozen=ZERO_SHOT, per_setting=True),
                  unmeasured={"quick": REASONS["table8_quick"]})
 
@@ -398,7 +338,7 @@ def fig3(profile: str = "quick") -> Table:
                 spec["options"] = {option: v}
             rows.append(Row(method="VPTSP-G (B)", setting=f"{option}={v}", section=panel, spec=spec,
                             runner="train_analysis", label=f"cub-{option}{v}", name=f"{option}={v}"))
-    return Table(PAPER, "Fig. 3", rows, config_for, seeds=SEEDS, scores=_scores, params=False, columns=["CUB"])
+    return Table(PAPER, "Fig. 3", rows, config_for, seeds=SEEDS, scores=scores, params=False, columns=["CUB"])
 
 
 def rate_transfer(profile: str = "quick") -> Table:
@@ -412,7 +352,7 @@ def rate_transfer(profile: str = "quick") -> Table:
                             spec={"row": base, "source": "cars", "options": opts,
                                   "lr": chosen_lr(base, profile, where)},
                             runner="train_analysis", label=f"cars-{name}-lr-{where}"))
-    return Table(PAPER, "Rate transfer", rows, config_for, seeds=SEEDS, scores=_scores, params=False,
+    return Table(PAPER, "Rate transfer", rows, config_for, seeds=SEEDS, scores=scores, params=False,
                  columns=["Cars"])
 
 
@@ -453,7 +393,7 @@ def diagnosis(profile: str = "quick") -> Table:
                        Claim(f"VPTSP-G (B) with PML's normalisation and proxy init beats VPT (B) ({d} validation, "
                              f"{metric})", cell("original normalisation, PML's proxy init", d), cell("VPT (B)", d),
                              metric=metric)]
-    return Table(PAPER, "Diagnosis", rows, config_for, seeds=SEEDS, scores=_scores, claims=claims, params=False,
+    return Table(PAPER, "Diagnosis", rows, config_for, seeds=SEEDS, scores=scores, claims=claims, params=False,
                  columns=[SOURCE_NAMES[s] for s in DIAGNOSIS_SOURCES])
 
 
@@ -523,9 +463,8 @@ def table10(profile: str = "quick") -> Table:
 
 def TABLES(profile: str = "quick") -> dict[str, Table]:
     """The VPTSP tables by the paper's name (Table 10 reads a benchmark file, the others training records)."""
-    return {"Table 1": table1(profile), "Table 2": table2(profile), "Table 3": table3(profile),
-            "Table 4": table4(profile), "Table 5": table5(profile), "Table 6": table6(profile),
-            "Table 7": table7(profile), "Table 8": table8(profile), "Table 10": table10(profile),
+    return {**build_tables(PAPER, sys.modules[__name__], DECLARED, profile),
+            "Table 8": table8(profile), "Table 10": table10(profile),
             "Fig. 3": fig3(profile), "Diagnosis": diagnosis(profile),
             "Rate transfer": rate_transfer(profile)}
 

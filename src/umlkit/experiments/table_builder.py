@@ -1,0 +1,138 @@
+"""One table builder for every paper: a :class:`~umlkit.experiments.tables.Table` from its declaration in the
+paper's ``tables.yaml`` (``tables: {<name>: {...}}``), so that a paper's ``config.py`` keeps only what is genuinely
+its own (how a declared row becomes a run configuration, how a record becomes cells) and never builds a table or a
+claim itself.
+
+A declaration names, by key (every key but ``rows`` optional)::
+
+    tables:
+      Table 1:
+        rows:                                   # row groups, in order; each one of config.py's row builders
+          - {build: floor_rows, sources: [cub]} # called with the other keys as keyword arguments
+          - {build: rows, names: $TABLE1}
+        seeds: $SEEDS                           # a list, or $NAME of config.py
+        config: config_for                      # config.py's key builder (the default)
+        scores: scores                          # config.py's record -> cells function (default: none)
+        claims: {...}                           # a claim group (declarations.claims_of), or a list of groups
+        floor: {frozen: Zero-shot (frozen backbone), per_setting: false}
+        unmeasured: {quick: {"*": $reasons.table1_quick}}
+        params: true
+        params_dataset: CUB
+        columns: [CUB, Cars]
+        profiles: [quick]                       # the profiles that have the table (default: every one)
+
+A string ``$NAME`` (``$NAME.key.key``) anywhere in a declaration is config.py's attribute ``NAME`` (then the keys
+into it); ``$declared.section.key`` reads the paper's own ``tables.yaml``; ``$$`` escapes a literal ``$``. A claim
+group's cells may say ``setting: $paper``: the paper's setting cell of that method in that table
+(``data/paper_tables``), for tables whose methods the paper prints with one setting each.
+
+Written by hand: the declaration schema is the book's own; PyYAML parses it and this module fills it in.
+"""
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from functools import lru_cache
+from types import ModuleType
+
+from umlkit.experiments.declarations import claims_of
+from umlkit.experiments.tables import Floor, Table
+
+__all__ = ["build_tables", "build_table", "resolve_refs", "TABLE_KEYS"]
+
+TABLE_KEYS = {"rows", "seeds", "config", "scores", "claims", "floor", "unmeasured", "params", "params_dataset",
+              "columns", "metric", "derive", "in_progress", "profiles", "claims_env"}
+
+
+def resolve_refs(value, config: ModuleType, declared: Mapping, where: str):
+    """``value`` with every ``$NAME[.key...]`` string replaced by what it names (see the module docstring)."""
+    if isinstance(value, str) and value.startswith("$"):
+        if value.startswith("$$"):
+            return value[1:]
+        head, *keys = value[1:].split(".")
+        if head == "declared":
+            obj = declared
+        elif hasattr(config, head):
+            obj = getattr(config, head)
+        else:
+            raise KeyError(f"{where}: {value} names nothing in {config.__name__} (no attribute {head!r})")
+        for k in keys:
+            if not isinstance(obj, Mapping) or k not in obj:
+                raise KeyError(f"{where}: {value}: no key {k!r}")
+            obj = obj[k]
+        return obj
+    if isinstance(value, list):
+        return [resolve_refs(v, config, declared, where) for v in value]
+    if isinstance(value, dict):
+        return {k: resolve_refs(v, config, declared, where) for k, v in value.items()}
+    return value
+
+
+def _function(config: ModuleType, name: str, where: str):
+    fn = getattr(config, name, None)
+    if not callable(fn):
+        raise KeyError(f"{where}: {config.__name__} has no function {name!r}")
+    return fn
+
+
+@lru_cache(maxsize=None)
+def _paper_setting(paper: str, table: str, method: str) -> str:
+    """The paper's setting cell of ``method`` in ``table`` when it prints one, else ""."""
+    from umlkit.paper import paper_table
+    p = paper_table(paper, table, missing_ok=True)
+    settings = p.loc[p["method"] == method, "setting"].fillna("").unique() if not p.empty else []
+    return str(settings[0]) if len(settings) == 1 else ""
+
+
+def _claims(paper: str, table: str, groups, env: Mapping, where: str) -> list:
+    if groups is None:
+        return []
+    out = []
+    for i, group in enumerate(groups if isinstance(groups, list) else [groups]):
+        out += claims_of(group, f"{where} claims[{i}]", env,
+                         setting_of=lambda method: _paper_setting(paper, table, method))
+    return out
+
+
+def build_table(paper: str, name: str, decl: Mapping, config: ModuleType, declared: Mapping,
+                profile: str = "quick") -> Table:
+    """The :class:`Table` ``name`` of ``paper`` from its declaration ``decl`` (keys: :data:`TABLE_KEYS`)."""
+    where = f"{paper} tables.yaml: tables[{name!r}]"
+    unknown = set(decl) - TABLE_KEYS
+    if unknown:
+        raise ValueError(f"{where}: unknown key(s) {sorted(unknown)}; a table declares {sorted(TABLE_KEYS)}")
+    d = {k: resolve_refs(v, config, declared, where) for k, v in decl.items() if k not in ("claims", "claims_env")}
+    rows = []
+    for i, group in enumerate(d.get("rows") or []):
+        build = _function(config, group["build"], f"{where} rows[{i}]")
+        args = {k: v for k, v in group.items() if k != "build"}
+        if "table" in inspect.signature(build).parameters:
+            args.setdefault("table", name)
+        rows += list(build(**args))
+    env = resolve_refs(decl.get("claims_env") or {}, config, declared, where)
+    kwargs = {k: d[k] for k in ("unmeasured", "params", "params_dataset", "columns", "metric", "in_progress")
+              if k in d}
+    if "floor" in d:
+        kwargs["floor"] = Floor(**d["floor"])
+    if "scores" in d:
+        kwargs["scores"] = _function(config, d["scores"], where)
+    if "derive" in d:
+        kwargs["derive"] = _function(config, d["derive"], where)
+    seeds = d.get("seeds", (0,))
+    return Table(paper, name, rows, _function(config, d.get("config", "config_for"), where),
+                 seeds=tuple(seeds) if isinstance(seeds, list) else seeds,
+                 claims=_claims(paper, name, decl.get("claims"), env, where), **kwargs)
+
+
+def build_tables(paper: str, config: ModuleType, declared: Mapping, profile: str = "quick",
+                 names=None) -> dict[str, Table]:
+    """Every table ``declared["tables"]`` lists for ``profile`` (or those in ``names``), in declaration order."""
+    out = {}
+    for name, decl in (declared.get("tables") or {}).items():
+        if names is not None and name not in names:
+            continue
+        if profile not in decl.get("profiles", [profile]):
+            continue
+        out[name] = build_table(paper, name, {k: v for k, v in decl.items() if k != "profiles"}, config, declared,
+                                profile)
+    return out
