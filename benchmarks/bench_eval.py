@@ -34,7 +34,6 @@ import subprocess
 import sys
 import time
 
-import numpy as np
 import torch
 from _machine import describe
 

@@ -19,8 +19,6 @@ from _machine import describe
 from pytorch_metric_learning.miners import DistanceWeightedMiner
 
 
-
-
 def step_ms(miner, steps: int, seed: int = 0) -> float:
     from umlkit.losses import create_loss
     torch.manual_seed(seed)

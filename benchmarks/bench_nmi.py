@@ -22,8 +22,8 @@ import json
 import time
 
 import torch
-
 from _machine import describe
+
 from umlkit.metrics.examples import uml_like_embeddings
 from umlkit.metrics.retrieval import nmi
 

@@ -92,7 +92,6 @@ def main() -> None:
     import tempfile
 
     from tests.full.world import full_jobs, make_world
-
     from umlkit.experiments.table_runs import configs_of
     mp = pytest.MonkeyPatch()
     make_world(Path(tempfile.mkdtemp(prefix="umlkit_gpu_hours_")), mp)

@@ -22,7 +22,6 @@ import argparse
 import time
 
 import torch
-
 from _machine import describe
 
 

@@ -78,5 +78,5 @@ def certify(name: str) -> None:
     current = inputs_hash(name)
     if store.get(name) != current:
         store[name] = current
-        from umlkit.results import atomic_write   # test processes (pytest-xdist) may read it meanwhile
+        from umlkit.results import atomic_write  # test processes (pytest-xdist) may read it meanwhile
         atomic_write(STORE, json.dumps(dict(sorted(store.items())), indent=1) + "\n")

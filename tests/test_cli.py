@@ -122,6 +122,7 @@ def test_reproduce_table_estimates_the_missing_runs_from_the_stored_wall_times(c
     estimate."""
     import json
     import shutil
+
     from umlkit.experiments.table_runs import job_status, table_jobs
     status = job_status(table_jobs("vptsp", "Table 7"))
     keep = status.iloc[[0, 1]]
@@ -149,6 +150,7 @@ def test_reproduce_table_estimates_the_missing_runs_from_the_stored_wall_times(c
 
 def test_time_estimate_by_hand():
     import pandas as pd
+
     from umlkit.experiments.table_runs import time_estimate
     status = pd.DataFrame({"label": ["a-seed0", "a-seed1", "b-seed0", "a-seed2", "b-seed1", "c-seed0", "x"],
                            "runner": [""] * 7,   # runners not known

@@ -5,7 +5,8 @@ import sys
 import tqdm.notebook
 import tqdm.std
 
-from umlkit._progress import progress_enabled, tqdm as bar
+from umlkit._progress import progress_enabled
+from umlkit._progress import tqdm as bar
 
 
 def test_switch(monkeypatch):

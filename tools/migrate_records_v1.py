@@ -20,11 +20,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from umlkit._paths import results_root
-from umlkit.experiments.papers import puma
 from umlkit.experiments.fingerprint import fingerprint
+from umlkit.experiments.papers import puma
 from umlkit.experiments.records import normalise_key, record_path
 from umlkit.results import atomic_write, config_hash
 from umlkit.train.config import resolve_config

@@ -175,6 +175,7 @@ def book_chapters(root: str | Path = ".") -> dict[str, Path]:
     registered paper names that the table of contents lacks (its notebook in ``book/``, else in the paper's package
     folder: a paper outside the source tree, ``UMLKIT_PAPERS``)."""
     import yaml
+
     from umlkit.experiments.registry import paper_packages, papers
     root = Path(root)
     toc = yaml.safe_load((root / "_toc.yml").read_text()) or {}
@@ -239,6 +240,7 @@ def chapter_parameters(root: str | Path | None = None):
     that it never disagrees with the notebooks."""
     import nbformat
     import pandas as pd
+
     from umlkit._paths import repo_root
     root = Path(root) if root is not None else repo_root()
     rows = []

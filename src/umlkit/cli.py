@@ -6,8 +6,8 @@ import json
 import re
 import sys
 import zipfile
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 
 import umlkit
 from umlkit._paths import data_root, repo_root, results_root
@@ -207,7 +207,6 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 def _cmd_stale(args: argparse.Namespace) -> int:
     """Retrain exactly the stored records whose data, weights or code fingerprint changed."""
     from umlkit._progress import tqdm
-
     from umlkit.experiments.records import recompute, stale_records
     stale = stale_records(args.profile, _records_folder(args.paper) if args.paper else None)
     if not stale:
@@ -354,8 +353,8 @@ def _cmd_records_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_oodml_import(args: argparse.Namespace) -> int:
-    from umlkit.experiments.papers import oodml
     from umlkit._paths import data_root
+    from umlkit.experiments.papers import oodml
     path = oodml.import_published_splits(args.pkl_dir, args.root or data_root(), overwrite=args.overwrite)
     print(f"wrote {path}")
     return 0
@@ -476,8 +475,14 @@ def _cmd_reproduce_table(args: argparse.Namespace) -> int:
     """``reproduce --table [PAPER:]TABLE``: train exactly the table's missing runs (in ``--workers`` processes), then
     save and print its cells and claims (``--dry-run``: list its runs, stored or missing, with the time the stored
     wall times predict, and train nothing)."""
-    from umlkit.experiments.table_runs import (drop_absent, job_status, reproduce_table, table_jobs, table_spec,
-                                               with_overrides)
+    from umlkit.experiments.table_runs import (
+        drop_absent,
+        job_status,
+        reproduce_table,
+        table_jobs,
+        table_spec,
+        with_overrides,
+    )
     given = args.table
     if ":" in args.table:
         paper, table = (part.strip() for part in args.table.split(":", 1))

@@ -77,7 +77,7 @@ def reproduce(profile: str = "quick", chapters=None, root: Path | None = None, k
     none: a name a chapter does not define is added after its parameters cell, harmlessly)."""
     import papermill as pm
 
-    from umlkit._progress import progress_enabled   # UMLKIT_PROGRESS=0 switches papermill's bar off too
+    from umlkit._progress import progress_enabled  # UMLKIT_PROGRESS=0 switches papermill's bar off too
 
     root = root or repo_root()
     files = _chapter_files(root)

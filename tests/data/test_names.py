@@ -6,10 +6,8 @@ import re
 import numpy as np
 import pytest
 
-from umlkit.data import SOURCES, load_dataset
-from umlkit.data import mini
-from umlkit.data.names import (HUES16, caption, class_name, clean_class_name, dedupe, flowers102_names,
-                               hue_name)
+from umlkit.data import SOURCES, load_dataset, mini
+from umlkit.data.names import HUES16, caption, class_name, clean_class_name, dedupe, flowers102_names, hue_name
 
 # sha256 (first 16 hex digits) of every source's generated pixels and class indices, train then test, at seed 0:
 # measured with generator version 1. Version 2 only names what version 1 drew, so the images must not change (a

@@ -10,10 +10,15 @@ import pytest
 import torch
 import yaml
 
+from umlkit.data.side_info import (
+    SideInfoError,
+    load_class_embeddings,
+    read_split_file,
+    save_class_embeddings,
+    write_split_file,
+)
 from umlkit.train.config import load_config, resolve_config
 from umlkit.train.engine import build_data, build_objective
-from umlkit.data.side_info import (SideInfoError, load_class_embeddings, read_split_file, save_class_embeddings,
-                                    write_split_file)
 
 DATA_CONFIG = {"input_size": (3, 32, 32), "mean": (0.5,) * 3, "std": (0.5,) * 3}
 
@@ -210,8 +215,8 @@ def test_sample_keys_name_every_training_image_once(mini_root):
 def test_per_image_rows_equal_to_the_class_rows_give_the_class_level_loss(mini_root, tmp_path):
     """With lr 0, a per-image file whose every image carries its class's row must reproduce the class-level run's
     losses exactly: the engine hands the loss each image's own training-set index."""
-    from umlkit.train import fit
     from umlkit.data.side_info import save_sample_embeddings
+    from umlkit.train import fit
     base = {"data": {"root": str(mini_root), "datasets": ["cub"], "batch_size": 32, "few_shot": 4,
                      "augment": False, "sampler": "m_per_class"},
             "model": {"method": "linear", "pretrained": False, "embed_dim": 16},
@@ -243,8 +248,13 @@ def test_per_image_rows_equal_to_the_class_rows_give_the_class_level_loss(mini_r
 def test_a_language_file_with_a_nan_row_or_no_width_is_refused_by_name(tmp_path):
     """A NaN row once failed epochs later as "the loss became nan" after a run folder was started; a zero-width file
     was accepted. Both are refused when the file is read, naming the file and the rows."""
-    from umlkit.data.side_info import (SideInfoError, load_class_embeddings, load_sample_embeddings,
-                                       save_class_embeddings, save_sample_embeddings)
+    from umlkit.data.side_info import (
+        SideInfoError,
+        load_class_embeddings,
+        load_sample_embeddings,
+        save_class_embeddings,
+        save_sample_embeddings,
+    )
     names = ["cub:001.Red_bird", "cub:002.Blue_bird", "cub:003.Green_bird"]
     emb = np.ones((3, 4), dtype=np.float32)
     emb[1, 2] = np.nan

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from umlkit.data import load_dataset
+from umlkit.data.side_info import SideInfoError, write_split_file
 from umlkit.train.config import resolve_config
 from umlkit.train.engine import build_data
-from umlkit.data.side_info import SideInfoError, write_split_file
 
 DATA_CONFIG = {"input_size": (3, 32, 32), "mean": (0.5,) * 3, "std": (0.5,) * 3}
 

@@ -83,6 +83,7 @@ def test_every_paper_cell_is_measured_or_says_why(no_training):
     frame (read-only); the one paper table no paper package declares, PUMA's Table 1 (dataset statistics), is the
     UML-Mini chapter's and is listed here by name so that a new undeclared table fails."""
     import pandas as pd
+
     from umlkit.experiments import tables
     from umlkit.experiments.records import read_only
     from umlkit.experiments.registry import papers

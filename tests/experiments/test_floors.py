@@ -77,6 +77,7 @@ def test_a_run_that_stays_at_the_frozen_backbone_on_every_split_is_named_flat():
     """ArcFace on the SOP-like source trains at the smallest rate its sweep chose and stays at the frozen backbone:
     within max(1, its spread) of it on every split. Such a row is not marked below the floor but is named flat."""
     import pandas as pd
+
     from umlkit.experiments.papers.oodml import chapter
     sub = pd.DataFrame({"row": ["A", "A", "B", "B", "C", "C"], "measured": [23.9, 18.2, 52.6, 41.9, 17.4, 14.1],
                         "frozen": [23.5, 17.6, 23.5, 17.6, 23.5, 17.6], "spread": [0.3, 0.4, 1.0, 2.0, 0.5, 5.0],

@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.experiments.patches import use_lg_config
 from umlkit.data import language
 from umlkit.experiments import language_store
 from umlkit.experiments.papers import language_guidance as lg
-from tests.experiments.patches import use_lg_config
 from umlkit.experiments.papers import oodml
 from umlkit.paper import paper_table
 

@@ -180,6 +180,7 @@ def test_train_analysis_measures_what_its_key_asks(mini_root):
 def _fake_pickles(mini_root, folder):
     """Official-format split files built from a UML-Mini tree (class names as the authors' files spell them)."""
     import pickle
+
     from umlkit.data import load_dataset
     made = {}
     for src in oodml.SOURCES:
@@ -270,6 +271,7 @@ class _Evil:
 
 def test_a_split_file_that_would_run_code_or_is_truncated_is_refused(mini_root, tmp_path, monkeypatch):
     import pickle
+
     import numpy as np
     monkeypatch.chdir(tmp_path)
     evil = tmp_path / "cub200_splits.pkl"

@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 import torch
 
-from umlkit.experiments import runners
-from umlkit.experiments.papers import puma
 from tests.experiments.patches import use_second_pass
+from umlkit.experiments import runners
 from umlkit.experiments import tables as tb
+from umlkit.experiments.papers import puma
 from umlkit.metrics import harmonic_mean
 
 BEFORE = Path(__file__).parent / "data" / "puma_v1_tables"
@@ -274,7 +274,7 @@ def test_tuning_frame_picks_the_best_harmonic_and_says_whether_it_is_interior(mo
         if runner == "specialists":
             return {"result": {"val_own": per}, "seconds": 1.0}
         return {"result": {"val": {**per, "Unified": v}}, "seconds": 1.0}
-    from umlkit.experiments.papers.puma import chapter   # the tuning views are the chapter's
+    from umlkit.experiments.papers.puma import chapter  # the tuning views are the chapter's
     monkeypatch.setattr(chapter, "sweep_jobs", lambda profile="quick": jobs)
     monkeypatch.setattr(chapter, "cached_record", fake_record)
     monkeypatch.setattr("umlkit.experiments.records.find_record", lambda key, profile: True)
@@ -380,7 +380,7 @@ def test_second_pass_tables_use_the_chosen_rates_and_three_seeds(monkeypatch):
     n4 = 3                                           # PUMA dataset-specific (CF/PA specialists and unified are Table 2's)
     n5 = 3 * 2 * 3 + 1 + 2 * 3                       # 3 other backbones x (full, PUMA) x 3 seeds; the pretrained
                                                      # v1's zero-shot once, the unpretrained ones' per seed
-    from umlkit.experiments import more_seeds          # plus the extra seeds configs/more_seeds.yaml plans
+    from umlkit.experiments import more_seeds  # plus the extra seeds configs/more_seeds.yaml plans
     extra = len(more_seeds.jobs(specs, "quick"))
     assert len(jobs) == n2 + n3 + n4 + n5 + extra and n2 + n3 + n4 + n5 == 105 and extra > 0
     sp["tables"] = "first"   # the second pass's list can be trained before the switch, and only it changes

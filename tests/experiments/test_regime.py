@@ -5,10 +5,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.experiments.patches import use_second_pass
 from umlkit.data.mini import SHAPES, class_attributes
 from umlkit.experiments import tables
 from umlkit.experiments.papers import puma, regime
-from tests.experiments.patches import use_second_pass
 
 
 def _chosen_rates(monkeypatch):
@@ -121,7 +121,7 @@ def test_map_job_list_has_every_cell_at_three_seeds_and_one_floor_per_shift(monk
     _chosen_rates(monkeypatch)
     jobs = regime.job_list("map")
     c = regime.settings()
-    from umlkit.experiments import more_seeds     # plus the extra seeds configs/more_seeds.yaml plans for the map
+    from umlkit.experiments import more_seeds  # plus the extra seeds configs/more_seeds.yaml plans for the map
     extra = len(more_seeds.jobs({"map": regime.MAP()}, "quick"))
     assert len(jobs) - extra == len(c["shifts"]) * (1 + len(c["shots"]) * len(c["methods"]) * len(c["seeds"])) == 75
     assert all(j[3] == "probed" for j in jobs) and len({j[1] for j in jobs}) == len(jobs)

@@ -83,9 +83,9 @@ def test_the_map2_job_list_waits_for_untuned_rows(monkeypatch):
 
 def test_rows_without_a_rate_read_as_missing_and_say_why(monkeypatch):
     _untuned(monkeypatch, "narrow")
+    from umlkit.experiments.records import read_only
     from umlkit.experiments.scoreboard import missing_records
     from umlkit.experiments.tables import measure
-    from umlkit.experiments.records import read_only
     table = e2.MAP2()
     untuned = [r for r in table.rows if r.spec["cell"]["backbone"] == "narrow" and r.spec["method"] == "puma"]
     with read_only():

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from umlkit.experiments.papers import puma
 from umlkit.experiments import tables as tb
+from umlkit.experiments.papers import puma
 
 B = puma.SECTIONS["b"]
 C = puma.SECTIONS["c"]
@@ -198,6 +198,7 @@ def test_a_seed_free_cell_counts_as_exact():
 
 def test_rank_view_by_hand():
     import pandas as pd
+
     from umlkit.experiments.tables import rank_view
     cmp = pd.DataFrame({"section": ["", "(b) x", "(c) y", "(c) y"], "row": ["Zero-Shot", "FT", "A", "B"],
                         "dataset": "Harmonic", "metric": "R@1",

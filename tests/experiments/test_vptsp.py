@@ -195,9 +195,9 @@ def test_table10_reads_a_benchmark_file(tmp_path):
 
 
 def test_proxy_bias_trains_in_its_own_group():
+    from umlkit.losses import create_loss
     from umlkit.models import create_model
     from umlkit.train.engine import build_optimizer, param_groups
-    from umlkit.losses import create_loss
     model = create_model("vit_tiny_uml", "vptsp", pretrained=False, embed_dim=8, num_classes=4, num_prompts=1,
                          prompt_depth=2, class_prompts=1)
     groups = param_groups(model, create_loss("proxy_anchor_external"))
@@ -215,9 +215,9 @@ def test_proxy_bias_trains_in_its_own_group():
 def test_separate_proxy_group_changes_no_update():
     """build_optimizer with the proxy bias in its own group (no lr_mult.proxy) updates every parameter exactly as it
     did when the bias sat in the ``new`` group (the records trained before the group existed)."""
+    from umlkit.losses import create_loss
     from umlkit.models import create_model
     from umlkit.train.engine import build_optimizer, param_groups
-    from umlkit.losses import create_loss
     torch.manual_seed(0)
     model = create_model("vit_tiny_uml", "vptsp", pretrained=False, embed_dim=8, num_classes=4, num_prompts=1,
                          prompt_depth=2, class_prompts=1)
@@ -307,6 +307,7 @@ def test_proxy_bias_init_pml_draws_as_pml_proxy_anchor():
     """``proxy_bias_init="pml"`` (the diagnosis row) draws the bias from PML's ProxyAnchorLoss distribution
     (kaiming-normal, fan_out: row norm sqrt(2 / classes * dim)); the default keeps the official xavier-uniform / 8."""
     from pytorch_metric_learning.losses import ProxyAnchorLoss
+
     from umlkit.models import create_model
     kw = dict(pretrained=False, embed_dim=16, num_classes=40, num_prompts=1, prompt_depth=1, class_prompts=1)
     official = create_model("vit_tiny_uml", "vptsp", **kw).proxy_bias.detach()

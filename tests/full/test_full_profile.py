@@ -9,9 +9,8 @@ import json
 import pytest
 import torch
 
-from umlkit.experiments.table_runs import configs_of
-
 from tests.full.world import covering_jobs, full_jobs, job_features, make_world, step_each
+from umlkit.experiments.table_runs import configs_of
 
 
 @pytest.fixture(scope="module")

@@ -136,6 +136,7 @@ def small_inputs(mp: pytest.MonkeyPatch, size: int = 16) -> None:
     import re
 
     import timm
+
     from umlkit.models import _factory, backbones
     from umlkit.train import engine
     create = timm.create_model

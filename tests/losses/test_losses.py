@@ -5,9 +5,19 @@ import torch
 from pytorch_metric_learning import losses as pml_losses
 from pytorch_metric_learning import miners as pml_miners
 
-from umlkit.losses import (LOSSES, CurricularFaceLoss, ExternalProxyAnchorLoss, HypLoss, LanguageGuidanceLoss,
-                           RhoDistanceMiner, aux_heads_for, create_loss, loss_table, poincare_distance_matrix, to_poincare)
-
+from umlkit.losses import (
+    LOSSES,
+    CurricularFaceLoss,
+    ExternalProxyAnchorLoss,
+    HypLoss,
+    LanguageGuidanceLoss,
+    RhoDistanceMiner,
+    aux_heads_for,
+    create_loss,
+    loss_table,
+    poincare_distance_matrix,
+    to_poincare,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore:Converting a tensor with requires_grad")
 
@@ -177,18 +187,18 @@ def test_pml_backed_configurations():
     tri = create_loss("triplet")
     miner = pml_miners.TripletMarginMiner(margin=0.2, type_of_triplets="semihard")
     ref = pml_losses.TripletMarginLoss(margin=0.2)
-    _same(tri, lambda e, l: ref(e, l, miner(e, l)), x, y)
+    _same(tri, lambda e, y_: ref(e, y_, miner(e, y_)), x, y)
 
     ms = create_loss("multisimilarity")
     ms_miner = pml_miners.MultiSimilarityMiner(epsilon=0.1)
     ms_ref = pml_losses.MultiSimilarityLoss(alpha=2, beta=50, base=0.5)
-    _same(ms, lambda e, l: ms_ref(e, l, ms_miner(e, l)), x, y)
+    _same(ms, lambda e, y_: ms_ref(e, y_, ms_miner(e, y_)), x, y)
 
     margin = create_loss("margin", num_classes=6)
     assert margin.loss.beta.shape == (6,) and margin.loss.beta.requires_grad
     dw = pml_miners.DistanceWeightedMiner(cutoff=0.5, nonzero_loss_cutoff=1.4)
     m_ref = pml_losses.MarginLoss(margin=0.2, beta=1.2, learn_beta=True, num_classes=6)
-    _same(margin, lambda e, l: m_ref(e, l, dw(e, l)), x, y)
+    _same(margin, lambda e, y_: m_ref(e, y_, dw(e, y_)), x, y)
 
     for name, cls, kw in [("proxy_anchor", pml_losses.ProxyAnchorLoss, dict(margin=0.1, alpha=32)),
                           ("softtriple", pml_losses.SoftTripleLoss, dict(centers_per_class=10, la=20, gamma=0.1, margin=0.01)),

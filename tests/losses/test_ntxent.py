@@ -3,7 +3,8 @@ import math
 
 import pytest
 import torch
-from pytorch_metric_learning import distances, losses as pml_losses
+from pytorch_metric_learning import distances
+from pytorch_metric_learning import losses as pml_losses
 
 from umlkit.losses.ntxent import NTXentLoss
 

@@ -6,9 +6,18 @@ import pytest
 import torch
 from torch import nn
 
-from umlkit.losses import (INPUTS, LOSSES, TERMS, aux_heads_for, create_loss, loss_inputs, loss_table,
-                           model_requirements, register_loss)
-from umlkit.losses import _registry
+from umlkit.losses import (
+    INPUTS,
+    LOSSES,
+    TERMS,
+    _registry,
+    aux_heads_for,
+    create_loss,
+    loss_inputs,
+    loss_table,
+    model_requirements,
+    register_loss,
+)
 
 
 @pytest.fixture

@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 import torch
 
-from umlkit.metrics import evaluate_retrieval, knn_search, neighbour_class_counts, nmi
 from tests.metrics._brute import brute_metrics
+from umlkit.metrics import evaluate_retrieval, knn_search, neighbour_class_counts, nmi
 
 ALL = ["R@1", "R@2", "R@4", "MAP@R", "RP", "mAP@1000"]
 
@@ -304,6 +304,7 @@ def test_precision_sums_blocking_is_invisible():
 
 def test_read_only_arrays_are_accepted_without_a_warning():
     import warnings
+
     from umlkit.metrics.retrieval import check_embeddings
     x = np.random.default_rng(0).normal(size=(6, 3)).astype(np.float32)
     x.flags.writeable = False

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from umlkit.metrics import evaluate_retrieval, harmonic_mean, unified_evaluation
 from tests.metrics._brute import brute_metrics
+from umlkit.metrics import evaluate_retrieval, harmonic_mean, unified_evaluation
 
 
 def _two_sources():

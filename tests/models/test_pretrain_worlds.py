@@ -36,7 +36,7 @@ def test_narrow_shows_only_the_first_values_and_broad_shows_more():
 
 
 def test_new_shapes_render_and_differ_from_the_old_ones():
-    from umlkit.data.mini import _shape_mask, _XX, _YY
+    from umlkit.data.mini import _XX, _YY, _shape_mask
     u, v = (_XX - 16) / 10, (_YY - 16) / 10
     masks = {s: _shape_mask(s, u, v) for s in (*SHAPES, "hexagon", "semicircle")}
     for s in ("hexagon", "semicircle"):
@@ -70,6 +70,7 @@ def test_missing_shipped_weights_name_the_recipe_that_makes_them(monkeypatch, tm
     import dataclasses
 
     import timm
+
     from umlkit.models.backbones import create_backbone
     real = timm.models.get_pretrained_cfg
     gone = str(tmp_path / weight_files("wide")["weights"].name)   # the shipped file's name, in a folder without it

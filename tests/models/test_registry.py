@@ -4,8 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from umlkit.models import METHODS, create_model, method_entry, register_method
-from umlkit.models import _factory
+from umlkit.models import METHODS, _factory, create_model, method_entry, register_method
 from umlkit.models.peft_vit import PEFTViT
 
 TINY = "vit_tiny_uml"

@@ -36,6 +36,7 @@ def test_v2_weights_recorded_and_every_head_learned():
     """The v2 backbone's heads read every generator attribute of fresh images (>= 80 %, the UML-Mini v2 target;
     period only on textured bodies and disc hue only where there is a disc, as the recipe masks them)."""
     import numpy as np
+
     from umlkit.data.mini import PRETRAIN_HEADS, pretraining_set
     from umlkit.models.backbones import TINY_WEIGHTS_V2, create_backbone
     from umlkit.models.pretrain import IGNORE, _to_input, observable_targets, weight_files
@@ -59,6 +60,7 @@ def test_v2_weights_recorded_and_every_head_learned():
 
 def test_plateau_epoch_and_masking_by_hand():
     import numpy as np
+
     from umlkit.models.pretrain import IGNORE, observable_targets, plateau_epoch
     assert plateau_epoch([10, 5, 3, 2.99, 2.98]) == 3       # from epoch 3 on, never 1 % lower
     assert plateau_epoch([10, 5, 3, 2]) == 4

@@ -4,8 +4,13 @@ import pytest
 import torch
 
 from umlkit.models.embedding import EmbeddingModel
-from umlkit.train.adapt import (adapt_head, adaptable_head, episodes_from_support_lists, few_shot_adaptation,
-                                few_shot_episodes)
+from umlkit.train.adapt import (
+    adapt_head,
+    adaptable_head,
+    episodes_from_support_lists,
+    few_shot_adaptation,
+    few_shot_episodes,
+)
 
 
 def test_episodes_draw_k_items_per_class_reproducibly_and_leave_a_query():

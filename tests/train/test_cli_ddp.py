@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.train.test_engine import tiny_cfg
 from umlkit.cli import main
 from umlkit.reproduce import book_chapters, reproduce
 from umlkit.train import fit, read_log
-
-from tests.train.test_engine import small_root, tiny_cfg  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 SRC = Path(__file__).resolve().parents[2] / "src"

@@ -13,17 +13,20 @@ import pytest
 import torch
 import yaml
 
-from umlkit.train import (CheckpointError, TrainingDivergedError, apply_overrides, fit, load_checkpoint,
-                          load_config, param_groups, read_log, resolve_config)
+from umlkit.train import (
+    CheckpointError,
+    TrainingDivergedError,
+    apply_overrides,
+    fit,
+    load_checkpoint,
+    load_config,
+    param_groups,
+    read_log,
+    resolve_config,
+)
 from umlkit.train.config import DEFAULTS
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
-
-
-@pytest.fixture(scope="module")
-def small_root(tmp_path_factory):
-    from umlkit.data import make_mini
-    return make_mini(tmp_path_factory.mktemp("mini_small"), seed=0, sources=["flowers", "aircraft"])
 
 
 def tiny_cfg(root, **train):
@@ -330,8 +333,8 @@ def test_cpu_resident_class_prompts_resume_with_their_optimizer_state(small_root
     cfg = _vptsp_cfg(small_root, adamw, class_prompts_device="cpu")
     full = fit(cfg, run_dir=tmp_path / "full")
     from umlkit.data import build_sampler
-    from umlkit.train.engine import build_data
     from umlkit.models.backbones import backbone_data_config
+    from umlkit.train.engine import build_data
     resolved = resolve_config(cfg)
     train_set = build_data(resolved, backbone_data_config(resolved["model"]["backbone"]))[0]
     steps = len(build_sampler("class_random", train_set.labels, 32, 4, train_set.sources))

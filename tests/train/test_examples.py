@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from umlkit.cli import main
+from umlkit.data.side_info import save_class_embeddings
 from umlkit.train.config import load_config
 from umlkit.train.engine import build_data
-from umlkit.data.side_info import save_class_embeddings
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "configs" / "examples"
 DATA_CONFIG = {"input_size": (3, 32, 32), "mean": (0.5,) * 3, "std": (0.5,) * 3}

@@ -222,7 +222,7 @@ def imagenet_classifier(model: str = "resnet50.tv_in1k", weights: str | None = N
     without a cached copy it fails within seconds, naming the file to download (the backbones' check)."""
     import timm
 
-    from umlkit.models.backbones import hub_source, in_hf_cache, hub_unreachable
+    from umlkit.models.backbones import hub_source, hub_unreachable, in_hf_cache
     if weights is not None:
         path = Path(weights).expanduser()
         if not path.is_file():

@@ -27,7 +27,7 @@ def plot_measured_vs_paper(cmp: pd.DataFrame, dataset: str = "Harmonic", metric:
     # "(a) Dataset-specific metric learning (...)" -> "(a)": a legend that fits; the table names the sections
     sub = sub.assign(**{hue: sub[hue].replace("", "zero-shot").map(lambda v: short_label(v)[:40])})
     sns.scatterplot(data=sub, x="paper", y="measured", hue=hue, ax=ax, s=60)
-    from adjustText import adjust_text   # moves the point labels apart where points crowd
+    from adjustText import adjust_text  # moves the point labels apart where points crowd
     texts = [ax.text(r["paper"], r["measured"], r["row"], fontsize=9) for _, r in sub.iterrows()]
     adjust_text(texts, ax=ax, arrowprops={"arrowstyle": "-", "lw": 0.5, "color": "grey"})
     rho = spearmanr(sub["paper"], sub["measured"]).statistic if len(sub) > 2 else float("nan")
@@ -409,7 +409,7 @@ def plot_source_bias(bias: pd.DataFrame, columns: Sequence[tuple[str, str]] = (
     ``bias`` is :func:`umlkit.experiments.papers.puma.source_bias`'s frame (columns "<change> (measured|paper)" and
     "train images (measured|paper)")."""
     import matplotlib.pyplot as plt
-    from adjustText import adjust_text   # the sources' names, moved apart where points crowd
+    from adjustText import adjust_text  # the sources' names, moved apart where points crowd
     if axes is None:
         _, axes = plt.subplots(2, 1, figsize=(9, 9))   # one above the other: text legible at page width
     for ax, tag in zip(axes, ("measured", "paper")):

@@ -105,7 +105,7 @@ def frame_html(df: pd.DataFrame) -> str:
         df = df.copy()
         for i in floats:
             df.isetitem(i, df.iloc[:, i] + 0.0)
-    obj = [i for i, t in enumerate(df.dtypes) if t == object]
+    obj = [i for i, t in enumerate(df.dtypes) if pd.api.types.is_object_dtype(t)]
     if obj:   # pandas writes na_rep for NaN only; a None in a text column would read "None"
         df = df.copy()
         for i in obj:
@@ -123,7 +123,7 @@ def book_display() -> None:
     default text sizes so that a figure's labels read at page width (>= 10 pt). Called by every chapter's
     set-up cell (:func:`umlkit._book.setup_source`); outside IPython only the pandas option is set."""
     pd.set_option("display.max_colwidth", None)
-    import matplotlib as mpl   # one plotting style: text a reader can read at page width
+    import matplotlib as mpl  # one plotting style: text a reader can read at page width
     mpl.rcParams.update({"font.size": 10.5, "axes.titlesize": 11.5, "axes.labelsize": 10.5, "xtick.labelsize": 10,
                          "ytick.labelsize": 10, "legend.fontsize": 9.5, "figure.titlesize": 12})
     try:

@@ -114,6 +114,7 @@ def _discover() -> None:
 def _book_order() -> list[str]:
     """The chapter stems of the book's ``_toc.yml``, in order (empty outside a checkout)."""
     import yaml
+
     from umlkit._paths import repo_root
     root = repo_root()
     toc = root / "_toc.yml" if root is not None else None

@@ -18,8 +18,8 @@ import pandas as pd
 
 from umlkit.experiments.prose import signed
 from umlkit.experiments.records import MissingSideFile, find_record, normalise_key, read_only
-from umlkit.experiments.tuning import NotTuned
 from umlkit.experiments.tables import MISSING, Table, compare, holm_adjust, measure, table_claims
+from umlkit.experiments.tuning import NotTuned
 
 __all__ = ["scoreboard", "scoreboard_summary", "summary_view", "scoreboard_view", "declared_claims", "missing_records",
            "moved_verdicts", "scoreboard_facts", "save_scoreboard", "family_adjusted", "paper_summaries",
@@ -28,7 +28,8 @@ __all__ = ["scoreboard", "scoreboard_summary", "summary_view", "scoreboard_view"
 
 def _claim_tables(papers, profile: str):
     """(registered paper, table name, table) of every table with declared claims, in the registry's order."""
-    from umlkit.experiments.registry import get_paper, papers as registered
+    from umlkit.experiments.registry import get_paper
+    from umlkit.experiments.registry import papers as registered
     for name in papers or registered():
         for table, spec in get_paper(name).claim_tables(profile).items():
             yield name, table, spec

@@ -20,13 +20,12 @@ import numpy as np
 import pandas as pd
 
 from umlkit.data import build_transforms, load_dataset
+from umlkit.experiments.class_splits import SPLIT_SOURCES, check_split_ids, load_splits, splits_path
+from umlkit.experiments.source_recipe import methods_config
 from umlkit.experiments.splits import Split, removal_progression, swap_progression
 from umlkit.metrics.distribution import class_means
 from umlkit.models.backbones import backbone_data_config, create_backbone
 from umlkit.train.evaluate import extract_embeddings
-from umlkit.experiments.class_splits import SPLIT_SOURCES, check_split_ids, load_splits, splits_path
-from umlkit.experiments.source_recipe import methods_config
-
 
 
 def source_class_means(root, source: str, backbone: str = "vit_tiny_uml", weights: str | Path | None = None,

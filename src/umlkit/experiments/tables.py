@@ -27,11 +27,22 @@ import numpy as np
 import pandas as pd
 
 from umlkit.experiments.more_seeds import looks_of, planned_seeds
-from umlkit.experiments.verdicts import (ALPHA, HOLM_RULE, MIN_SEEDS, MISSING, NOT_COMPARABLE, VERDICT_RULE,
-                                          VERDICT_SUMMARY, VERDICTS, claim_test, dof_text, holm_adjust, is_final,
-                                          verdict_group)
 from umlkit.experiments.records import MissingSideFile, cached_record, find_record, normalise_key, read_only
 from umlkit.experiments.tuning import NotTuned
+from umlkit.experiments.verdicts import (
+    ALPHA,
+    HOLM_RULE,
+    MIN_SEEDS,
+    MISSING,
+    NOT_COMPARABLE,
+    VERDICT_RULE,
+    VERDICT_SUMMARY,
+    VERDICTS,
+    claim_test,
+    holm_adjust,
+    is_final,
+    verdict_group,
+)
 from umlkit.paper import paper_table
 from umlkit.results import atomic_write
 

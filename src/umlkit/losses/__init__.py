@@ -16,12 +16,20 @@ nothing here is a reimplementation of a library loss.
 from __future__ import annotations
 
 import pandas as pd
-from torch import nn
 from pytorch_metric_learning import losses as pml_losses
 from pytorch_metric_learning import miners as pml_miners
+from torch import nn
 
-from umlkit.losses._registry import (INPUTS, LOSSES, TERMS, aux_heads_for, loss_entry, loss_inputs, model_requirements,
-                                     register_loss)
+from umlkit.losses._registry import (
+    INPUTS,
+    LOSSES,
+    TERMS,
+    aux_heads_for,
+    loss_entry,
+    loss_inputs,
+    model_requirements,
+    register_loss,
+)
 from umlkit.losses.curricular_face import CurricularFaceLoss
 from umlkit.losses.hyperbolic import HypLoss, poincare_distance_matrix, to_poincare
 from umlkit.losses.language_guidance import LG_MODES, LanguageGuidanceLoss

@@ -6,6 +6,7 @@ from umlkit.metrics.distribution import (
     frechet_distance,
 )
 from umlkit.metrics.knn import knn_search
+from umlkit.metrics.probes import attribute_probes, linear_probe
 from umlkit.metrics.retrieval import (
     DEFAULT_KS,
     evaluate_retrieval,
@@ -16,7 +17,6 @@ from umlkit.metrics.retrieval import (
     r_precision,
     recall_at_k,
 )
-from umlkit.metrics.probes import attribute_probes, linear_probe
 from umlkit.metrics.structure import embedding_structure, spectral_decay
 from umlkit.metrics.unified import cross_source_rate, harmonic_mean, unified_evaluation
 

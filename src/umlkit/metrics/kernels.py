@@ -86,7 +86,7 @@ def cache_file() -> Path:
 
 def _machine_key(dim: int) -> str:
     model = _cpuinfo()[0] or platform.processor() or platform.machine()
-    from umlkit.metrics.threads import configured_threads   # a busy moment's reduced count would miss the entry
+    from umlkit.metrics.threads import configured_threads  # a busy moment's reduced count would miss the entry
     isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "native")
     return f"{model} | torch {torch.__version__} | {configured_threads()} threads | oneDNN {isa} | d={dim}"
 

@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 from umlkit.metrics.deep_ap import STREAM_MAX_CLASS, STREAM_MAX_GALLERY, STREAM_MIN_GALLERY, streamed_matches
-from umlkit.metrics.knn import knn_search_checked, knn_search
+from umlkit.metrics.knn import knn_search, knn_search_checked
 from umlkit.metrics.threads import limited_threads
 
 __all__ = [

@@ -1,5 +1,12 @@
 """umlkit.models: timm backbones + the parameter-efficient methods the papers compare, one factory."""
-from umlkit.models._factory import METHODS, count_trainable, create_model, method_entry, parameter_budget, register_method
+from umlkit.models._factory import (
+           METHODS,
+           count_trainable,
+           create_model,
+           method_entry,
+           parameter_budget,
+           register_method,
+)
 from umlkit.models.backbones import BACKBONES, create_backbone, data_config
 from umlkit.models.embedding import HEADS, EmbeddingModel
 from umlkit.models.peft_vit import PEFTViT

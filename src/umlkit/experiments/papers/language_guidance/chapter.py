@@ -7,18 +7,37 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-
 from umlkit.experiments import source_recipe, unified_recipe
-from umlkit.experiments.prose import method_value as _value, number as _num, signed, verdict_counts as _verdict_counts
+from umlkit.experiments.language_store import source_classes
+from umlkit.experiments.papers.language_guidance.config import (
+    ABLATIONS,
+    BASELINE,
+    CURVE_ROWS,
+    PAPER,
+    SEMANTIC,
+    SOURCES,
+    UNIFIED,
+    ablation_table,
+    class_similarity,
+    first_epoch,
+    guided_rows,
+    lg_config,
+    omega_grid,
+    omega_jobs,
+    related_classes,
+    semantic_table,
+    split_row,
+    table,
+    unified_config,
+    unified_sweep_jobs,
+    unified_table,
+)
+from umlkit.experiments.prose import method_value as _value
+from umlkit.experiments.prose import number as _num
+from umlkit.experiments.prose import signed
+from umlkit.experiments.prose import verdict_counts as _verdict_counts
 from umlkit.experiments.runners import SOURCE_NAMES
 from umlkit.paper import paper_table
-from umlkit.experiments.papers.language_guidance.config import (ablation_table, ABLATIONS, BASELINE, class_similarity,
-                                                                CURVE_ROWS, first_epoch, guided_rows, lg_config,
-                                                                omega_grid,
-                                                                omega_jobs, PAPER, related_classes, SEMANTIC,
-                                                                semantic_table, source_classes, SOURCES, split_row,
-                                                                table, UNIFIED, unified_config, unified_sweep_jobs,
-                                                                unified_table)
 
 
 def quoted_table(name: str = "Table 1") -> "pd.DataFrame":  # noqa: F821

@@ -27,16 +27,15 @@ import copy
 from collections.abc import Callable
 from pathlib import Path
 
+import pandas as pd
 
 from umlkit.experiments import source_recipe, unified_recipe
-from umlkit.experiments.runners import SOURCE_NAMES
-from umlkit.experiments.tuning import chosen
-from umlkit.experiments.tables import Claim, Floor, Row, Table
-from umlkit.paper import paper_table
-from umlkit.experiments.language_store import UNIFIED, source_classes, guidance_spec, language_ref, lg_config
-import pandas as pd
 from umlkit.experiments.declarations import expand, load_declarations
-
+from umlkit.experiments.language_store import UNIFIED, guidance_spec, language_ref, lg_config
+from umlkit.experiments.runners import SOURCE_NAMES
+from umlkit.experiments.tables import Claim, Floor, Row, Table
+from umlkit.experiments.tuning import chosen
+from umlkit.paper import paper_table
 
 PAPER = "language_guidance"
 DECLARED = load_declarations(__file__)   # tables.yaml: the paper's rows, claims and reasons

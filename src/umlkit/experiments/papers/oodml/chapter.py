@@ -4,15 +4,24 @@ between sources, few-shot gains and the floor marks - all read from records and 
 """
 from __future__ import annotations
 
-
 import numpy as np
 import pandas as pd
 
+from umlkit.experiments.papers.oodml.config import (
+    PAPER,
+    SEEDS,
+    SHIFT_TABLES,
+    SOURCES,
+    T1,
+    default_split_id,
+    load_splits,
+    shift_table,
+    split_ids,
+    tuned_methods,
+)
 from umlkit.experiments.prose import signed
 from umlkit.experiments.runners import SOURCE_NAMES
 from umlkit.experiments.tables import BELOW, Table
-from umlkit.experiments.papers.oodml.config import (default_split_id, load_splits, PAPER, SEEDS, shift_table,
-                                                    SHIFT_TABLES, SOURCES, split_ids, T1, tuned_methods)
 
 
 # ------------------------------------------------------------------------------------------------ analyses

@@ -24,14 +24,19 @@ from __future__ import annotations
 
 import pandas as pd
 
-from umlkit.experiments.runners import SOURCE_NAMES
-from umlkit.experiments.tables import Claim, Floor, Row, Table, measure, lr_sweep_frame
 from umlkit.experiments.class_splits import default_split_id, load_splits, split_ids, split_of  # noqa: F401
-from umlkit.experiments.source_recipe import (chosen_lr, lr_grid, methods_config, run_config, tuned_methods)  # noqa: F401
-from umlkit.experiments.split_making import (fid_range, fid_facts, import_published_splits,  # noqa: F401
-                                             make_splits, read_published_splits, write_splits)
 from umlkit.experiments.declarations import claims_of, load_declarations
-
+from umlkit.experiments.runners import SOURCE_NAMES
+from umlkit.experiments.source_recipe import chosen_lr, lr_grid, methods_config, run_config, tuned_methods  # noqa: F401
+from umlkit.experiments.split_making import (  # noqa: F401
+    fid_facts,
+    fid_range,
+    import_published_splits,
+    make_splits,
+    read_published_splits,
+    write_splits,
+)
+from umlkit.experiments.tables import Floor, Row, Table, lr_sweep_frame, measure
 
 PAPER = "oodml"
 DECLARED = load_declarations(__file__)   # tables.yaml: the paper's rows, claims and reasons

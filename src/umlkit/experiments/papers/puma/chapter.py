@@ -11,18 +11,38 @@ import pandas as pd
 
 from umlkit.data.mini import ensure_mini
 from umlkit.data.unified import PUMA_ORDER
+from umlkit.experiments.papers.puma.config import (
+    BACKBONES_QUICK,
+    BACKBONES_QUICK_SECOND,
+    BUDGET,
+    BUDGET_EPOCHS,
+    DATASET_COLUMNS,
+    DECLARED,
+    LOSSES,
+    PAPER,
+    PEFT_ROWS,
+    SECTIONS,
+    T5_METHODS,
+    TABLE2,
+    TABLE3,
+    backbones_quick,
+    build_tables,
+    config_for,
+    few_shot_block,
+    few_shot_tuning_jobs,
+    row_of,
+    run_config,
+    second_pass,
+    sweep_jobs,
+    table_claims,
+    tuning_units,
+)
 from umlkit.experiments.prose import signed
 from umlkit.experiments.records import cached_record, load_record
 from umlkit.experiments.runners import SOURCE_NAMES
-from umlkit.experiments.tables import mark_choice, Row, compare, measure
+from umlkit.experiments.tables import Row, compare, mark_choice, measure
 from umlkit.metrics import harmonic_mean
 from umlkit.paper import paper_table
-from umlkit.experiments.papers.puma.config import (BACKBONES_QUICK, backbones_quick, BACKBONES_QUICK_SECOND, BUDGET,
-                                                   BUDGET_EPOCHS, build_tables, config_for, DATASET_COLUMNS, DECLARED,
-                                                   few_shot_block,
-                                                   few_shot_tuning_jobs, LOSSES, PAPER, PEFT_ROWS, row_of, run_config,
-                                                   second_pass, SECTIONS, sweep_jobs, T5_METHODS, TABLE2,
-                                                   TABLE3, table_claims, tuning_units)
 
 
 def seed_range(seeds: pd.Series) -> str:

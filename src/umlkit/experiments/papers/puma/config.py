@@ -30,16 +30,23 @@ from functools import partial
 import pandas as pd
 
 from umlkit.data.unified import PUMA_ORDER
-from umlkit.experiments.records import cached_record
+from umlkit.experiments.declarations import claims_of, load_declarations
 from umlkit.experiments.runners import SOURCE_NAMES
-from umlkit.experiments.tables import Claim, Floor, Row, Table, mark_choice
+from umlkit.experiments.tables import Claim, Floor, Row, Table
 from umlkit.experiments.tables import table_claims as _table_claims
+from umlkit.experiments.unified_recipe import (  # noqa: F401
+    chosen_lr,
+    few_shot_block,
+    few_shot_config,
+    few_shot_lr,
+    run_config,
+    second_pass,
+    stage_lr,
+    tables_stage,
+    unit_name,
+)
 from umlkit.metrics import harmonic_mean
 from umlkit.train.config import resolve_config
-from umlkit.experiments.declarations import claims_of, load_declarations
-from umlkit.experiments.unified_recipe import (chosen_lr, few_shot_block, few_shot_config, few_shot_lr,  # noqa: F401
-                                              run_config, second_pass, stage_lr, tables_stage, unit_name)
-
 
 PAPER = "puma"
 DECLARED = load_declarations(__file__)   # tables.yaml: rows, claims, grids and reasons of the paper's tables

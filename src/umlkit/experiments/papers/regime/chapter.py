@@ -3,10 +3,10 @@ the forgetting frame of the attribute probes, the splits' summary and the facts 
 """
 from __future__ import annotations
 
-
 import numpy as np
 import pandas as pd
-from umlkit.experiments.papers.regime.config import PROBE_METRIC, setting_of, load_splits, settings
+
+from umlkit.experiments.papers.regime.config import PROBE_METRIC, load_splits, setting_of, settings
 from umlkit.experiments.tables import MISSING
 
 

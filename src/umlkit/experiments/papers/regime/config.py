@@ -40,10 +40,9 @@ import pandas as pd
 import yaml
 
 from umlkit._paths import repo_folder
-from umlkit.experiments.tables import Claim, Row, Table
 from umlkit.experiments import unified_recipe
 from umlkit.experiments.declarations import load_declarations
-
+from umlkit.experiments.tables import Claim, Row, Table
 
 PAPER = "puma"
 DECLARED = load_declarations(__file__)   # tables.yaml: the table's name, metric and claim texts

@@ -3,14 +3,28 @@
 """
 from __future__ import annotations
 
-
 import pandas as pd
 
+from umlkit.experiments.papers.vptsp.config import (
+    ALL_SOURCES,
+    DIAGNOSIS_SOURCES,
+    FIG3,
+    METRICS,
+    PAPER,
+    PLAIN,
+    T2_SETTINGS,
+    TABLE2,
+    TABLE4,
+    TABLE8_QUICK,
+    ZERO_SHOT,
+    chosen_lr,
+    methods_config,
+    run_config,
+    sweep_jobs,
+)
+from umlkit.experiments.prose import method_value as _value
+from umlkit.experiments.prose import number, verdict_counts
 from umlkit.experiments.runners import SOURCE_NAMES
-from umlkit.experiments.prose import method_value as _value, number, verdict_counts
-from umlkit.experiments.papers.vptsp.config import (ALL_SOURCES, chosen_lr, DIAGNOSIS_SOURCES, FIG3, methods_config,
-                                                    METRICS, PAPER, PLAIN, run_config, sweep_jobs, T2_SETTINGS,
-                                                    TABLE2, TABLE4, TABLE8_QUICK, ZERO_SHOT)
 from umlkit.experiments.tables import lr_sweep_frame
 
 

@@ -37,12 +37,11 @@ import pandas as pd
 import yaml
 
 from umlkit.experiments import class_splits
-from umlkit.experiments.runners import SOURCE_NAMES
-from umlkit.experiments.tuning import chosen
-from umlkit.experiments.tables import Claim, Floor, Row, Table, lr_sweep_frame
 from umlkit.experiments.declarations import load_declarations
+from umlkit.experiments.runners import SOURCE_NAMES
 from umlkit.experiments.table_builder import build_tables
-
+from umlkit.experiments.tables import Claim, Floor, Row, Table
+from umlkit.experiments.tuning import chosen
 
 PAPER = "vptsp"
 DECLARED = load_declarations(__file__)   # tables.yaml: the paper's rows, claims and reasons
