@@ -17,12 +17,14 @@ def test_run_config_composes_row_source_and_classes():
     assert m["options"] == {"accumulator": "gru_relu", "class_prompts": 3, "num_prompts": 2, "prompt_depth": 6,
                             "proxy_bias_ratio": 0.7}   # the official Cars alpha
     assert cfg["objective"] == [{"name": "proxy_anchor_external", "weight": 1.0, "options": {}}]
-    assert (cfg["data"]["sampler"], cfg["data"]["samples_per_class"], cfg["data"]["batch_size"]) == ("class_random", 2, 64)
+    assert ((cfg["data"]["sampler"], cfg["data"]["samples_per_class"], cfg["data"]["batch_size"])
+            == ("class_random", 2, 64))
     assert cfg["optimizer"]["lr"] == 3e-3 and cfg["optimizer"]["lr_mult"]["proxy"] == 20.0
     default = oodml.split_of("cars", oodml.default_split_id("cars"))
     assert cfg["data"]["splits"]["cars"] == {"train": default["train"], "test": default["test"]}
     no_bitfit = vptsp.run_config("quick", row="VPTSP-M", source="cub", lr=1e-3)["model"]["options"]
-    assert no_bitfit["bitfit_backbone"] is False and no_bitfit["accumulator"] == "ema" and no_bitfit["proxy_bias_ratio"] == 0.5
+    assert (no_bitfit["bitfit_backbone"] is False and no_bitfit["accumulator"] == "ema"
+            and no_bitfit["proxy_bias_ratio"] == 0.5)
     base = vptsp.run_config("quick", row="VPT (B)", source="cub", lr=1e-3)
     assert base["model"]["method"] == "vpt_deep" and base["model"]["options"]["bitfit"] is True
     assert base["objective"][0]["name"] == "proxy_anchor"
@@ -47,7 +49,8 @@ def test_tuning_never_sees_a_test_class():
             s = cfg["data"]["splits"][src]
             assert set(s["train"]) | set(s["test"]) == set(default["train"]), label
             assert not set(s["test"]) & set(default["test"])
-            assert s["test"] == default["train"][-len(s["test"]):] and len(s["test"]) == round(0.3 * len(default["train"]))
+            assert (s["test"] == default["train"][-len(s["test"]):]
+                    and len(s["test"]) == round(0.3 * len(default["train"])))
             assert key["analysis"].get("evaluate", "test") == "test"   # its "test" classes are validation classes
         else:   # In-shop-like: its own split; val_fraction holds classes out and the analysis scores them
             assert cfg["data"]["splits"] == {} and cfg["data"]["val_fraction"] == 0.3, label
@@ -91,7 +94,8 @@ def test_table_rows_join_paper_cells():
                     assert (cell["method"], cell["setting"]) in rows
                     continue
                 hit = paper[(paper["method"] == cell["method"]) & (paper["setting"].fillna("") == cell["setting"])
-                            & (paper["dataset"] == cell["dataset"]) & (paper["metric"] == cell.get("metric", claim.metric))]
+                            & (paper["dataset"] == cell["dataset"])
+                            & (paper["metric"] == cell.get("metric", claim.metric))]
                 assert len(hit) == 1, (name, claim.text)
     t2 = vptsp.TABLES("quick")["Table 2"]
     assert {(r.method, r.spec["source"]) for r in t2.rows} == {(m, s) for m in (*vptsp.TABLE2, vptsp.ZERO_SHOT)
@@ -182,7 +186,8 @@ def test_table10_reads_a_benchmark_file(tmp_path):
     # round 1 ran everything but full fine-tuning and VPTSP twice as fast: the ratio follows the round's own baseline
     assert ratio.loc["VPT", "values"] == pytest.approx({0: 0.5, 1: 0.25, 2: 0.5})
     # the paper's ratio is derived from its printed times (umlkit.paper.RATIO_OF), never typed
-    assert ratio.loc["VPTSP", "paper"] == pytest.approx(166 / 191) and ratio.loc["linear", "paper"] == pytest.approx(115 / 191)
+    assert (ratio.loc["VPTSP", "paper"] == pytest.approx(166 / 191)
+            and ratio.loc["linear", "paper"] == pytest.approx(115 / 191))
     ms = frame[frame["metric"] == "Latency(ms)"].set_index("method")
     assert ms.loc["Full Fine-tuning (PA)", "measured"] == pytest.approx(400 / 3) and ms.loc["BitFit", "paper"] == 130
     claims = tables.check_claims(frame, vptsp.table10_claims()[:5])

@@ -46,7 +46,7 @@ def load_declarations(package_file: str) -> dict:
 
 def _fill(value, env: dict):
     if isinstance(value, str):
-        return value.format_map(env) if env and "{" in value else value
+        return value.format_map(env) if "{" in value and (env or isinstance(env, _Partial)) else value
     if isinstance(value, list):
         return [_fill(v, env) for v in value]
     if isinstance(value, dict):
@@ -67,7 +67,9 @@ def _loop_values(values, env: dict, where: str) -> list:
 def expand(entries: list[dict], env: dict | None = None) -> list[dict]:
     """Every entry once, or once per combination of its ``for`` lists (first key outermost), with the loop variables
     and ``env`` filled into every string. An entry with ``each: [...]`` emits each of those sub-entries (merged over
-    its other keys) per combination, so that claims made together stay together."""
+    its other keys) per combination, so that claims made together stay together; a sub-entry may loop again
+    (``for`` inside ``each``, the outer variables already filled) and may be left out for some values
+    (``unless: {var: $list}``: not where the variable's value is in that list)."""
     env = env or {}
     out = []
     for entry in entries:
@@ -77,8 +79,24 @@ def expand(entries: list[dict], env: dict | None = None) -> list[dict]:
         parts = [{**body, **sub} for sub in entry["each"]] if "each" in entry else [body]
         for values in itertools.product(*loops.values()):
             scope = {**env, **dict(zip(loops, values))}
-            out += [_fill(part, scope) for part in parts]
+            for part in parts:
+                unless = part.get("unless") or {}
+                if any(scope.get(k) in _loop_values(v, env, where) for k, v in unless.items()):
+                    continue
+                part = {k: v for k, v in part.items() if k != "unless"}
+                if "for" in part:   # an inner loop: fill what is known, keep its own variables for later
+                    inner = {k: v for k, v in part.items() if k != "for"}
+                    outer = _Partial({k: v for k, v in scope.items() if k not in part["for"]})
+                    out += expand([{"for": part["for"], **_fill(inner, outer)}], env)
+                else:
+                    out.append(_fill(part, scope))
     return out
+
+
+class _Partial(dict):
+    """A scope that leaves a placeholder it does not know as it is (``{shots}`` for an inner loop to fill)."""
+    def __missing__(self, key):
+        return "{" + key + "}"
 
 
 def _cell(spec, defaults: dict, aliases: dict, where: str, entry: dict, ctx: dict) -> dict:

@@ -20,9 +20,13 @@ A declaration names, by key (every key but ``rows`` optional)::
         params_dataset: CUB
         columns: [CUB, Cars]
         profiles: [quick]                       # the profiles that have the table (default: every one)
+        by_profile: {full: {claims: null}}      # keys that differ in a profile, over the others
 
-A string ``$NAME`` (``$NAME.key.key``) anywhere in a declaration is config.py's attribute ``NAME`` (then the keys
-into it); ``$declared.section.key`` reads the paper's own ``tables.yaml``; ``$$`` escapes a literal ``$``. A claim
+A row builder (and a ``derive`` function) that takes a ``table`` or ``profile`` parameter gets the table's name and
+the profile.
+
+A string ``$NAME`` (``$NAME.key.key``) anywhere in a declaration is config.py's attribute ``NAME`` (called without
+arguments when it is a function, e.g. one that reads the paper's configuration; then the keys into it); ``$declared.section.key`` reads the paper's own ``tables.yaml``; ``$$`` escapes a literal ``$``. A claim
 group's cells may say ``setting: $paper``: the paper's setting cell of that method in that table
 (``data/paper_tables``), for tables whose methods the paper prints with one setting each.
 
@@ -32,7 +36,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping
-from functools import lru_cache
+from functools import lru_cache, partial
 from types import ModuleType
 
 from umlkit.experiments.declarations import claims_of
@@ -41,7 +45,7 @@ from umlkit.experiments.tables import Floor, Table
 __all__ = ["build_tables", "build_table", "resolve_refs", "TABLE_KEYS"]
 
 TABLE_KEYS = {"rows", "seeds", "config", "scores", "claims", "floor", "unmeasured", "params", "params_dataset",
-              "columns", "metric", "derive", "in_progress", "profiles", "claims_env"}
+              "columns", "metric", "derive", "in_progress", "profiles", "claims_env", "by_profile"}
 
 
 def resolve_refs(value, config: ModuleType, declared: Mapping, where: str):
@@ -56,6 +60,8 @@ def resolve_refs(value, config: ModuleType, declared: Mapping, where: str):
             obj = getattr(config, head)
         else:
             raise KeyError(f"{where}: {value} names nothing in {config.__name__} (no attribute {head!r})")
+        if callable(obj):   # a function of config.py that reads its configuration: called without arguments
+            obj = obj()
         for k in keys:
             if not isinstance(obj, Mapping) or k not in obj:
                 raise KeyError(f"{where}: {value}: no key {k!r}")
@@ -75,6 +81,17 @@ def _function(config: ModuleType, name: str, where: str):
     return fn
 
 
+def _no_runs(*args, **kwargs) -> dict:
+    """The key builder of a table without rows of its own (derived, or quoted cells only): no run has a key."""
+    return {}
+
+
+def _call(fn, args: dict, table: str, profile: str):
+    """``fn(**args)``, plus ``table`` and ``profile`` where ``fn`` takes them and the declaration did not give them."""
+    params = inspect.signature(fn).parameters
+    return fn(**args, **{k: v for k, v in (("table", table), ("profile", profile)) if k in params and k not in args})
+
+
 @lru_cache(maxsize=None)
 def _paper_setting(paper: str, table: str, method: str) -> str:
     """The paper's setting cell of ``method`` in ``table`` when it prints one, else ""."""
@@ -89,6 +106,8 @@ def _claims(paper: str, table: str, groups, env: Mapping, where: str) -> list:
         return []
     out = []
     for i, group in enumerate(groups if isinstance(groups, list) else [groups]):
+        if not group:
+            continue
         out += claims_of(group, f"{where} claims[{i}]", env,
                          setting_of=lambda method: _paper_setting(paper, table, method))
     return out
@@ -105,21 +124,24 @@ def build_table(paper: str, name: str, decl: Mapping, config: ModuleType, declar
     rows = []
     for i, group in enumerate(d.get("rows") or []):
         build = _function(config, group["build"], f"{where} rows[{i}]")
-        args = {k: v for k, v in group.items() if k != "build"}
-        if "table" in inspect.signature(build).parameters:
-            args.setdefault("table", name)
-        rows += list(build(**args))
+        rows += list(_call(build, {k: v for k, v in group.items() if k != "build"}, name, profile))
     env = resolve_refs(decl.get("claims_env") or {}, config, declared, where)
+    if "build" in env:   # an environment config.py computes (e.g. a source's default and hardest split)
+        env = _call(_function(config, env["build"], f"{where} claims_env"),
+                    {k: v for k, v in env.items() if k != "build"}, name, profile)
     kwargs = {k: d[k] for k in ("unmeasured", "params", "params_dataset", "columns", "metric", "in_progress")
               if k in d}
     if "floor" in d:
         kwargs["floor"] = Floor(**d["floor"])
     if "scores" in d:
         kwargs["scores"] = _function(config, d["scores"], where)
-    if "derive" in d:
-        kwargs["derive"] = _function(config, d["derive"], where)
+    if "derive" in d:   # a table computed from other records or files: derive(profile, train)
+        derive = _function(config, d["derive"], where)
+        kwargs["derive"] = partial(derive, table=name) if "table" in inspect.signature(derive).parameters else derive
     seeds = d.get("seeds", (0,))
-    return Table(paper, name, rows, _function(config, d.get("config", "config_for"), where),
+    key = (_function(config, d["config"], where) if "config" in d
+           else getattr(config, "config_for", None) if rows else None) or _no_runs
+    return Table(paper, name, rows, key,
                  seeds=tuple(seeds) if isinstance(seeds, list) else seeds,
                  claims=_claims(paper, name, decl.get("claims"), env, where), **kwargs)
 
@@ -133,6 +155,7 @@ def build_tables(paper: str, config: ModuleType, declared: Mapping, profile: str
             continue
         if profile not in decl.get("profiles", [profile]):
             continue
-        out[name] = build_table(paper, name, {k: v for k, v in decl.items() if k != "profiles"}, config, declared,
-                                profile)
+        own = {**{k: v for k, v in decl.items() if k not in ("profiles", "by_profile")},
+               **((decl.get("by_profile") or {}).get(profile) or {})}
+        out[name] = build_table(paper, name, own, config, declared, profile)
     return out

@@ -22,10 +22,12 @@ from those shared modules so the chapter's namespace keeps them.
 """
 from __future__ import annotations
 
+import sys
+
 import pandas as pd
 
 from umlkit.experiments.class_splits import default_split_id, load_splits, split_ids, split_of  # noqa: F401
-from umlkit.experiments.declarations import claims_of, load_declarations
+from umlkit.experiments.declarations import load_declarations
 from umlkit.experiments.runners import SOURCE_NAMES
 from umlkit.experiments.source_recipe import chosen_lr, lr_grid, methods_config, run_config, tuned_methods  # noqa: F401
 from umlkit.experiments.split_making import (  # noqa: F401
@@ -36,7 +38,8 @@ from umlkit.experiments.split_making import (  # noqa: F401
     read_published_splits,
     write_splits,
 )
-from umlkit.experiments.tables import Floor, Row, Table, lr_sweep_frame, measure
+from umlkit.experiments.table_builder import build_tables
+from umlkit.experiments.tables import Row, Table, lr_sweep_frame, measure
 
 PAPER = "oodml"
 DECLARED = load_declarations(__file__)   # tables.yaml: the paper's rows, claims and reasons
@@ -131,59 +134,62 @@ def config_for(row: Row, seed: int, profile: str = "quick", overrides=()) -> dic
     return _KEYS[ident]
 
 
-def _shift_scores(result: dict, row: Row) -> dict:
+def shift_scores(result: dict, row: Row) -> dict:
     name = SOURCE_NAMES[row.spec["source"]]
     return {(name, m): v[name] for m, v in result["test"].items()}
 
 
-def _few_shot_scores(result: dict, row: Row) -> dict:
+def few_shot_scores(result: dict, row: Row) -> dict:
     name = SOURCE_NAMES[row.spec["source"]]
     block = result["few_shot"][str(row.spec["shot"])][f"{row.spec['use'].lower()}_mean"]
     return {(name, m): v for m, v in block.items()}
 
 
-def shift_table(source: str, profile: str = "quick") -> Table:
-    """Table S4 (CUB), S5 (Cars) or S6 (SOP): every method on every split, plus the two representations without
-    metric learning of Fig. 6 (rows the paper's tables do not have)."""
-    table = SHIFT_TABLES[source]
-    settings = _paper_settings(table)
+def shift_rows(source: str, profile: str = "quick") -> list[Row]:
+    """Rows of Table S4 (CUB), S5 (Cars) or S6 (SOP): every method on every split, plus the two representations
+    without metric learning of Fig. 6 (rows the paper's tables do not have)."""
+    settings = _paper_settings(SHIFT_TABLES[source])
     ids = split_ids(source, profile)
     rows = [Row(method=m, setting=settings[i], spec={"method": m, "source": source, "split": i},
                 runner="train_analysis", group="methods", label=f"{source}-{m}-split{i}")
             for m in tuned_methods(profile) for i in ids]
-    rows += [Row(method=g, setting=settings[i], spec={"method": g, "source": source, "split": i},
-                 runner="train_analysis", group="generic", label=f"{source}-{g.split(' ')[0].lower()}-split{i}")
-             for g in GENERIC for i in ids]
-    name = SOURCE_NAMES[source]
-    default, hardest = settings[default_split_id(source, profile)], settings[ids[-1]]
-    env = {"name": name, "default": default, "hardest": hardest, "methods": list(methods_config()["methods"])}
-    claims = claims_of(DECLARED["claims"]["shift"], f"ooDML {table}", env)
-    if source == "sop":
-        claims += claims_of(DECLARED["claims"]["shift_sop"], f"ooDML {table}", env)
-    return Table(PAPER, table, rows, config_for, seeds=SEEDS, scores=_shift_scores, claims=claims,
-                 unmeasured={"quick": REASONS["not_measured"]}, params=False,
-                 floor=Floor(frozen="Frozen backbone (no DML)", random="Random init (no DML)"))
+    return rows + [Row(method=g, setting=settings[i], spec={"method": g, "source": source, "split": i},
+                       runner="train_analysis", group="generic", label=f"{source}-{g.split(' ')[0].lower()}-split{i}")
+                   for g in GENERIC for i in ids]
 
 
-def few_shot_table(source: str, profile: str = "quick") -> Table:
-    """Table S7 (CUB) or S8 (Cars): zero-shot and adapted query metrics (mean over episodes) from the records of
-    Table S4/S5 (the same runs: few-shot adaptation is part of their analysis)."""
+def shift_env(source: str, profile: str = "quick") -> dict:
+    """What the shift claims fill in: the source's name, its default and hardest split's settings, the methods."""
+    settings, ids = _paper_settings(SHIFT_TABLES[source]), split_ids(source, profile)
+    return {"name": SOURCE_NAMES[source], "default": settings[default_split_id(source, profile)],
+            "hardest": settings[ids[-1]], "methods": list(methods_config()["methods"])}
+
+
+def shift_table(source: str, profile: str = "quick") -> Table:
+    """Table S4 (CUB), S5 (Cars) or S6 (SOP) as tables.yaml declares it."""
+    return build_tables(PAPER, sys.modules[__name__], DECLARED, profile, names=[SHIFT_TABLES[source]])[
+        SHIFT_TABLES[source]]
+
+
+def few_shot_rows(source: str, profile: str = "quick") -> list[Row]:
+    """Rows of Table S7 (CUB) or S8 (Cars): zero-shot and adapted query metrics (mean over episodes) from the records
+    of Table S4/S5 (the same runs: few-shot adaptation is part of their analysis)."""
     if source not in FEW_SHOT_TABLES:
         raise KeyError(f"the paper has few-shot tables for {sorted(FEW_SHOT_TABLES)} only (SOP's classes have too few "
                        f"images), not {source!r}")
-    table = FEW_SHOT_TABLES[source]
     fs = methods_config()["few_shot"]
     ids = split_ids(source, profile)
-    rows = [Row(method=m, setting=f"shot={k};use={use};split={i}",
+    return [Row(method=m, setting=f"shot={k};use={use};split={i}",
                 spec={"method": m, "source": source, "split": i, "shot": k, "use": use},
                 runner="train_analysis", group=f"{k}-shot", label=f"{source}-{m}-split{i}")
             for m in fs["methods"] if m in tuned_methods(profile) for k in fs["shots"] for use in ("Zero", "Few")
             for i in ids]
-    name = SOURCE_NAMES[source]
-    env = {"name": name, "last": ids[-1], "few_shot_methods": fs["methods"], "shots": fs["shots"]}
-    claims = claims_of(DECLARED["claims"]["few_shot"], f"ooDML {table}", env)
-    return Table(PAPER, table, rows, config_for, seeds=SEEDS, scores=_few_shot_scores, claims=claims,
-                 unmeasured={"quick": REASONS["not_measured"]}, params=False)
+
+
+def few_shot_env(source: str, profile: str = "quick") -> dict:
+    fs = methods_config()["few_shot"]
+    return {"name": SOURCE_NAMES[source], "last": split_ids(source, profile)[-1], "few_shot_methods": fs["methods"],
+            "shots": fs["shots"]}
 
 
 def split_fids(profile: str = "quick") -> dict[str, dict[str, float]]:
@@ -214,25 +220,17 @@ def ags_frame(measured: pd.DataFrame, profile: str = "quick") -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def ags_table(profile: str = "quick") -> Table:
-    def derive(profile: str = profile, train: bool = False) -> pd.DataFrame:
-        parts = [measure(shift_table(s, profile), profile, train=train, progress=False, log=None) for s in SOURCES]
-        parts = [p for p in parts if not p.empty]
-        return ags_frame(pd.concat(parts, ignore_index=True), profile) if parts else pd.DataFrame()
-    claims = claims_of(DECLARED["claims"]["ags"], "ooDML Table S3",
-                       {"source_names": [SOURCE_NAMES[s] for s in SOURCES]})
-    return Table(PAPER, "Table S3", [], lambda *a: {}, seeds=SEEDS, claims=claims, params=False, derive=derive,
-                 unmeasured={"quick": REASONS["not_measured"]})
+def ags_derive(profile: str = "quick", train: bool = False) -> pd.DataFrame:
+    """Table S3's measured cells from the records of Tables S4-S6 (:func:`ags_frame`)."""
+    parts = [measure(shift_table(s, profile), profile, train=train, progress=False, log=None) for s in SOURCES]
+    parts = [p for p in parts if not p.empty]
+    return ags_frame(pd.concat(parts, ignore_index=True), profile) if parts else pd.DataFrame()
 
 
 def TABLES(profile: str = "quick") -> dict[str, Table]:
-    """Every ooDML table of a profile: the FID tables (computed with the splits), the shift tables S4-S6 and the
-    few-shot tables S7-S8 (records), and Table S3 (AGS, from the records of S4-S6)."""
-    out = {t: fid_table(t, profile) for t in ("Table 1", "Table S1", "Table S2")}
-    out.update({SHIFT_TABLES[s]: shift_table(s, profile) for s in SOURCES})
-    out.update({FEW_SHOT_TABLES[s]: few_shot_table(s, profile) for s in FEW_SHOT_TABLES})
-    out["Table S3"] = ags_table(profile)
-    return out
+    """Every ooDML table of a profile as tables.yaml declares it: the FID tables (computed with the splits), the
+    shift tables S4-S6 and the few-shot tables S7-S8 (records), and Table S3 (AGS, from the records of S4-S6)."""
+    return build_tables(PAPER, sys.modules[__name__], DECLARED, profile)
 
 
 def table_jobs(profile: str = "quick", seeds=SEEDS) -> list[tuple[str, str, dict]]:
@@ -290,9 +288,6 @@ def fid_measured(table: str, profile: str = "quick") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def fid_table(table: str, profile: str = "quick") -> Table:
-    unmeasured = {"quick": REASONS["not_measured"]}
-    if table == "Table S2":
-        unmeasured = {p: REASONS["table_s2"] for p in ("quick", "full")}
-    return Table(PAPER, table, [], lambda *a: {}, metric="FID", params=False, unmeasured=unmeasured,
-                 derive=lambda profile=profile, train=False: fid_measured(table, profile))
+def fid_derive(profile: str = "quick", train: bool = False, *, table: str) -> pd.DataFrame:
+    """An FID table's cells (:func:`fid_measured`): nothing to train."""
+    return fid_measured(table, profile)

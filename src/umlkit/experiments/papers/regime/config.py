@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import copy
 import json
+import sys
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -42,7 +43,8 @@ import yaml
 from umlkit._paths import repo_folder
 from umlkit.experiments import unified_recipe
 from umlkit.experiments.declarations import load_declarations
-from umlkit.experiments.tables import Claim, Row, Table
+from umlkit.experiments.table_builder import build_tables
+from umlkit.experiments.tables import Row, Table
 
 PAPER = "puma"
 DECLARED = load_declarations(__file__)   # tables.yaml: the table's name, metric and claim texts
@@ -50,7 +52,7 @@ TABLE_NAME = DECLARED["table"]
 PROBE_METRIC = DECLARED["probe_metric"]
 
 
-def _dir():
+def config_dir():
     return repo_folder("configs", "regime", what="the regime map's configuration")
 
 
@@ -58,7 +60,7 @@ def _dir():
 def settings() -> dict:
     """``configs/regime/regime.yaml`` (shots, seeds, methods, datasets, shifts, attributes, levels, held-out values,
     margins, probes)."""
-    return yaml.safe_load((_dir() / "regime.yaml").read_text())
+    return yaml.safe_load((config_dir() / "regime.yaml").read_text())
 
 
 # ------------------------------------------------------------------------------------------------ splits
@@ -96,7 +98,7 @@ def make_splits(root=None) -> dict:
 
 
 def _splits_path():
-    return _dir() / "splits_quick.json"
+    return config_dir() / "splits_quick.json"
 
 
 def write_splits(root=None) -> str:
@@ -167,7 +169,7 @@ def setting_of(shift: str, shots=None) -> str:
     return f"shift={shift}" + ("" if shots is None else f";shots={shots}")
 
 
-def _rows() -> list[Row]:
+def map_rows() -> list[Row]:
     c = settings()
     rows = []
     for shift in c["shifts"]:
@@ -183,14 +185,14 @@ def _rows() -> list[Row]:
     return rows
 
 
-def _row_config(row: Row, seed: int, profile: str, overrides: Sequence[str] = ()) -> dict:
+def row_config(row: Row, seed: int, profile: str, overrides: Sequence[str] = ()) -> dict:
     if overrides:
         raise ValueError("the regime map's runs take no overrides (they are declared in configs/regime)")
     s = row.spec
     return map_config(s["shift"], s.get("shots"), s["method"], seed, profile)
 
 
-def _scores(result: dict, row: Row) -> dict:
+def scores(result: dict, row: Row) -> dict:
     """R@1 of every dataset column; each probe's accuracy on the backbone feature (``probe: <attribute>``: the level
     every model has, the frozen backbone's included, at one width) and the embedding's mean (``embedding probe:
     mean``)."""
@@ -200,26 +202,7 @@ def _scores(result: dict, row: Row) -> dict:
     return out
 
 
-def _claims() -> list[Claim]:
-    c, texts = settings(), DECLARED["claims"]
-    out = []
-    for shift in c["shifts"]:
-        for shots in c["shots"]:
-            cell = {m: {"section": "", "method": m, "setting": setting_of(shift, shots), "dataset": "Harmonic"}
-                    for m in c["methods"]}
-            out.append(Claim(texts["gap"].format(shift=shift, shots=shots), cell["PUMA"],
-                             cell["Full fine-tuning"]))
-        probe = {m: {"section": "", "method": m, "setting": setting_of(shift, "all"), "dataset": "probe: mean"}
-                 for m in c["methods"]}
-        zs = {"section": "", "method": "Zero-Shot", "setting": setting_of(shift), "dataset": "probe: mean"}
-        out.append(Claim(texts["keeps"].format(shift=shift), probe["PUMA"], probe["Full fine-tuning"],
-                         metric=PROBE_METRIC))
-        out.append(Claim(texts["forgets"].format(shift=shift), zs, probe["Full fine-tuning"],
-                         metric=PROBE_METRIC))
-    return out
-
-
-def _columns() -> list[str]:
+def columns() -> list[str]:
     from umlkit.data.mini import PRETRAIN_HEADS
     from umlkit.experiments.runners import SOURCE_NAMES
     restrict = list((settings()["probes"].get("restrict") or {}))
@@ -231,8 +214,7 @@ def _columns() -> list[str]:
 def MAP() -> Table:  # noqa: N802 - built from the configuration, like puma.FEW_SHOT
     """The regime map as a table: per shift the zero-shot floor and both methods at every k (R@1 per dataset,
     probe accuracies), with its claims."""
-    return Table(PAPER, TABLE_NAME, _rows(), _row_config, seeds=tuple(settings()["seeds"]), scores=_scores,
-                 claims=_claims(), params=False, columns=_columns())
+    return build_tables(PAPER, sys.modules[__name__], DECLARED, "quick", names=[TABLE_NAME])[TABLE_NAME]
 
 
 def table_claims(cmp: pd.DataFrame) -> pd.DataFrame:

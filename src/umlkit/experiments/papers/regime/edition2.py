@@ -26,6 +26,7 @@ Every run is a ``probed`` record (retrieval plus the attribute probes of the fir
 from __future__ import annotations
 
 import copy
+import sys
 from functools import lru_cache
 
 import pandas as pd
@@ -33,7 +34,8 @@ import yaml
 
 from umlkit.experiments import unified_recipe
 from umlkit.experiments.papers.regime import config as first
-from umlkit.experiments.tables import Claim, Row, Table
+from umlkit.experiments.table_builder import build_tables
+from umlkit.experiments.tables import Row, Table
 from umlkit.experiments.tuning import chosen
 
 PAPER = "puma"
@@ -45,7 +47,7 @@ TUNING_FOLDER = "regime map 2 tuning"
 @lru_cache(maxsize=1)
 def settings() -> dict:
     """``configs/regime/edition2.yaml``: methods, backbones, axes, shortcut, tuning and chosen rates."""
-    return yaml.safe_load((first._dir() / "edition2.yaml").read_text())
+    return yaml.safe_load((first.config_dir() / "edition2.yaml").read_text())
 
 
 def cells() -> list[dict]:
@@ -106,14 +108,14 @@ def run_config(cell: dict, method: str, seed: int = 0, lr: float | None = None, 
     return cfg
 
 
-def _row_config(row: Row, seed: int, profile: str, overrides=()) -> dict:
+def row_config(row: Row, seed: int, profile: str, overrides=()) -> dict:
     if overrides:
         raise ValueError("the regime map's runs take no overrides (they are declared in configs/regime)")
     cfg = run_config(row.spec["cell"], row.spec["method"], seed, profile=profile)
     return {"config": cfg, "probes": copy.deepcopy(first.settings()["probes"])}
 
 
-def _rows() -> list[Row]:
+def map2_rows() -> list[Row]:
     rows = []
     for cell in cells():
         tag = setting(cell).replace("backbone=", "").replace(";shift=", "-").replace(";", "-")
@@ -128,26 +130,19 @@ def _rows() -> list[Row]:
     return rows
 
 
-def _claims() -> list[Claim]:
-    """Per cell: PUMA, and LP-FT, beat full fine-tuning (Harmonic R@1). PUMA's claim on a v2 cell without the
-    shortcut is the first edition's "<shift>, k=all" claim on the same runs, so it is made there only (a claim
-    counted twice would weigh twice in the paper's Holm family)."""
-    out = []
-    for cell in cells():
-        at = {m: {"section": "", "method": m, "setting": setting(cell), "dataset": "Harmonic"}
-              for m in settings()["methods"]}
-        for method, text in (("PUMA", DECLARED["claims"]["puma"]), ("LP-FT", DECLARED["claims"]["lpft"])):
-            if method == "PUMA" and cell["backbone"] == "v2" and not cell["shortcut"]:
-                continue
-            out.append(Claim(text.format(cell=setting(cell)), at[method], at["Full fine-tuning"]))
-    return out
-
-
 def MAP2() -> Table:  # noqa: N802 - built from the configuration, like the first edition's MAP
     """The second edition as a table: per cell the frozen backbone and the four methods (R@1 per dataset, probe
     accuracies), with its claims; its runs are declared before they exist (``in_progress`` until they all do)."""
-    return Table(PAPER, TABLE_NAME, _rows(), _row_config, seeds=tuple(settings()["seeds"]), scores=first._scores,
-                 claims=_claims(), params=False, columns=first._columns(), in_progress=DECLARED.get("in_progress"))
+    return build_tables(PAPER, sys.modules[__name__], first.DECLARED, "quick", names=[TABLE_NAME])[TABLE_NAME]
+
+
+def claims_env() -> dict:
+    """The cells the claims loop over (their settings), and those whose PUMA claim the first edition makes."""
+    return {"cells": [setting(c) for c in cells()],
+            "first_edition_cells": [setting(c) for c in cells() if c["backbone"] == "v2" and not c["shortcut"]]}
+
+
+scores, columns = first.scores, first.columns   # the first edition's cells and columns (the table declares them)
 
 
 # ------------------------------------------------------------------------------------------------ tuning

@@ -40,7 +40,7 @@ from umlkit.experiments import class_splits
 from umlkit.experiments.declarations import load_declarations
 from umlkit.experiments.runners import SOURCE_NAMES
 from umlkit.experiments.table_builder import build_tables
-from umlkit.experiments.tables import Claim, Floor, Row, Table
+from umlkit.experiments.tables import Row, Table
 from umlkit.experiments.tuning import chosen
 
 PAPER = "vptsp"
@@ -242,12 +242,6 @@ def table_rows(table: str, names: dict[str, tuple[str, dict]], sources=("cub",),
             for paper_name, (base, opts) in names.items() for s in sources]
 
 
-def _cell(method: str, dataset: str = "CUB", metric: str = "R@1", table: str = "Table 1",
-          setting: str | None = None) -> dict:
-    return {"section": "", "method": method, "setting": _paper_setting(table, method) if setting is None else setting,
-            "dataset": dataset, "metric": metric}
-
-
 # Table 1's rows are methods.yaml's rows; "Memory(GB)" is a GPU measurement (Table 10's benchmark in the full profile)
 TABLE1 = DECLARED["table1"]
 TABLE4 = DECLARED["table4"]
@@ -291,33 +285,29 @@ TABLE8_V1 = "vit_tiny_uml"                                # the quick Table 8's 
 TABLE8_V1_LR = DECLARED.get("table8_v1_lr") or {}         # its rate per source (validation MAP@R; a test checks)
 
 
-def table8(profile: str = "quick") -> Table:
+def table8_rows(profile: str = "quick") -> list[Row]:
+    """Table 8's rows: each backbone's frozen feature (its own floor) and VPTSP-G (B) on it, on every source. Full: the
+    paper's four backbones; quick: the two shipped tiny ViTs, v1 at its own tuned rate where one was found."""
     metrics = TABLE2_METRICS   # the same keys as Table 2: v2's rows are its VPTSP-G runs
     if profile == "quick":
         backbones = {k: [f"model.backbone={b}"] for k, b in TABLE8_QUICK.items()}
     else:
         backbones = {k: [f"model.backbone={b}", f"model.embed_dim={d}"] for k, (b, d) in TABLE8_FULL.items()}
+
     def model_name(setting):
         return dict(part.split("=", 1) for part in setting.split(";"))["model"]
     rows = [Row(method=ZERO_SHOT, setting=setting, name=f"{ZERO_SHOT}, {model_name(setting)}",
                 spec={"zero_shot": True, "source": s, "overrides": ov, "metrics": metrics[s]},
                 runner="train_analysis", label=f"{s}-zero_shot-{model_name(setting)}", seed_free=True)
             for setting, ov in backbones.items() for s in ALL_SOURCES]   # each backbone's own floor
+
     def own_rate(ov, s):   # v1 at its own rate once tuned; v2 (and the full profile) at the row's chosen rate
         return {"lr": TABLE8_V1_LR[s]} if f"model.backbone={TABLE8_V1}" in ov and s in TABLE8_V1_LR else {}
-    rows += [Row(method="VPTSP", setting=setting, name=model_name(setting),
-                 spec={"row": "VPTSP-G (B)", "source": s, "options": {}, "overrides": ov, "metrics": metrics[s],
-                       **own_rate(ov, s)},
-                 runner="train_analysis", label=f"{s}-{model_name(setting)}")
-             for setting, ov in backbones.items() for s in ALL_SOURCES]
-    v1, v2 = (_cell("VPTSP", "", "R@1", "Table 8", k) for k in TABLE8_QUICK)
-    claims = []
-    if profile == "quick":
-        claims = [Claim(f"the longer-pretrained tiny ViT (v2) gives VPTSP the higher R@1 ({SOURCE_NAMES[s]})",
-                        {**v2, "dataset": SOURCE_NAMES[s]}, {**v1, "dataset": SOURCE_NAMES[s]}) for s in ALL_SOURCES]
-    return Table(PAPER, "Table 8", rows, config_for, seeds=SEEDS, scores=scores, claims=claims, params=False,
-                 columns=[SOURCE_NAMES[s] for s in ALL_SOURCES], floor=Floor(frozen=ZERO_SHOT, per_setting=True),
-                 unmeasured={"quick": REASONS["table8_quick"]})
+    return rows + [Row(method="VPTSP", setting=setting, name=model_name(setting),
+                       spec={"row": "VPTSP-G (B)", "source": s, "options": {}, "overrides": ov, "metrics": metrics[s],
+                             **own_rate(ov, s)},
+                       runner="train_analysis", label=f"{s}-{model_name(setting)}")
+                   for setting, ov in backbones.items() for s in ALL_SOURCES]
 
 
 # Fig. 3: VPTSP-G (B) on the CUB-like source with one setting changed (the paper's panels a, b, d, e, f: prompts per
@@ -326,9 +316,10 @@ FIG3 = DECLARED["fig3"]
 FIG3_FULL = DECLARED["fig3_full"]
 
 
-def fig3(profile: str = "quick") -> Table:
+def fig3_rows(panels: dict) -> list[Row]:
+    """Fig. 3's rows: VPTSP-G (B) on the CUB-like source with one setting of a panel changed."""
     rows = []
-    for panel, (option, values) in (FIG3 if profile == "quick" else FIG3_FULL).items():
+    for panel, (option, values) in panels.items():
         for v in values:
             spec = {"row": "VPTSP-G (B)", "source": "cub", "options": {}, "overrides": []}
             if option == "batch_size":
@@ -337,22 +328,17 @@ def fig3(profile: str = "quick") -> Table:
                 spec["options"] = {option: v}
             rows.append(Row(method="VPTSP-G (B)", setting=f"{option}={v}", section=panel, spec=spec,
                             runner="train_analysis", label=f"cub-{option}{v}", name=f"{option}={v}"))
-    return Table(PAPER, "Fig. 3", rows, config_for, seeds=SEEDS, scores=scores, params=False, columns=["CUB"])
+    return rows
 
 
-def rate_transfer(profile: str = "quick") -> Table:
+def rate_transfer_rows(profile: str = "quick") -> list[Row]:
     """Not a paper table: Table 4's rows on the Cars-like source at the rate chosen on the CUB-like validation
     classes beside the rate chosen on the Cars-like ones (the second are Table 4's runs)."""
-    rows = []
-    for name, (base, opts) in TABLE4.items():
-        for where in ("cub", "cars"):
-            rows.append(Row(method=name, setting=f"lr chosen on {SOURCE_NAMES[where]}", name=name,
-                            section=f"rate chosen on the {SOURCE_NAMES[where]}-like validation classes",
-                            spec={"row": base, "source": "cars", "options": opts,
-                                  "lr": chosen_lr(base, profile, where)},
-                            runner="train_analysis", label=f"cars-{name}-lr-{where}"))
-    return Table(PAPER, "Rate transfer", rows, config_for, seeds=SEEDS, scores=scores, params=False,
-                 columns=["Cars"])
+    return [Row(method=name, setting=f"lr chosen on {SOURCE_NAMES[where]}", name=name,
+                section=f"rate chosen on the {SOURCE_NAMES[where]}-like validation classes",
+                spec={"row": base, "source": "cars", "options": opts, "lr": chosen_lr(base, profile, where)},
+                runner="train_analysis", label=f"cars-{name}-lr-{where}")
+            for name, (base, opts) in TABLE4.items() for where in ("cub", "cars")]
 
 
 # Diagnosis: why VPTSP-G (B) does not beat VPT (B) here. Its proxies differ from VPT (B)'s learnable Proxy-Anchor
@@ -371,29 +357,11 @@ DIAGNOSIS = DECLARED["diagnosis"]
 DIAGNOSIS_LABELS = DECLARED["diagnosis_labels"]
 
 
-def diagnosis(profile: str = "quick") -> Table:
-    rows = [Row(method=name, setting="validation classes", name=name,
+def diagnosis_rows() -> list[Row]:
+    return [Row(method=name, setting="validation classes", name=name,
                 spec={"row": base, "source": s, "options": opts, "loss_options": loss, "validation": True},
                 runner="train_analysis", label=f"{s}-{name}")
             for name, (base, opts, loss) in DIAGNOSIS.items() for s in DIAGNOSIS_SOURCES]
-
-    def cell(m, d):
-        return {"section": "", "method": m, "setting": "validation classes", "dataset": d}
-    claims = []
-    for d in (SOURCE_NAMES[s] for s in DIAGNOSIS_SOURCES):
-        for metric in METRICS:
-            claims += [Claim(f"the semantic memory helps: VPTSP-G (B) beats alpha = 1 ({d} validation, {metric})",
-                             cell("VPTSP-G (B)", d), cell("alpha = 1 (no semantic memory)", d), metric=metric),
-                       Claim(f"VPTSP-G (B) with the original normalisation beats the official one ({d} validation, "
-                             f"{metric})", cell("original normalisation", d), cell("VPTSP-G (B)", d), metric=metric),
-                       Claim(f"the semantic memory helps once normalisation and proxy init are PML's ({d} validation, "
-                             f"{metric})", cell("original normalisation, PML's proxy init", d),
-                             cell("alpha = 1, original normalisation, PML's proxy init", d), metric=metric),
-                       Claim(f"VPTSP-G (B) with PML's normalisation and proxy init beats VPT (B) ({d} validation, "
-                             f"{metric})", cell("original normalisation, PML's proxy init", d), cell("VPT (B)", d),
-                             metric=metric)]
-    return Table(PAPER, "Diagnosis", rows, config_for, seeds=SEEDS, scores=scores, claims=claims, params=False,
-                 columns=[SOURCE_NAMES[s] for s in DIAGNOSIS_SOURCES])
 
 
 # Table 10 (step time): a benchmark, not a training record (benchmarks/bench_vptsp_step.py writes the file)
@@ -436,36 +404,20 @@ def table10_measured(path: str | Path) -> tuple[pd.DataFrame, dict]:
     return table10_lines(raw["results"], str(path)), {k: v for k, v in raw.items() if k != "results"}
 
 
-def table10_claims() -> list[Claim]:
-    """The paper's reading of Table 10 (Appendix): VPTSP's step takes longer than every other parameter-efficient
-    method's and less long than full fine-tuning's, at both batch sizes (on the step-time ratio to full
-    fine-tuning, the number that carries across machines)."""
-    claims = []
-    for b in (32, 64):
-        st = f"batch_size={b}"
-
-        def cell(m):
-            return {"section": "", "method": m, "setting": st, "dataset": "Cars"}
-        claims += [Claim(f"VPTSP's step takes longer than {m}'s (batch {b})", cell("VPTSP"), cell(m),
-                         metric="Latency (x full)") for m in ("linear", "BitFit", "Adapter", "VPT")]
-        claims.append(Claim(f"full fine-tuning's step takes longer than VPTSP's (batch {b})",
-                            cell("Full Fine-tuning (PA)"), cell("VPTSP"), metric="Latency (x full)"))
-    return claims
+def table10_claims() -> list:
+    """The paper's reading of Table 10 (declared in tables.yaml): VPTSP's step takes longer than every other
+    parameter-efficient method's and less long than full fine-tuning's, at both batch sizes."""
+    return TABLES("quick")["Table 10"].claims
 
 
-def table10(profile: str = "quick") -> Table:
-    """Table 10 from the profile's benchmark file (:func:`table10_file`; no training records)."""
-    return Table(PAPER, "Table 10", [], config_for, seeds=SEEDS, claims=table10_claims(), params=False,
-                 derive=lambda prof, train: table10_measured(table10_file(prof))[0],
-                 unmeasured={profile: REASONS["table10"]})
+def table10_derive(profile: str, train: bool = False) -> pd.DataFrame:
+    """Table 10's measured cells from the profile's benchmark file (no training records)."""
+    return table10_measured(table10_file(profile))[0]
 
 
 def TABLES(profile: str = "quick") -> dict[str, Table]:
     """The VPTSP tables by the paper's name (Table 10 reads a benchmark file, the others training records)."""
-    return {**build_tables(PAPER, sys.modules[__name__], DECLARED, profile),
-            "Table 8": table8(profile), "Table 10": table10(profile),
-            "Fig. 3": fig3(profile), "Diagnosis": diagnosis(profile),
-            "Rate transfer": rate_transfer(profile)}
+    return build_tables(PAPER, sys.modules[__name__], DECLARED, profile)
 
 
 def table_jobs(profile: str = "quick", seeds=SEEDS, tables=None) -> list[tuple]:
