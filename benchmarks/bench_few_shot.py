@@ -66,7 +66,8 @@ def main() -> None:
     finally:
         knn._RESCORE_ELEMENTS = old
     print(f"R@1 + mAP@1000 on 1,000 queries, one gather (baseline):  {whole:6.1f} ms")
-    print(f"R@1 + mAP@1000 on 1,000 queries, row-blocked re-scoring: {blocked:6.1f} ms  ({whole / blocked:.1f}x faster)")
+    print(f"R@1 + mAP@1000 on 1,000 queries, row-blocked re-scoring: {blocked:6.1f} ms  "
+          f"({whole / blocked:.1f}x faster)")
 
 
 if __name__ == "__main__":

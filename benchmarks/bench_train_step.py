@@ -15,9 +15,9 @@ explicit matrix products and a softmax (timm's ``fused_attn=False`` path: under 
 as bf16 GEMMs and the softmax in bf16) instead of PyTorch's fused kernel, ``+compile`` the model's forward through
 ``torch.compile`` (compiled in the warm-up; on a GPU, fewer and fused kernels for a step that is launch-bound);
 e.g. ``puma+light8+skip``. ``--repeats R`` runs every configuration R times, interleaved (repeat 1 of every
-configuration, then repeat 2, ...), so that a slow spell of a shared machine falls on all of them; each ratio is taken to full fine-tuning of the same repeat
-(add ``full+matmul`` / ``full+compile`` as the baseline of ``+matmul`` / ``+compile`` rows) and printed as the median
-with its range.
+configuration, then repeat 2, ...), so that a slow spell of a shared machine falls on all of them; each ratio is
+taken to full fine-tuning of the same repeat (add ``full+matmul`` / ``full+compile`` as the baseline of ``+matmul`` /
+``+compile`` rows) and printed as the median with its range.
 Goal (issue 14): PUMA's memory-light mode at <= 0.5x full fine-tuning's peak memory and >= 0.9x its throughput.
 Each configuration also counts one step's FLOPs (``torch.utils.flop_counter.FlopCounterMode``: matrix products,
 convolutions, and attention, whose CPU kernels ``_flops.py`` maps to PyTorch's formulas: the counter left them out

@@ -93,8 +93,8 @@ def main() -> None:
     for job in jobs:
         groups[_group(job)].append(job)
     sample = [(j, j[3] if len(j) > 3 else "train_analysis") for g in groups.values() for j in g[:args.per_group]]
-    print(f"{args.paper} {' + '.join(args.jobs)}: {len(jobs)} jobs in {len(groups)} cost groups; timing {len(sample)} with "
-          f"{args.workers} single-thread workers", flush=True)
+    print(f"{args.paper} {' + '.join(args.jobs)}: {len(jobs)} jobs in {len(groups)} cost groups; "
+          f"timing {len(sample)} with {args.workers} single-thread workers", flush=True)
     with mp.get_context("spawn").Pool(args.workers) as pool:
         timed = {}
         for label, seconds, same in pool.imap_unordered(_work, sample):

@@ -19,8 +19,9 @@ STORE = Path(__file__).resolve().parent / "artefact_inputs.json"
 # (a ``path.py:f,g`` entry hashes only those top-level functions of a module that also holds unrelated code)
 ARTEFACTS = {
     "oodml_quick_splits": ["src/umlkit/experiments/split_making.py:make_splits,source_class_means,fid_progression,"
-                           "_jsonable", "src/umlkit/experiments/source_recipe.py:methods_config", "src/umlkit/experiments/splits.py",
-                           "src/umlkit/metrics/distribution.py", "src/umlkit/train/evaluate.py",
+                           "_jsonable", "src/umlkit/experiments/source_recipe.py:methods_config",
+                           "src/umlkit/experiments/splits.py", "src/umlkit/metrics/distribution.py",
+                           "src/umlkit/train/evaluate.py",
                            "configs/oodml/methods.yaml"],
 }
 

@@ -159,7 +159,8 @@ def test_no_shared_module_imports_a_paper():
     above = {"umlkit.cli", "umlkit.reproduce", "umlkit._book"}
     bad = [f"{m} imports {t}" for m, targets in _module_graph().items()
            if not m.startswith("umlkit.experiments.papers") and m not in above
-           for t in targets if t.startswith("umlkit.experiments.papers.") and t != "umlkit.experiments.papers._namespace"]
+           for t in targets
+           if t.startswith("umlkit.experiments.papers.") and t != "umlkit.experiments.papers._namespace"]
     assert not bad, bad
 
 
@@ -171,7 +172,8 @@ def test_no_paper_imports_another():
         for path in sorted(pkg.glob("*.py")):
             for module in _imports(path):
                 parts = module.split(".")
-                if parts[:3] == ["umlkit", "experiments", "papers"] and len(parts) > 3 and parts[3] not in (pkg.name, "_namespace"):
+                if (parts[:3] == ["umlkit", "experiments", "papers"] and len(parts) > 3
+                        and parts[3] not in (pkg.name, "_namespace")):
                     bad.append(f"{path.relative_to(SRC)} imports {module}")
     assert not bad, "\n".join(sorted(set(bad)))
 

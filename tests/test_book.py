@@ -129,7 +129,8 @@ def test_chapter_parameters_from_papermill_are_parsed_or_named():
     ns = {"PROFILE": "quick", "SEEDS": "[0, 1]", "TRAIN": "True", "OVERRIDES": [], "LOSSES": "None", "NAME": "x"}
     _book.check_parameters(ns)
     assert ns == {"PROFILE": "quick", "SEEDS": [0, 1], "TRAIN": True, "OVERRIDES": [], "LOSSES": None, "NAME": "x"}
-    with pytest.raises(ValueError, match=r"PROFILE = 'quik': choose one of quick, full \(papermill: -p PROFILE quick\)"):
+    with pytest.raises(ValueError,
+                       match=r"PROFILE = 'quik': choose one of quick, full \(papermill: -p PROFILE quick\)"):
         _book.check_parameters({"PROFILE": "quik"})
     with pytest.raises(ValueError, match=r"SEEDS = '\[0, 1' is not valid YAML .*-y \"SEEDS: \[0, 1\]\""):
         _book.check_parameters({"SEEDS": "[0, 1"})

@@ -70,7 +70,8 @@ def test_cli_records_and_oodml_errors_name_the_input(tmp_path, capsys):
     assert cli.main(["records", "train", "oodml", "tables", "--worker", "half"]) == 2
     assert "expects I/N" in capsys.readouterr().err
     assert cli.main(["records", "status", "oodml", "everything"]) == 2
-    assert "unknown oodml job list 'everything'; choose one of lr_sweep, lr_sweep_cars, lr_sweep_sop, tables" in capsys.readouterr().err
+    assert ("unknown oodml job list 'everything'; choose one of lr_sweep, lr_sweep_cars, lr_sweep_sop, tables"
+            in capsys.readouterr().err)
     assert cli.main(["oodml", "import-splits", str(tmp_path), "--root", str(tmp_path)]) == 2
     assert "cub200_splits.pkl" in capsys.readouterr().err
 
@@ -159,7 +160,8 @@ def test_time_estimate_by_hand():
     est = time_estimate(status)
     # a: median 20; b: 100; c and x: the median of all stored, 30
     assert est == {"stored": 140.0, "missing": 20 + 100 + 30 + 30, "by_row": 2, "by_runner": 0, "timed": 3}
-    assert time_estimate(status.assign(stored=False))["missing"] != time_estimate(status.assign(stored=False))["missing"]
+    assert (time_estimate(status.assign(stored=False))["missing"]
+            != time_estimate(status.assign(stored=False))["missing"])
     # with runners: c (a training run) takes the training runs' median (a, a: 20), x (evaluation only) its own 2
     runs = status.assign(runner=["train", "train", "eval", "train", "eval", "train", "eval"],
                          seconds=[10.0, 30.0, 2.0, *[float("nan")] * 4])
@@ -205,7 +207,8 @@ def test_records_train_dry_run_lists_what_the_list_match_and_worker_select(capsy
     assert cli.main(["records", "train", "vptsp", "tables", "--match", "^cub-Hyp-ViT-seed[0-2]$", "--dry-run"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "worker 0/1: 3 jobs, 3 already stored, 0 to train"
-    assert out[1:4] == [f"stored   cub-Hyp-ViT-seed{s}" for s in range(3)] and out[-1].endswith("nothing was run (--dry-run)")
+    assert (out[1:4] == [f"stored   cub-Hyp-ViT-seed{s}" for s in range(3)]
+            and out[-1].endswith("nothing was run (--dry-run)"))
     assert cli.main(["records", "train", "vptsp", "tables", "--match", "^cub-Hyp-ViT-seed[0-2]$", "--worker", "1/2",
                      "--dry-run"]) == 0
     assert capsys.readouterr().out.splitlines()[1:2] == ["stored   cub-Hyp-ViT-seed1"]     # every 2nd job from the 2nd

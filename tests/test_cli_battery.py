@@ -120,7 +120,8 @@ CASES = [
     (["data", "make-mini", "--root", "{t}/listmanifest"], "{t}/listmanifest/UML_MINI.json is not a UML-Mini "
                                                           "manifest: expected a JSON object, found a list"),
     (["data", "make-mini", "--size", "huge"], "argument --size: invalid choice: 'huge'"),
-    (["data", "pretrain-mini", "--epochs", "0", "--out", "{t}/w"], "argument --epochs: expected a positive integer, got 0"),
+    (["data", "pretrain-mini", "--epochs", "0", "--out", "{t}/w"],
+     "argument --epochs: expected a positive integer, got 0"),
     (["data", "pretrain-mini"], "pretraining would replace "),      # the shipped weights: only with --overwrite
     (["data", "pretrain-mini", "--out", "{t}/weights"], "pretraining would replace {t}/weights/vit_tiny_uml_patch8_32"
                                                         ".safetensors; pass overwrite=True (CLI: --overwrite)"),
@@ -131,9 +132,12 @@ CASES = [
     (["records", "train", "oodml", "tables", "--match", "("], "--match '(' is not a regular expression"),
     (["records", "train", "oodml", "tables", "--threads", "0"], "argument --threads: expected a positive integer"),
     (["records", "train", "puma", "nope"], "unknown puma job list 'nope'; choose one of tuning, few_shot_tuning"),
-    (["records", "train", "inat", "tables"], "unknown paper 'inat'; registered: puma, oodml, language_guidance, vptsp, regime"),
-    (["records", "status", "language_guidance", "everything"], "unknown language_guidance job list 'everything'; choose one of omega_sweep"),
-    (["records", "status", "oodml", "everything"], "unknown oodml job list 'everything'; choose one of lr_sweep, lr_sweep_cars, lr_sweep_sop, tables"),
+    (["records", "train", "inat", "tables"],
+     "unknown paper 'inat'; registered: puma, oodml, language_guidance, vptsp, regime"),
+    (["records", "status", "language_guidance", "everything"],
+     "unknown language_guidance job list 'everything'; choose one of omega_sweep"),
+    (["records", "status", "oodml", "everything"],
+     "unknown oodml job list 'everything'; choose one of lr_sweep, lr_sweep_cars, lr_sweep_sop, tables"),
     (["reproduce", "--chapters", "nonexistent"], "unknown chapter(s) ['nonexistent']"),
     (["reproduce", "-p", "NOEQUALS"], "-p expects NAME=VALUE"),
     (["reproduce", "-p", "SEEDS=[0,"], "-p 'SEEDS=[0,': the value is not valid YAML"),

@@ -22,8 +22,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-__all__ = ["repository", "badge", "setup_source", "sync_colab", "toc_chapters", "book_chapters", "missing_toc_entries", "parameters_of", "chapter_parameters",
-           "SETUP_MARKER", "check_html"]
+__all__ = ["repository", "badge", "setup_source", "sync_colab", "toc_chapters", "book_chapters", "missing_toc_entries",
+           "parameters_of", "chapter_parameters", "SETUP_MARKER", "check_html"]
 
 SETUP_MARKER = "# On Colab only: fetch the repository"
 _BADGE = re.compile(r"\[!\[Open In Colab\]\(https://colab\.research\.google\.com/assets/colab-badge\.svg\)\]\([^)]*\)")
@@ -68,7 +68,8 @@ def setup_source(repo: dict, chapter_dir: str = "book") -> str:
         "    import sys",
         f"    !git clone -q --depth 1 --branch {repo['branch']} {repo['url']} /content/umlkit",
         '    %pip install -q -e "/content/umlkit[book,lang]"',
-        '    sys.path.insert(0, "/content/umlkit/src")  # an editable install is only seen by a restarted kernel otherwise',
+        '    sys.path.insert(0, "/content/umlkit/src")  '
+        '# an editable install is only seen by a restarted kernel otherwise',
         f"    %cd /content/umlkit/{chapter_dir}",
         "except ImportError:",
         "    pass",

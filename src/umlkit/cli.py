@@ -668,7 +668,8 @@ def _add_data(sub) -> None:
     p.add_argument("--out", default=None, help="folder for the weights (default: the shipped location)")
     p.add_argument("--recipe", choices=("v1", "v2", "narrow", "broad", "wide"), default="v1",
                    help="v1: the weights of UML-Mini v1; v2: longer, with unobservable targets masked; narrow, broad, "
-                   "wide: the regime map's second edition (v2's recipe on narrower and broader worlds; wide: twice the width)")
+                   "wide: the regime map's second edition (v2's recipe on narrower and broader worlds; "
+                   "wide: twice the width)")
     p.add_argument("--epochs", type=_positive_int, default=None, help="default: the recipe's")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu", help="where to train, e.g. cuda (default: cpu; the random draws stay on "

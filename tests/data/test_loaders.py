@@ -287,4 +287,5 @@ def test_check_a_uml_mini_tree_and_a_damaged_dataset(tmp_path):
         "\n".join((root / "Stanford_Online_Products" / "Ebay_test.txt").read_text().splitlines()[:-5]) + "\n")
     table = check_datasets(root, ["sop"])
     assert table.loc["sop", "status"] == "count mismatch"
-    assert "generation did not finish" in table.loc["sop", "detail"] and "make-mini --root" in table.loc["sop", "detail"]
+    assert ("generation did not finish" in table.loc["sop", "detail"]
+            and "make-mini --root" in table.loc["sop", "detail"])

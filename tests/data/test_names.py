@@ -32,7 +32,8 @@ def test_default_images_are_those_of_version_1(name):
 
 
 def test_hue_names_wrap_around_the_circle():
-    assert [hue_name(h) for h in (0.0, 0.5, 0.97, 1.0, 1 / 6, 0.25)] == ["red", "cyan", "red", "red", "yellow", "chartreuse"]
+    assert [hue_name(h) for h in (0.0, 0.5, 0.97, 1.0, 1 / 6, 0.25)] == ["red", "cyan", "red", "red", "yellow",
+                                                                          "chartreuse"]
     assert len(set(HUES16)) == 16
 
 
@@ -129,7 +130,8 @@ def test_caption_insertion_replaces_the_object_word_once():
     from umlkit.data.names import insert_class_name
     cap = "a small tall amber diamond with a cobalt dot on the left, on a pale chartreuse background"
     assert insert_class_name(cap, "amber bird with a cobalt head") == \
-        "a small tall amber amber bird with a cobalt head with a cobalt dot on the left, on a pale chartreuse background"
+        ("a small tall amber amber bird with a cobalt head with a cobalt dot on the left, "
+         "on a pale chartreuse background")
     assert insert_class_name("a star and a ring", "X") == "a X and a ring"
     with pytest.raises(ValueError, match="names no shape"):
         insert_class_name("a blue bird on a branch", "X")

@@ -97,7 +97,8 @@ def test_mini_train_transform_equals_torchvisions_padded_random_crop():
     from torchvision import transforms as T
     cfg = {"input_size": (3, 32, 32), "mean": (0.4, 0.5, 0.6), "std": (0.2, 0.3, 0.4)}
     ours = build_transforms("mini", cfg, train=True)
-    ref = T.Compose([T.RandomCrop(32, padding=2, padding_mode="edge"), T.ToTensor(), T.Normalize(cfg["mean"], cfg["std"])])
+    ref = T.Compose([T.RandomCrop(32, padding=2, padding_mode="edge"), T.ToTensor(),
+                     T.Normalize(cfg["mean"], cfg["std"])])
     rng = np.random.default_rng(0)
     images = [Image.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)) for _ in range(200)]
     torch.manual_seed(3)

@@ -52,7 +52,8 @@ def test_build_data_marks_the_training_images_only_by_their_label(mini_root):
     base = {"root": str(mini_root), "datasets": ["cub", "flowers"], "augment": False, "val_fraction": 0.25}
     plain_tr, plain_te, plain_va = build_data(resolve_config({"data": base}), dc)
     tr, te, va = build_data(resolve_config({"data": {**base, "shortcut": {"size": 4, "p": 1.0}}}), dc)
-    assert isinstance(tr, ShortcutDataset) and not isinstance(te, ShortcutDataset) and not isinstance(va, ShortcutDataset)
+    assert (isinstance(tr, ShortcutDataset) and not isinstance(te, ShortcutDataset)
+            and not isinstance(va, ShortcutDataset))
     assert (tr.labels == plain_tr.labels).all() and (tr.sources == plain_tr.sources).all()
     for k in (0, len(tr) // 2, len(tr) - 1):
         x, y = tr[k]

@@ -224,14 +224,16 @@ def test_per_image_rows_equal_to_the_class_rows_give_the_class_level_loss(mini_r
     cfg = resolve_config(base)
     train, _, _ = build_data(cfg, DATA_CONFIG)
     emb = np.random.default_rng(2).normal(size=(train.num_classes, 6)).astype(np.float32)
-    cls = {"file": str(tmp_path / "c.npz"), "sha256": save_class_embeddings(tmp_path / "c.npz", train.class_names(), emb)}
+    cls = {"file": str(tmp_path / "c.npz"),
+           "sha256": save_class_embeddings(tmp_path / "c.npz", train.class_names(), emb)}
     per = {"file": str(tmp_path / "s.npz"),
            "sha256": save_sample_embeddings(tmp_path / "s.npz", train.sample_keys(), emb, train.labels)}
     losses = {}
     for name, ref, extra in (("class", cls, {}), ("image", per, {"per_sample": True})):
         c = resolve_config(base)
         c["objective"] = [{"name": "multisimilarity", "weight": 1.0, "options": {}},
-                          {"name": "language_guidance", "weight": 10.0, "options": {"language_embeddings": ref, **extra}}]
+                          {"name": "language_guidance", "weight": 10.0,
+                           "options": {"language_embeddings": ref, **extra}}]
         losses[name] = fit(c, run_dir=tmp_path / name).history[0]["loss"]
     assert losses["image"] == losses["class"]
     # rows of the wrong images (shifted by one) change the loss: the indices matter

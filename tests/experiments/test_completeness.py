@@ -22,7 +22,8 @@ def test_every_declared_row_and_seed_finds_its_record(no_training):
     before = _language_files(results_root("quick").parent)
     missing = missing_records("quick")
     unexpected = missing[missing["in progress"] == ""]
-    assert unexpected.empty, f"{len(unexpected)} declared runs have no stored record:\n{unexpected.head(20).to_string()}"
+    assert unexpected.empty, (f"{len(unexpected)} declared runs have no stored record:\n"
+                              f"{unexpected.head(20).to_string()}")
     assert _language_files(results_root("quick").parent) == before     # no side file was made, no lock taken
 
 

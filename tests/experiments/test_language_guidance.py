@@ -178,7 +178,8 @@ def test_quick_pseudolabels_name_the_attributes_that_define_a_cars_like_class():
     assert len(rows) == len(texts) == 196 and all(len(t) == 5 for t in texts)
     root = language_store._source_root("cars", "quick")
     names = {f"cars#{k}": n.lower() for split in ("train", "test")
-             for k, n in zip(load_dataset("cars", root, split).class_keys, load_dataset("cars", root, split).class_names)}
+             for k, n in zip(load_dataset("cars", root, split).class_keys,
+                             load_dataset("cars", root, split).class_names)}
     hits = 0
     for row, labels in zip(rows, texts):
         words = names[row].split()
@@ -219,8 +220,10 @@ def test_a_variant_changes_one_thing_of_its_guidance():
         assert v["objective"][0] == elg["objective"][0] and v["data"] == elg["data"]
         assert v["objective"][1]["options"] == {**elg["objective"][1]["options"], **change}, variant
     assert language_store.guidance_spec("class name only")["template"] == "{}"
-    assert language_store.guidance_spec("PLG Top-10") | {"k": 5, "base": "PLG Top-5"} == language_store.guidance_spec("PLG Top-5")
-    assert language_store.guidance_spec("ELG shuffled")["shuffle"] == 0 and language_store.guidance_spec("attribute tree")["names"] == "hierarchy"
+    assert (language_store.guidance_spec("PLG Top-10") | {"k": 5, "base": "PLG Top-5"}
+            == language_store.guidance_spec("PLG Top-5"))
+    assert (language_store.guidance_spec("ELG shuffled")["shuffle"] == 0
+            and language_store.guidance_spec("attribute tree")["names"] == "hierarchy")
     assert "Multisimilarity + BERT" in lg.variant_rows("full") and "Multisimilarity + BERT" not in lg.variant_rows()
     with pytest.raises(KeyError, match="unknown guidance 'ELG2'"):
         language_store.guidance_spec("ELG2")
@@ -406,15 +409,16 @@ def test_the_chapter_names_every_row_whose_omega_stays_on_the_edge(monkeypatch):
     facts = lg.edge_facts("quick")
     assert facts["omega_edge"].startswith("Multisimilarity + Row-wise L2 (CUB-like, ω = 1e-05): ")
     cfg = copy.deepcopy(language_store.lg_config())
-    cfg["omega_no_interior"] = {"Margin + ELG": {"cub": "why", "nowhere": "ignored"}, "not a configured row": {"cub": "x"},
-                                "Margin + PLG Top-5": {"cub": "why"}}
+    cfg["omega_no_interior"] = {"Margin + ELG": {"cub": "why", "nowhere": "ignored"},
+                                "not a configured row": {"cub": "x"}, "Margin + PLG Top-5": {"cub": "why"}}
     use_lg_config(monkeypatch, cfg)
     from umlkit.experiments.papers.language_guidance import chapter
     monkeypatch.setattr(chapter, "lg_config", lambda: cfg)
     w, w2 = cfg["omega"]["quick"]["Margin + ELG"]["cub"], cfg["omega"]["quick"]["Margin + PLG Top-5"]["cub"]
     cfg["omega_grid"] = [0.5, 0.1, 20]
-    assert lg.edge_facts("quick") == {"omega_edge": f"Margin + ELG (CUB-like, ω = {w:g}), Margin + PLG Top-5 (CUB-like, "
-                                                    f"ω = {w2:g}): why", "omega_edge_n": "2", "omega_grid_span": "0.1 to 20"}
+    assert lg.edge_facts("quick") == {"omega_edge": f"Margin + ELG (CUB-like, ω = {w:g}), "
+                                                    f"Margin + PLG Top-5 (CUB-like, ω = {w2:g}): why",
+                                      "omega_edge_n": "2", "omega_grid_span": "0.1 to 20"}
     assert "{glue:text}`omega_edge`" in (Path(__file__).parents[2] / "book" / "language_guidance.ipynb").read_text()
 
 

@@ -44,7 +44,8 @@ def _claim(text, a, b):
 
 
 def test_planned_claims_add_their_seeds_to_the_rows_they_compare_and_one_run_each(plan_file, monkeypatch):
-    plan_file.write_text("seeds: [3, 4]\nclaims:\n  p:\n    Table 1:\n    - {claim: A beats B, first look: {seeds: 3}}\n"
+    plan_file.write_text("seeds: [3, 4]\nclaims:\n  p:\n    Table 1:\n"
+                         "    - {claim: A beats B, first look: {seeds: 3}}\n"
                          "    - B beats A again\n")
     spec = _table([_claim("A beats B", "A", "B"), _claim("B beats A again", "B", "A"), _claim("C beats A", "C", "A")])
     assert [spec.seeds_of(r, "quick") for r in spec.rows] == [(0, 1, 2, 3, 4), (0, 1, 2, 3, 4), (0, 1, 2)]

@@ -79,7 +79,8 @@ def test_run_config_tunes_on_training_classes_only():
     assert set(sv["train"]) | set(sv["test"]) == set(default["train"]) and not set(sv["test"]) & set(default["test"])
     assert len(sv["test"]) == round(0.3 * len(default["train"]))
     assert val["data"]["root"] == "uml_mini:large" and val["model"]["backbone"] == "vit_tiny_uml_v2"
-    assert (val["data"]["sampler"], val["data"]["samples_per_class"], val["data"]["batch_size"]) == ("m_per_class", 2, 112)
+    assert ((val["data"]["sampler"], val["data"]["samples_per_class"], val["data"]["batch_size"])
+            == ("m_per_class", 2, 112))
     sop = oodml.run_config("quick", method="DiVA", source="sop", lr=1e-3, split=8)
     assert sop["train"]["epochs"] == 4 and sop["objective"][0]["options"]["decorrelation"] == 150.0
     assert sop["data"]["splits"]["sop"]["test"] == oodml.split_of("sop", 8)["test"]
@@ -130,7 +131,8 @@ def test_fixed_class_recall_is_the_mean_over_class_subsets():
     from umlkit.metrics import evaluate_retrieval
     rng = np.random.default_rng(0)
     labels = np.repeat(np.arange(8), 5)
-    emb = torch.nn.functional.normalize(torch.from_numpy(rng.normal(size=(40, 6)) + labels[:, None] * 0.3).float(), dim=1)
+    emb = torch.nn.functional.normalize(torch.from_numpy(rng.normal(size=(40, 6)) + labels[:, None] * 0.3).float(),
+                                        dim=1)
     g = np.random.default_rng(4)
     expected = []
     for _ in range(3):
@@ -217,7 +219,8 @@ def test_published_split_files_map_onto_the_loaders_class_keys(mini_root, tmp_pa
     # the full profile's configuration trains the published classes with the paper's recipe
     cfg = oodml.run_config("full", method="ProxyAnchor", source="cars", split=2, overrides=["data.root=/data"])
     assert cfg["data"]["splits"]["cars"]["test"] == data["sources"]["cars"]["splits"][1]["test"]
-    assert (cfg["model"]["backbone"], cfg["model"]["embed_dim"], cfg["model"]["options"]) == ("resnet50", 512, {"freeze_bn": True})
+    assert ((cfg["model"]["backbone"], cfg["model"]["embed_dim"], cfg["model"]["options"])
+            == ("resnet50", 512, {"freeze_bn": True}))
     assert (cfg["optimizer"]["lr"], cfg["optimizer"]["lr_mult"]["loss"], cfg["train"]["epochs"]) == (1e-5, 2000.0, 200)
     assert oodml.run_config("full", method="Margin (D)", source="cars", split=1)["optimizer"]["lr_mult"]["loss"] == 50.0
     with pytest.raises(FileExistsError):
@@ -240,7 +243,8 @@ def test_a_published_file_without_its_default_split_is_refused(mini_root, tmp_pa
 
 def test_a_published_class_the_data_root_lacks_is_named(mini_root, tmp_path):
     import pickle
-    (tmp_path / "cub200_splits.pkl").write_bytes(pickle.dumps({1: {"train": ["999.Dodo"], "test": ["998.Moa"], "fid": 1.0}}))
+    (tmp_path / "cub200_splits.pkl").write_bytes(
+        pickle.dumps({1: {"train": ["999.Dodo"], "test": ["998.Moa"], "fid": 1.0}}))
     with pytest.raises(KeyError, match="999.Dodo"):
         split_making.read_published_splits(tmp_path / "cub200_splits.pkl", "cub", mini_root)
 
@@ -254,7 +258,8 @@ def test_malformed_or_impossible_published_splits_are_named(mini_root, tmp_path)
     cases = [({1: {"train": order[:half], "test": order[half:]}}, r"split 1 = .*expected \{train: \[class names\]"),
              ({"a": {"train": order[:half], "test": order[half:], "fid": 1.0}}, r"split id 'a' is not an integer"),
              ({1: [1, 2]}, r"split 1 = \[1, 2\]: expected"),
-             ({1: {"train": order[:half], "test": order[half:], "fid": "abc"}}, r"split 1 has fid 'abc'; expected a num"),
+             ({1: {"train": order[:half], "test": order[half:], "fid": "abc"}},
+              r"split 1 has fid 'abc'; expected a num"),
              ({1: {"train": [], "test": [], "fid": 1.0}}, r"with non-empty train and test"),
              ({1: {"train": order, "test": order, "fid": 1.0}}, rf"split 1 trains and tests on {len(order)} shared cl")]
     for raw, message in cases:

@@ -69,7 +69,8 @@ def test_every_declared_row_joins_a_paper_row():
 
 
 def test_ablation_rows_map_to_distinct_models():
-    counts = {s: puma.trainable_breakdown("quick", spec["method"], spec.get("options")).loc["total", "trainable parameters"]
+    counts = {s: puma.trainable_breakdown("quick", spec["method"], spec.get("options"))
+                 .loc["total", "trainable parameters"]
               for s, spec in puma.ABLATION_ROWS.items()}
     assert counts["prompt=Sing.;adapter=none"] < counts["prompt=Cond.;adapter=none"]
     assert counts["prompt=none;adapter=Stat."] == counts["prompt=none;adapter=Stoc."]
@@ -377,7 +378,8 @@ def test_second_pass_tables_use_the_chosen_rates_and_three_seeds(monkeypatch):
     assert len({j[1] + j[0] for j in jobs}) == len(jobs)
     n2 = 1 + 9 * 3 + (2 * 3 + 7) + 7 * 3              # zero-shot, (a), (b), (c)
     n3 = 5 * 3                                       # the ablations (PUMA is Table 2's)
-    n4 = 3                                           # PUMA dataset-specific (CF/PA specialists and unified are Table 2's)
+    n4 = 3                                           # PUMA dataset-specific (CF/PA specialists and unified are
+                                                     # Table 2's)
     n5 = 3 * 2 * 3 + 1 + 2 * 3                       # 3 other backbones x (full, PUMA) x 3 seeds; the pretrained
                                                      # v1's zero-shot once, the unpretrained ones' per seed
     from umlkit.experiments import more_seeds  # plus the extra seeds configs/more_seeds.yaml plans
@@ -397,7 +399,8 @@ def test_source_bias_and_its_size_correlation_by_hand():
     sizes = pd.Series({d: 100.0 * (i + 1) for i, d in enumerate(names)})
     lines = []
     for i, d in enumerate(names):
-        for sec, row, meas, pap in (("(a) x", "CurricularFace", 50.0, 60.0), ("(b) x", "CurricularFace", 50.0 + i, 61.0),
+        for sec, row, meas, pap in (("(a) x", "CurricularFace", 50.0, 60.0),
+                                    ("(b) x", "CurricularFace", 50.0 + i, 61.0),
                                     ("(c) x", "Ours", 55.0 - i, 60.0 + (i % 2))):
             lines.append({"row": row, "section": sec, "dataset": d, "metric": "R@1", "measured": meas, "paper": pap})
     bias = puma.source_bias(pd.DataFrame(lines), sizes)
@@ -454,7 +457,7 @@ def test_few_shot_curves_and_facts_from_a_hand_made_table():
     floor = curves[curves["method"] == "Zero-Shot (no training)"]
     assert sorted(floor["shots"].unique()) == [1, 2, 4, 8, 16] and (floor["measured"] == 40.0).all()
     assert curves[(curves["method"] == "PUMA") & (curves["shots"] == 8)]["measured"].tolist() == [58.0, 58.0]
-    claims = pd.DataFrame({"claim": [c.text for c in puma.FEW_SHOT_CLAIMS], "verdict": ["supported"] * 5})
+    claims = pd.DataFrame({"claim": [c.text for c in puma.FEW_SHOT().claims], "verdict": ["supported"] * 5})
     tuning = pd.DataFrame({"unit": ["fewshot4-puma", "fewshot4-full"], "lr": [3e-4, 1e-3], "chosen": [True, True]})
     f = puma.few_shot_facts(cmp, claims, tuning)
     assert f["fs_gap_4"] == "+2.0" and f["fs_puma_16"] == "66.0 / 66.0 ± 0.5" and f["fs_zs"] == "40.0 / 40.0"
@@ -532,7 +535,8 @@ def test_the_puma_chapters_sentences_hold_in_the_committed_records():
     assert float(xs["xs_ens"]) > 10 * float(xs["xs_ft"]) and float(xs["xs_ft"]) < float(xs["xs_puma"])
     cmp_b = puma.compare(budget, "puma")
     fb = puma.budget_facts(cmp_b, puma.table_claims(puma.BUDGET(), cmp_b))
-    har = {k: float(fb[k].split(" / ")[1].split(" ")[0]) for k in ("bud_puma_15", "bud_puma_45", "bud_ft_15", "bud_ft_45")}
+    har = {k: float(fb[k].split(" / ")[1].split(" ")[0])
+           for k in ("bud_puma_15", "bud_puma_45", "bud_ft_15", "bud_ft_45")}
     assert har["bud_puma_45"] - har["bud_puma_15"] > har["bud_ft_45"] - har["bud_ft_15"] > 0
     assert fb["bud_v_45_har"] == "contradicted"
     cmp3 = puma.compare(puma.measure(puma.TABLE3, "quick", progress=False, log=None, train=False), "puma")

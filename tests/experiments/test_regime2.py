@@ -25,7 +25,8 @@ def test_each_method_is_the_declared_recipe():
     lp_epochs = e2.settings()["lp_epochs"]
     assert lp["train"]["warmup_epochs"] == lp_epochs and lp["train"]["epochs"] == full["train"]["epochs"] + lp_epochs
     assert lp["train"]["eval_every"] == lp["train"]["epochs"]
-    assert {k: v for k, v in lp.items() if k not in ("train", "name")} == {k: v for k, v in full.items() if k not in ("train", "name")}
+    assert ({k: v for k, v in lp.items() if k not in ("train", "name")}
+            == {k: v for k, v in full.items() if k not in ("train", "name")})
     lin = e2.run_config(V2_VALUES, "linear", 0, lr=1e-3)
     assert lin["model"]["method"] == "linear" and lin["data"]["splits"] == first.split_of("values")
     narrow = e2.run_config({**V2_VALUES, "backbone": "narrow"}, "full", 0, lr=1e-3)
@@ -115,7 +116,8 @@ def test_welch_interval_of_two_groups_is_scipys_and_of_four_the_hand_formula():
     half = stats.t.ppf(0.975, df) * np.sqrt(sum(parts))
     assert value == pytest.approx(np.mean(a) - np.mean(b) - np.mean(c) + np.mean(d))
     assert (low, high) == pytest.approx((value - half, value + half))
-    exact = _welch_interval([(44.0, [44.0], True), (np.mean(b), b, False)], [1, -1])   # the frozen backbone: no variance
+    # the frozen backbone: no variance
+    exact = _welch_interval([(44.0, [44.0], True), (np.mean(b), b, False)], [1, -1])
     assert exact[3] == 4 and exact[2] - exact[1] == pytest.approx(2 * stats.t.ppf(0.975, 3) * np.std(b, ddof=1) / 2)
 
 
@@ -154,7 +156,8 @@ def _synthetic_cmp(gaps: dict) -> "pd.DataFrame":
     for cell in e2.cells():
         where = e2.setting(cell)
         for method in ("Full fine-tuning", "PUMA", "LP-FT", "Linear probe"):
-            vals = {s: 50.0 + s + (gaps.get((where, method), -20.0) if method != "Full fine-tuning" else 0.0) + 0.1 * s * s
+            vals = {s: 50.0 + s + (gaps.get((where, method), -20.0) if method != "Full fine-tuning" else 0.0)
+                    + 0.1 * s * s
                     for s in range(3)}
             lines.append({"setting": where, "method": method, "dataset": "Harmonic", "metric": "R@1",
                           "measured": sum(vals.values()) / 3, "values": vals, "seed_free": False})
@@ -255,7 +258,8 @@ def test_the_second_editions_sentences_hold_in_the_committed_records():
     gains = [float(f[f"rm2_h_wide_values_{t}"]) - float(f[f"rm2_h_broad_values_{t}"])
              for t in ("zs", "linear", "puma", "lpft", "ft")]
     assert 0 < gains[0] and gains == sorted(gains)
-    assert moves.loc[("capacity", broad, wide, "PUMA"), "low"] < 0 < moves.loc[("capacity", broad, wide, "PUMA"), "high"]
+    assert (moves.loc[("capacity", broad, wide, "PUMA"), "low"] < 0
+            < moves.loc[("capacity", broad, wide, "PUMA"), "high"])
     assert claims[f"{wide}: PUMA beats full fine-tuning (Harmonic R@1)"] == "contradicted"
     assert float(f["rm2_probe_wide_values_ft"]) < float(f["rm2_probe_wide_values_puma"]) \
         and float(f["rm2_h_wide_values_puma"]) < float(f["rm2_h_wide_values_ft"])

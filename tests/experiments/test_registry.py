@@ -32,7 +32,8 @@ def test_a_taken_name_is_refused_and_an_unknown_one_named():
         register_paper(Paper(name="puma", claim_tables=lambda profile: {}))
     with pytest.raises(KeyError, match="unknown paper 'pumaa'; registered: puma, oodml"):
         get_paper("pumaa")
-    with pytest.raises(KeyError, match="unknown oodml job list 'table'; choose one of lr_sweep, lr_sweep_cars, lr_sweep_sop, tables"):
+    with pytest.raises(KeyError, match="unknown oodml job list 'table'; "
+                                       "choose one of lr_sweep, lr_sweep_cars, lr_sweep_sop, tables"):
         get_paper("oodml").job_list("table")
 
 

@@ -1,4 +1,5 @@
-"""ooDML's swap and removal splits (umlkit.experiments.splits) against a brute-force re-statement of the official rules."""
+"""ooDML's swap and removal splits (umlkit.experiments.splits) against a brute-force re-statement of the official
+rules."""
 import math
 
 import numpy as np

@@ -30,7 +30,9 @@ def _measured(values: dict, table="Table 2", section=B, method="CurricularFace",
 def test_compare_mean_spread_and_exact_paper_join():
     m = _measured({0: {"CUB": 70.0, "Harmonic": 50.0}, 1: {"CUB": 74.0, "Harmonic": 52.0}})
     cmp = tb.compare(m, "puma").set_index("dataset")
-    assert (cmp.loc["CUB", "measured"], cmp.loc["CUB", "spread"], cmp.loc["CUB", "seeds"]) == (72.0, pytest.approx(2 ** 1.5), 2)  # sample std: sqrt(8)
+    # sample std: sqrt(8)
+    assert ((cmp.loc["CUB", "measured"], cmp.loc["CUB", "spread"], cmp.loc["CUB", "seeds"])
+            == (72.0, pytest.approx(2 ** 1.5), 2))
     assert cmp.loc["CUB", "paper"] == 78.3                       # Table 2 (b) CurricularFace CUB as printed
     assert cmp.loc["CUB", "delta"] == pytest.approx(72.0 - 78.3)
     assert cmp.loc["Harmonic", "paper"] == 79.5

@@ -201,7 +201,8 @@ def test_pml_backed_configurations():
     _same(margin, lambda e, y_: m_ref(e, y_, dw(e, y_)), x, y)
 
     for name, cls, kw in [("proxy_anchor", pml_losses.ProxyAnchorLoss, dict(margin=0.1, alpha=32)),
-                          ("softtriple", pml_losses.SoftTripleLoss, dict(centers_per_class=10, la=20, gamma=0.1, margin=0.01)),
+                          ("softtriple", pml_losses.SoftTripleLoss,
+                           dict(centers_per_class=10, la=20, gamma=0.1, margin=0.01)),
                           ("cosface", pml_losses.CosFaceLoss, dict(margin=0.35, scale=64)),
                           ("arcface", pml_losses.ArcFaceLoss, dict(margin=28.6, scale=64))]:
         ours = create_loss(name, num_classes=6, embedding_size=16)

@@ -88,7 +88,8 @@ def test_structure_against_loops():
         if len(m) > 1:
             intra.append(np.mean([np.linalg.norm(m[i] - m[j]) for i in range(len(m)) for j in range(len(m)) if i != j]))
     cents = np.array([x[y == c].mean(0) for c in np.unique(y)])
-    inter = np.mean([np.linalg.norm(cents[i] - cents[j]) for i in range(len(cents)) for j in range(len(cents)) if i != j])
+    inter = np.mean([np.linalg.norm(cents[i] - cents[j])
+                     for i in range(len(cents)) for j in range(len(cents)) if i != j])
     got = embedding_structure(x, y)
     assert got["pi_intra"] == pytest.approx(np.mean(intra))
     assert got["pi_inter"] == pytest.approx(inter)

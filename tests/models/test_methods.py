@@ -84,7 +84,8 @@ def test_prompt_pool_formula_and_quirk():
     want = torch.einsum("bm,mld->bld", w, pool.prompts.detach())
     assert torch.allclose(prompt, want)
     with torch.no_grad():
-        ortho = sum(((t @ t.T - torch.eye(5)) ** 2).mean() for t in (pool.keys, pool.attention, pool.prompts.reshape(5, -1)))
+        ortho = sum(((t @ t.T - torch.eye(5)) ** 2).mean()
+                    for t in (pool.keys, pool.attention, pool.prompts.reshape(5, -1)))
     assert float(pool.orthogonality_loss().detach()) == pytest.approx(1e-6 * float(ortho))
 
 

@@ -219,7 +219,8 @@ def test_the_full_profile_reads_umlkit_data_when_data_root_is_unset(tmp_path, mo
     ({"data": {"cache": "false"}}, ValueError, r"data.cache = 'false': expected true or false"),
     ({"data": {"datasets": "cub"}}, ValueError, r"data.datasets = 'cub': expected a non-empty list"),
     ({"data": {"expected": "none"}}, ValueError, r"data.expected = 'none': expected auto, null"),
-    ({"train": {"epochs": 2, "warmup_epochs": 3}}, ValueError, r"train.warmup_epochs = 3: expected at most train.epochs"),
+    ({"train": {"epochs": 2, "warmup_epochs": 3}}, ValueError,
+     r"train.warmup_epochs = 3: expected at most train.epochs"),
     ({"objective": [{"name": "triplet", "weight": -1}]}, ValueError, r"objective.0.weight = -1.0: expected a finite "
                                                                      r"number >= 0"),
     ({"objective": [{"name": "triplet", "options": [1]}]}, ValueError, r"objective.0.options = \[1\]: expected a map"),

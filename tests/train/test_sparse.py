@@ -80,7 +80,8 @@ def test_state_dict_round_trip_and_bad_state():
     other = RowSparseOptimizer([nn.Parameter(param.data.clone())], lambda ps: torch.optim.Adam(ps, lr=0.1))
     other.load_state_dict(saved)
     assert torch.equal(other.state[0]["exp_avg_sq"], opt.state[0]["exp_avg_sq"])
-    with pytest.raises(ValueError, match="saved 'exp_avg' of parameter 0 has shape \\(3, 5\\); this model needs \\(3, 2\\)"):
+    with pytest.raises(ValueError,
+                       match="saved 'exp_avg' of parameter 0 has shape \\(3, 5\\); this model needs \\(3, 2\\)"):
         other.load_state_dict({"state": [{"step": torch.zeros(3, dtype=torch.long), "exp_avg": torch.zeros(3, 5)}]})
     with pytest.raises(ValueError, match="has 2 parameter"):
         other.load_state_dict({"state": [{}, {}]})

@@ -10,12 +10,14 @@ side). Details per dataset:
 | ``cub`` | ``CUB_200_2011/{images,image_class_labels,classes}.txt`` | 1-100 / 101-200 | ``._*`` files rejected |
 | ``cars`` | ``cars196/cars_annos.mat`` | label ids 1-98 / 99-196 | ``split="roth"``: sorted class names |
 | ``sop`` | ``Stanford_Online_Products/Ebay_{train,test}.txt`` | official | class_id column |
-| ``inshop`` | ``Inshop_Clothes/Eval/list_eval_partition.txt`` (images ``Img/``) | official | splits train/query/gallery |
+| ``inshop`` | ``Inshop_Clothes/Eval/list_eval_partition.txt`` (images ``Img/``) | official | train/query/gallery |
 | ``nabirds`` | ``nabirds/{images,image_class_labels}.txt`` | 278 / 277 of the sorted leaf ids | |
 | ``dogs`` | ``dogs/file_list.mat`` (images ``Images/``) | 1-60 / 61-120 | all 20,580 images |
 | ``flowers`` | ``flowers/imagelabels.mat`` (images ``jpg/``) | 1-51 / 52-102 | trn+val+tst merged |
-| ``aircraft`` | ``fgvc-aircraft-2013b/data/images_variant_trainvaltest.txt`` | sorted names 1-50 / 51-100 | merged from the trainval/test files when absent |
+| ``aircraft`` | ``fgvc-aircraft-2013b/data/images_variant_trainvaltest.txt`` | sorted names 1-50 / 51-100 | |
 | ``inat`` | ``inaturalist/Inaturalist_{train,test}_set1.txt`` | Smooth-AP's DML split | class = species folder id |
+
+(``aircraft``: ``images_variant_trainvaltest.txt`` is merged from the trainval/test files when absent.)
 
 Every dataset checks its image and class counts (PUMA Table 1; exact numbers from implementation_notes.md §6 and
 the datasets' own documentation) and raises :class:`DatasetCountError` naming the dataset, split, expected and
@@ -91,7 +93,8 @@ DATASETS: dict[str, DatasetSpec] = {s.name: s for s in [
                 "https://www.robots.ox.ac.uk/~vgg/data/fgvc-aircraft/ (fgvc-aircraft-2013b.tar.gz)",
                 counts={"train": (5000, 50), "test": (5000, 50)}, total_images=10000),
     DatasetSpec("inat", "iNaturalist 2018 (DML split)", "inaturalist",
-                "inaturalist/{Inaturalist_train_set1.txt, Inaturalist_test_set1.txt, train_val2018/<kingdom>/<id>/*.jpg}",
+                "inaturalist/{Inaturalist_train_set1.txt, Inaturalist_test_set1.txt, "
+                "train_val2018/<kingdom>/<id>/*.jpg}",
                 "iNaturalist 2018 images + the Smooth-AP split files (github.com/Andrew-Brown1/Smooth_AP)",
                 counts={"train": (325846, 5690), "test": (136093, 2452)}, total_images=461939),
 ]}
@@ -464,7 +467,8 @@ def read_annotations(name: str, root: str | Path, cars_split: str = "label_id"):
         return _READERS[name](root, cars_split=cars_split)
     except FileNotFoundError as err:
         spec = DATASETS[name]
-        raise FileNotFoundError(f"{spec.title} ({name}) not found under {root}: missing {err.args[0] if err.args else err}."
+        raise FileNotFoundError(f"{spec.title} ({name}) not found under {root}: "
+                                f"missing {err.args[0] if err.args else err}."
                                 f" Expected layout: {spec.layout}. Obtain it from: {spec.url}") from None
 
 
@@ -549,10 +553,11 @@ def load_dataset(name: str, root: str | Path, split: str, transform: Callable | 
     if check_files:
         missing = [p for p in paths if not p.is_file()]
         if missing:
-            raise FileNotFoundError(f"{name}/{split}: {len(missing)} of {len(paths)} annotated images are missing, e.g. "
-                                    f"{', '.join(str(m) for m in missing[:3])}. Expected layout: {spec.layout}")
+            raise FileNotFoundError(f"{name}/{split}: {len(missing)} of {len(paths)} annotated images are missing, "
+                                    f"e.g. {', '.join(str(m) for m in missing[:3])}. Expected layout: {spec.layout}")
     if name == "inshop":  # query and gallery share one label space (implementation_notes.md §6)
-        split_keys = sorted(set(parts["query"][1]) | set(parts["gallery"][1])) if split != "train" else sorted(set(keys))
+        split_keys = (sorted(set(parts["query"][1]) | set(parts["gallery"][1])) if split != "train"
+                      else sorted(set(keys)))
     else:
         split_keys = sorted(set(keys))
     index = {k: i for i, k in enumerate(split_keys)}

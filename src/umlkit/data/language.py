@@ -232,7 +232,8 @@ def name_attributes(source: str, cls: dict) -> dict:
     from umlkit.data import names
     words = {"hue": names.hue_name, "disc_hue": names.hue_name,
              "sat": lambda s: next(w for bound, w in names.SAT_WORDS if s < bound),
-             "scale": lambda v: names.SCALE_WORDS[float(v)], "aspect": lambda v: names.ASPECT_WORDS[float(v)] or "square",
+             "scale": lambda v: names.SCALE_WORDS[float(v)],
+             "aspect": lambda v: names.ASPECT_WORDS[float(v)] or "square",
              "period": lambda v: names.PERIOD_WORDS[int(v)]}
     keep = ("shape",) if source == "sop" else tuple(cls)
     return {k: (words[k](v) if k in words else str(v)) for k, v in cls.items() if k in keep}

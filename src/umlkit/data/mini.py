@@ -624,8 +624,8 @@ def _read_manifest(path: Path) -> dict | None:
     if not isinstance(manifest, dict):
         raise ValueError(f"{path} is not a UML-Mini manifest: expected a JSON object, found a "
                          f"{type(manifest).__name__}; move it away or choose another root")
-    for key, kind, what in (("version", int, "an integer"), ("seed", int, "an integer"), ("datasets", dict, "an object"),
-                            ("created", list, "a list")):
+    for key, kind, what in (("version", int, "an integer"), ("seed", int, "an integer"),
+                            ("datasets", dict, "an object"), ("created", list, "a list")):
         if key in manifest and (not isinstance(manifest[key], kind) or isinstance(manifest[key], bool)):
             raise ValueError(f"{path} is not a UML-Mini manifest: its {key!r} is {manifest[key]!r}, expected {what}; "
                              f"move it away or choose another root")
@@ -661,9 +661,9 @@ def _check_target(root: Path, names: list[str], manifest: dict | None) -> set[st
 
     foreign = [str(root / _FOLDERS[n]) for n in names if (root / _FOLDERS[n]).exists() and not ours(n)]
     if foreign:
-        raise FileExistsError(f"{', '.join(foreign)} exist(s) under the UML-Mini tree {root} but UML-Mini did not write "
-                              f"them (no {FOLDER_MARKER} marker inside); refusing to replace them. Move them away or "
-                              f"choose another root.")
+        raise FileExistsError(f"{', '.join(foreign)} exist(s) under the UML-Mini tree {root} but UML-Mini did not "
+                              f"write them (no {FOLDER_MARKER} marker inside); refusing to replace them. Move them "
+                              f"away or choose another root.")
     added = [f for n in names if (root / _FOLDERS[n]).is_dir() for f in _files_not_written(root / _FOLDERS[n], n)]
     if added:
         shown = ", ".join(str(f) for f in added[:5]) + (f" and {len(added) - 5} more" if len(added) > 5 else "")

@@ -22,8 +22,8 @@ import json
 import re
 from pathlib import Path
 
-__all__ = ["SHAPES", "HUES16", "hue_name", "colour_phrase", "background_phrase", "class_name", "caption", "insert_class_name",
-           "clean_class_name",
+__all__ = ["SHAPES", "HUES16", "hue_name", "colour_phrase", "background_phrase", "class_name", "caption",
+           "insert_class_name", "clean_class_name",
            "flowers102_names", "dedupe"]
 
 # 16 hue names at 22.5 degree steps of the HSV circle (0 = red). With 16 bins the cell diagonal (0.088 of the hue
@@ -37,7 +37,8 @@ SCALE_WORDS = {7.0: "small", 10.0: "large"}
 PERIOD_WORDS = {4: "fine", 6: "coarse"}
 DISC_WORDS = {"none": "", "N": "a dot on top", "E": "a dot on the right", "S": "a dot at the bottom",
               "W": "a dot on the left", "C": "a dot in the centre"}
-SAT_WORDS = ((0.46, "greyish"), (0.57, "pale"), (0.68, "muted"), (0.79, "soft"), (0.9, "bright"), (9.0, "vivid"))  # upper bounds
+# upper bounds
+SAT_WORDS = ((0.46, "greyish"), (0.57, "pale"), (0.68, "muted"), (0.79, "soft"), (0.9, "bright"), (9.0, "vivid"))
 
 
 def hue_name(h: float) -> str:

@@ -107,7 +107,8 @@ class ClassRandomSampler(_ClassSampler):
     def global_batches(self):
         rng = self._rng()
         k = self.batch_size // self.m
-        return [np.concatenate([self._take(rng, c, replace=True) for c in rng.choice(len(self.classes), k, replace=False)])
+        return [np.concatenate([self._take(rng, c, replace=True)
+                                for c in rng.choice(len(self.classes), k, replace=False)])
                 for _ in range(len(self))]
 
 
@@ -146,8 +147,8 @@ SAMPLERS = ("random", "m_per_class", "unique_class", "class_random", "source_bal
 def build_sampler(name: str, labels, batch_size: int, m: int = 4, sources=None, seed: int = 0, rank: int = 0,
                   world_size: int = 1) -> BaseBatchSampler:
     """A batch sampler by name (see the module docstring)."""
-    for key, value, low in (("batch_size", batch_size, 1), ("m", m, 1), ("seed", seed, 0), ("world_size", world_size, 1),
-                            ("rank", rank, 0)):
+    for key, value, low in (("batch_size", batch_size, 1), ("m", m, 1), ("seed", seed, 0),
+                            ("world_size", world_size, 1), ("rank", rank, 0)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
             raise ValueError(f"sampler {name!r}: {key} must be an integer >= {low}, got {value!r}")
     if rank >= world_size:

@@ -169,7 +169,8 @@ def load_sample_embeddings(ref: dict, sample_keys: Sequence[str], where: str = "
     path = _verified(ref, where)
     try:
         with np.load(path, allow_pickle=False) as data:
-            keys, vocab, slots = [str(k) for k in data["sample_keys"]], np.array(data["vocabulary"]), np.array(data["slots"])
+            keys, vocab, slots = ([str(k) for k in data["sample_keys"]], np.array(data["vocabulary"]),
+                                  np.array(data["slots"]))
     except (KeyError, ValueError, OSError, zipfile.BadZipFile) as err:
         raise SideInfoError(f"{where}: {path} is not a per-image embedding file (.npz with sample_keys, vocabulary "
                             f"and slots): {err}") from err

@@ -2,11 +2,14 @@
 
 | name | train | eval | source |
 |---|---|---|---|
-| ``puma`` | RandomResizedCrop(S, scale (0.2, 1), bicubic) + flip | Resize(S/0.875, bicubic) + CenterCrop(S) | PUMA ``utils.MultiTransforms`` |
+| ``puma`` | RandomResizedCrop(S, scale (0.2, 1), bicubic) + flip | Resize(S/0.875, bicubic) + CenterCrop(S) | PUMA |
 | ``hyp`` | as ``puma`` | as ``puma`` | Hyp-ViT |
-| ``vptsp`` | RandomResizedCrop(S) (scale 0.08-1, bilinear) + flip | Resize(S/0.875) + CenterCrop(S) | VPTSP ``augmentation: base`` |
+| ``vptsp`` | RandomResizedCrop(S) (scale 0.08-1, bilinear) + flip | Resize(S/0.875) + CenterCrop(S) | VPTSP |
 | ``roth`` | as ``vptsp`` | as ``vptsp`` | Roth et al. 2020 (ooDML, language guidance) |
-| ``mini`` | +-2 px translation (edge padding), **no flip** | identity at S | UML-Mini study round 2 (flips swap E/W disc classes) |
+| ``mini`` | +-2 px translation (edge padding), **no flip** | identity at S | UML-Mini study round 2 |
+
+Sources in detail: PUMA ``utils.MultiTransforms``, VPTSP ``augmentation: base``; ``mini`` has no flip because flips
+swap the E/W disc classes.
 
 S = the backbone's input size (224 for ViT-S/16, 32 for the tiny ViT); mean/std from its pretrained config
 (0.5/0.5 for the AugReg ViTs PUMA and VPTSP use).

@@ -22,8 +22,8 @@ A declaration names, by key (every key but ``rows`` optional)::
         profiles: [quick]                       # the profiles that have the table (default: every one)
         by_profile: {full: {claims: null}}      # keys that differ in a profile, over the others
 
-A row builder (and a ``derive`` function) that takes a ``table`` or ``profile`` parameter gets the table's name and
-the profile.
+A function of config.py the declaration names (row builders, claim environments, ``$NAME``) gets the table's name,
+the profile and the caller's ``context`` for the parameters it has of those names (``table``, ``profile``, ...).
 
 A string ``$NAME`` (``$NAME.key.key``) anywhere in a declaration is config.py's attribute ``NAME`` (called without
 arguments when it is a function, e.g. one that reads the paper's configuration; then the keys into it); ``$declared.section.key`` reads the paper's own ``tables.yaml``; ``$$`` escapes a literal ``$``. A claim
@@ -48,8 +48,9 @@ TABLE_KEYS = {"rows", "seeds", "config", "scores", "claims", "floor", "unmeasure
               "columns", "metric", "derive", "in_progress", "profiles", "claims_env", "by_profile"}
 
 
-def resolve_refs(value, config: ModuleType, declared: Mapping, where: str):
-    """``value`` with every ``$NAME[.key...]`` string replaced by what it names (see the module docstring)."""
+def resolve_refs(value, config: ModuleType, declared: Mapping, where: str, context: Mapping | None = None):
+    """``value`` with every ``$NAME[.key...]`` string replaced by what it names (see the module docstring); a function
+    named is called with the entries of ``context`` (table, profile, ...) it takes."""
     if isinstance(value, str) and value.startswith("$"):
         if value.startswith("$$"):
             return value[1:]
@@ -60,17 +61,17 @@ def resolve_refs(value, config: ModuleType, declared: Mapping, where: str):
             obj = getattr(config, head)
         else:
             raise KeyError(f"{where}: {value} names nothing in {config.__name__} (no attribute {head!r})")
-        if callable(obj):   # a function of config.py that reads its configuration: called without arguments
-            obj = obj()
+        if callable(obj):   # a function of config.py that reads its configuration
+            obj = _call(obj, {}, context or {})
         for k in keys:
             if not isinstance(obj, Mapping) or k not in obj:
                 raise KeyError(f"{where}: {value}: no key {k!r}")
             obj = obj[k]
         return obj
     if isinstance(value, list):
-        return [resolve_refs(v, config, declared, where) for v in value]
+        return [resolve_refs(v, config, declared, where, context) for v in value]
     if isinstance(value, dict):
-        return {k: resolve_refs(v, config, declared, where) for k, v in value.items()}
+        return {k: resolve_refs(v, config, declared, where, context) for k, v in value.items()}
     return value
 
 
@@ -86,10 +87,15 @@ def _no_runs(*args, **kwargs) -> dict:
     return {}
 
 
-def _call(fn, args: dict, table: str, profile: str):
-    """``fn(**args)``, plus ``table`` and ``profile`` where ``fn`` takes them and the declaration did not give them."""
+def _taken(fn, context: Mapping) -> dict:
+    """The entries of ``context`` that ``fn`` takes as parameters."""
     params = inspect.signature(fn).parameters
-    return fn(**args, **{k: v for k, v in (("table", table), ("profile", profile)) if k in params and k not in args})
+    return {k: v for k, v in context.items() if k in params}
+
+
+def _call(fn, args: dict, context: Mapping):
+    """``fn(**args)``, plus the entries of ``context`` (table, profile, ...) it takes that ``args`` does not give."""
+    return fn(**args, **{k: v for k, v in _taken(fn, context).items() if k not in args})
 
 
 @lru_cache(maxsize=None)
@@ -114,21 +120,25 @@ def _claims(paper: str, table: str, groups, env: Mapping, where: str) -> list:
 
 
 def build_table(paper: str, name: str, decl: Mapping, config: ModuleType, declared: Mapping,
-                profile: str = "quick") -> Table:
-    """The :class:`Table` ``name`` of ``paper`` from its declaration ``decl`` (keys: :data:`TABLE_KEYS`)."""
+                profile: str = "quick", context: Mapping | None = None) -> Table:
+    """The :class:`Table` ``name`` of ``paper`` from its declaration ``decl`` (keys: :data:`TABLE_KEYS`). ``context``:
+    more named values the paper's functions may take (e.g. PUMA's pass, ``stage``), beside ``table`` and
+    ``profile``; the key builder and ``derive`` get theirs bound."""
     where = f"{paper} tables.yaml: tables[{name!r}]"
     unknown = set(decl) - TABLE_KEYS
     if unknown:
         raise ValueError(f"{where}: unknown key(s) {sorted(unknown)}; a table declares {sorted(TABLE_KEYS)}")
-    d = {k: resolve_refs(v, config, declared, where) for k, v in decl.items() if k not in ("claims", "claims_env")}
+    ctx = {"table": name, "profile": profile, **(context or {})}
+    d = {k: resolve_refs(v, config, declared, where, ctx) for k, v in decl.items()
+         if k not in ("claims", "claims_env")}
     rows = []
     for i, group in enumerate(d.get("rows") or []):
         build = _function(config, group["build"], f"{where} rows[{i}]")
-        rows += list(_call(build, {k: v for k, v in group.items() if k != "build"}, name, profile))
-    env = resolve_refs(decl.get("claims_env") or {}, config, declared, where)
+        rows += list(_call(build, {k: v for k, v in group.items() if k != "build"}, ctx))
+    env = resolve_refs(decl.get("claims_env") or {}, config, declared, where, ctx)
     if "build" in env:   # an environment config.py computes (e.g. a source's default and hardest split)
         env = _call(_function(config, env["build"], f"{where} claims_env"),
-                    {k: v for k, v in env.items() if k != "build"}, name, profile)
+                    {k: v for k, v in env.items() if k != "build"}, ctx)
     kwargs = {k: d[k] for k in ("unmeasured", "params", "params_dataset", "columns", "metric", "in_progress")
               if k in d}
     if "floor" in d:
@@ -137,17 +147,19 @@ def build_table(paper: str, name: str, decl: Mapping, config: ModuleType, declar
         kwargs["scores"] = _function(config, d["scores"], where)
     if "derive" in d:   # a table computed from other records or files: derive(profile, train)
         derive = _function(config, d["derive"], where)
-        kwargs["derive"] = partial(derive, table=name) if "table" in inspect.signature(derive).parameters else derive
-    seeds = d.get("seeds", (0,))
+        bound = {k: v for k, v in _taken(derive, ctx).items() if k != "profile"}
+        kwargs["derive"] = partial(derive, **bound) if bound else derive
     key = (_function(config, d["config"], where) if "config" in d
            else getattr(config, "config_for", None) if rows else None) or _no_runs
-    return Table(paper, name, rows, key,
+    bound = {k: v for k, v in _taken(key, ctx).items() if k not in ("profile", "table")}
+    seeds = d.get("seeds", (0,))
+    return Table(paper, name, rows, partial(key, **bound) if bound else key,
                  seeds=tuple(seeds) if isinstance(seeds, list) else seeds,
                  claims=_claims(paper, name, decl.get("claims"), env, where), **kwargs)
 
 
 def build_tables(paper: str, config: ModuleType, declared: Mapping, profile: str = "quick",
-                 names=None) -> dict[str, Table]:
+                 names=None, context: Mapping | None = None) -> dict[str, Table]:
     """Every table ``declared["tables"]`` lists for ``profile`` (or those in ``names``), in declaration order."""
     out = {}
     for name, decl in (declared.get("tables") or {}).items():
@@ -157,5 +169,5 @@ def build_tables(paper: str, config: ModuleType, declared: Mapping, profile: str
             continue
         own = {**{k: v for k, v in decl.items() if k not in ("profiles", "by_profile")},
                **((decl.get("by_profile") or {}).get(profile) or {})}
-        out[name] = build_table(paper, name, own, config, declared, profile)
+        out[name] = build_table(paper, name, own, config, declared, profile, context)
     return out

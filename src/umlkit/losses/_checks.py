@@ -35,4 +35,5 @@ def check_inputs(name: str, embeddings: torch.Tensor, labels: torch.Tensor | Non
                         + ("" if labels.is_floating_point() or labels.dtype == torch.bool else
                            "; cast them with labels.long()"))
     if num_classes is not None and labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= num_classes):
-        raise ValueError(f"{name}: labels must lie in [0, {num_classes}), got [{int(labels.min())}, {int(labels.max())}]")
+        raise ValueError(f"{name}: labels must lie in [0, {num_classes}), "
+                         f"got [{int(labels.min())}, {int(labels.max())}]")

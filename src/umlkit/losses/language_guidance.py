@@ -52,7 +52,8 @@ class LanguageGuidanceLoss(nn.Module):
         if lang.ndim == 2:
             lang = lang[:, None, :]
         if lang.ndim != 3:
-            raise ValueError(f"language_embeddings must be (n_classes, d) or (n_classes, k, d), got {tuple(lang.shape)}")
+            raise ValueError(f"language_embeddings must be (n_classes, d) or (n_classes, k, d), "
+                             f"got {tuple(lang.shape)}")
         lang = nn.functional.normalize(lang, dim=-1)
         if stop_grad:
             self.register_buffer("language", lang)
@@ -71,7 +72,8 @@ class LanguageGuidanceLoss(nn.Module):
                 raise ValueError(f"mode={mode!r} needs embedding_size to build its projection")
             d_lang = lang.shape[-1]
             self.projection = (nn.Linear(embedding_size, d_lang, bias=False) if mode == "clip" else
-                               nn.Sequential(nn.Linear(embedding_size, 2 * d_lang), nn.ReLU(), nn.Linear(2 * d_lang, d_lang)))
+                               nn.Sequential(nn.Linear(embedding_size, 2 * d_lang), nn.ReLU(),
+                                             nn.Linear(2 * d_lang, d_lang)))
 
     def _rows(self, labels: torch.Tensor, indices: torch.Tensor | None) -> torch.Tensor:
         """Which language rows the batch uses: the images' indices (per_sample) or their labels."""

@@ -11,8 +11,8 @@ No library ranks by a threshold filter with an error certificate, so this module
    by;
 2. **a cut per query from a sample**: bf16 scores against every 16th gallery item; the ``j``-th best, ``j`` about
    1.25x (``_MARGIN``) the sample's share of ``limit``, lowered by the bf16 error bound, is the cut ``c``: with high
-   probability at least ``limit`` items score ``c`` or more. Only relevant items scoring at least ``t = max(c, lowest relevant
-   score)`` can reach the top ``limit``;
+   probability at least ``limit`` items score ``c`` or more. Only relevant items scoring at least
+   ``t = max(c, lowest relevant score)`` can reach the top ``limit``;
 3. **one pass over the gallery** in tiles of 1,024 queries x 4,096 items: bf16 GEMM, the scores read as int16
    (order-preserving for non-negative floats, as in :mod:`umlkit.metrics.knn`) and compared with the query's floor
    (the smallest bf16 score whose error interval reaches ``t``); the mask is read as 64-bit words first, so the
@@ -29,8 +29,8 @@ No library ranks by a threshold filter with an error certificate, so this module
    engine's values bit for bit.
 
 Queries whose floor is not positive (int16 order breaks for negative floats) or whose certificate fails take the
-exact search (:func:`umlkit.metrics.knn.knn_search_checked`, depth ``limit``): the value never depends on the sample, only
-the speed does. Galleries under :data:`STREAM_MIN_GALLERY` items or of 2^21 items or more (the keys' index field),
+exact search (:func:`umlkit.metrics.knn.knn_search_checked`, depth ``limit``): the value never depends on the sample,
+only the speed does. Galleries under :data:`STREAM_MIN_GALLERY` items or of 2^21 items or more (the keys' index field),
 and classes over :data:`STREAM_MAX_CLASS` items, keep the engine's one search.
 """
 from __future__ import annotations

@@ -80,7 +80,8 @@ def native(kind: str, flags: set[str] | None) -> bool:
 
 def cache_file() -> Path:
     base = os.environ.get("UMLKIT_CACHE") or (Path(os.environ["XDG_CACHE_HOME"]) / "umlkit"
-                                              if os.environ.get("XDG_CACHE_HOME") else Path.home() / ".cache" / "umlkit")
+                                              if os.environ.get("XDG_CACHE_HOME")
+                                              else Path.home() / ".cache" / "umlkit")
     return Path(base) / "gemm_speedups.json"
 
 

@@ -339,7 +339,8 @@ def evaluate_indices(
     need_r = any(name in ("MAP@R", "RP") for name in others)
     max_recall = max(recall_ks, default=0)
     if max_recall > available:
-        raise ValueError(f"R@{max_recall} needs k={max_recall} neighbours but the gallery offers only {available} per query")
+        raise ValueError(f"R@{max_recall} needs k={max_recall} neighbours but the gallery offers only "
+                         f"{available} per query")
     # per-query search depth: only as deep as that query's metrics need
     depth = torch.full((nq,), max(max_recall, 1), dtype=torch.long)
     if need_r:

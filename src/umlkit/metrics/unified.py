@@ -121,7 +121,8 @@ def unified_evaluation(
     q_mask, g_mask = _mask(is_query, n, "is_query"), _mask(is_gallery, n, "is_gallery")
     recall_ks, others = parse_metrics(list(metrics), ())
     if "NMI" in others:
-        raise ValueError("NMI is not defined for unified retrieval here; evaluate it per source with evaluate_retrieval")
+        raise ValueError("NMI is not defined for unified retrieval here; "
+                         "evaluate it per source with evaluate_retrieval")
     columns = [f"R@{k}" for k in recall_ks] + others
     emb = torch.nn.functional.normalize(emb, dim=1)
 

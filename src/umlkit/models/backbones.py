@@ -159,8 +159,8 @@ def create_backbone(name: str, pretrained: bool = False, weights: str | Path | N
         except Exception as err:  # unreadable file, another architecture's weights, ...
             first = state_dict_mismatch(err)
             raise ValueError(f"weights file {path} cannot be loaded into {timm_name} ({type(err).__name__}: {first}). "
-                             f"Expected a .safetensors/.pth/.bin/.npz checkpoint of {timm_name}; check that the file is "
-                             f"complete and belongs to this backbone (model.backbone).") from err
+                             f"Expected a .safetensors/.pth/.bin/.npz checkpoint of {timm_name}; check that the file "
+                             f"is complete and belongs to this backbone (model.backbone).") from err
     elif pretrained:
         shipped = timm.models.get_pretrained_cfg(timm_name)
         if shipped is not None and shipped.file and not Path(shipped.file).is_file():

@@ -10,9 +10,9 @@ Heads:
 
 Auxiliary heads (``aux_heads={name: (dim, kind)}``) sit beside the main head on the same backbone feature and
 feed the multi-head objectives of ooDML: S2SD's high-dimensional target heads (``mlp2``: Linear(D, t)-ReLU-
-Linear(t, t), as ooDML's ``criteria/s2sd.py``) and DiVA's shared / intra-class / self-supervised heads (``linear``). ``forward_train``
-returns them; ``forward`` (evaluation) returns the main embedding, or with ``eval_concat_aux=True`` (DiVA) the
-re-normalised concatenation of the main and every auxiliary embedding.
+Linear(t, t), as ooDML's ``criteria/s2sd.py``) and DiVA's shared / intra-class / self-supervised heads
+(``linear``). ``forward_train`` returns them; ``forward`` (evaluation) returns the main embedding, or with
+``eval_concat_aux=True`` (DiVA) the re-normalised concatenation of the main and every auxiliary embedding.
 """
 from __future__ import annotations
 

@@ -3,8 +3,9 @@
 Recipe from the UML-Mini study, round 2 (``shared/reference/uml_mini_study2.md``): one linear softmax head per
 generator attribute on the CLS feature (shape 8, texture 5, period 2, aspect 3, disc position 5, body-hue bin 8,
 disc-hue bin 8, scale 2), loss = the sum of the cross-entropies, 12 epochs of AdamW (lr 1e-3, weight decay 0.05)
-with a per-step schedule (10 % linear warm-up, then cosine: OneCycleLR), batch 128, +-2 px random translation, no flip (flips would swap the E/W disc
-positions the SOP-/In-shop-like classes are defined by). The study measured 152 s on 2 CPU cores.
+with a per-step schedule (10 % linear warm-up, then cosine: OneCycleLR), batch 128, +-2 px random translation, no
+flip (flips would swap the E/W disc positions the SOP-/In-shop-like classes are defined by). The study measured
+152 s on 2 CPU cores.
 
 The named 320-way (colour, texture, shape) classifier used for language-guidance pseudolabels is the product of
 the three marginal heads: log p(class) = log p(hue) + log p(texture) + log p(shape).
@@ -221,8 +222,10 @@ def pretrain_tiny_vit(out: str | Path | None = None, epochs: int | None = None, 
     model, heads = model.cpu(), heads.cpu()
     acc.update(_named_accuracy(heads, feats.cpu(), val_targets))
     report = _write_outputs(files, model, heads, acc, curve,
-                            {"recipe": recipe, "world": world, "backbone": spec.get("backbone", TINY_ARCH), "seconds": round(time.perf_counter() - t0, 1), "epochs": epochs,
-                             "n_images": n_images, "seed": seed, "masked_unobservable_targets": spec["mask_unobservable"],
+                            {"recipe": recipe, "world": world, "backbone": spec.get("backbone", TINY_ARCH),
+                             "seconds": round(time.perf_counter() - t0, 1), "epochs": epochs,
+                             "n_images": n_images, "seed": seed,
+                             "masked_unobservable_targets": spec["mask_unobservable"],
                              "device": _device_name(dev)})
     log(json.dumps(report["val_accuracy"]))
     return report

@@ -79,7 +79,8 @@ class VPTSPModel(EmbeddingModel):
         self.alpha = proxy_bias_ratio
         self.proxy_source = proxy_source
         dim, depth = backbone.dim, len(backbone.vit.blocks)
-        self.class_prompt_counts = [max(class_prompts - i * class_prompt_step, 0) for i in range(min(class_prompt_depth, depth))]
+        self.class_prompt_counts = [max(class_prompts - i * class_prompt_step, 0)
+                                    for i in range(min(class_prompt_depth, depth))]
         self.class_prompts = None
         self.proxy_head = None
         if proxy_source == "prompt":
@@ -159,7 +160,8 @@ class VPTSPModel(EmbeddingModel):
         groups are found by consecutive equal labels as the official code does.
         """
         if labels.min() < 0 or labels.max() >= self.num_classes:
-            raise ValueError(f"labels must lie in [0, {self.num_classes}), got [{int(labels.min())}, {int(labels.max())}]")
+            raise ValueError(f"labels must lie in [0, {self.num_classes}), "
+                             f"got [{int(labels.min())}, {int(labels.max())}]")
         feat = self.features(x)
         emb = nn.functional.normalize(self.head(feat), dim=-1)
         proxy_feat = self._proxy_features(x, labels, feat, emb)

@@ -53,7 +53,8 @@ def few_shot_episodes(labels, shots: int, episodes: int = 10, seed: int = 0) -> 
     return out
 
 
-def episodes_from_support_lists(paths: Sequence[str], support: Sequence[Mapping[str, Sequence[str]]]) -> list[np.ndarray]:
+def episodes_from_support_lists(paths: Sequence[str],
+                                support: Sequence[Mapping[str, Sequence[str]]]) -> list[np.ndarray]:
     """The published episodes (``test_episodes[shots][e]``: {class name: [support file names]}) as index arrays
     into ``paths`` (the test set's image paths), matched by file name; a missing file is an error naming it."""
     by_name: dict[str, int] = {}
@@ -114,7 +115,8 @@ def adapt_head(heads: nn.Module, features: torch.Tensor, labels, *, lr: float, i
     labels = torch.as_tensor(np.asarray(labels))
     classes, y = torch.unique(labels, return_inverse=True)
     loss = create_loss("margin", num_classes=len(classes))
-    loss.miner = BatchedDistanceWeightedMiner(cutoff=loss.miner.cutoff, nonzero_loss_cutoff=loss.miner.nonzero_loss_cutoff)
+    loss.miner = BatchedDistanceWeightedMiner(cutoff=loss.miner.cutoff,
+                                              nonzero_loss_cutoff=loss.miner.nonzero_loss_cutoff)
     params = [p for h in [heads.head, *heads.aux.values()] for p in _last_linear(h)]
     for p in heads.parameters():
         p.requires_grad_(False)

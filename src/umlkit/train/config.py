@@ -223,7 +223,8 @@ def _check_keys(cfg: dict) -> None:
 
 # (dotted key, kind, lower bound): the settings whose wrong type or range would otherwise surface as a library
 # error far from the configuration (a torch size error for embed_dim="abc", "Invalid learning rate" for lr=-1, a
-# silent zero-epoch run). A learning rate of 0 is allowed (losses of a model that does not move). Values are checked, never converted, so a valid configuration resolves unchanged.
+# silent zero-epoch run). A learning rate of 0 is allowed (losses of a model that does not move). Values are
+# checked, never converted, so a valid configuration resolves unchanged.
 _VALUE_CHECKS = [
     ("seed", "int", 0), ("data.batch_size", "int", 1), ("data.samples_per_class", "int", 1),
     ("data.num_workers", "int|auto", 0), ("data.val_fraction", "fraction", None),

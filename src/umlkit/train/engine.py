@@ -55,8 +55,8 @@ from umlkit.train.evaluate import evaluate_model
 from umlkit.train.runtime import AMP_DTYPES, check_batch, resolve_device, resolve_precision, resolve_workers
 from umlkit.train.sparse import RowSparseOptimizer, sparse_grads
 
-__all__ = ["FitResult", "TrainingDivergedError", "fit", "build_data", "build_model", "build_optimizer", "param_groups", "plot_history",
-           "run_dir_for", "read_log"]
+__all__ = ["FitResult", "TrainingDivergedError", "fit", "build_data", "build_model", "build_optimizer", "param_groups",
+           "plot_history", "run_dir_for", "read_log"]
 
 
 class TrainingDivergedError(RuntimeError):
@@ -201,7 +201,8 @@ def param_groups(model: nn.Module, loss: nn.Module) -> dict[str, list[nn.Paramet
     :func:`build_optimizer`)."""
     body = getattr(model.backbone, "vit", model.backbone)
     backbone_ids = {id(p) for n, p in body.named_parameters() if not getattr(p, "_umlkit_new", False)}
-    head_ids = {id(p) for p in model.head.parameters()} | {id(p) for p in getattr(model, "aux_heads", nn.Module()).parameters()}
+    head_ids = ({id(p) for p in model.head.parameters()}
+                | {id(p) for p in getattr(model, "aux_heads", nn.Module()).parameters()})
     groups = {"backbone": [], "new": [], "head": [], "loss": [], "proxy": []}
     for p in model.parameters():
         if not p.requires_grad:
@@ -743,8 +744,8 @@ def _train_epoch(run: _Run, epoch: int, bar, fail_at: int | None, poison_at: int
                             data=f"{waited[0] / max(time.perf_counter() - te, 1e-9):.0%}")
     lrs = {g["name"]: g["lr"] for g in opt.param_groups}
     run.sched.step()
-    return {"epoch": epoch + 1, "loss": total / max(n_steps, 1), "lr": lrs, "seconds": round(time.perf_counter() - te, 2),
-            "data_seconds": round(waited[0], 2), "steps": n_steps}
+    return {"epoch": epoch + 1, "loss": total / max(n_steps, 1), "lr": lrs,
+            "seconds": round(time.perf_counter() - te, 2), "data_seconds": round(waited[0], 2), "steps": n_steps}
 
 
 def _waiting(loader, waited: list[float]):

@@ -24,15 +24,16 @@ Every number is the *last* epoch; learning rates are chosen on a validation spli
 """
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
-from functools import partial
 
 import pandas as pd
 
 from umlkit.data.unified import PUMA_ORDER
-from umlkit.experiments.declarations import claims_of, load_declarations
+from umlkit.experiments import table_builder
+from umlkit.experiments.declarations import load_declarations
 from umlkit.experiments.runners import SOURCE_NAMES
-from umlkit.experiments.tables import Claim, Floor, Row, Table
+from umlkit.experiments.tables import Row, Table
 from umlkit.experiments.tables import table_claims as _table_claims
 from umlkit.experiments.unified_recipe import (  # noqa: F401
     chosen_lr,
@@ -50,6 +51,7 @@ from umlkit.train.config import resolve_config
 
 PAPER = "puma"
 DECLARED = load_declarations(__file__)   # tables.yaml: rows, claims, grids and reasons of the paper's tables
+REASONS = DECLARED["reasons"]
 DATASET_COLUMNS = [*SOURCE_NAMES.values(), "Unified", "Harmonic"]
 SECTIONS = DECLARED["sections"]
 VIT_S = DECLARED["vit_s"]
@@ -87,26 +89,21 @@ def _own_and_ensemble(result: dict, row: Row) -> dict:
     return {**own, "Unified": result["ensemble"]["Unified"], "Harmonic": harmonic_mean(list(own.values()))}
 
 
-def _per_source_harmonic(result: dict, row: Row) -> dict:
+def per_source_harmonic(result: dict, row: Row) -> dict:
     """Table 4: per-source R@1 (own-source for specialists) and their harmonic mean; no Unified column."""
     scores = result["own"] if "own" in result else {d: result["test"][d] for d in SOURCE_NAMES.values()}
     return {**scores, "Harmonic": harmonic_mean(list(scores.values()))}
 
 
-def _table2_scores(result: dict, row: Row) -> dict:
+def table2_scores(result: dict, row: Row) -> dict:
     return _own_and_ensemble(result, row) if "own" in result else result["test"]
-
-
-# ------------------------------------------------------------------------------------------------ claims
-TABLE2_CLAIMS, TABLE3_CLAIMS, TABLE4_CLAIMS = (claims_of(DECLARED["claims"][t], f"puma {t}")
-                                               for t in ("Table 2", "Table 3", "Table 4"))
 
 
 # ------------------------------------------------------------------------------------------------ tables
 _B_COMPARED = tuple(DECLARED["b_compared"])   # (b) rows that claims compare (Table 2; Table 4's unified PA)
 
 
-def _table2_rows(stage: str = "first") -> list[Row]:
+def table2_rows(stage: str = "first") -> list[Row]:
     rows = [Row(method="Zero-Shot", setting="arch=ViT-S/16", spec={"method": "zero_shot"}, runner="zero_shot",
                 group="zero-shot", label="zero-shot", seed_free=True)]
     rows += [Row(section=SECTIONS["a"], method=n, setting=VIT_S, spec={"method": "full", "loss": loss},
@@ -120,7 +117,7 @@ def _table2_rows(stage: str = "first") -> list[Row]:
     return rows
 
 
-def _table3_rows() -> list[Row]:
+def table3_rows() -> list[Row]:
     out = []
     for setting, spec in ABLATION_ROWS.items():
         opts = "_".join(f"{k}{v}" for k, v in sorted((spec.get("options") or {}).items())) or "default"
@@ -128,7 +125,7 @@ def _table3_rows() -> list[Row]:
     return out
 
 
-def _table4_rows() -> list[Row]:
+def table4_rows() -> list[Row]:
     rows = []
     for name, (method, loss) in DECLARED["table4_rows"].items():
         spec = {"method": method, "loss": loss}
@@ -138,7 +135,7 @@ def _table4_rows() -> list[Row]:
     return rows
 
 
-def _table5_rows(profile: str, stage: str | None = None) -> list[Row]:
+def table5_rows(profile: str, stage: str | None = None) -> list[Row]:
     rows = []
     if profile == "quick":
         stage = stage or tables_stage(profile)
@@ -169,38 +166,29 @@ def _table5_rows(profile: str, stage: str | None = None) -> list[Row]:
     return rows
 
 
-def table5_claims(profile: str, stage: str | None = None) -> list[Claim]:
-    """For every backbone of the profile: PUMA beats full fine-tuning, and fine-tuning beats zero-shot (Unified);
-    not for Table 2's own backbone (ViT-S/16, or the quick profile's stand-in for it), whose runs are Table 2's and
-    whose two comparisons are Table 2's claims (each comparison of runs is declared once)."""
-    rows = _table5_rows(profile, stage)
+def table5_env(profile: str, stage: str | None = None) -> dict:
+    """Table 5's claim environment: per backbone group but Table 2's own (ViT-S/16, or the quick profile's stand-in
+    for it), its name and the setting cell of each method's row (``groups``)."""
+    rows = table5_rows(profile, stage)
     if profile == "quick":
         own = [b for b, bb in (BACKBONES_QUICK_SECOND if (stage or tables_stage(profile)) == "second"
                                else BACKBONES_QUICK).items() if bb["paper"]]
     else:
         own = [next(iter(BACKBONES_FULL))]
-    out = []
-    for b in dict.fromkeys(r.group for r in rows if r.group not in own):
-        cell = {r.method: {"section": "", "method": r.method, "setting": r.setting, "dataset": "Unified"}
-                for r in rows if r.group == b}
-        out += [Claim(f"{b}: PUMA beats full fine-tuning (Unified)", cell["Ours"], cell["CurricularFace"]),
-                Claim(f"{b}: full fine-tuning beats zero-shot (Unified)", cell["CurricularFace"], cell["Zero-Shot"])]
-    return out
+    return {"groups": [{"name": b, **{r.method: r.setting for r in rows if r.group == b}}
+                       for b in dict.fromkeys(r.group for r in rows if r.group not in own)]}
 
 
-_NO_VIT = DECLARED["reasons"]["no_vit"]
+def stage_seeds(stage: str | None = None) -> tuple[int, ...]:
+    """The seeds of Tables 2, 4 and 5 in a pass: the first pass trained one, the second three."""
+    return (0, 1, 2) if stage == "second" else (0,)
+
+
 def build_tables(stage: str) -> dict[str, Table]:
-    """Tables 2-4 and the quick Table 5 of a stage (the module's TABLE2-4 and TABLES("quick") are the current one's).
-    The first pass trained one seed (Table 3: three); the second pass three for every cell a claim compares."""
-    seeds = (0, 1, 2) if stage == "second" else (0,)
-    config = partial(config_for, stage=stage)
-    return {"Table 2": Table(PAPER, "Table 2", _table2_rows(stage), config, seeds=seeds, scores=_table2_scores,
-                             claims=TABLE2_CLAIMS, floor=Floor(frozen="Zero-Shot", per_setting=False)),
-            "Table 3": Table(PAPER, "Table 3", _table3_rows(), config, seeds=(0, 1, 2), claims=TABLE3_CLAIMS),
-            "Table 4": Table(PAPER, "Table 4", _table4_rows(), config, seeds=seeds, scores=_per_source_harmonic,
-                             claims=TABLE4_CLAIMS, params=False),
-            "Table 5": Table(PAPER, "Table 5", _table5_rows("quick", stage), config, seeds=seeds,
-                             claims=table5_claims("quick", stage), unmeasured={"quick": _NO_VIT}, params=False)}
+    """Tables 2-4 and the quick Table 5 of a stage (the module's TABLE2-4 and TABLES("quick") are the current one's),
+    as tables.yaml declares them."""
+    return table_builder.build_tables(PAPER, sys.modules[__name__], DECLARED, "quick",
+                                      names=["Table 2", "Table 3", "Table 4", "Table 5"], context={"stage": stage})
 
 
 _CURRENT = build_tables(tables_stage("quick"))
@@ -210,8 +198,8 @@ TABLE2, TABLE3, TABLE4 = _CURRENT["Table 2"], _CURRENT["Table 3"], _CURRENT["Tab
 def TABLE5(profile: str = "quick") -> Table:  # noqa: N802 - the rows depend on the profile
     if profile == "quick":
         return _CURRENT["Table 5"]
-    return Table(PAPER, "Table 5", _table5_rows(profile), config_for, seeds=(0,), claims=table5_claims(profile),
-                 unmeasured={"quick": _NO_VIT}, params=False)
+    return table_builder.build_tables(PAPER, sys.modules[__name__], DECLARED, profile, names=["Table 5"],
+                                      context={"stage": None})["Table 5"]
 
 
 def table_jobs(profile: str = "quick", specs: dict[str, Table] | None = None) -> list[tuple]:
@@ -302,7 +290,7 @@ def few_shot_tuning_jobs(profile: str = "quick", seed: int = 0) -> list[tuple]:
     return jobs
 
 
-def _few_shot_rows() -> list[Row]:
+def few_shot_rows() -> list[Row]:
     fs = few_shot_block()
     rows = [Row(method="Zero-Shot", setting="shots=all", spec={"method": "zero_shot", "seeds": (0,)},
                 runner="zero_shot", label="zero-shot", name="Zero-Shot", seed_free=True)]
@@ -312,7 +300,7 @@ def _few_shot_rows() -> list[Row]:
     return rows
 
 
-def _few_shot_config(row: Row, seed: int, profile: str, overrides: Sequence[str] = ()) -> dict:
+def few_shot_config_for(row: Row, seed: int, profile: str, overrides: Sequence[str] = ()) -> dict:
     if row.runner == "zero_shot":
         return run_config(profile, method="zero_shot", seed=seed, overrides=list(overrides),
                           stage="second" if profile == "quick" else "first")
@@ -320,13 +308,10 @@ def _few_shot_config(row: Row, seed: int, profile: str, overrides: Sequence[str]
     return resolve_config(cfg, overrides=list(overrides)) if overrides else cfg
 
 
-FEW_SHOT_CLAIMS = claims_of(DECLARED["claims"]["Few-shot"], "puma Few-shot")
-
-
 def FEW_SHOT() -> Table:  # noqa: N802 - like TABLE5, built from the configuration
     """The few-shot experiment as a table: zero-shot, and each method at each k (Unified, Harmonic, per source)."""
-    return Table(PAPER, "Few-shot", _few_shot_rows(), _few_shot_config, seeds=(0, 1, 2), claims=FEW_SHOT_CLAIMS,
-                 params=False, columns=DATASET_COLUMNS)
+    return table_builder.build_tables(PAPER, sys.modules[__name__], DECLARED, "quick", names=["Few-shot"])[
+        "Few-shot"]
 
 
 def few_shot_seeds(seeds: Sequence[int]) -> dict[str, Sequence[int]]:
@@ -342,7 +327,7 @@ def few_shot_jobs(profile: str = "quick", seeds: Sequence[int] = (0, 1, 2)) -> l
         for row in spec.rows:
             if row.seed_free and seed != seeds[0]:
                 continue
-            jobs.append((spec.slug, f"{row.label}-seed{seed}", _few_shot_config(row, seed, profile), row.runner))
+            jobs.append((spec.slug, f"{row.label}-seed{seed}", few_shot_config_for(row, seed, profile), row.runner))
     return jobs
 
 
@@ -351,7 +336,7 @@ BUDGET_EPOCHS = tuple(DECLARED["budget"]["epochs"])
 _BUDGET_ROWS = DECLARED["budget"]["rows"]
 
 
-def _budget_rows() -> list[Row]:
+def budget_rows() -> list[Row]:
     rows = []
     for e in BUDGET_EPOCHS:
         for name, spec in _BUDGET_ROWS.items():
@@ -362,21 +347,17 @@ def _budget_rows() -> list[Row]:
     return rows
 
 
-def _budget_config(row: Row, seed: int, profile: str, overrides: Sequence[str] = ()) -> dict:
+def budget_config(row: Row, seed: int, profile: str, overrides: Sequence[str] = ()) -> dict:
     # the rate of the row's tuning unit at 15 epochs (Table 2's PUMA / unified CurricularFace rows)
     unit = tuning_unit(Row(spec={k: v for k, v in row.spec.items() if k != "overrides"}))
     return run_config(profile, method=row.spec["method"], loss=row.spec.get("loss", "curricularface"), seed=seed,
                       lr=chosen_lr(unit), overrides=[*row.spec["overrides"], *overrides], stage="second")
 
 
-BUDGET_CLAIMS = claims_of(DECLARED["claims"]["Budget"], "puma Budget")
-
-
 def BUDGET() -> Table:  # noqa: N802 - built from the configuration
     """PUMA against unified full fine-tuning at 15 and 45 epochs (second pass, quick; the 15-epoch runs are Table
     2's): does the ordering change when the slower method gets the time to converge?"""
-    return Table(PAPER, "Budget", _budget_rows(), _budget_config, seeds=(0, 1, 2), claims=BUDGET_CLAIMS,
-                 params=False, columns=DATASET_COLUMNS)
+    return table_builder.build_tables(PAPER, sys.modules[__name__], DECLARED, "quick", names=["Budget"])["Budget"]
 
 
 def claim_tables(profile: str = "quick") -> dict[str, Table]:
