@@ -51,13 +51,13 @@ def test_cli_errors_are_one_line_naming_the_input(tmp_path, capsys):
 def test_cli_records_status_counts_the_stored_records_of_a_job_list(capsys):
     from umlkit.experiments.papers import oodml
     from umlkit.experiments.records import find_record, normalise_key
-    jobs = oodml.job_list("lr_sweep")
+    jobs = oodml.ENTRY.job_list("lr_sweep")
     have = sum(find_record(normalise_key(k), "quick") is not None for _, _, k in jobs)
     assert cli.main(["records", "status", "oodml", "lr_sweep"]) == 0
     assert f"{have} of {len(jobs)} records stored" in capsys.readouterr().out
     # a job list whose jobs name their runner (4-tuples): the unified setting's sweep trains with "train"
     from umlkit.experiments.papers import language_guidance as lg
-    jobs = lg.job_list("unified_sweep")
+    jobs = lg.ENTRY.job_list("unified_sweep")
     assert {len(j) for j in jobs} == {4} and {j[3] for j in jobs} == {"train"}
     have = sum(find_record(normalise_key(j[2]), "quick") is not None for j in jobs)
     assert cli.main(["records", "status", "language_guidance", "unified_sweep"]) == 0

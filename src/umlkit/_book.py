@@ -63,9 +63,10 @@ def setup_source(repo: dict, chapter_dir: str = "book") -> str:
     (:func:`umlkit.experiments.prose.book_display`) in every chapter."""
     return "\n".join([
         f"{SETUP_MARKER} (chapters read its data/ folder) and install umlkit into this kernel",
-        "try:",
-        "    import google.colab  # noqa: F401",
+        "try:",   # imports in the order ruff's isort keeps (make test lints the chapters)
         "    import sys",
+        "",
+        "    import google.colab  # noqa: F401",
         f"    !git clone -q --depth 1 --branch {repo['branch']} {repo['url']} /content/umlkit",
         '    %pip install -q -e "/content/umlkit[book,lang]"',
         '    sys.path.insert(0, "/content/umlkit/src")  '
@@ -75,6 +76,7 @@ def setup_source(repo: dict, chapter_dir: str = "book") -> str:
         "    pass",
         "from umlkit._book import check_parameters",
         "from umlkit.experiments.prose import book_display",
+        "",
         "check_parameters(globals())  # papermill's values: a list or bool given as text is parsed, a bad value named",
         "book_display()  # tables show every cell's whole text and '–' for a missing value",
     ])

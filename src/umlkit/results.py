@@ -16,7 +16,7 @@ import pandas as pd
 
 from umlkit._paths import results_root
 
-__all__ = ["config_hash", "file_sha256", "save_table", "load_table"]
+__all__ = ["config_hash", "file_sha256", "save_table", "load_table", "atomic_write", "load_json"]
 
 
 def config_hash(config: dict) -> str:
@@ -98,3 +98,13 @@ def load_table(name: str, profile: str) -> tuple[pd.DataFrame, dict]:
         raise FileNotFoundError(f"{csv_path} does not exist; run the chapter that produces {name!r} first")
     meta = json.loads((folder / f"{name}.json").read_text())
     return pd.read_csv(csv_path, index_col=0), meta
+
+
+def load_json(path: str | Path, what: str = "a JSON file"):
+    """The parsed JSON of ``path``; a file that is not valid JSON (or not UTF-8) is an error naming it and ``what``
+    it should be."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path}: not readable as {what} ({err})") from None

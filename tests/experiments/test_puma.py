@@ -256,7 +256,7 @@ def test_sweep_jobs_hold_out_validation_classes_at_every_rate():
     with pytest.raises(ValueError, match="quick"):
         puma.sweep_jobs("full")
     with pytest.raises(KeyError, match="tuning"):
-        puma.job_list("tables-v3")
+        puma.ENTRY.job_list("tables-v3")
 
 
 def test_tuning_frame_picks_the_best_harmonic_and_says_whether_it_is_interior(monkeypatch):
@@ -327,7 +327,7 @@ def test_few_shot_follows_the_official_recipe():
     assert puma.few_shot_config("full", "full", 1)["optimizer"]["lr"] == 3e-5
     v = puma.few_shot_config("quick", "full", 4, lr=3e-4, validation=True)
     assert v["data"]["val_fraction"] == 0.2 and v["model"]["options"] == {}
-    jobs = puma.job_list("few_shot_tuning")
+    jobs = puma.ENTRY.job_list("few_shot_tuning")
     assert {j[2]["data"]["few_shot"] for j in jobs} == {4}
     extra = puma.few_shot_block()["extra"]
     assert len(jobs) == 3 + 3 + sum(len(v) for v in extra.values())   # each kind's 3 rates, plus the extensions
@@ -386,10 +386,10 @@ def test_second_pass_tables_use_the_chosen_rates_and_three_seeds(monkeypatch):
     extra = len(more_seeds.jobs(specs, "quick"))
     assert len(jobs) == n2 + n3 + n4 + n5 + extra and n2 + n3 + n4 + n5 == 105 and extra > 0
     sp["tables"] = "first"   # the second pass's list can be trained before the switch, and only it changes
-    assert puma.job_list("second_tables") == jobs
+    assert puma.ENTRY.job_list("second_tables") == jobs
     assert len(puma.table_jobs("quick", puma.build_tables("first"))) != len(jobs)
     with pytest.raises(ValueError, match="quick profile"):
-        puma.job_list("second_tables", "full")
+        puma.ENTRY.job_list("second_tables", "full")
 
 
 def test_source_bias_and_its_size_correlation_by_hand():

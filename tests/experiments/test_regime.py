@@ -119,7 +119,7 @@ def test_map_keys_reuse_the_few_shot_and_table2_configurations(monkeypatch):
 
 def test_map_job_list_has_every_cell_at_three_seeds_and_one_floor_per_shift(monkeypatch):
     _chosen_rates(monkeypatch)
-    jobs = regime.job_list("map")
+    jobs = regime.ENTRY.job_list("map")
     c = regime.settings()
     from umlkit.experiments import more_seeds  # plus the extra seeds configs/more_seeds.yaml plans for the map
     extra = len(more_seeds.jobs({"map": regime.MAP()}, "quick"))
@@ -128,7 +128,7 @@ def test_map_job_list_has_every_cell_at_three_seeds_and_one_floor_per_shift(monk
     spec = regime.MAP()   # measure() reads the frozen backbone at its one seed, as the job list trains it
     assert {spec.seeds_of(r) for r in spec.rows if r.seed_free} == {(0,)}
     with pytest.raises(KeyError, match="choose map"):
-        regime.job_list("tables")
+        regime.ENTRY.job_list("tables")
 
 
 def _cmp(gaps):

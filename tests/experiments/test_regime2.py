@@ -71,15 +71,16 @@ def _untuned(monkeypatch, backbone: str) -> None:
 
 def test_the_map2_job_list_waits_for_untuned_rows(monkeypatch):
     _untuned(monkeypatch, "narrow")
-    ready = {label for _, label, _, _ in e2.job_list("map2")}
+    ready = {label for _, label, _, _ in e2.map2_jobs()}
     assert "v2-values-puma-seed0" in ready and "v2-values-linear-seed2" in ready
     assert not any(label.startswith("narrow-values-puma") for label in ready)      # no rate chosen for it yet
     table = e2.MAP2()
     first_edition = [c for c in e2.cells() if c["backbone"] == "v2" and not c["shortcut"]]
     assert len(first_edition) == 2 and len(table.claims) == 2 * len(e2.cells()) - len(first_edition)
     assert table.in_progress is None   # every run is stored: the edition is no longer under way
+    from umlkit.experiments.registry import get_paper
     with pytest.raises(KeyError, match="map2-tuning"):
-        e2.job_list("nope")
+        get_paper("regime").job_list("nope")
 
 
 def test_rows_without_a_rate_read_as_missing_and_say_why(monkeypatch):
@@ -187,7 +188,7 @@ def test_axis_moves_are_differences_of_gaps_per_step_and_end_to_end():
 
 def test_rows_of_a_backbone_not_yet_pretrained_wait(monkeypatch):
     monkeypatch.setattr(e2, "backbone_ready", lambda b: b != "narrow")
-    labels = {label for _, label, _, _ in e2.job_list("map2")}
+    labels = {label for _, label, _, _ in e2.map2_jobs()}
     assert not any(label.startswith("narrow-") for label in labels) and "broad-values-zero-shot-seed0" in labels
 
 

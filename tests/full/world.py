@@ -99,7 +99,8 @@ def enter_world(data: Path, mp: pytest.MonkeyPatch) -> None:
     """Point UMLKIT_DATA at ``data`` and UMLKIT_RESULTS beside it, and stand in for the hub's language models and
     PLG's ImageNet classifier (undone with ``mp``; a worker process enters a world its parent wrote)."""
     from umlkit.data import language
-    from umlkit.experiments import class_splits, language_store
+    from umlkit.experiments import class_splits
+    from umlkit.experiments.papers.language_guidance import language_store
     mp.setenv("UMLKIT_DATA", str(data))
     mp.setenv("UMLKIT_RESULTS", str(data.parent / "results"))
     class_splits.load_splits.cache_clear()

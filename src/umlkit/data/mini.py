@@ -36,7 +36,7 @@ from umlkit.data.datasets import MINI_MANIFEST
 from umlkit.data.names import SHAPES, caption, class_name, dedupe
 from umlkit.results import atomic_write, file_lock
 
-__all__ = ["SHAPES", "TEXTURES", "HUE_NAMES", "SOURCES", "MiniSource", "make_mini", "pretraining_set", "render",
+__all__ = ["read_manifest", "SHAPES", "TEXTURES", "HUE_NAMES", "SOURCES", "MiniSource", "make_mini", "pretraining_set", "render",
            "mini_table", "ensure_mini", "PRETRAIN_HEADS", "PRETRAIN_WORLDS", "class_attributes"]
 
 SIZE = 32
@@ -612,6 +612,11 @@ def _generate(root: Path, seed: int, names: list, size: str, old: dict | None, p
     info["complete"] = True
     _write_manifest(manifest_path, info)
     return root
+
+
+def read_manifest(root: str | Path) -> dict | None:
+    """The manifest of the UML-Mini tree at ``root`` (None when it has none; a malformed one is an error naming it)."""
+    return _read_manifest(Path(root) / MINI_MANIFEST)
 
 
 def _read_manifest(path: Path) -> dict | None:

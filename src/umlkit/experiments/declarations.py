@@ -103,17 +103,19 @@ def _cell(spec, defaults: dict, aliases: dict, where: str, entry: dict, ctx: dic
     """One claim cell: ``spec`` (a mapping of cell fields, or a method name with the entry's own ``dataset`` /
     ``setting`` / ``section``) over the group's defaults. A setting ``$paper`` is the paper's setting cell of the
     method (``ctx["setting_of"]``), ``$NAME`` a ``{method: setting}`` mapping of ``env`` (the paper's where it
-    lacks the method); a default ``metric: $claim`` carries the claim's metric into the cell."""
+    lacks the method; a section ``$NAME`` likewise, else ""); a default ``metric: $claim`` carries the claim's metric
+    into the cell."""
     if isinstance(spec, str):
         spec = {"method": spec, **{f: entry[f] for f in ("section", "setting", "dataset") if f in entry}}
     unknown = set(spec) - set(CELL_FIELDS)
     if unknown:
         raise ValueError(f"{where}: unknown cell field(s) {sorted(unknown)}; a cell has {list(CELL_FIELDS)}")
     cell = {f: spec.get(f, defaults.get(f, "")) for f in CELL_FIELDS}
-    setting = str(cell["setting"])
-    if setting.startswith("$"):
-        given = ctx["env"].get(setting[1:], {}) if setting != "$paper" else {}
-        cell["setting"] = given.get(cell["method"]) or ctx["setting_of"](cell["method"])
+    for f in ("section", "setting"):   # a field looked up by the cell's method
+        value = str(cell[f])
+        if value.startswith("$"):
+            given = ctx["env"].get(value[1:], {}) if value != "$paper" else {}
+            cell[f] = given.get(cell["method"]) or (ctx["setting_of"](cell["method"]) if f == "setting" else "")
     for f, names in (aliases or {}).items():
         cell[f] = names.get(cell[f], cell[f])
     out = {f: str(v) for f, v in cell.items()}
@@ -138,6 +140,8 @@ def claims_of(group: dict, where: str = "claims", env: dict | None = None, setti
             text = str(group["text"]).format_map(fields)
         at = f"{where}[{i}] ({text!r})"
         extra = {k: c[k] for k in ("metric", "paired", "margin") if k in c}
+        if "margin" in extra:   # written "{margin}" to share the paper's one margin: a number once filled
+            extra["margin"] = float(extra["margin"])
         out.append(Claim(str(text), _cell(c["a"], defaults, aliases, at, c, ctx),
                          _cell(c["b"], defaults, aliases, at, c, ctx), **extra))
     return out

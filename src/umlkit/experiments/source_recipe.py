@@ -11,32 +11,23 @@ base row of one is the same run as the other's.
 from __future__ import annotations
 
 import copy
-from functools import lru_cache
 
-import yaml
-
+from umlkit.experiments import paper_configs
 from umlkit.experiments.class_splits import default_split_id, hold_out, split_of
+from umlkit.experiments.paper_configs import read_yaml
 from umlkit.experiments.tuning import chosen
 
 __all__ = ["methods_config", "base_config", "tuned_methods", "chosen_lr", "lr_grid", "run_config"]
 
 
-def _config_dir():
-    from umlkit._paths import repo_folder
-    return repo_folder("configs", "oodml", what="the ooDML experiments")
-
-
-@lru_cache(maxsize=1)
 def methods_config() -> dict:
     """``configs/oodml/methods.yaml``: methods, learning rates, epochs, few-shot settings and the split layout."""
-    return yaml.safe_load((_config_dir() / "methods.yaml").read_text())
+    return read_yaml("oodml", "methods.yaml")
 
 
-@lru_cache(maxsize=4)
 def base_config(profile: str) -> dict:
     """``oodml.yaml`` for a profile, parsed once per process (a chapter builds ~3,000 record keys from it)."""
-    from umlkit.train.config import load_config
-    return load_config(_config_dir() / "oodml.yaml", profile)
+    return paper_configs.base_config("oodml", "oodml.yaml", profile)
 
 
 def tuned_methods(profile: str) -> list[str]:

@@ -36,14 +36,16 @@ builds FID-ranked class splits.
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from umlkit.metrics.distribution import frechet_distance
 
-__all__ = ["Split", "swap_progression", "removal_progression", "split_fid", "select_splits", "iid_fid",
+__all__ = ["write_split_file", "read_split_file", "Split", "swap_progression", "removal_progression", "split_fid", "select_splits", "iid_fid",
            "attribute_level", "attribute_split", "SHIFT_KINDS"]
 
 
@@ -293,3 +295,26 @@ def attribute_split(classes: Sequence[dict], keys: Sequence, kind: str, attribut
         raise ValueError(f"a {kind} split on {list(attributes[:need])} leaves {len(split['train'])} training and "
                          f"{len(split['test'])} test classes; each side needs at least 2")
     return split
+
+
+def write_split_file(path, splits: dict, dependants: str = "the records") -> Path:
+    """Write ``splits`` to ``path`` as JSON (atomically). A file already there is replaced only by an identical one:
+    committed splits define the record keys of every run on them (``dependants``), so a different file is an error
+    naming it."""
+    from umlkit.results import atomic_write
+    path = Path(path)
+    text = json.dumps(splits, indent=1, sort_keys=True, default=int) + "\n"
+    if path.exists() and path.read_text() != text:
+        raise FileExistsError(f"{path} holds other splits than the ones generated now; {dependants} depend on it. "
+                              "Move it away first if the change is intended.")
+    atomic_write(path, text)
+    return path
+
+
+def read_split_file(path, make: str) -> dict:
+    """The splits stored at ``path`` (a missing file is an error naming it and ``make``, the call that writes it)."""
+    from umlkit.results import load_json
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing: run {make} once")
+    return load_json(path, "a split file")

@@ -143,8 +143,10 @@ def build_table(paper: str, name: str, decl: Mapping, config: ModuleType, declar
               if k in d}
     if "floor" in d:
         kwargs["floor"] = Floor(**d["floor"])
-    if "scores" in d:
-        kwargs["scores"] = _function(config, d["scores"], where)
+    if "scores" in d:   # scores(result, row), with the table's name and profile bound where it takes them
+        scores = _function(config, d["scores"], where)
+        bound = _taken(scores, ctx)
+        kwargs["scores"] = partial(scores, **bound) if bound else scores
     if "derive" in d:   # a table computed from other records or files: derive(profile, train)
         derive = _function(config, d["derive"], where)
         bound = {k: v for k, v in _taken(derive, ctx).items() if k != "profile"}

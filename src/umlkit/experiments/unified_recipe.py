@@ -18,23 +18,16 @@ import copy
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
-import yaml
-
+from umlkit.experiments.paper_configs import base_config, read_yaml
 from umlkit.experiments.tuning import chosen
 
 __all__ = ["methods_blocks", "second_pass", "tables_stage", "run_config", "unit_name", "tables_config", "stage_lr",
            "chosen_lr", "few_shot_block", "few_shot_lr", "few_shot_config"]
 
 
-def _config_dir():
-    from umlkit._paths import repo_folder
-    return repo_folder("configs", "puma", what="the PUMA experiments")
-
-
-@lru_cache(maxsize=1)
 def methods_blocks() -> dict:
     """``configs/puma/methods.yaml``, parsed once per process."""
-    return yaml.safe_load((_config_dir() / "methods.yaml").read_text())
+    return read_yaml("puma", "methods.yaml")
 
 
 def second_pass() -> dict:
@@ -82,11 +75,11 @@ def run_config(profile: str = "quick", *, method: str = "full", loss: str = "cur
     ``overrides``. Evaluation runs once, after the last epoch. ``stage="second"`` (quick) applies methods.yaml's
     ``second_pass``: its backbone and its method budgets.
     """
-    from umlkit.train.config import load_config, resolve_config
+    from umlkit.train.config import resolve_config
     if stage not in ("first", "second"):
         raise ValueError(f"stage must be 'first' or 'second', got {stage!r}")
     base_name = "full_finetune.yaml" if method == "full" else "puma.yaml"
-    cfg = copy.deepcopy(load_config(_config_dir() / base_name, profile))
+    cfg = copy.deepcopy(base_config("puma", base_name, profile))
     _method_and_loss(cfg, profile, method, loss, options, second=stage == "second" and profile == "quick")
     if datasets is not None:
         cfg["data"]["datasets"] = list(datasets)

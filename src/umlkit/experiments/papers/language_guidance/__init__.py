@@ -1,18 +1,18 @@
-"""Language guidance (Roth, Vinyals, Akata, CVPR 2022). The paper's package: tables.yaml (declarations), config.py (runs, scores, job lists), chapter.py
-(facts and views of its chapter); this module registers it and gives both modules one namespace."""
+"""Language guidance (Roth, Vinyals, Akata, CVPR 2022). The paper's package: tables.yaml (declarations), config.py
+(runs, scores, row builders), language_store.py (its language files), chapter.py (facts and views of its chapter);
+this module registers it, with its job lists, and gives the modules one namespace."""
 from __future__ import annotations
-
-from functools import partial
 
 from umlkit.experiments.papers._namespace import chapter_attribute
 from umlkit.experiments.papers.language_guidance import config
 from umlkit.experiments.registry import Paper, register_paper
 
-ENTRY = register_paper(Paper(name="language_guidance", title="Language guidance (Roth, Vinyals, Akata, CVPR 2022)",
-              claim_tables=config.TABLES, chapters=("language_guidance",),
-              headline="Multisimilarity + ELG beats Multisimilarity (CUB)",
-              job_lists={n: partial(config.job_list, n)
-                         for n in ("omega_sweep", "tables", "semantic", "unified_sweep", "unified")}))
+ENTRY = register_paper(Paper(
+    name="language_guidance", title="Language guidance (Roth, Vinyals, Akata, CVPR 2022)",
+    claim_tables=config.TABLES, chapters=("language_guidance",),
+    headline="Multisimilarity + ELG beats Multisimilarity (CUB)",
+    job_lists={"omega_sweep": config.omega_jobs, "tables": config.table_jobs, "semantic": config.semantic_jobs,
+               "unified_sweep": config.unified_sweep_jobs, "unified": config.unified_jobs}))
 
 
 def __getattr__(name: str):

@@ -8,7 +8,6 @@ import numpy as np
 import pandas as pd
 
 from umlkit.experiments import source_recipe, unified_recipe
-from umlkit.experiments.language_store import source_classes
 from umlkit.experiments.papers.language_guidance.config import (
     ABLATIONS,
     BASELINE,
@@ -32,6 +31,7 @@ from umlkit.experiments.papers.language_guidance.config import (
     unified_sweep_jobs,
     unified_table,
 )
+from umlkit.experiments.papers.language_guidance.language_store import source_classes
 from umlkit.experiments.prose import method_value as _value
 from umlkit.experiments.prose import number as _num
 from umlkit.experiments.prose import signed

@@ -24,16 +24,24 @@ learning", CVPR 2022): configurations, language files, tables and claims as data
 from __future__ import annotations
 
 import copy
+import sys
 from collections.abc import Callable
-from pathlib import Path
+from functools import lru_cache
 
 import pandas as pd
 
 from umlkit.experiments import source_recipe, unified_recipe
-from umlkit.experiments.declarations import expand, load_declarations
-from umlkit.experiments.language_store import UNIFIED, guidance_spec, language_ref, lg_config
+from umlkit.experiments.declarations import load_declarations
+from umlkit.experiments.papers.language_guidance.language_store import (
+    UNIFIED,
+    class_similarity,
+    guidance_spec,
+    language_ref,
+    lg_config,
+)
 from umlkit.experiments.runners import SOURCE_NAMES
-from umlkit.experiments.tables import Claim, Floor, Row, Table
+from umlkit.experiments.table_builder import build_tables
+from umlkit.experiments.tables import Row, Table
 from umlkit.experiments.tuning import chosen
 from umlkit.paper import paper_table
 
@@ -189,6 +197,11 @@ def _scores_in(metrics) -> Callable[[dict, Row], dict]:
     return scores
 
 
+def table2_scores(result: dict, row: Row) -> dict:
+    """Table 2's and Table S1's cells: R@1, NMI and mAP@1000 of a record's test scores."""
+    return _scores_in(("R@1", "NMI", "mAP@1000"))(result, row)
+
+
 def _label(source: str, run: str) -> str:
     """A record label: "cub-Margin+PLG_Top-5"."""
     return f"{source}-{run.replace(' + ', '+').replace(' ', '_')}"
@@ -206,47 +219,41 @@ def _floor_rows(sources) -> list[Row]:
                 label=f"{s}-zero_shot", seed_free=True) for s in sources]
 
 
-def _rows() -> list[Row]:
+def table2_rows() -> list[Row]:
+    """Table 2's rows (and Table S1's, the same runs): each source's frozen backbone, then every guided row."""
     return _floor_rows(SOURCES) + [Row(method=m, setting="beta=1.2" if m.startswith("Margin") else "",
                                        spec={"method": m, "source": s}, runner="train_analysis", group=s,
                                        label=_label(s, m))
                                    for s in SOURCES for m in guided_rows()]
 
 
-def _claims(metric: str = "R@1") -> list[Claim]:
-    """"<method> + <guidance> beats <method>" on every source where the paper prints both cells (Table 2, completed
-    from Table S1: :data:`umlkit.paper.FILL_FROM`) and guidance wins there (Sec. 4.2: clear gains on CUB and Cars,
-    small ones on SOP, where MS + ELG equals MS), and "PLG matches ELG within MARGIN" for every method and source."""
+def table2_env(metric: str = "R@1") -> dict:
+    """Table 2's claim environment: the (guided, unguided) pairs where the paper prints both cells (Table 2,
+    completed from Table S1: :data:`umlkit.paper.FILL_FROM`) and guidance wins there (``gains``; Sec. 4.2: clear
+    gains on CUB and Cars, small ones on SOP, where MS + ELG equals MS), and the (PLG Top-5, ELG) pairs the paper
+    prints (``matches``), each with its cells' settings."""
     p = paper_table(PAPER, "Table 2").fillna({"section": "", "setting": ""})
     p = p[p["metric"] == metric]
     value = {(r["method"], r["dataset"]): r["value"] for _, r in p.iterrows()}
-    out = []
-    for m in lg_config()["methods"]:
-        for g in lg_config()["guidance"]:
-            for s in SOURCES:
-                d = SOURCE_NAMES[s]
-                a, b = value.get((f"{m} + {g}", d)), value.get((m, d))
-                if a is not None and b is not None and a > b:
-                    out.append(Claim(f"{m} + {g} beats {m} ({d})", _cell(f"{m} + {g}", d), _cell(m, d), metric))
-    for m in lg_config()["methods"]:   # Sec. 4.2: PLG is about as good as ELG
-        for s in SOURCES:
-            d = SOURCE_NAMES[s]
-            if (f"{m} + PLG Top-5", d) in value and (f"{m} + ELG", d) in value:
-                out.append(Claim(f"{m} + PLG Top-5 matches {m} + ELG within {MARGIN:g} ({d})",
-                                 _cell(f"{m} + PLG Top-5", d), _cell(f"{m} + ELG", d), metric, margin=MARGIN))
-    return out
+
+    def pair(a: str, b: str, d: str) -> dict:
+        return {"a": a, "b": b, "d": d, "sa": _cell(a, d)["setting"], "sb": _cell(b, d)["setting"]}
+    gains = [pair(f"{m} + {g}", m, d) for m in lg_config()["methods"] for g in lg_config()["guidance"]
+             for d in (SOURCE_NAMES[s] for s in SOURCES)
+             if value.get((f"{m} + {g}", d)) is not None and value.get((m, d)) is not None
+             and value[(f"{m} + {g}", d)] > value[(m, d)]]
+    matches = [pair(f"{m} + PLG Top-5", f"{m} + ELG", d) for m in lg_config()["methods"]
+               for d in (SOURCE_NAMES[s] for s in SOURCES)
+               if (f"{m} + PLG Top-5", d) in value and (f"{m} + ELG", d) in value]
+    return {"gains": gains, "matches": matches, "margin": f"{MARGIN:g}"}
 
 
 def table(name: str = "Table 2", profile: str = "quick") -> Table:
     """Table 2 (R@1) or Table S1 (R@1, NMI, mAP@1000) - the same runs -, an ablation table (3, S2, 4, 5, S3) or the
-    controls (:func:`ablation_table`)."""
-    if name in ABLATIONS:
-        return ablation_table(name, profile)
-    if name not in ("Table 2", "Table S1"):
+    controls, as tables.yaml declares them."""
+    if name not in ("Table 2", "Table S1", *ABLATIONS):
         raise KeyError(f"language-guidance tables: Table 2, Table S1, {', '.join(ABLATIONS)}; not {name!r}")
-    return Table(PAPER, name, _rows(), config_for, seeds=SEEDS, scores=_scores_in(("R@1", "NMI", "mAP@1000")),
-                 claims=_claims() if name == "Table 2" else [], params=False,
-                 unmeasured={"quick": "not measured in this profile"}, floor=Floor(frozen=ZERO_SHOT, per_setting=False))
+    return table_of(name, profile)
 
 
 # ------------------------------------------------------------------------------------------------ ablations
@@ -257,32 +264,33 @@ ABLATIONS["Table S2"] = {**ABLATIONS["Table 3"], "rows": [r for r in ABLATIONS["
                                                             if not r[0].startswith(("(b)", "(c)"))]}
 
 
-def _ablation_claims(name: str) -> list[Claim]:
-    """The paper's readings of an ablation table as claims (tables.yaml ``ablation_claims``), each cell one of the
-    table's rows on one dataset."""
-    section = {r[1]: r[0] for r in ABLATIONS[name]["rows"]}
+def ablation_env(table: str) -> dict:
+    """An ablation table's claim environment: the paper's one margin and each row's section."""
+    return {"margin": f"{MARGIN:g}", "sections": {r[1]: r[0] for r in ABLATIONS[table]["rows"]}}
 
-    def cell(row: str, dataset: str) -> dict:
-        return {"section": section[row], "setting": "", "method": row, "dataset": dataset}
-    return [Claim(e["text"], cell(e["a"], e["dataset"]), cell(e["b"], e["dataset"]),
-                  **({"margin": MARGIN} if e.get("equivalent") else {}))
-            for e in expand(DECLARED["ablation_claims"].get(name) or [], {"margin": f"{MARGIN:g}"})]
+
+def ablation_unmeasured(table: str) -> dict:
+    return ABLATIONS[table].get("unmeasured", {})
+
+
+def ablation_rows(table: str, profile: str = "quick") -> list[Row]:
+    """One of Tables 3, S2, 4, 5, S3 (CUB- and Cars-like sources, R@1 and mAP@1000) or the book's controls
+    (every source): the rows of :data:`ABLATIONS` that ``profile`` measures."""
+    spec = ABLATIONS[table]
+    columns = spec.get("columns", ["CUB", "Cars"])
+    sources = [s for s in SOURCES if SOURCE_NAMES[s] in columns]
+    return _floor_rows(sources) + [
+        Row(method=m, section=sec, setting=rest[0] if rest else "", spec={"method": run, "source": s},
+            runner="train_analysis", group=s, label=_label(s, run))
+        for s in sources for sec, m, run, profiles, *rest in spec["rows"] if profile in profiles]
+
+
+def ablation_scores(result: dict, row: Row, table: str) -> dict:
+    return _scores_in(ABLATIONS[table].get("metrics", ("R@1", "mAP@1000")))(result, row)
 
 
 def ablation_table(name: str, profile: str = "quick") -> Table:
-    """One of Tables 3, S2, 4, 5, S3 (CUB- and Cars-like sources, R@1 and mAP@1000) or the book's controls
-    (every source): the rows of :data:`ABLATIONS` that ``profile`` measures; the paper's other rows get its reason."""
-    spec = ABLATIONS[name]
-    columns = spec.get("columns", ["CUB", "Cars"])
-    metrics = spec.get("metrics", ("R@1", "mAP@1000"))
-    sources = [s for s in SOURCES if SOURCE_NAMES[s] in columns]
-    rows = [Row(method=m, section=sec, setting=rest[0] if rest else "", spec={"method": run, "source": s},
-                runner="train_analysis", group=s, label=_label(s, run))
-            for s in sources for sec, m, run, profiles, *rest in spec["rows"] if profile in profiles]
-    return Table(PAPER, name, _floor_rows(sources) + rows, config_for, seeds=SEEDS, scores=_scores_in(metrics),
-                 claims=_ablation_claims(name) if profile == "quick" or name not in ("Controls", "Table 3") else [],
-                 params=False, floor=Floor(frozen=ZERO_SHOT, per_setting=False),
-                 unmeasured=spec.get("unmeasured", {}), columns=columns if name == "Controls" else None)
+    return table(name, profile)
 
 
 CURVE_ROWS = (BASELINE, f"{BASELINE} + ELG", f"{BASELINE} + PLG Top-5")
@@ -293,22 +301,25 @@ def first_epoch(profile: str = "quick") -> int:
     return int(run_config(profile, method=BASELINE, source="cub")["train"]["eval_every"])
 
 
-def convergence_table(profile: str = "quick") -> Table:
-    """Fig. S1 as a table: R@1 on the test classes at every evaluated epoch (the records' curves) of Multi-Similarity
-    without and with guidance - the same runs as Table 2 -, and the training time; the claim is the paper's reading
-    that guidance helps early ("faster convergence"), checked at the first evaluated epoch."""
-    rows = [r for r in _rows() if r.method in CURVE_ROWS]
+def curve_rows() -> list[Row]:
+    return [r for r in table2_rows() if r.method in CURVE_ROWS]
 
-    def scores(result: dict, row: Row) -> dict:
-        out = {(d, f"R@1 epoch {c['epoch']}"): v for c in result.get("curves", []) for d, v in c["test"].items()
-               if d == SOURCE_NAMES[row.group]}
-        out[(SOURCE_NAMES[row.group], "train seconds")] = result["train_seconds"]
-        return out
-    first = first_epoch(profile)
-    claims = [Claim(f"{m} is ahead of {BASELINE} at epoch {first} ({d})", _cell(m, d), _cell(BASELINE, d),
-                    metric=f"R@1 epoch {first}") for m in CURVE_ROWS[1:] for d in ("CUB", "Cars")]
-    return Table(PAPER, "Fig. S1", rows, config_for, seeds=SEEDS, scores=scores, claims=claims, params=False,
-                 columns=[SOURCE_NAMES[s] for s in SOURCES])
+
+def convergence_scores(result: dict, row: Row) -> dict:
+    """Fig. S1's cells: R@1 on the test classes at every evaluated epoch, and the training time."""
+    out = {(d, f"R@1 epoch {c['epoch']}"): v for c in result.get("curves", []) for d, v in c["test"].items()
+           if d == SOURCE_NAMES[row.group]}
+    out[(SOURCE_NAMES[row.group], "train seconds")] = result["train_seconds"]
+    return out
+
+
+def curve_env(profile: str = "quick") -> dict:
+    return {"guided": list(CURVE_ROWS[1:]), "baseline": BASELINE, "first": first_epoch(profile),
+            "semantic_d": SOURCE_NAMES[SEMANTIC["source"]]}
+
+
+def convergence_table(profile: str = "quick") -> Table:
+    return table_of("Fig. S1", profile)
 
 
 # ------------------------------------------------------------------------------------------------ Fig. 3
@@ -322,21 +333,6 @@ def semantic_config(row: Row, seed: int, profile: str = "quick", overrides=()) -
     """A Table 2 run's key with the neighbour counts of Fig. 3 added to its analysis (so a run of its own)."""
     key = config_for(row, seed, profile, overrides)
     return {**key, "analysis": {**key["analysis"], "neighbour_classes": SEMANTIC["neighbours"]}}
-
-
-def class_similarity(source: str, guidance: str = "ELG", profile: str = "quick") -> "pd.DataFrame":  # noqa: F821
-    """Cosine similarity of every class row of ``source``'s language file for ``guidance`` (PLG: averaged over the
-    pseudolabel slots), indexed by row name ("cub#017")."""
-    import numpy as np
-    import pandas as pd
-
-    from umlkit._paths import results_root
-    ref = language_ref(source, guidance, profile)
-    with np.load(results_root(profile) / "language" / Path(ref["file"]).name, allow_pickle=False) as f:
-        names, emb = [str(x) for x in f["class_names"]], np.array(f["embeddings"], dtype=np.float64)
-    e = emb[:, None, :] if emb.ndim == 2 else emb
-    e = e / np.linalg.norm(e, axis=-1, keepdims=True)
-    return pd.DataFrame(np.einsum("ikd,jkd->ijk", e, e).mean(-1), index=names, columns=names)
 
 
 def related_classes(counts: dict, sim: "pd.DataFrame", n: int) -> dict[str, list[str]]:  # noqa: F821
@@ -364,33 +360,42 @@ def semantic_shares(counts: dict, related: dict) -> dict[str, float]:
     return {"same class": 100.0 * float(np.mean(same)), "related classes": 100.0 * float(np.mean(rel))}
 
 
-def semantic_table(profile: str = "quick") -> Table:
-    """Fig. 3 as a table: per row, the share of retrieved neighbours from the query's own class and from its
-    semantically related classes, with the claims that guidance raises the related share (the paper's reading:
-    "language-guided models retrieve more samples from semantically related classes")."""
-    src = SEMANTIC["source"]
-    d = SOURCE_NAMES[src]
-    rows = [r for r in _rows() if r.method in CURVE_ROWS and r.group == src]
-    judge: dict = {}   # the language similarities, read once per table when the first record is scored
+def semantic_rows() -> list[Row]:
+    return [r for r in table2_rows() if r.method in CURVE_ROWS and r.group == SEMANTIC["source"]]
 
-    def scores(result: dict, row: Row) -> dict:
-        if not judge:
-            judge["sim"] = class_similarity(src, SEMANTIC["judge"], profile)
-        counts = result["neighbour_classes"]
-        rel = related_classes(counts, judge["sim"], SEMANTIC["related"])
-        return {(d, m): v for m, v in semantic_shares(counts, rel).items()}
-    claims = [Claim(f"{m} retrieves more from semantically related classes than {BASELINE} ({d})", _cell(m, d),
-                    _cell(BASELINE, d), metric="related classes") for m in CURVE_ROWS[1:]]
-    return Table(PAPER, "Fig. 3", rows, semantic_config, seeds=SEEDS, scores=scores, claims=claims, params=False,
-                 columns=[d])
+
+def semantic_columns() -> list[str]:
+    return [SOURCE_NAMES[SEMANTIC["source"]]]
+
+
+def semantic_scores(result: dict, row: Row, profile: str = "quick") -> dict:
+    """Fig. 3's cells of a record: the shares of :func:`semantic_shares` under the ``judge`` guidance's language
+    similarities (read once per profile and results folder)."""
+    from umlkit._paths import results_root
+    counts = result["neighbour_classes"]
+    sim = _judge(SEMANTIC["source"], SEMANTIC["judge"], profile, str(results_root(profile)))
+    rel = related_classes(counts, sim, SEMANTIC["related"])
+    return {(SOURCE_NAMES[SEMANTIC["source"]], m): v for m, v in semantic_shares(counts, rel).items()}
+
+
+@lru_cache(maxsize=4)
+def _judge(source: str, guidance: str, profile: str, results: str):
+    return class_similarity(source, guidance, profile)
+
+
+def semantic_table(profile: str = "quick") -> Table:
+    return table_of("Fig. 3", profile)
 
 
 def TABLES(profile: str = "quick") -> dict[str, Table]:  # noqa: N802 - same signature as the other papers
-    """The language-guidance tables: Table 1 (the state of the art: quoted, no rows run), Tables 2 / S1, the ablation
-    tables, Fig. S1 and, beyond the paper, the controls and the unified setting."""
-    return {"Table 2": table("Table 2"), "Table S1": table("Table S1"),
-            **{n: ablation_table(n, profile) for n in ABLATIONS}, "Fig. S1": convergence_table(profile),
-            "Fig. 3": semantic_table(profile), "Unified setting": unified_table(profile)}
+    """The language-guidance tables as tables.yaml declares them: Table 1 (the state of the art: quoted, no rows
+    run), Tables 2 / S1, the ablation tables, Fig. S1, Fig. 3 and, beyond the paper, the controls and the unified
+    setting."""
+    return build_tables(PAPER, sys.modules[__name__], DECLARED, profile)
+
+
+def table_of(name: str, profile: str = "quick") -> Table:
+    return build_tables(PAPER, sys.modules[__name__], DECLARED, profile, names=[name])[name]
 
 
 def table_jobs(profile: str = "quick", seeds=SEEDS) -> list[tuple[str, str, dict]]:
@@ -410,24 +415,17 @@ def table_jobs(profile: str = "quick", seeds=SEEDS) -> list[tuple[str, str, dict
     return jobs
 
 
-def job_list(name: str, profile: str = "quick") -> list[tuple]:
-    """A named job list for ``umlkit records train language_guidance NAME``: ``omega_sweep``, ``tables``,
-    ``semantic`` (Fig. 3), ``unified_sweep`` or ``unified`` (the unified setting, beyond the paper). A job is (record folder, label, key)
-    for the default runner (``train_analysis``), or (folder, label, key, runner)."""
-    if name == "omega_sweep":
-        return omega_jobs(profile)
-    if name == "tables":
-        return table_jobs(profile)
-    if name == "unified_sweep":
-        return unified_sweep_jobs(profile)
-    if name == "semantic":
-        spec = semantic_table(profile)
-        return [("fig3", f"{r.label}-seed{s}", spec.config(r, s, profile)) for s in SEEDS for r in spec.rows]
-    if name == "unified":
-        spec = unified_table(profile)
-        return [("unified", f"{r.label}-seed{s}", spec.config(r, s, profile), r.runner) for s in SEEDS for r in spec.rows]
-    raise KeyError(f"unknown language-guidance job list {name!r}; choose omega_sweep, tables, semantic, unified_sweep "
-                   f"or unified")
+def semantic_jobs(profile: str = "quick") -> list[tuple]:
+    """Fig. 3's runs (Table 2's Multi-Similarity runs with the neighbour counts added to their analysis)."""
+    spec = semantic_table(profile)
+    return [("fig3", f"{r.label}-seed{s}", spec.config(r, s, profile)) for s in SEEDS for r in spec.rows]
+
+
+def unified_jobs(profile: str = "quick") -> list[tuple]:
+    """The unified setting's runs (beyond the paper), each with its runner."""
+    spec = unified_table(profile)
+    return [("unified", f"{r.label}-seed{s}", spec.config(r, s, profile), r.runner)
+            for s in SEEDS for r in spec.rows]
 
 
 # ------------------------------------------------------------------------------------------------ unified setting
@@ -488,22 +486,29 @@ def unified_sweep_jobs(profile: str = "quick", seed: int = 0) -> list[tuple[str,
     return jobs
 
 
+def unified_table_rows(profile: str = "quick") -> list[Row]:
+    """The unified setting's rows: PUMA and unified full fine-tuning, and each with a guidance once the unified
+    sweep's omega for it is configured."""
+    chosen = lg_config()["unified"]["omega"].get(profile) or {}
+    return [Row(method=_unified_label(m, g), spec={"method": m, "guidance": g}, runner="train", group=m,
+                label=f"unified-{_unified_label(m, g).replace(' + ', '+').replace(' ', '_')}")
+            for m, g in unified_rows() if g is None or f"{m} + {g}" in chosen]
+
+
+def unified_key(row: Row, seed: int, profile: str = "quick", overrides=()) -> dict:
+    return unified_config(profile, method=row.spec["method"], guidance=row.spec["guidance"], seed=seed)
+
+
+def unified_env() -> dict:
+    return {"pairs": [{"m": m, "g": g} for m, g in unified_rows() if g is not None]}
+
+
+def unified_columns() -> list[str]:
+    from umlkit.data.unified import PUMA_ORDER
+    return [SOURCE_NAMES[s] for s in PUMA_ORDER] + ["Unified", "Harmonic"]
+
+
 def unified_table(profile: str = "quick") -> Table:
     """Beyond the paper: PUMA and unified full fine-tuning with and without ELG / PLG over the eight sources
-    (per-source R@1, Unified and Harmonic), with the claims that guidance raises Unified and Harmonic R@1. A guided
-    row is part of the table once the unified sweep's omega for it is configured."""
-    from umlkit.data.unified import PUMA_ORDER
-    chosen = lg_config()["unified"]["omega"].get(profile) or {}
-    rows = [Row(method=_unified_label(m, g), spec={"method": m, "guidance": g}, runner="train", group=m,
-                label=f"unified-{_unified_label(m, g).replace(' + ', '+').replace(' ', '_')}")
-            for m, g in unified_rows() if g is None or f"{m} + {g}" in chosen]   # a guided row joins once its
-                                                                                 # omega is chosen
-
-    def config(row: Row, seed: int, profile: str = "quick", overrides=()) -> dict:
-        return unified_config(profile, method=row.spec["method"], guidance=row.spec["guidance"], seed=seed)
-    claims = [Claim(f"{m} + {g} beats {m} in the unified setting ({d})",
-                    {"section": "", "method": f"{m} + {g}", "setting": "", "dataset": d},
-                    {"section": "", "method": m, "setting": "", "dataset": d})
-              for m, g in unified_rows() if g is not None for d in ("Unified", "Harmonic")]
-    return Table(PAPER, "Unified setting", rows, config, seeds=SEEDS, claims=claims, params=False,
-                 columns=[SOURCE_NAMES[s] for s in PUMA_ORDER] + ["Unified", "Harmonic"])
+    (per-source R@1, Unified and Harmonic), with the claims that guidance raises Unified and Harmonic R@1."""
+    return table_of("Unified setting", profile)

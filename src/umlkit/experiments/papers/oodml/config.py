@@ -67,16 +67,14 @@ def sweep_jobs(profile: str = "quick", grid=None, methods=None, seed: int = 0,
             for m in (methods or methods_config()["methods"]) for lr in (grid or lr_grid(m, source))]
 
 
-def job_list(name: str, profile: str = "quick") -> list[tuple[str, str, dict]]:
-    """A named job list: ``lr_sweep`` (CUB-like validation split), ``lr_sweep_cars`` / ``lr_sweep_sop`` (the same
-    protocol on the other sources' validation splits) or ``tables`` (every training run of Tables S4-S8)."""
-    if name == "lr_sweep":
-        return sweep_jobs(profile)
-    if name.startswith("lr_sweep_") and name.removeprefix("lr_sweep_") in SOURCES:
-        return sweep_jobs(profile, source=name.removeprefix("lr_sweep_"))
-    if name == "tables":
-        return table_jobs(profile)
-    raise KeyError(f"unknown ooDML job list {name!r}; choose lr_sweep, lr_sweep_cars, lr_sweep_sop or tables")
+def cars_sweep_jobs(profile: str = "quick") -> list[tuple]:
+    """The tuning protocol on the Cars-like source's validation split."""
+    return sweep_jobs(profile, source="cars")
+
+
+def sop_sweep_jobs(profile: str = "quick") -> list[tuple]:
+    """The tuning protocol on the SOP-like source's validation split."""
+    return sweep_jobs(profile, source="sop")
 
 
 # ------------------------------------------------------------------------------------------------ tables

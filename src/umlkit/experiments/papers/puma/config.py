@@ -370,21 +370,12 @@ def claim_tables(profile: str = "quick") -> dict[str, Table]:
     return out
 
 
-def job_list(name: str, profile: str = "quick") -> list[tuple]:
-    """A named job list for ``umlkit records train puma NAME``: ``tuning`` (the second pass's sweep),
-    ``few_shot_tuning`` (the few-shot rates), ``few_shot`` (the few-shot table, 3 seeds), ``tables`` (Tables 2-5
-    in the profile's current stage), ``second_tables`` (quick: the second pass's Tables 2-5 whatever the current
-    stage, to train them before methods.yaml switches) and ``budget`` (PUMA and full fine-tuning at 15 and 45
-    epochs)."""
-    lists = {"tuning": sweep_jobs, "few_shot_tuning": few_shot_tuning_jobs, "few_shot": few_shot_jobs,
-             "tables": table_jobs, "second_tables": _second_table_jobs,
-             "budget": lambda p: table_jobs(p, {"Budget": BUDGET()})}
-    if name not in lists:
-        raise KeyError(f"unknown PUMA job list {name!r}; choose one of {', '.join(lists)}")
-    return lists[name](profile)
+def budget_jobs(profile: str = "quick") -> list[tuple]:
+    """PUMA and full fine-tuning at 15 and 45 epochs (the Budget table's runs)."""
+    return table_jobs(profile, {"Budget": BUDGET()})
 
 
-def _second_table_jobs(profile: str) -> list[tuple]:
+def second_table_jobs(profile: str) -> list[tuple]:
     if profile != "quick":
         raise ValueError("the second pass is the quick profile's; the full profile's tables are job list 'tables'")
     return table_jobs(profile, build_tables("second"))

@@ -3,8 +3,6 @@
 registers it and gives both modules one namespace."""
 from __future__ import annotations
 
-from functools import partial
-
 from umlkit.experiments.papers._namespace import chapter_attribute
 from umlkit.experiments.papers.regime import config, edition2
 from umlkit.experiments.registry import Paper, register_paper
@@ -15,11 +13,11 @@ def claim_tables(profile: str = "quick") -> dict:
     return {**config.claim_tables(profile), **({edition2.TABLE_NAME: edition2.MAP2()} if profile == "quick" else {})}
 
 
-ENTRY = register_paper(Paper(name="regime", title="Regime map (this book, on PUMA's configuration)", claim_tables=claim_tables,
-              records="puma", chapters=("regime_map",), own=True,
-              headline="combinations, k=all: PUMA beats full fine-tuning (Harmonic R@1)",
-              job_lists={"map": partial(config.job_list, "map"), "map2": partial(edition2.job_list, "map2"),
-                         "map2-tuning": partial(edition2.job_list, "map2-tuning")}))
+ENTRY = register_paper(Paper(
+    name="regime", title="Regime map (this book, on PUMA's configuration)", claim_tables=claim_tables,
+    records="puma", chapters=("regime_map",), own=True,
+    headline="combinations, k=all: PUMA beats full fine-tuning (Harmonic R@1)",
+    job_lists={"map": config.map_jobs, "map2": edition2.map2_jobs, "map2-tuning": edition2.tuning_jobs}))
 
 
 def __getattr__(name: str):

@@ -31,17 +31,14 @@ regime map``. Quick profile only: the full profile's data have no generator attr
 from __future__ import annotations
 
 import copy
-import json
 import sys
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
-from umlkit._paths import repo_folder
-from umlkit.experiments import unified_recipe
+from umlkit.experiments import paper_configs, unified_recipe
 from umlkit.experiments.declarations import load_declarations
 from umlkit.experiments.table_builder import build_tables
 from umlkit.experiments.tables import Row, Table
@@ -53,14 +50,13 @@ PROBE_METRIC = DECLARED["probe_metric"]
 
 
 def config_dir():
-    return repo_folder("configs", "regime", what="the regime map's configuration")
+    return paper_configs.config_dir("regime")
 
 
-@lru_cache(maxsize=1)
 def settings() -> dict:
     """``configs/regime/regime.yaml`` (shots, seeds, methods, datasets, shifts, attributes, levels, held-out values,
     margins, probes)."""
-    return yaml.safe_load((config_dir() / "regime.yaml").read_text())
+    return paper_configs.read_yaml("regime", "regime.yaml")
 
 
 # ------------------------------------------------------------------------------------------------ splits
@@ -71,14 +67,14 @@ def make_splits(root=None) -> dict:
     order (each split's training classes, then its test classes)."""
     from umlkit.data import ensure_mini, load_dataset
     from umlkit.data.datasets import MINI_MANIFEST
-    from umlkit.data.mini import class_attributes
+    from umlkit.data.mini import class_attributes, read_manifest
     from umlkit.experiments.splits import attribute_split
     c = settings()
     root = Path(root or ensure_mini())
     manifest = root / MINI_MANIFEST
-    if not manifest.is_file():
+    info = read_manifest(root)
+    if info is None:
         raise FileNotFoundError(f"{root} has no {MINI_MANIFEST}: make_splits needs a UML-Mini tree (its seed)")
-    info = json.loads(manifest.read_text())
     if info.get("variant", "default") != "default":
         raise ValueError(f"{manifest}: the regime map splits the default UML-Mini, this tree is {info.get('variant')}")
     seed = int(info["seed"])
@@ -104,22 +100,14 @@ def _splits_path():
 def write_splits(root=None) -> str:
     """Generate the shifted splits and write ``configs/regime/splits_quick.json`` (atomically); returns the path.
     A file already there is replaced only by an identical one: the committed splits define the map's records."""
-    from umlkit.results import atomic_write
-    text = json.dumps(make_splits(root), indent=1, sort_keys=True, default=int) + "\n"
-    path = _splits_path()
-    if path.exists() and path.read_text() != text:
-        raise FileExistsError(f"{path} holds other splits than the ones generated now; the map's records depend on "
-                              "it. Move it away first if the change is intended.")
-    atomic_write(path, text)
-    return str(path)
+    from umlkit.experiments.splits import write_split_file
+    return str(write_split_file(_splits_path(), make_splits(root), "the map's records"))
 
 
 @lru_cache(maxsize=1)
 def load_splits() -> dict:
-    path = _splits_path()
-    if not path.exists():
-        raise FileNotFoundError(f"{path} is missing: run umlkit.experiments.papers.regime.write_splits() once")
-    return json.loads(path.read_text())
+    from umlkit.experiments.splits import read_split_file
+    return read_split_file(_splits_path(), "umlkit.experiments.papers.regime.write_splits()")
 
 
 def split_of(shift: str) -> dict:
@@ -223,11 +211,9 @@ def table_claims(cmp: pd.DataFrame) -> pd.DataFrame:
     return _claims_of(MAP(), cmp)
 
 
-def job_list(name: str, profile: str = "quick") -> list[tuple]:
-    """``map``: every run of the map, seed-major (``umlkit records train regime map``)."""
+def map_jobs(profile: str = "quick") -> list[tuple]:
+    """Every run of the map, seed-major (``umlkit records train regime map``)."""
     from umlkit.experiments.tables import distinct_jobs
-    if name != "map":
-        raise KeyError(f"unknown regime job list {name!r}; choose map")
     return distinct_jobs({TABLE_NAME: MAP()}, profile)
 
 

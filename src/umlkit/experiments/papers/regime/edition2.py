@@ -30,9 +30,8 @@ import sys
 from functools import lru_cache
 
 import pandas as pd
-import yaml
 
-from umlkit.experiments import unified_recipe
+from umlkit.experiments import paper_configs, unified_recipe
 from umlkit.experiments.papers.regime import config as first
 from umlkit.experiments.table_builder import build_tables
 from umlkit.experiments.tables import Row, Table
@@ -47,7 +46,7 @@ TUNING_FOLDER = "regime map 2 tuning"
 @lru_cache(maxsize=1)
 def settings() -> dict:
     """``configs/regime/edition2.yaml``: methods, backbones, axes, shortcut, tuning and chosen rates."""
-    return yaml.safe_load((first.config_dir() / "edition2.yaml").read_text())
+    return paper_configs.read_yaml("regime", "edition2.yaml")
 
 
 def cells() -> list[dict]:
@@ -216,16 +215,12 @@ def tuning_frame(profile: str = "quick", train: bool = False) -> pd.DataFrame:
     return mark_choice(out, "unit", f"val {settings()['tuning']['select_on']}")
 
 
-def job_list(name: str, profile: str = "quick") -> list[tuple]:
-    """``map2``: every run of the second edition, seed-major; ``map2-tuning``: its tuning runs."""
+def map2_jobs(profile: str = "quick") -> list[tuple]:
+    """Every run of the second edition whose backbone and rate are ready, seed-major."""
     from dataclasses import replace
 
     from umlkit.experiments.tables import distinct_jobs
     from umlkit.experiments.tuning import NotTuned
-    if name == "map2-tuning":
-        return tuning_jobs(profile)
-    if name != "map2":
-        raise KeyError(f"unknown regime job list {name!r}; choose map, map2 or map2-tuning")
     table, ready = MAP2(), []
     for row in table.rows:   # a row waits for its backbone's pretraining and its rate's tuning runs
         if not backbone_ready(row.spec["cell"]["backbone"]):

@@ -28,20 +28,20 @@ ICLR 2024): configurations, the tuning protocol, tables and claims as data for t
 from __future__ import annotations
 
 import copy
-import json
 import sys
 from functools import lru_cache
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from umlkit.experiments import class_splits
 from umlkit.experiments.declarations import load_declarations
+from umlkit.experiments.paper_configs import base_config, read_yaml
 from umlkit.experiments.runners import SOURCE_NAMES
 from umlkit.experiments.table_builder import build_tables
 from umlkit.experiments.tables import Row, Table
 from umlkit.experiments.tuning import chosen
+from umlkit.results import load_json
 
 PAPER = "vptsp"
 DECLARED = load_declarations(__file__)   # tables.yaml: the paper's rows, claims and reasons
@@ -51,22 +51,13 @@ SEEDS = (0, 1, 2)
 METRICS = ["R@1", "MAP@R"]
 
 
-def _config_dir() -> Path:
-    from umlkit._paths import repo_folder
-    return repo_folder("configs", "vptsp", what="the VPTSP experiments")
-
-
-@lru_cache(maxsize=1)
 def methods_config() -> dict:
     """``configs/vptsp/methods.yaml``, parsed once per process."""
-    from umlkit.train.config import coerce_numbers
-    return coerce_numbers(yaml.safe_load((_config_dir() / "methods.yaml").read_text()))
+    return read_yaml("vptsp", "methods.yaml", numbers=True)
 
 
-@lru_cache(maxsize=4)
 def _base_config(profile: str) -> dict:
-    from umlkit.train.config import load_config
-    return load_config(_config_dir() / "vptsp.yaml", profile)
+    return base_config("vptsp", "vptsp.yaml", profile)
 
 
 def _row_block(row: str) -> dict:
@@ -400,7 +391,7 @@ def table10_measured(path: str | Path) -> tuple[pd.DataFrame, dict]:
     path = Path(path)
     if not path.is_file():
         return pd.DataFrame(), {}
-    raw = json.loads(path.read_text())
+    raw = load_json(path, "a step-time benchmark file (benchmarks/bench_vptsp_step.py)")
     return table10_lines(raw["results"], str(path)), {k: v for k, v in raw.items() if k != "results"}
 
 
@@ -426,15 +417,3 @@ def table_jobs(profile: str = "quick", seeds=SEEDS, tables=None) -> list[tuple]:
     from umlkit.experiments.tables import distinct_jobs
     specs = {n: t for n, t in TABLES(profile).items() if tables is None or n in tables}
     return distinct_jobs(specs, profile, seeds)
-
-
-def job_list(name: str, profile: str = "quick") -> list[tuple[str, str, dict]]:
-    """A named job list: ``lr_sweep`` (the tuning protocol, every source) or ``tables`` (every run of Tables 1, 2, 4-8,
-    Fig. 3, the rate transfer and the diagnosis)."""
-    if name == "lr_sweep":
-        return sweep_jobs(profile)
-    if name == "table8_tuning":
-        return table8_sweep_jobs(profile)
-    if name == "tables":
-        return table_jobs(profile)
-    raise KeyError(f"unknown VPTSP job list {name!r}; choose lr_sweep, table8_tuning or tables")

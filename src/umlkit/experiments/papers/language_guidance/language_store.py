@@ -17,25 +17,16 @@ training classes of the unified recipe's eight sources (:mod:`umlkit.experiments
 """
 from __future__ import annotations
 
-from functools import lru_cache
 from pathlib import Path
 
-import yaml
-
 from umlkit.experiments import source_recipe, unified_recipe
+from umlkit.experiments.paper_configs import read_yaml
 from umlkit.experiments.records import MissingSideFile, is_read_only
 
 
-def _config_dir() -> Path:
-    from umlkit._paths import repo_folder
-    return repo_folder("configs", "language_guidance", what="the language-guidance experiments")
-
-
-@lru_cache(maxsize=1)
 def lg_config() -> dict:
     """``configs/language_guidance/language_guidance.yaml``, parsed once per process."""
-    from umlkit.train.config import coerce_numbers
-    return coerce_numbers(yaml.safe_load((_config_dir() / "language_guidance.yaml").read_text()))
+    return read_yaml("language_guidance", "language_guidance.yaml", numbers=True)
 
 
 # what a guidance's language rows come from: per class (class names, pseudolabels averaged over a class's images,
@@ -393,3 +384,18 @@ def _attribute_file(source: str, profile: str, kind: str, shuffle_seed) -> dict:
     path = results_root(profile) / "language" / f"{source}-{kind}{tail}-{digest[:12]}.npz"
     made = language.embeddings_file(rows, np.round(emb, 5), path)
     return {"file": _key_path(made["file"], profile), "sha256": made["sha256"]}
+
+
+def class_similarity(source: str, guidance: str = "ELG", profile: str = "quick") -> "pd.DataFrame":  # noqa: F821
+    """Cosine similarity of every class row of ``source``'s language file for ``guidance`` (PLG: averaged over the
+    pseudolabel slots), indexed by row name ("cub#017")."""
+    import numpy as np
+    import pandas as pd
+
+    from umlkit._paths import results_root
+    ref = language_ref(source, guidance, profile)
+    with np.load(results_root(profile) / "language" / Path(ref["file"]).name, allow_pickle=False) as f:
+        names, emb = [str(x) for x in f["class_names"]], np.array(f["embeddings"], dtype=np.float64)
+    e = emb[:, None, :] if emb.ndim == 2 else emb
+    e = e / np.linalg.norm(e, axis=-1, keepdims=True)
+    return pd.DataFrame(np.einsum("ikd,jkd->ijk", e, e).mean(-1), index=names, columns=names)
