@@ -1,3 +1,4 @@
+# size: the parsers of every command with thin handlers; one file keeps the command tree readable
 """The ``umlkit`` command line: ``umlkit --help`` lists the commands."""
 from __future__ import annotations
 

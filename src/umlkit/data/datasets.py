@@ -1,3 +1,4 @@
+# size: one loader per real dataset layout (ten layouts) behind one DatasetSpec table
 """Loaders for the nine DML datasets, reading each dataset's **original on-disk format**.
 
 ``load_dataset(name, root, split)`` returns an :class:`ImageListDataset`. Splits are the class-disjoint DML splits

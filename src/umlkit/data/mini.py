@@ -1,3 +1,4 @@
+# size: the one versioned UML-Mini generator (renderer, worlds, attributes, manifest)
 """UML-Mini: eight procedurally generated datasets in the real datasets' on-disk formats (the quick profile).
 
 Written by hand because no library generates DML benchmarks with controlled class-defining vs nuisance

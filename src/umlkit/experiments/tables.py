@@ -28,7 +28,7 @@ import pandas as pd
 
 from umlkit.experiments.more_seeds import looks_of, planned_seeds
 from umlkit.experiments.records import MissingSideFile, cached_record, find_record, normalise_key, read_only
-from umlkit.experiments.tuning import NotTuned
+from umlkit.experiments.tuning import NotTuned, lr_sweep_frame
 from umlkit.experiments.verdicts import (
     ALPHA,
     HOLM_RULE,
@@ -579,33 +579,3 @@ def distinct_jobs(specs: Mapping[str, Table], profile: str = "quick", seeds: Seq
                     seen.add(ident)
                     jobs.append((spec.slug, f"{row.label or row.title}-seed{seed}", key, row.runner))
     return jobs
-
-
-def mark_choice(frame: pd.DataFrame, name: str, score: str) -> pd.DataFrame:
-    """A sweep's selection in place: ``chosen`` marks each ``name`` group's best ``score``, ``interior`` says whether
-    that best lies strictly inside the rates (``lr``) the group tried (None on the other lines)."""
-    best = frame.loc[frame.groupby(name, sort=False)[score].idxmax()]
-    frame["chosen"] = frame.index.isin(best.index)
-    grid = frame.groupby(name, sort=False)["lr"].agg(["min", "max"])
-    frame["interior"] = [bool(grid.loc[r, "min"] < lr < grid.loc[r, "max"]) if c else None
-                         for r, lr, c in zip(frame[name], frame["lr"], frame["chosen"])]
-    return frame
-
-
-def lr_sweep_frame(paper: str, jobs, profile: str = "quick", train: bool = False, *, name: str = "method",
-                   metrics: Sequence[str] = ("R@1", "MAP@R"), dataset: str = "CUB", select_on: str = "MAP@R",
-                   runner: str = "train_analysis") -> pd.DataFrame:
-    """A learning-rate sweep's validation scores from its records: one line per job ``(folder, "<row>-lr<x>-...",
-    key)`` with the row (column ``name``), ``lr``, ``val <metric>`` on ``dataset`` and the record's seconds;
-    ``chosen`` marks each row's best by ``val <select_on>`` and ``interior`` says whether that best lies strictly
-    inside the rates the row tried (None on the other lines). Missing records are skipped unless ``train``."""
-    lines = []
-    for table, label, key in jobs:
-        if not train and find_record(normalise_key(key), profile) is None:
-            continue
-        rec = cached_record(paper, table, label, key, runner, profile, log=None)
-        lines.append({name: label.rsplit("-lr", 1)[0], "lr": key["config"]["optimizer"]["lr"],
-                      **{f"val {m}": v[dataset] for m, v in rec["result"]["test"].items() if m in metrics},
-                      "seconds": rec["seconds"]})
-    out = pd.DataFrame(lines)
-    return out if out.empty else mark_choice(out, name, f"val {select_on}")

@@ -5,14 +5,19 @@ Each paper keeps its choices as nested mappings in ``configs/<paper>/*.yaml`` (e
 per-profile default). :func:`chosen` walks the candidate key paths in order - the most specific first, the
 fallbacks after - and returns the first number found; when none is there it raises one error that names the file,
 every path it tried and the sweep that makes the value. Written by hand: it is a lookup in this project's own
-configuration layout. The sweeps themselves (which grid, on which validation classes, interior or not) are each
-paper's (``lr_sweep_frame``, ``mark_choice`` in :mod:`umlkit.experiments.tables`).
+configuration layout. A sweep's validation scores are read back from its records by :func:`lr_sweep_frame`, and
+:func:`mark_choice` marks each row's best and whether it lies inside the grid (which grid, on which validation
+classes, is each paper's).
 """
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-__all__ = ["chosen", "NotTuned"]
+import pandas as pd
+
+from umlkit.experiments.records import cached_record, find_record, normalise_key
+
+__all__ = ["chosen", "NotTuned", "mark_choice", "lr_sweep_frame"]
 
 
 class NotTuned(KeyError):
@@ -37,3 +42,33 @@ def chosen(block: Mapping | None, paths: Sequence[Sequence[str]], *, file: str, 
             return float(node)
     tried = " or ".join(".".join(map(str, p)) for p in paths) or "(no path)"
     raise NotTuned(f"{file} has no {what} (looked for {tried}): {sweep}")
+
+
+def mark_choice(frame: pd.DataFrame, name: str, score: str) -> pd.DataFrame:
+    """A sweep's selection in place: ``chosen`` marks each ``name`` group's best ``score``, ``interior`` says whether
+    that best lies strictly inside the rates (``lr``) the group tried (None on the other lines)."""
+    best = frame.loc[frame.groupby(name, sort=False)[score].idxmax()]
+    frame["chosen"] = frame.index.isin(best.index)
+    grid = frame.groupby(name, sort=False)["lr"].agg(["min", "max"])
+    frame["interior"] = [bool(grid.loc[r, "min"] < lr < grid.loc[r, "max"]) if c else None
+                         for r, lr, c in zip(frame[name], frame["lr"], frame["chosen"])]
+    return frame
+
+
+def lr_sweep_frame(paper: str, jobs, profile: str = "quick", train: bool = False, *, name: str = "method",
+                   metrics: Sequence[str] = ("R@1", "MAP@R"), dataset: str = "CUB", select_on: str = "MAP@R",
+                   runner: str = "train_analysis") -> pd.DataFrame:
+    """A learning-rate sweep's validation scores from its records: one line per job ``(folder, "<row>-lr<x>-...",
+    key)`` with the row (column ``name``), ``lr``, ``val <metric>`` on ``dataset`` and the record's seconds;
+    ``chosen`` marks each row's best by ``val <select_on>`` and ``interior`` says whether that best lies strictly
+    inside the rates the row tried (None on the other lines). Missing records are skipped unless ``train``."""
+    lines = []
+    for table, label, key in jobs:
+        if not train and find_record(normalise_key(key), profile) is None:
+            continue
+        rec = cached_record(paper, table, label, key, runner, profile, log=None)
+        lines.append({name: label.rsplit("-lr", 1)[0], "lr": key["config"]["optimizer"]["lr"],
+                      **{f"val {m}": v[dataset] for m, v in rec["result"]["test"].items() if m in metrics},
+                      "seconds": rec["seconds"]})
+    out = pd.DataFrame(lines)
+    return out if out.empty else mark_choice(out, name, f"val {select_on}")

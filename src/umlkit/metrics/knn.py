@@ -1,3 +1,4 @@
+# size: one exact k-NN search in three kernels with threads and blocks; its parts share internals
 """Exact cosine k-nearest-neighbour search on CPU, with a bf16 (or int8) candidate pass and an fp32 re-rank.
 
 Why written here and not taken from faiss or pytorch-metric-learning: both search in fp32 (faiss

@@ -1,3 +1,4 @@
+# size: the training loop with checkpoints, resumption, DDP and evaluation, which share one state
 """``fit(config)``: a config in, a trained and evaluated model out (every chapter trains through this).
 
 What it follows from the papers' code (implementation_notes.md): per-group learning-rate multipliers (PUMA

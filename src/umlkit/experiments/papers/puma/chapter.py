@@ -1,3 +1,4 @@
+# size: the facts and views of PUMA's two chapters, logic the notebooks would otherwise carry
 """PUMA's chapters (``book/puma.ipynb``, ``book/puma_ablations.ipynb``): the facts their prose glues and the views
 their tables and figures show - per-table facts, tuning curves and convergence, the few-shot and budget curves, the
 cross-source matrix, Figure 3's prompt weights, source bias against training-set size - all read from records.
