@@ -33,6 +33,7 @@ TEST_WORKERS ?= 2
 PYTEST = $(if $(filter 0,$(TEST_WORKERS)),$(PY) -m pytest,OMP_NUM_THREADS=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile)
 
 test: $(STAMP)
+	$(VENV)/bin/ruff check .
 	$(PYTEST) tests book --nbval-lax --nbval-current-env -p no:cacheprovider -m "not recompute and not heavy"
 
 # the tests without the `slow` marker (torchrun, kill-and-resume, ...): 4.4 min on 2 cores (2026-11-26)

@@ -68,8 +68,9 @@ def _paper_packages() -> list[Path]:
 
 
 # the packages that hold a module beyond the fixed shape, and why (the regime map's second edition is a second
-# table of the book's own experiment; it shares the first edition's splits, probes and scores)
-EXTRA_MODULES = {"regime": {"edition2.py"}}
+# table of the book's own experiment; it shares the first edition's splits, probes and scores; language guidance's
+# language files are its alone)
+EXTRA_MODULES = {"regime": {"edition2.py"}, "language_guidance": {"language_store.py"}}
 
 
 def test_every_paper_is_a_package_of_the_fixed_shape():
@@ -184,4 +185,51 @@ def test_only_a_packages_namespace_reaches_its_chapter_module():
            for m in _imports(p) if m.endswith(".chapter") and ".papers." in m]
     bad += [f"{p.relative_to(SRC)} imports {m}" for pkg in _paper_packages() for p in [pkg / "config.py"]
             for m in _imports(p) if m.endswith(".chapter")]
+    assert not bad, bad
+
+
+READS = {"open", "read_text", "read_bytes", "load", "loads", "safe_load", "read_csv", "read_json", "load_json"}
+
+
+def _config_calls(path: Path) -> list[str]:
+    """Names of the calls in a config.py that build a table or a claim, or read a file."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            if name in {"Claim", "Table"} | READS:
+                out.append(f"{path.name}:{node.lineno} {name}(")
+    return out
+
+
+def test_a_papers_config_builds_no_table_or_claim_and_reads_no_file():
+    """Tables and claims are declared in tables.yaml and built by umlkit.experiments.table_builder; files are read by
+    the shared services (paper_configs, splits, results). config.py keeps the genuine logic: row builders, record
+    keys, scores."""
+    bad = [c for pkg in _paper_packages() for c in _config_calls(pkg / "config.py")]
+    assert not bad, bad
+
+
+def test_the_config_check_sees_a_table_a_claim_and_a_read(tmp_path):
+    f = tmp_path / "config.py"
+    f.write_text("x = Table(1)\ny = Claim('a')\nz = json.loads(p.read_text())\n")
+    assert sorted(c.split(" ")[1] for c in _config_calls(f)) == ["Claim(", "Table(", "loads(", "read_text("]
+
+
+def test_no_private_name_is_imported_across_modules():
+    """A name another module needs is public (no ``from umlkit.x import _name`` in src/)."""
+    bad = []
+    for path in sorted(SRC.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("umlkit"):
+                bad += [f"{path.relative_to(SRC)}: {node.module}.{a.name}" for a in node.names
+                        if a.name.startswith("_") and not a.name.startswith("__")]
+    assert not bad, bad
+
+
+def test_a_long_module_says_why_at_its_top():
+    """No file in src/ over 600 lines without a one-line reason ("# size: ...") as its first line."""
+    bad = [f"{p.relative_to(SRC)} ({n} lines)" for p in sorted(SRC.rglob("*.py"))
+           if (n := len(p.read_text().splitlines())) > 600 and not p.read_text().startswith("# size: ")]
     assert not bad, bad

@@ -16,7 +16,8 @@ import pandas as pd
 
 from umlkit._paths import results_root
 
-__all__ = ["config_hash", "file_sha256", "save_table", "load_table", "atomic_write", "load_json"]
+__all__ = ["config_hash", "file_sha256", "save_table", "load_table", "atomic_write", "load_json",
+           "load_benchmark"]
 
 
 def config_hash(config: dict) -> str:
@@ -108,3 +109,16 @@ def load_json(path: str | Path, what: str = "a JSON file"):
         return json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ValueError(f"{path}: not readable as {what} ({err})") from None
+
+
+def load_benchmark(path: str | Path, what: str = "a benchmark file") -> tuple[list, dict]:
+    """A benchmark's results file (``benchmarks/*.py`` write ``{"results": [...], <header>...}``): its result lines
+    and its header (machine, versions, ...); ``([], {})`` when the file does not exist, an error naming it when it is
+    not such a file."""
+    path = Path(path)
+    if not path.is_file():
+        return [], {}
+    raw = load_json(path, what)
+    if not isinstance(raw, dict) or not isinstance(raw.get("results"), list):
+        raise ValueError(f"{path}: expected {what}: a JSON object with a 'results' list")
+    return raw["results"], {k: v for k, v in raw.items() if k != "results"}

@@ -15,13 +15,24 @@ def _run_folder(path, *files):
     return path
 
 
-def test_new_empty_and_unfinished_run_folders_are_accepted(tmp_path):
-    _check_run_dir(tmp_path / "new", resume=False)
+def _tree(path):
+    return {p.relative_to(path).as_posix(): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def test_new_empty_and_unfinished_run_folders_are_accepted_and_left_as_they_are(tmp_path):
+    assert _check_run_dir(tmp_path / "new", resume=False) is None
+    assert not (tmp_path / "new").exists()   # the check creates nothing
     (tmp_path / "empty").mkdir()
-    _check_run_dir(tmp_path / "empty", resume=False)
+    assert _check_run_dir(tmp_path / "empty", resume=False) is None
     # a run that wrote its config and log but no checkpoint yet (stopped in its first epoch), a leftover temp file
     started = _run_folder(tmp_path / "started", "log.jsonl", ".latest.pt.tmp")
-    _check_run_dir(started, resume=False)
+    before = _tree(tmp_path)
+    assert _check_run_dir(started, resume=False) is None
+    assert _tree(tmp_path) == before and list((tmp_path / "empty").iterdir()) == []
+    # the same folder with a checkpoint is refused: the acceptance above is the absence of a finished run
+    (started / "latest.pt").write_bytes(b"ckpt")
+    with pytest.raises(FileExistsError, match="already holds a run"):
+        _check_run_dir(started, resume=False)
 
 
 def test_a_finished_run_is_resumed_not_overwritten(tmp_path):

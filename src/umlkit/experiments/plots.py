@@ -113,7 +113,8 @@ def plot_fid_progression(splits: dict, sources: Sequence[str], names: dict[str, 
         n_swap = max(it for it, _ in swap)
         removal = [(n_swap + it, f) for kind, it, f, *_ in d["progression"] if kind == "removal"]
         inverse = [(it, f) for _, it, f, *_ in d.get("inverse", [])]
-        for pts, label, style, color in ((inverse, "inverse swapping", ":", "tab:green"), (swap, "swapping", "-", "tab:blue"),
+        for pts, label, style, color in ((inverse, "inverse swapping", ":", "tab:green"),
+                                         (swap, "swapping", "-", "tab:blue"),
                                          (removal, "removal", "--", "tab:orange")):
             if pts:
                 ax.plot(*zip(*pts), style, label=label, color=color)

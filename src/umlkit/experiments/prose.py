@@ -9,7 +9,8 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-__all__ = ["cell", "method_value", "fmt", "gap", "verdict", "glue_facts", "glue_markdown", "number", "verdict_counts", "book_display", "frame_html"]
+__all__ = ["cell", "method_value", "fmt", "gap", "verdict", "glue_facts", "glue_markdown", "number", "verdict_counts",
+           "book_display", "frame_html"]
 
 
 def cell(cmp: pd.DataFrame, row: str, dataset: str, metric: str = "R@1", field: str = "measured",

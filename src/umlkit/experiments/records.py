@@ -91,7 +91,8 @@ def _records_root(profile: str) -> Path:
 
 def record_path(paper: str, table: str, label: str, key: dict, profile: str) -> Path:
     """Where the record of ``key`` lives when ``paper``/``table`` produce it."""
-    return _records_root(profile) / _slug(paper) / _slug(table) / f"{_slug(label)}-{config_hash(normalise_key(key))}.json"
+    return (_records_root(profile) / _slug(paper) / _slug(table)
+            / f"{_slug(label)}-{config_hash(normalise_key(key))}.json")
 
 
 def load_record(path: str | Path) -> dict:

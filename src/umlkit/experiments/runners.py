@@ -330,9 +330,10 @@ def fixed_class_recall(emb, labels, n_classes: int, draws: int = 5, seed: int = 
 @register_runner("train_analysis")
 def train_analysis_run(key: dict) -> dict:
     """``{"config": a resolved configuration, "analysis": {...}}``: one training run (as ``train``), then, with the
-    last epoch's model, on its test split every metric of ``analysis["metrics"]``, R@1 at ``fixed_classes`` test classes, the structure of the
-    train and test embeddings (pi_intra, pi_inter, pi_ratio, spectral decay rho), with ``neighbour_classes: k`` the
-    classes of each test class's k nearest neighbours ({query class key: {class key: count}}), ``few_shot`` adaptation
+    last epoch's model, on its test split every metric of ``analysis["metrics"]``, R@1 at ``fixed_classes`` test
+    classes, the structure of the train and test embeddings (pi_intra, pi_inter, pi_ratio, spectral decay rho), with
+    ``neighbour_classes: k`` the classes of each test class's k nearest neighbours
+    ({query class key: {class key: count}}), ``few_shot`` adaptation
     (:func:`umlkit.train.adapt.few_shot_adaptation` with ``{shots, episodes, iterations, lr_mult}``) and the scores
     on the default test split of every ``transfer`` source. Scores in percent, keyed by the source's paper name.
     ``evaluate: val`` scores the validation classes instead of the test split (the tuning protocol); a test split
@@ -422,7 +423,8 @@ def _extra_analyses(out: dict, ana: dict, cfg: dict, resolved: dict, model, embe
         torch.manual_seed(int(cfg["seed"]))
         out["few_shot"] = few_shot_adaptation(
             model, feat, labels, shots=fs.get("shots", (2, 5)), episodes=int(fs.get("episodes", 10)),
-            lr=float(cfg["optimizer"]["lr"]) * float(fs.get("lr_mult", 10.0)), iterations=int(fs.get("iterations", 1000)),
+            lr=float(cfg["optimizer"]["lr"]) * float(fs.get("lr_mult", 10.0)),
+            iterations=int(fs.get("iterations", 1000)),
             batch_size=int(cfg["data"]["batch_size"]), m=int(cfg["data"]["samples_per_class"]),
             metrics=[m for m in metrics if m != "MAP@R"] or ["R@1"], seed=int(cfg["seed"]))
     if ana.get("transfer"):

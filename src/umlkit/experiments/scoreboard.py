@@ -38,9 +38,9 @@ def _claim_tables(papers, profile: str):
 def scoreboard(profile: str = "quick", papers=None) -> pd.DataFrame:
     """Every declared claim: paper, table, claim, the paper's and the measured values, gap, seeds, seed spread,
     verdict (Holm-adjusted within each paper, :data:`umlkit.experiments.tables.HOLM_RULE`; ``raw verdict`` and
-    ``p`` unadjusted beside it), and whether a record behind it is stale. A claim a cell of which has no stored record (or needs a side
-    file that is not stored) keeps its line with the verdict "missing records" and the cells named in ``missing``;
-    nothing is trained or written."""
+    ``p`` unadjusted beside it), and whether a record behind it is stale. A claim a cell of which has no stored
+    record (or needs a side file that is not stored) keeps its line with the verdict "missing records" and the cells
+    named in ``missing``; nothing is trained or written."""
     frames = []
     for paper, name, spec in _claim_tables(papers, profile):
         if not spec.claims:
@@ -90,8 +90,8 @@ def scoreboard_summary(board: pd.DataFrame, declared: dict[str, int] | None = No
 
 
 def summary_view(summary: pd.DataFrame) -> pd.DataFrame:
-    """:func:`scoreboard_summary` as the Every-claim page shows it: papers by their names ("ooDML", not "oodml"), no axis
-    labels over the counts."""
+    """:func:`scoreboard_summary` as the Every-claim page shows it: papers by their names ("ooDML", not "oodml"), no
+    axis labels over the counts."""
     from umlkit.experiments.registry import papers
     names = {k: p.title.split(" (")[0] for k, p in papers().items()}
     out = summary.rename(index=names)
@@ -211,7 +211,8 @@ def moved_verdicts(board: pd.DataFrame) -> pd.DataFrame:
     moved = board[board["raw verdict"] != board["verdict"]].copy()
     moved["looks"] = moved["looks"].fillna(1).astype(int) if "looks" in moved else 1
     # the raw verdict's p (of its direction), before any doubling for a second look and the cap at 1
-    moved["p"] = np.fmin(moved["p"], moved["p against"]) if "p against" in moved else moved["p decision"] / moved["looks"]
+    moved["p"] = (np.fmin(moved["p"], moved["p against"]) if "p against" in moved
+                  else moved["p decision"] / moved["looks"])
     cols = {"paper": "paper", "table": "table", "claim": "claim", "raw verdict": "raw verdict", "verdict": "verdict",
             "p": "p", "looks": "looks", "p adjusted": "p (Holm)"}
     return moved[list(cols)].rename(columns=cols).reset_index(drop=True)

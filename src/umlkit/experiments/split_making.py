@@ -8,8 +8,9 @@ iterations), and for CUB also swaps the other way for easier splits; Table S1's 
 progression (:func:`umlkit.experiments.splits.select_splits`). :func:`make_splits` does this for the quick world
 (the large UML-Mini, frozen tiny ViT v2) and :func:`write_splits` commits the result as
 ``configs/oodml/splits_quick.json``; :func:`import_published_splits` turns the official ``datasplits/*.pkl`` into
-``<UMLKIT_DATA>/oodml/splits_full.json`` for the full profile (the user's data, the user's folder). :func:`fid_range` measures how much shift each UML-Mini variant allows
-(the UML-Mini chapter). Readers of the committed splits use :mod:`umlkit.experiments.class_splits`.
+``<UMLKIT_DATA>/oodml/splits_full.json`` for the full profile (the user's data, the user's folder). :func:`fid_range`
+measures how much shift each UML-Mini variant allows (the UML-Mini chapter). Readers of the committed splits use
+:mod:`umlkit.experiments.class_splits`.
 """
 from __future__ import annotations
 
@@ -76,7 +77,8 @@ def fid_range_table(roots: dict, sources=("cub", "cars", "sop"), backbone: str =
                          "classes left (train/test)": f"{len(last.train)}/{len(last.test)}"})
             curves[(variant, source)] = [(s.kind, s.iteration, s.fid, len(s.train)) for s in prog]
     table = pd.DataFrame(rows).set_index(["variant", "source"])
-    return table.round({"default FID": 2, "hardest swap FID": 2, "hardest removal FID": 2, "removal / default": 1}), curves
+    return table.round({"default FID": 2, "hardest swap FID": 2, "hardest removal FID": 2,
+                        "removal / default": 1}), curves
 
 
 def fid_range(profile: str = "quick", rerun: bool = False, backbone: str = "vit_tiny_uml_v2",
@@ -98,7 +100,8 @@ def fid_range(profile: str = "quick", rerun: bool = False, backbone: str = "vit_
             pass
     table, curves = fid_range_table({"default": ensure_mini(), "large": ensure_mini(size="large")}, sources,
                                     backbone=backbone)
-    save_table(table.reset_index(), name, profile, {"backbone": backbone, "sources": list(sources), "generator": _world(),
+    save_table(table.reset_index(), name, profile, {"backbone": backbone, "sources": list(sources),
+                                                    "generator": _world(),
                                                     "curves": {"/".join(k): v for k, v in curves.items()}})
     return table, curves
 
@@ -151,7 +154,8 @@ def make_splits(profile: str = "quick", backbone: str = "vit_tiny_uml_v2", sourc
         lay = layout[source]
         prog = fid_progression(means, train, test, swap_iterations=int(lay.get("swap_iterations", 25)),
                                swaps_per_iter=int(lay.get("swaps_per_iter", 2)))
-        easier = swap_progression(means, train, test, iterations=15, history=30, inverse=True)[1:] if lay["easier"] else []
+        easier = (swap_progression(means, train, test, iterations=15, history=30, inverse=True)[1:]
+                  if lay["easier"] else [])
         chosen = select_splits(prog, lay["harder"] + 1, easier=easier, n_easier=lay["easier"])  # [1:]: not the default
         inverse = {id(s) for s in easier}
         f_all = np.concatenate([feats[s][0] for s in ("train", "test")])
@@ -260,16 +264,18 @@ def read_published_splits(pkl_path, source: str, root) -> dict:
         s = raw[sid]
         if not (isinstance(s, dict) and {"train", "test", "fid"} <= set(s)
                 and all(isinstance(s[p], (list, tuple)) and len(s[p]) for p in ("train", "test"))):
-            raise ValueError(f"{pkl_path}: split {sid!r} = {str(s)[:80]}: expected {{train: [class names], test: [class "
-                             f"names], fid: number[, split_val: [...]]}} with non-empty train and test")
+            raise ValueError(f"{pkl_path}: split {sid!r} = {str(s)[:80]}: expected {{train: [class names], "
+                             f"test: [class names], fid: number[, split_val: [...]]}} with non-empty train and test")
         try:
             fid = round(float(s["fid"]), 4)
         except (TypeError, ValueError):
             raise ValueError(f"{pkl_path}: split {sid!r} has fid {s['fid']!r}; expected a number") from None
         entry = {"id": int(sid), "kind": "published", "iteration": 0, "fid": fid,
-                 "default": int(sid) == default, "train": keys(s["train"], sid, "train"), "test": keys(s["test"], sid, "test")}
+                 "default": int(sid) == default, "train": keys(s["train"], sid, "train"),
+                 "test": keys(s["test"], sid, "test")}
         if set(entry["train"]) & set(entry["test"]):
-            raise ValueError(f"{pkl_path}: split {sid!r} trains and tests on {len(set(entry['train']) & set(entry['test']))} "
+            raise ValueError(f"{pkl_path}: split {sid!r} trains and tests on "
+                             f"{len(set(entry['train']) & set(entry['test']))} "
                              f"shared class(es); ooDML's splits are class-disjoint")
         if s.get("split_val"):
             entry["val"] = keys(s["split_val"], sid, "split_val")
@@ -282,8 +288,8 @@ def read_published_splits(pkl_path, source: str, root) -> dict:
 
 
 def import_published_splits(pkl_dir, root, sources=SPLIT_SOURCES, overwrite: bool = False) -> Path:
-    """Write ``<UMLKIT_DATA>/oodml/splits_full.json`` from the official split files in ``pkl_dir`` for the datasets under
-    ``root`` (the full profile's splits; its configurations then refer to them like the quick profile's)."""
+    """Write ``<UMLKIT_DATA>/oodml/splits_full.json`` from the official split files in ``pkl_dir`` for the datasets
+    under ``root`` (the full profile's splits; its configurations then refer to them like the quick profile's)."""
     pkl_dir = Path(pkl_dir)
     missing = [PUBLISHED_FILES[s] for s in sources if not (pkl_dir / PUBLISHED_FILES[s]).is_file()]
     if missing:

@@ -45,8 +45,8 @@ import numpy as np
 
 from umlkit.metrics.distribution import frechet_distance
 
-__all__ = ["write_split_file", "read_split_file", "Split", "swap_progression", "removal_progression", "split_fid", "select_splits", "iid_fid",
-           "attribute_level", "attribute_split", "SHIFT_KINDS"]
+__all__ = ["write_split_file", "read_split_file", "Split", "swap_progression", "removal_progression", "split_fid",
+           "select_splits", "iid_fid", "attribute_level", "attribute_split", "SHIFT_KINDS"]
 
 
 @dataclass

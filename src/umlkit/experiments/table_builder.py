@@ -26,7 +26,8 @@ A function of config.py the declaration names (row builders, claim environments,
 the profile and the caller's ``context`` for the parameters it has of those names (``table``, ``profile``, ...).
 
 A string ``$NAME`` (``$NAME.key.key``) anywhere in a declaration is config.py's attribute ``NAME`` (called without
-arguments when it is a function, e.g. one that reads the paper's configuration; then the keys into it); ``$declared.section.key`` reads the paper's own ``tables.yaml``; ``$$`` escapes a literal ``$``. A claim
+arguments when it is a function, e.g. one that reads the paper's configuration; then the keys into it);
+``$declared.section.key`` reads the paper's own ``tables.yaml``; ``$$`` escapes a literal ``$``. A claim
 group's cells may say ``setting: $paper``: the paper's setting cell of that method in that table
 (``data/paper_tables``), for tables whose methods the paper prints with one setting each.
 

@@ -49,7 +49,8 @@ from umlkit.results import atomic_write
 __all__ = ["Row", "Claim", "Table", "KEYS", "RESULT_COLUMNS", "ALPHA", "MIN_SEEDS", "VERDICTS", "VERDICT_RULE",
            "VERDICT_SUMMARY",
            "claim_test", "is_final", "MISSING", "HOLM_RULE", "holm_adjust", "Floor", "mark_floors", "floor_note",
-           "NOT_COMPARABLE", "FLOOR_NOISE", "floor_noise", "BELOW", "COLLAPSED", "verdict_group", "measure", "lr_sweep_frame", "compare", "results_frame", "save_results", "table_claims",
+           "NOT_COMPARABLE", "FLOOR_NOISE", "floor_noise", "BELOW", "COLLAPSED", "verdict_group", "measure",
+           "lr_sweep_frame", "compare", "results_frame", "save_results", "table_claims",
            "side_by_side", "check_claims", "stale_note", "params_rows", "score_rows", "rank_view", "rank_views"]
 
 KEYS = ["table", "section", "method", "setting", "dataset", "metric"]
@@ -132,7 +133,8 @@ class Table:
 
     @property
     def slug(self) -> str:
-        return "".join(ch for ch in self.table.lower() if ch.isalnum())   # "Table S1" -> "tables1", "Fig. S1" -> "figs1"
+        # "Table S1" -> "tables1", "Fig. S1" -> "figs1"
+        return "".join(ch for ch in self.table.lower() if ch.isalnum())
 
     def seeds_of(self, row: Row, profile: str | None = None) -> tuple[int, ...]:
         """The seeds a row trains with: its own (``spec["seeds"]``), else the table's, or its group's entry when the
@@ -526,7 +528,8 @@ def rank_view(cmp: pd.DataFrame, dataset: str = "Harmonic", metric: str = "R@1",
     if sections is not None:
         sub = sub[sub["section"].str.startswith(tuple(sections))]
     if len(sub) < 2:
-        raise ValueError(f"rank_view needs at least 2 rows with paper and measured {metric} on {dataset}, got {len(sub)}")
+        raise ValueError(f"rank_view needs at least 2 rows with paper and measured {metric} on {dataset}, "
+                         f"got {len(sub)}")
     out = sub[["section", "row", "paper", "measured"]].copy()
     out["paper rank"] = out["paper"].rank(ascending=False, method="min").astype(int)
     out["measured rank"] = out["measured"].rank(ascending=False, method="min").astype(int)
@@ -559,7 +562,8 @@ def rank_views(cmps: Mapping[str, pd.DataFrame], dataset: str = "Harmonic", metr
     return out
 
 
-def distinct_jobs(specs: Mapping[str, Table], profile: str = "quick", seeds: Sequence[int] | None = None) -> list[tuple]:
+def distinct_jobs(specs: Mapping[str, Table], profile: str = "quick",
+                  seeds: Sequence[int] | None = None) -> list[tuple]:
     """(record folder, label, key, runner) of every run of the tables ``specs``, seed-major, each configuration once
     (a run two tables share is one job): ``seeds`` for every row, else each row's own (:meth:`Table.seeds_of`), a
     seed-free row only at its first seed."""

@@ -114,7 +114,8 @@ def claim_test(a: Sequence[float] | Mapping[int, float], b: Sequence[float] | Ma
         holds = abs(gap) < margin if margin is not None else gap > 0
         verdict = ("holds" if holds else "not reproduced") + f", {shown} seed{'s' if shown != 1 else ''}"
         return {"t": float("nan"), "df": float("nan"), "se": float("nan"), "p": float("nan"),
-                "p_against": float("nan"), "n": n, "verdict": verdict, "test": f"none (fewer than {MIN_SEEDS} {'common ' if paired else ''}seeds)"}
+                "p_against": float("nan"), "n": n, "verdict": verdict,
+                "test": f"none (fewer than {MIN_SEEDS} {'common ' if paired else ''}seeds)"}
     if margin is not None:
         return _equivalence(gap, se2, df, n, margin, kind, scale)
     if se2 > (1e-9 * scale) ** 2:

@@ -33,7 +33,8 @@ def zero_shot_table(root=None, seeds=(0,), metrics=("R@1",), backbones=None) -> 
     rand = []
     for s in seeds:
         torch.manual_seed(s)
-        rand.append(evaluate_model(create_model("vit_tiny_uml", "zero_shot", pretrained=False), test, metrics)[metrics[0]])
+        rand.append(evaluate_model(create_model("vit_tiny_uml", "zero_shot", pretrained=False),
+                                   test, metrics)[metrics[0]])
     cols["random init"] = sum(rand) / len(rand)
     out = pd.DataFrame(cols)
     for column in backbones:  # what pretraining adds over the random initialisation

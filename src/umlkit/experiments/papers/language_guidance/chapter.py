@@ -93,7 +93,8 @@ def omega_table(profile: str = "quick", select_on: str = "MAP@R") -> "pd.DataFra
         row = label.rsplit("-w", 1)[0] if terms else label.rsplit("-seed", 1)[0]
         row = row.removeprefix(f"{source}-") if source != "cub" else row
         lines.append({"source": source, "row": row, "omega": terms[0]["weight"] if terms else 0.0,
-                      **{m: v[SOURCE_NAMES[source]] for m, v in rec["result"]["test"].items() if m in ("R@1", "MAP@R")}})
+                      **{m: v[SOURCE_NAMES[source]] for m, v in rec["result"]["test"].items()
+                         if m in ("R@1", "MAP@R")}})
     out = pd.DataFrame(lines)
     if out.empty:
         return out
@@ -133,7 +134,8 @@ def curve_frame(cmp: "pd.DataFrame") -> "pd.DataFrame":  # noqa: F821
     """The compared Fig. S1 table as learning curves: dataset, method, epoch, measured (seed mean), spread."""
     sub = cmp[cmp["metric"].str.startswith("R@1 epoch ")].copy()
     sub["epoch"] = sub["metric"].str.rsplit(" ", n=1).str[1].astype(int)
-    return sub[["dataset", "method", "epoch", "measured", "spread", "seeds"]].sort_values(["dataset", "method", "epoch"])
+    return sub[["dataset", "method", "epoch", "measured", "spread", "seeds"]].sort_values(
+        ["dataset", "method", "epoch"])
 
 
 def paper_equivalence_gaps() -> dict[str, float]:
@@ -252,7 +254,8 @@ def chosen_omegas(sweep: pd.DataFrame) -> pd.DataFrame:
         out[f"{SOURCE_NAMES[s]} ω"] = pd.Series([f"{w:g}" + ("" if inside else " (edge)")
                                                  for w, inside in zip(part["omega"], part["interior"])], part.index)
         # a gain that rounds to zero keeps its sign with a third decimal (below or above the baseline matters here)
-        out[f"{SOURCE_NAMES[s]} gain"] = part["gain"].map(lambda g: f"{g:+.3f}" if g and abs(g) < 0.005 else signed(g, 2))
+        out[f"{SOURCE_NAMES[s]} gain"] = part["gain"].map(
+            lambda g: f"{g:+.3f}" if g and abs(g) < 0.005 else signed(g, 2))
     return out   # a row not tuned on a source: missing there (the book's tables write "–")
 
 
@@ -277,7 +280,8 @@ def _ablation_facts(cmp: dict, claims) -> dict:
     facts: dict[str, str] = {}
     ctl = cmp.get("Controls", pd.DataFrame())
     for key, row in (("base", BASELINE), ("elg", f"{BASELINE} + ELG"), ("shuffled", "+ ELG, shuffled names"),
-                     ("attr", "+ attribute overlap (no language model)"), ("tree", "+ attribute tree (no language model)")):
+                     ("attr", "+ attribute overlap (no language model)"),
+                     ("tree", "+ attribute tree (no language model)")):
         vals = [_value(ctl, row, d) for d in ("CUB", "Cars")]   # where the paper sees language help
         facts[f"ctl_{key}"] = _num(float(np.nanmean(vals))) if any(np.isfinite(vals)) else "–"
         facts[f"ctl_{key}_sop"] = _num(_value(ctl, row, "SOP"))
@@ -308,7 +312,8 @@ def _convergence_facts(cmp: dict, claims, profile: str, t2, r1) -> dict:
     conv = cmp.get("Fig. S1", pd.DataFrame())
     first = first_epoch(profile)
     metric = f"R@1 epoch {first}"
-    early = [_value(conv, g, d, metric) - _value(conv, BASELINE, d, metric) for g in CURVE_ROWS[1:] for d in ("CUB", "Cars")]
+    early = [_value(conv, g, d, metric) - _value(conv, BASELINE, d, metric)
+             for g in CURVE_ROWS[1:] for d in ("CUB", "Cars")]
     early = [e for e in early if np.isfinite(e)]
     facts["first_epoch"] = str(first)
     if not conv.empty:
@@ -319,7 +324,8 @@ def _convergence_facts(cmp: dict, claims, profile: str, t2, r1) -> dict:
     else:
         facts["epochs_cub_cars"] = facts["epochs_sop"] = "–"
     facts["early_gap"] = _num(float(np.mean(early)), signed=True) if early else "–"
-    ratio = [_value(conv, g, SOURCE_NAMES[s], "train seconds") / _value(conv, BASELINE, SOURCE_NAMES[s], "train seconds")
+    ratio = [_value(conv, g, SOURCE_NAMES[s], "train seconds")
+             / _value(conv, BASELINE, SOURCE_NAMES[s], "train seconds")
              for g in CURVE_ROWS[1:] for s in SOURCES]
     ratio = [r for r in ratio if np.isfinite(r)]
     facts["time_ratio"] = _num(float(np.mean(ratio)), digits=2) if ratio else "–"
@@ -373,7 +379,8 @@ def _semantic_and_unified_facts(cmp: dict, claims, profile: str) -> dict:
     uni = cmp.get("Unified setting", pd.DataFrame())
     for m, key in (("PUMA", "puma"), ("full fine-tuning", "full")):
         for g, gk in (("ELG", "elg"), ("PLG Top-5", "plg")):
-            facts[f"uni_{key}_{gk}"] = _num(_value(uni, f"{m} + {g}", "Unified") - _value(uni, m, "Unified"), signed=True)
+            facts[f"uni_{key}_{gk}"] = _num(_value(uni, f"{m} + {g}", "Unified") - _value(uni, m, "Unified"),
+                                            signed=True)
     facts.update(_unified_elg_test(claims))
     in_uni = claims["claim"].str.contains("in the unified setting") if not claims.empty else []
     facts["uni_claims"] = str(len(unified_table(profile).claims))

@@ -195,7 +195,8 @@ def floor_facts(floors: pd.DataFrame, profile: str = "quick") -> dict[str, str]:
         out[f"{src}_floor_rows"] = "; ".join(words) if words else "none"
         out[f"{src}_flat_rows"] = ", ".join(_flat_rows(sub)) or "none"
         ok = sub[~sub["row"].isin(set(sub.loc[sub["floor"].astype(bool), "row"]))] if len(sub) else sub
-        out[f"{src}_r1_range_working"] = (f"{ok['measured'].min():.1f}–{ok['measured'].max():.1f}" if len(ok) else "n/a")
+        out[f"{src}_r1_range_working"] = (f"{ok['measured'].min():.1f}–{ok['measured'].max():.1f}"
+                                          if len(ok) else "n/a")
     marked = [SOURCE_NAMES[s] + "-like" for s in SOURCES if out[f"{s}_floor_rows"] != "none"]
     out["ags_floor_note"] = (f"on the {' and '.join(marked)} source{'s' if len(marked) > 1 else ''} its lowest places "
                              f"include the marked runs" if marked else "no run of any source is marked")
@@ -242,7 +243,8 @@ def chapter_facts(measured: pd.DataFrame, trends: dict, ags: pd.DataFrame, corr:
     cub = data["sources"]["cub"]["splits"]
     easier = [x["fid"] for x in cub if x["fid"] < data["sources"]["cub"]["default_fid"]]
     f["cub_easiest"] = fmt(min(easier)) if easier else "n/a"
-    f["cub_easier_share"] = (f"{100 * (1 - min(easier) / data['sources']['cub']['default_fid']):.0f} %" if easier else "n/a")
+    f["cub_easier_share"] = (f"{100 * (1 - min(easier) / data['sources']['cub']['default_fid']):.0f} %"
+                             if easier else "n/a")
     cross = list(data.get("cross_fid", {}).values())
     top = max(x["fid"] for d in data["sources"].values() for x in d["splits"])
     f["cross_min"], f["cross_max"] = (fmt(min(cross)), fmt(max(cross))) if cross else ("n/a", "n/a")
@@ -260,7 +262,8 @@ def chapter_facts(measured: pd.DataFrame, trends: dict, ags: pd.DataFrame, corr:
         for m in ("pi_ratio", "rho"):
             c = corr[corr["metric"] == m]["across all points"]
             f[f"corr_{m}"] = ", ".join(signed(v, 2) for v in c)
-            f[f"corr_{m}_signs"] = "the same sign on every source" if (c > 0).all() or (c < 0).all() else "opposite signs across sources"
+            f[f"corr_{m}_signs"] = ("the same sign on every source" if (c > 0).all() or (c < 0).all()
+                                    else "opposite signs across sources")
     if not transfer.empty:
         own = transfer[transfer["train"] == transfer["test"]]["R@1"].mean()
         cross = transfer[transfer["train"] != transfer["test"]]["R@1"].mean()

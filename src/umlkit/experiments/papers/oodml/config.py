@@ -3,12 +3,13 @@ learning", NeurIPS 2021): its splits, configurations, tables and analyses as dat
 
 * **Splits** (Sec. 3, official ``split_helpers.py``): classes are the mean frozen feature of a backbone without
   metric training (paper: ImageNet ResNet-50; quick: the shipped tiny ViT v2 on the large UML-Mini); swapping and
-  removal (:mod:`umlkit.experiments.splits`) raise the class-mean FID; :mod:`umlkit.experiments.split_making` keeps Table S1's
-  layout and commits them (``configs/oodml/splits_quick.json``); the full profile reads the published
-  ``datasplits/*.pkl`` instead; every chapter reads them through :mod:`umlkit.experiments.class_splits`. The i.i.d. FID of Table 1 halves every class's
-  images at random (five draws).
-* **Runs**: the single-source recipe (:mod:`umlkit.experiments.source_recipe`, shared with language guidance) composes ``configs/oodml/{oodml,methods}.yaml`` with a split's class lists (they
-  enter the record key); every run is a ``train_analysis`` record (:mod:`umlkit.experiments.runners`): the
+  removal (:mod:`umlkit.experiments.splits`) raise the class-mean FID; :mod:`umlkit.experiments.split_making` keeps
+  Table S1's layout and commits them (``configs/oodml/splits_quick.json``); the full profile reads the published
+  ``datasplits/*.pkl`` instead; every chapter reads them through :mod:`umlkit.experiments.class_splits`. The i.i.d.
+  FID of Table 1 halves every class's images at random (five draws).
+* **Runs**: the single-source recipe (:mod:`umlkit.experiments.source_recipe`, shared with language guidance)
+  composes ``configs/oodml/{oodml,methods}.yaml`` with a split's class lists (they enter the record key); every run
+  is a ``train_analysis`` record (:mod:`umlkit.experiments.runners`): the
   last-epoch model's R@1, mAP@1000 and MAP@R, R@1 at a fixed class count, embedding structure, few-shot adaptation
   (Tables S7/S8 methods) and transfer to the other sources (default splits). The official pipeline keeps the
   epoch with the best *test* score; the book reports the last epoch, as it never selects on test data.
@@ -205,7 +206,8 @@ def ags_frame(measured: pd.DataFrame, profile: str = "quick") -> pd.DataFrame:
     min-max normalised). A (method, source, seed) without every split measured is left out."""
     from umlkit.metrics.distribution import aggregated_generalization_score
     fids = split_fids(profile)
-    sub = measured[measured["metric"].isin(["R@1", "mAP@1000"]) & measured["row"].isin(list(methods_config()["methods"]))]
+    sub = measured[measured["metric"].isin(["R@1", "mAP@1000"])
+                   & measured["row"].isin(list(methods_config()["methods"]))]
     out = []
     for (method, dataset, metric, seed), g in sub.groupby(["method", "dataset", "metric", "seed"]):
         x = fids[dataset]
@@ -241,7 +243,8 @@ def table_jobs(profile: str = "quick", seeds=SEEDS) -> list[tuple[str, str, dict
     return jobs
 
 
-def lr_sweep(profile: str = "quick", train: bool = False, select_on: str = "MAP@R", source: str = "cub") -> pd.DataFrame:
+def lr_sweep(profile: str = "quick", train: bool = False, select_on: str = "MAP@R",
+             source: str = "cub") -> pd.DataFrame:
     """The tuning protocol's results: per method and learning rate, the validation scores (R@1, mAP@1000, MAP@R on
     the held-out training classes of ``source``'s default split); ``chosen`` marks each method's best by
     ``select_on``, and ``interior`` says whether that best lies inside the grid (not on its edge)."""
@@ -269,7 +272,8 @@ def fid_measured(table: str, profile: str = "quick") -> pd.DataFrame:
         for src in SOURCES:
             d, name = data["sources"][src], SOURCE_NAMES[src]
             rows.append(_fid_row(table, T1["default"], name, d["default_fid"], row="default split"))
-            rows += [_fid_row(table, T1["iid"], name, v, seed=i, row="i.i.d. split") for i, v in enumerate(d["iid_fid"])]
+            rows += [_fid_row(table, T1["iid"], name, v, seed=i, row="i.i.d. split")
+                     for i, v in enumerate(d["iid_fid"])]
     elif table == "Table S1":
         for src in SOURCES:
             rows += [_fid_row(table, f"split={s['id']}", SOURCE_NAMES[src], s["fid"], row=f"split {s['id']}")

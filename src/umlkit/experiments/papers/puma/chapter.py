@@ -77,8 +77,9 @@ def few_shot_facts(cmp: pd.DataFrame, claims: pd.DataFrame, tuning: pd.DataFrame
         for name in few_shot_block()["methods"]:
             row = f"{name}, k={k}"
             tag = "puma" if name == "PUMA" else "ft"
-            f[f"fs_{tag}_{k}"] = (f"{fmt(cell(cmp, row, 'Unified'))} / "
-                                  f"{fmt(cell(cmp, row, 'Harmonic'), spread=cell(cmp, row, 'Harmonic', field='spread'))}")
+            f[f"fs_{tag}_{k}"] = (
+                f"{fmt(cell(cmp, row, 'Unified'))} / "
+                f"{fmt(cell(cmp, row, 'Harmonic'), spread=cell(cmp, row, 'Harmonic', field='spread'))}")
         gaps[k] = cell(cmp, f"PUMA, k={k}", "Harmonic") - cell(cmp, f"Full fine-tuning, k={k}", "Harmonic")
         f[f"fs_gap_{k}"] = signed(gaps[k])
         f[f"fs_v_{k}"] = verdict(claims, f"PUMA beats full fine-tuning with {k} image(s) per class (Harmonic)")
@@ -523,7 +524,8 @@ def ablation_facts(cmp3=None, claims3=None, cmp4=None, claims4=None, cmp5=None, 
         pairs = figure3_pairs(weights)
         for col in pairs:
             a, b = col.split("–")
-            f[f"f3_{a.lower()}_{b.lower()}"] = fmt(pairs[col].mean(), 2, pairs[col].std(ddof=1) if len(pairs) > 1 else None)
+            f[f"f3_{a.lower()}_{b.lower()}"] = fmt(pairs[col].mean(), 2,
+                                                   pairs[col].std(ddof=1) if len(pairs) > 1 else None)
             f[f"f3_{a.lower()}_{b.lower()}_range"] = f"{pairs[col].min():.2f} to {pairs[col].max():.2f}"
         f["f3_seeds"] = str(len(pairs))
         obs = figure3_observation(pairs)
@@ -535,7 +537,8 @@ def _table3_facts(cmp3, claims3) -> dict[str, str]:
     from umlkit.experiments.prose import cell, fmt, verdict
     f: dict[str, str] = {}
     t3 = {"sing": "prompt=Sing.;adapter=none", "cond": "prompt=Cond.;adapter=none", "stat": "prompt=none;adapter=Stat.",
-          "stoc": "prompt=none;adapter=Stoc.", "singstat": "prompt=Sing.;adapter=Stat.", "puma": "prompt=Cond.;adapter=Stoc."}
+          "stoc": "prompt=none;adapter=Stoc.", "singstat": "prompt=Sing.;adapter=Stat.",
+          "puma": "prompt=Cond.;adapter=Stoc."}
     for k, s in t3.items():
         for ds in ("Unified", "Harmonic"):
             f[f"t3_{k}_{ds[:3].lower()}"] = fmt(cell(cmp3, s, ds), spread=cell(cmp3, s, ds, field="spread"))

@@ -214,7 +214,8 @@ def TABLES(profile: str = "quick") -> dict[str, Table]:  # noqa: N802
 
 
 def table_claims(spec: Table, cmp: pd.DataFrame) -> pd.DataFrame:
-    """The table's declared claims whose two cells were measured, with verdicts (:func:`umlkit.experiments.tables.table_claims`)."""
+    """The table's declared claims whose two cells were measured, with verdicts
+    (:func:`umlkit.experiments.tables.table_claims`)."""
     return _table_claims(spec, cmp)
 
 

@@ -235,7 +235,8 @@ def backbone_table(cmp: pd.DataFrame) -> pd.DataFrame:
             line["pretraining minutes"] = round(report["seconds"] / 60, 1)
             threads = report.get("threads")   # reports before the device option trained on the CPU
             line["pretrained on"] = (report.get("device") if report.get("device", "cpu") != "cpu"
-                                     else f"CPU ({report.get('cpu', '?')}, {threads} thread{'s' if threads != 1 else ''})")
+                                     else f"CPU ({report.get('cpu', '?')}, "
+                                          f"{threads} thread{'s' if threads != 1 else ''})")
         zs = _cell_values(cmp, e2.setting({"backbone": key, "shift": "values", "shortcut": False}), "Zero-Shot")
         line["zero-shot Harmonic R@1 (values split)"] = zs[0] if zs is not None else np.nan
         lines.append(line)
@@ -274,7 +275,8 @@ def edition2_facts(axes: pd.DataFrame, moves: pd.DataFrame, claims: pd.DataFrame
     method with its interval, the counts of the edition's verdicts
     (``rm2_supported`` ...), how many of its runs are stored, and the largest gap PUMA and LP-FT reach
     (``rm2_best_<puma|lpft>``); with ``cmp`` every cell's Harmonic R@1 and mean probe accuracy per method
-    (``rm2_h_<cell tag>_<method>``, ``rm2_probe_...``) and the mark's cost to each method (``rm2_mark_cost_<method>``: Harmonic R@1 without the mark - with it)."""
+    (``rm2_h_<cell tag>_<method>``, ``rm2_probe_...``) and the mark's cost to each method (``rm2_mark_cost_<method>``:
+    Harmonic R@1 without the mark - with it)."""
     from umlkit.experiments.prose import number
     tags = {"PUMA": "puma", "LP-FT": "lpft", "Linear probe": "linear", "Zero-Shot": "zs"}
     todo = "not measured yet"

@@ -217,7 +217,8 @@ def _cost_facts(cmp: dict, cfg: dict, splits) -> dict:
     n_cls, dim = len(splits["cub"]["train"]) if splits else 100, int(cfg["model"]["embed_dim"])
     official = (6 / (n_cls + dim)) ** 0.5 / 8 / 3 ** 0.5     # xavier-uniform / 8: the entries' standard deviation
     facts["bias_norm_ratio"] = f"{(2 / n_cls) ** 0.5 / official:.0f}"   # kaiming-normal, fan_out: sqrt(2 / classes)
-    facts["f3_seed_spread"] = number(_value(cmp.get("Table 1", pd.DataFrame()), "VPTSP-G (B)", "CUB", "MAP@R", "spread"))
+    facts["f3_seed_spread"] = number(_value(cmp.get("Table 1", pd.DataFrame()), "VPTSP-G (B)", "CUB", "MAP@R",
+                                            "spread"))
     st = cmp.get("Table 10", empty)
     for b in (32, 64):
         for m, k in (("VPTSP", "vptsp"), ("VPT", "vpt")):

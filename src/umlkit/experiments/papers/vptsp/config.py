@@ -41,7 +41,7 @@ from umlkit.experiments.runners import SOURCE_NAMES
 from umlkit.experiments.table_builder import build_tables
 from umlkit.experiments.tables import Row, Table
 from umlkit.experiments.tuning import chosen
-from umlkit.results import load_json
+from umlkit.results import load_benchmark
 
 PAPER = "vptsp"
 DECLARED = load_declarations(__file__)   # tables.yaml: the paper's rows, claims and reasons
@@ -388,11 +388,8 @@ def table10_lines(results: list[dict], source: str = "") -> pd.DataFrame:
 def table10_measured(path: str | Path) -> tuple[pd.DataFrame, dict]:
     """Table 10 from a step-time benchmark file (:func:`table10_lines`) and the file's header (machine, backbone,
     ...); an empty frame when the file does not exist."""
-    path = Path(path)
-    if not path.is_file():
-        return pd.DataFrame(), {}
-    raw = load_json(path, "a step-time benchmark file (benchmarks/bench_vptsp_step.py)")
-    return table10_lines(raw["results"], str(path)), {k: v for k, v in raw.items() if k != "results"}
+    results, header = load_benchmark(path, "a step-time benchmark file (benchmarks/bench_vptsp_step.py)")
+    return (table10_lines(results, str(path)) if results else pd.DataFrame()), header
 
 
 def table10_claims() -> list:
