@@ -11,9 +11,9 @@ import pytest
 
 from tests.experiments.patches import use_lg_config
 from umlkit.data import language
-from umlkit.experiments.papers.language_guidance import language_store
 from umlkit.experiments.papers import language_guidance as lg
 from umlkit.experiments.papers import oodml
+from umlkit.experiments.papers.language_guidance import language_store
 from umlkit.paper import paper_table
 
 

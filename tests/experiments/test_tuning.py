@@ -1,9 +1,9 @@
 """experiments.tuning.chosen: the first configured number along the candidate paths, or one error naming them."""
 import pytest
 
-from umlkit.experiments.papers.language_guidance import language_store
 from umlkit.experiments.papers import language_guidance as lg
 from umlkit.experiments.papers import oodml, puma, vptsp
+from umlkit.experiments.papers.language_guidance import language_store
 from umlkit.experiments.tuning import NotTuned, chosen
 
 

@@ -37,7 +37,8 @@ from umlkit.data.datasets import MINI_MANIFEST
 from umlkit.data.names import SHAPES, caption, class_name, dedupe
 from umlkit.results import atomic_write, file_lock
 
-__all__ = ["read_manifest", "SHAPES", "TEXTURES", "HUE_NAMES", "SOURCES", "MiniSource", "make_mini", "pretraining_set", "render",
+__all__ = ["read_manifest", "SHAPES", "TEXTURES", "HUE_NAMES", "SOURCES", "MiniSource", "make_mini", "pretraining_set",
+           "render",
            "mini_table", "ensure_mini", "PRETRAIN_HEADS", "PRETRAIN_WORLDS", "class_attributes"]
 
 SIZE = 32
