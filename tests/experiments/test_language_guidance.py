@@ -120,7 +120,7 @@ def test_language_files_are_found_again_without_the_language_model(tmp_path, mon
 
     def refuse(*a, **k):
         raise AssertionError("the index must find the stored file without reading the classes")
-    monkeypatch.setattr(language_store, "_source_classes", refuse)
+    monkeypatch.setattr(language_store, "source_classes", refuse)
     assert language_store.language_ref("cars", "ELG") == ref and calls == [196]      # the index finds it; no model call
     index = (tmp_path / "quick" / "language" / "index.json").read_text()
     assert ref["file"].rsplit("/", 1)[1] in index
@@ -194,12 +194,12 @@ def test_the_configured_quick_omegas_are_the_sweeps_interior_choice():
     omega with the best validation MAP@R in the stored sweep, and that value is interior to the row's grid."""
     sweep = lg.omega_table("quick")
     chosen = sweep[sweep["chosen"]].set_index(["source", "row"])
-    want = {(s, r) for s, rows in lg.tuned_rows("quick").items() for r in rows if lg._split_row(r)[1] is not None}
+    want = {(s, r) for s, rows in lg.tuned_rows("quick").items() for r in rows if lg.split_row(r)[1] is not None}
     assert set(chosen.index) == want and {r for s, r in want if s == "cub"} == (
         {r for r in lg.guided_rows() if " + ELG" in r or " + PLG" in r} | set(lg.variant_rows()))
     edge = language_store.lg_config().get("omega_no_interior") or {}
     for (source, row), r in chosen.iterrows():
-        base, guidance = lg._split_row(row)
+        base, guidance = lg.split_row(row)
         assert lg.chosen_omega(base, guidance, source, "quick") == r["omega"], (source, row)
         if source in edge.get(row, {}):   # the term hurts at every weight: the smallest omega tried is best
             scores = sweep[(sweep["row"] == row) & (sweep["source"] == source)].sort_values("omega")["MAP@R"].to_numpy()
@@ -338,7 +338,7 @@ def test_full_profile_pseudolabels_average_an_imagenet_classifiers_logits_per_cl
 
 def test_full_profile_classifier_offline_names_the_file_to_download(monkeypatch, tmp_path):
     from umlkit.models import backbones
-    monkeypatch.setattr(backbones, "_in_hf_cache", lambda cfg: False)
+    monkeypatch.setattr(backbones, "in_hf_cache", lambda cfg: False)
     monkeypatch.setattr(backbones, "hub_unreachable", lambda timeout=None: "no network")
     with pytest.raises(ConnectionError, match=r"resnet50\.tv_in1k .*no network.*plg_classifier\.weights"):
         language_store.imagenet_classifier()

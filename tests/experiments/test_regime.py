@@ -127,7 +127,7 @@ def test_map_job_list_has_every_cell_at_three_seeds_and_one_floor_per_shift(monk
     assert all(j[3] == "probed" for j in jobs) and len({j[1] for j in jobs}) == len(jobs)
     spec = regime.MAP()   # measure() reads the frozen backbone at its one seed, as the job list trains it
     assert {spec.seeds_of(r) for r in spec.rows if r.seed_free} == {(0,)}
-    with pytest.raises(KeyError, match="choose map"):
+    with pytest.raises(KeyError, match="choose one of map, map2, map2-tuning"):
         regime.ENTRY.job_list("tables")
 
 

@@ -170,7 +170,7 @@ def test_a_chapter_holding_the_whole_family_gets_the_boards_verdicts(monkeypatch
                         "p against": [0.999, 0.988, 0.98, 0.4], "looks": [1, 1, 2, 1],
                         "verdict": ["supported", "supported", "supported", "inconclusive"]})
     board = holm_adjust(raw, "paper")
-    monkeypatch.setattr(sb, "_family_board", lambda paper, profile: board)
+    monkeypatch.setattr(sb, "family_board", lambda paper, profile: board)
     whole = sb.family_adjusted(raw.drop(columns="paper"), "p")
     assert whole["p adjusted"].tolist() == pytest.approx(board["p adjusted"].tolist())
     # Holm by hand on the decision p-values 0.001, 0.012, 2 x 0.02 (two looks) and 0.4 (d's direction): 4p, 3p, 2p, p

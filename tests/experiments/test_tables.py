@@ -249,3 +249,21 @@ def test_measure_reads_a_seed_free_row_at_its_first_seed_only(tmp_path, monkeypa
     m = measure(spec, "quick", progress=False, log=None)
     assert sorted(calls) == [("puma", 0), ("puma", 1), ("puma", 2), ("zero_shot", 0)]
     assert sorted(m[m["method"] == "Zero-Shot"]["seed"]) == [0]
+
+
+def test_run_table_measures_compares_marks_and_saves_like_a_chapter(tmp_path, monkeypatch):
+    """The chapters' one helper: VPTSP Table 10 (derived from its benchmark file, no records) measured, compared with
+    the paper's printed times and saved as results/<profile>/vptsp_table10.csv; an unmeasured table is saved only
+    when asked and when it has no rows of its own."""
+    from umlkit.experiments import tables
+    from umlkit.experiments.papers import vptsp
+    monkeypatch.setenv("UMLKIT_RESULTS", str(tmp_path))
+    spec = vptsp.TABLES("quick")["Table 10"]
+    m, cmp = tables.run_table(spec, "quick", floors=False)
+    saved = tmp_path / "quick" / "vptsp_table10.csv"
+    # the committed quick CPU step-time file (benchmarks/results/vptsp_table10_quick_cpu.json) is measured
+    assert not m.empty and saved.is_file() and cmp["paper"].notna().any()
+    assert set(cmp["method"]) == set(m["method"]) and "floor" not in cmp   # floors=False: no marks
+    t3 = vptsp.TABLES("quick")["Table 3"]   # quoted cells only: saved with save_unmeasured
+    tables.run_table(t3, "quick", save_unmeasured=True)
+    assert (tmp_path / "quick" / "vptsp_table3.csv").is_file()

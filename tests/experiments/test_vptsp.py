@@ -119,7 +119,7 @@ def test_table_rows_join_paper_cells():
                                                            0, "quick") for r in floor)
     assert paper_table("vptsp", "Table 7").query("method == 'GRU with Relu' and metric == 'R@1'")["value"].item() == \
         paper_table("vptsp", "Table 1").query("method == 'VPTSP-G' and metric == 'R@1'")["value"].item()
-    full8 = vptsp.table8("full")
+    full8 = vptsp.TABLES("full")["Table 8"]
     assert {r.setting for r in full8.rows} == set(paper_table("vptsp", "Table 8")["setting"])
     key = full8.config(full8.rows[0], 0, "full", ())
     assert key["config"]["model"]["backbone"] == "dino_s16" and key["config"]["model"]["embed_dim"] == 384
@@ -195,7 +195,7 @@ def test_table10_reads_a_benchmark_file(tmp_path):
     assert verdicts["VPTSP's step takes longer than linear's (batch 32)"] == "supported"
     assert verdicts["full fine-tuning's step takes longer than VPTSP's (batch 32)"] == "supported"
     assert vptsp.table10_measured(tmp_path / "missing.json")[0].empty
-    spec = vptsp.table10("quick")   # the chapter's Table 10 reads the committed benchmark file
+    spec = vptsp.TABLES("quick")["Table 10"]   # the chapter's Table 10 reads the committed benchmark file
     assert spec.derive("quick", False)["record"].iloc[0] == str(vptsp.table10_file("quick"))
 
 
@@ -376,7 +376,7 @@ def test_table8s_v1_rates_are_its_own_validation_choice_and_interior():
     for source, lr in entered.items():
         best = frame[(frame["source"] == source) & frame["chosen"]].iloc[0]
         assert best["lr"] == pytest.approx(lr) and best["interior"], (source, frame[frame["source"] == source])
-    spec = vptsp.table8("quick")
+    spec = vptsp.TABLES("quick")["Table 8"]
     v1 = [r for r in spec.rows
           if r.method == "VPTSP" and f"model.backbone={vptsp.config.TABLE8_V1}" in r.spec["overrides"]]
     assert {r.spec["source"]: r.spec.get("lr") for r in v1} == {s: entered.get(s) for s in vptsp.config.ALL_SOURCES}

@@ -766,7 +766,7 @@ def test_search_runs_fp32_products_in_fp32_whatever_the_process_allows(small_blo
     matmul = torch.backends.mkldnn.matmul
     seen = []
     rescore = knn.rescore
-    monkeypatch.setattr(knn, "_rescore", lambda *a: seen.append(matmul.fp32_precision) or rescore(*a))
+    monkeypatch.setattr(knn, "rescore", lambda *a: seen.append(matmul.fp32_precision) or rescore(*a))
     x, _ = _clustered(60, (2, 10), 16, seed=3, noise=0.4)
     x = torch.nn.functional.normalize(torch.from_numpy(x), dim=1)
     before = matmul.fp32_precision

@@ -28,7 +28,7 @@ import pandas as pd
 
 from umlkit.experiments.more_seeds import looks_of, planned_seeds
 from umlkit.experiments.records import MissingSideFile, cached_record, find_record, normalise_key, read_only
-from umlkit.experiments.tuning import NotTuned, lr_sweep_frame
+from umlkit.experiments.tuning import NotTuned
 from umlkit.experiments.verdicts import (
     ALPHA,
     HOLM_RULE,
@@ -50,8 +50,9 @@ __all__ = ["Row", "Claim", "Table", "KEYS", "RESULT_COLUMNS", "ALPHA", "MIN_SEED
            "VERDICT_SUMMARY",
            "claim_test", "is_final", "MISSING", "HOLM_RULE", "holm_adjust", "Floor", "mark_floors", "floor_note",
            "NOT_COMPARABLE", "FLOOR_NOISE", "floor_noise", "BELOW", "COLLAPSED", "verdict_group", "measure",
-           "lr_sweep_frame", "compare", "results_frame", "save_results", "table_claims",
-           "side_by_side", "check_claims", "stale_note", "params_rows", "score_rows", "rank_view", "rank_views"]
+           "compare", "results_frame", "save_results", "table_claims",
+           "side_by_side", "check_claims", "run_table", "stale_note", "params_rows", "score_rows", "rank_view",
+           "rank_views"]
 
 KEYS = ["table", "section", "method", "setting", "dataset", "metric"]
 RESULT_COLUMNS = [*KEYS, "measured", "spread", "seeds", "paper", "delta", "status"]
@@ -240,6 +241,20 @@ def _measure_one(spec: Table, row: Row, seed: int, profile: str, cols, rerun: bo
     for ln in lines:
         ln.update(record=rec["path"], stale=",".join(rec["stale"]), seed_free=row.seed_free)
     return lines
+
+
+def run_table(spec: Table, profile: str = "quick", *, seeds=None, train: bool = False,
+              overrides: Sequence[str] = (), floors: bool = True, save_unmeasured: bool = False):
+    """One table as a chapter runs it: measured (missing records trained when ``train``), compared with the paper,
+    floors marked (``floors``) and saved; an unmeasured table only with ``save_unmeasured`` and no rows of its own.
+    Returns (measured, compared)."""
+    m = measure(spec, profile, seeds=seeds, train=train, progress=False, overrides=overrides)
+    cmp = compare(m, spec.paper) if not m.empty else m
+    if floors and not m.empty:
+        cmp = mark_floors(spec, cmp)
+    if not m.empty or (save_unmeasured and not spec.rows):
+        save_results(spec, cmp, profile)
+    return m, cmp
 
 
 def _per_seed(d: pd.DataFrame) -> dict:

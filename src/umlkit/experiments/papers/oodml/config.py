@@ -40,7 +40,8 @@ from umlkit.experiments.split_making import (  # noqa: F401
     write_splits,
 )
 from umlkit.experiments.table_builder import build_tables
-from umlkit.experiments.tables import Row, Table, lr_sweep_frame, measure
+from umlkit.experiments.tables import Row, Table, measure
+from umlkit.experiments.tuning import lr_sweep_frame
 
 PAPER = "oodml"
 DECLARED = load_declarations(__file__)   # tables.yaml: the paper's rows, claims and reasons

@@ -41,7 +41,8 @@ from umlkit.experiments.papers.puma.config import (
 from umlkit.experiments.prose import signed
 from umlkit.experiments.records import cached_record, load_record
 from umlkit.experiments.runners import SOURCE_NAMES
-from umlkit.experiments.tables import Row, compare, mark_choice, measure
+from umlkit.experiments.tables import Row, compare, measure
+from umlkit.experiments.tuning import mark_choice
 from umlkit.metrics import harmonic_mean
 from umlkit.paper import paper_table
 

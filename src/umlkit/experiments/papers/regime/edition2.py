@@ -196,7 +196,7 @@ def tuning_frame(profile: str = "quick", train: bool = False) -> pd.DataFrame:
     inside the rates tried. Missing records are skipped unless ``train``."""
     from umlkit.experiments.records import cached_record, find_record, normalise_key
     from umlkit.experiments.runners import SOURCE_NAMES
-    from umlkit.experiments.tables import mark_choice
+    from umlkit.experiments.tuning import mark_choice
     from umlkit.metrics import harmonic_mean
     lines = []
     for folder, label, key, runner in tuning_jobs(profile):

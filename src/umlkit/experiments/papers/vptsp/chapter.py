@@ -25,7 +25,7 @@ from umlkit.experiments.papers.vptsp.config import (
 from umlkit.experiments.prose import method_value as _value
 from umlkit.experiments.prose import number, verdict_counts
 from umlkit.experiments.runners import SOURCE_NAMES
-from umlkit.experiments.tables import lr_sweep_frame
+from umlkit.experiments.tuning import lr_sweep_frame
 
 
 # ------------------------------------------------------------------------------------------------ prose
