@@ -7,17 +7,19 @@ fallbacks after - and returns the first number found; when none is there it rais
 every path it tried and the sweep that makes the value. Written by hand: it is a lookup in this project's own
 configuration layout. A sweep's validation scores are read back from its records by :func:`lr_sweep_frame`, and
 :func:`mark_choice` marks each row's best and whether it lies inside the grid (which grid, on which validation
-classes, is each paper's).
+classes, is each paper's). A :class:`Sweep` declares one sweep - its units, each unit's grid, how a (unit, value,
+seed) becomes a record key - and derives its jobs; every paper's sweep is one.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import pandas as pd
 
 from umlkit.experiments.records import cached_record, find_record, normalise_key
 
-__all__ = ["chosen", "NotTuned", "mark_choice", "lr_sweep_frame"]
+__all__ = ["chosen", "NotTuned", "mark_choice", "lr_sweep_frame", "Sweep"]
 
 
 class NotTuned(KeyError):
@@ -72,3 +74,39 @@ def lr_sweep_frame(paper: str, jobs, profile: str = "quick", train: bool = False
                       "seconds": rec["seconds"]})
     out = pd.DataFrame(lines)
     return out if out.empty else mark_choice(out, name, f"val {select_on}")
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """One tuning sweep as a declaration, the same for every paper: ``units(profile)`` lists what one value is chosen
+    for (a method, a row, a (backbone, method) pair), in the order they train; ``grid(unit)`` the values a unit
+    tries (``None``: a reference run without a value, e.g. a method without guidance); ``key(unit, value, profile,
+    seed)`` the record key of one validation run; ``label`` the record label (``{unit}``, ``{value}``, ``{seed}``
+    and ``name(unit)`` as ``{name}``). :meth:`jobs` derives the job list; the choice and its edge check are
+    :func:`mark_choice` on the records' validation scores (:func:`lr_sweep_frame`)."""
+    folder: str
+    units: Callable[[str], Sequence]
+    grid: Callable[..., Sequence[float] | None]
+    key: Callable[..., dict]
+    label: str | Callable[..., str] = "{name}-lr{value:g}-seed{seed}"   # or label(unit, value, seed)
+    reference_label: str = "{name}-seed{seed}"   # a unit without a grid: one run, no value
+    name: Callable[..., str] = str
+    runner: Callable[..., str | None] = lambda unit: None   # None: the job list's default runner (3-tuples)
+
+    def jobs(self, profile: str = "quick", seed: int = 0, units: Sequence | None = None) -> list[tuple]:
+        """(folder, label, key[, runner]) of every validation run: each unit (those in ``units``, default all) x
+        each value of its grid, seed ``seed``."""
+        out = []
+        for unit in self.units(profile):
+            if units is not None and unit not in units:
+                continue
+            runner, name, grid = self.runner(unit), self.name(unit), self.grid(unit)
+            for value in (grid if grid is not None else [None]):
+                if callable(self.label) and value is not None:
+                    label = self.label(unit, value, seed)
+                else:
+                    label = (self.reference_label if value is None else self.label).format(
+                        name=name, unit=unit, value=value, seed=seed)
+                key = self.key(unit, value, profile, seed)
+                out.append((self.folder, label, key) if runner is None else (self.folder, label, key, runner))
+        return out

@@ -41,7 +41,7 @@ from umlkit.experiments.split_making import (  # noqa: F401
 )
 from umlkit.experiments.table_builder import build_tables
 from umlkit.experiments.tables import Row, Table, measure
-from umlkit.experiments.tuning import lr_sweep_frame
+from umlkit.experiments.tuning import Sweep, lr_sweep_frame
 
 PAPER = "oodml"
 DECLARED = load_declarations(__file__)   # tables.yaml: the paper's rows, claims and reasons
@@ -59,14 +59,20 @@ def sweep_key(method: str, lr: float, profile: str = "quick", seed: int = 0, sou
             "analysis": {"metrics": ANALYSIS_METRICS}}
 
 
+def sweep(source: str = "cub", methods=None, grid=None) -> Sweep:
+    """The learning-rate sweep on ``source``'s validation split: each method x each rate of ``grid`` (default:
+    :func:`umlkit.experiments.source_recipe.lr_grid`). Labels of sources other than CUB start with the source."""
+    prefix = "" if source == "cub" else f"{source}-"
+    return Sweep("lr_sweep", units=lambda profile: list(methods or methods_config()["methods"]),
+                 grid=lambda m: grid or lr_grid(m, source),
+                 key=lambda m, lr, profile, seed: sweep_key(m, float(lr), profile, seed, source),
+                 label=prefix + "{name}-lr{value:g}-seed{seed}")
+
+
 def sweep_jobs(profile: str = "quick", grid=None, methods=None, seed: int = 0,
                source: str = "cub") -> list[tuple[str, str, dict]]:
-    """(record folder, label, key) of every sweep run on ``source``: each method x each learning rate of ``grid``
-    (default: :func:`umlkit.experiments.source_recipe.lr_grid`). Labels of sources other than CUB start with the
-    source."""
-    prefix = "" if source == "cub" else f"{source}-"
-    return [("lr_sweep", f"{prefix}{m}-lr{lr:g}-seed{seed}", sweep_key(m, float(lr), profile, seed, source))
-            for m in (methods or methods_config()["methods"]) for lr in (grid or lr_grid(m, source))]
+    """(record folder, label, key) of every run of :func:`sweep` on ``source``."""
+    return sweep(source, methods, grid).jobs(profile, seed)
 
 
 def cars_sweep_jobs(profile: str = "quick") -> list[tuple]:

@@ -40,7 +40,7 @@ from umlkit.experiments.paper_configs import base_config, read_yaml
 from umlkit.experiments.runners import SOURCE_NAMES
 from umlkit.experiments.table_builder import build_tables
 from umlkit.experiments.tables import Row, Table
-from umlkit.experiments.tuning import chosen
+from umlkit.experiments.tuning import Sweep, chosen
 from umlkit.results import load_benchmark
 
 PAPER = "vptsp"
@@ -142,28 +142,38 @@ def sweep_rows(source: str) -> list[str]:
     return list(mc["rows"]) if rows == "all" else list(rows)
 
 
-def sweep_jobs(profile: str = "quick", rows=None, seed: int = 0, sources=None,
-               backbone: str | None = None) -> list[tuple[str, str, dict]]:
-    """(record folder, label, key) of every validation run: per source of methods.yaml's ``sweep``, each of its
-    rows x each rate of the row's grid (``lr_grid`` in methods.yaml, else the shared one), trained on the source's
-    training classes less the validation share and scored on that share; with ``backbone`` (a short name), on that
-    backbone instead (Table 8's v1 rows: folder ``table8_tuning``)."""
+def sweep(rows=None, sources=None, backbone: str | None = None) -> Sweep:
+    """The validation sweep: per source of methods.yaml's ``sweep``, each of its rows (those in ``rows``) x each rate
+    of the row's grid (``lr_grid`` in methods.yaml, else the shared one), trained on the source's training classes
+    less the validation share and scored on that share; with ``backbone`` (a short name), on that backbone instead
+    (Table 8's v1 rows: folder ``table8_tuning``, the grid extended by ``table8_v1_extra``)."""
     mc = methods_config()
     over = [f"model.backbone={backbone}"] if backbone else []
-    jobs = []
-    for source in sources or (mc.get("sweep") or {"cub": "all"}):
-        tag = "" if source == "cub" else f"-{source}"   # the CUB-like labels predate the other sources
-        for row in sweep_rows(source):
-            if rows is not None and row not in rows:
-                continue
-            grid = [*(_row_block(row).get("lr_grid") or mc["lr_grid"]),
-                    *((DECLARED.get("table8_v1_extra") or {}).get(source, []) if backbone else [])]
-            jobs += [("table8_tuning" if backbone else "lr_sweep",
-                      f"{row}{' on ' + backbone if backbone else ''}-lr{float(lr):g}{tag}-seed{seed}",
-                      _key(run_config(profile, row=row, source=source, seed=seed, lr=float(lr), validation=True,
-                                      overrides=over)))
-                     for lr in grid]
-    return jobs
+
+    def units(profile: str) -> list[tuple[str, str]]:
+        return [(source, row) for source in sources or (mc.get("sweep") or {"cub": "all"})
+                for row in sweep_rows(source) if rows is None or row in rows]
+
+    def grid(unit) -> list:
+        source, row = unit
+        return [*(_row_block(row).get("lr_grid") or mc["lr_grid"]),
+                *((DECLARED.get("table8_v1_extra") or {}).get(source, []) if backbone else [])]
+
+    def label(unit, lr, seed) -> str:   # the CUB-like labels predate the other sources: no source tag
+        source, row = unit
+        tag = "" if source == "cub" else f"-{source}"
+        return f"{row}{' on ' + backbone if backbone else ''}-lr{float(lr):g}{tag}-seed{seed}"
+
+    def key(unit, lr, profile, seed) -> dict:
+        return _key(run_config(profile, row=unit[1], source=unit[0], seed=seed, lr=float(lr), validation=True,
+                               overrides=over))
+    return Sweep("table8_tuning" if backbone else "lr_sweep", units=units, grid=grid, key=key, label=label)
+
+
+def sweep_jobs(profile: str = "quick", rows=None, seed: int = 0, sources=None,
+               backbone: str | None = None) -> list[tuple[str, str, dict]]:
+    """(record folder, label, key) of every run of :func:`sweep`."""
+    return sweep(rows, sources, backbone).jobs(profile, seed)
 
 
 def table8_sweep_jobs(profile: str = "quick", seed: int = 0) -> list[tuple[str, str, dict]]:
