@@ -42,7 +42,7 @@ from umlkit.experiments.papers.language_guidance.language_store import (
 from umlkit.experiments.runners import SOURCE_NAMES
 from umlkit.experiments.table_builder import build_tables
 from umlkit.experiments.tables import Row, Table
-from umlkit.experiments.tuning import chosen
+from umlkit.experiments.tuning import Sweep, chosen
 from umlkit.paper import paper_table
 
 PAPER = "language_guidance"
@@ -151,19 +151,18 @@ def tuned_rows(profile: str = "quick") -> dict[str, list[str]]:
     return out
 
 
+def omega_sweep() -> Sweep:
+    """The omega sweep: per source (:func:`tuned_rows`), every guided row x its ``omega_grid`` and each base method
+    without guidance (the reference). The CUB-like labels carry no source prefix."""
+    return Sweep("omega_sweep", units=lambda profile: [(s, r) for s, rows in tuned_rows(profile).items() for r in rows],
+                 grid=lambda sr: None if split_row(sr[1])[1] is None else omega_grid(sr[1], source=sr[0]),
+                 key=lambda sr, w, profile, seed: omega_key(sr[1], w, profile, seed, sr[0]),
+                 name=lambda sr: ("" if sr[0] == "cub" else f"{sr[0]}-") + sr[1], label="{name}-w{value:g}-seed{seed}")
+
+
 def omega_jobs(profile: str = "quick", seed: int = 0) -> list[tuple[str, str, dict]]:
-    """(record folder, label, key) of the sweep: per source (:func:`tuned_rows`), every guided row x its
-    ``omega_grid`` and each base method without guidance. The CUB-like labels carry no source prefix."""
-    jobs = []
-    for source, rows in tuned_rows(profile).items():
-        prefix = "" if source == "cub" else f"{source}-"
-        for row in rows:
-            if split_row(row)[1] is None:
-                jobs.append(("omega_sweep", f"{prefix}{row}-seed{seed}", omega_key(row, None, profile, seed, source)))
-            else:
-                jobs += [("omega_sweep", f"{prefix}{row}-w{w:g}-seed{seed}", omega_key(row, w, profile, seed, source))
-                         for w in omega_grid(row, source=source)]
-    return jobs
+    """(record folder, label, key) of every run of :func:`omega_sweep`."""
+    return omega_sweep().jobs(profile, seed)
 
 
 # ------------------------------------------------------------------------------------------------ tables
@@ -468,22 +467,20 @@ def _unified_label(method: str, guidance: str | None) -> str:
     return method if guidance is None else f"{method} + {guidance}"
 
 
-def unified_sweep_jobs(profile: str = "quick", seed: int = 0) -> list[tuple[str, str, dict]]:
-    """The unified setting's omega sweep: every guided row x ``unified.omega_grid`` on PUMA's validation split,
-    and each method without guidance (the reference; PUMA's own learning-rate sweep has the same run)."""
+def unified_sweep() -> Sweep:
+    """The unified setting's omega sweep: every guided row x ``unified.omega_grid`` on PUMA's validation split, and
+    each method without guidance (the reference; PUMA's own learning-rate sweep has the same run)."""
     u = lg_config()["unified"]
-    jobs = []
-    for m, g in unified_rows():
-        name = _unified_label(m, g).replace(" ", "_")
-        if g is None:
-            jobs.append(("unified_sweep", f"{name}-seed{seed}", unified_config(profile, method=m, seed=seed,
-                                                                                 validation=True), "train"))
-        else:
-            grid = omega_grid(_unified_label(m, g), u)
-            jobs += [("unified_sweep", f"{name}-w{w:g}-seed{seed}",
-                      unified_config(profile, method=m, guidance=g, seed=seed, omega=w, validation=True),
-                      "train") for w in grid]
-    return jobs
+    return Sweep("unified_sweep", units=lambda profile: unified_rows(),
+                 grid=lambda mg: None if mg[1] is None else omega_grid(_unified_label(*mg), u),
+                 key=lambda mg, w, profile, seed: unified_config(profile, method=mg[0], guidance=mg[1], seed=seed,
+                                                                 omega=w, validation=True),
+                 name=lambda mg: _unified_label(*mg).replace(" ", "_"), label="{name}-w{value:g}-seed{seed}",
+                 runner=lambda mg: "train")
+
+
+def unified_sweep_jobs(profile: str = "quick", seed: int = 0) -> list[tuple[str, str, dict]]:
+    return unified_sweep().jobs(profile, seed)
 
 
 def unified_table_rows(profile: str = "quick") -> list[Row]:

@@ -35,6 +35,7 @@ from umlkit.experiments.declarations import load_declarations
 from umlkit.experiments.runners import SOURCE_NAMES
 from umlkit.experiments.tables import Row, Table
 from umlkit.experiments.tables import table_claims as _table_claims
+from umlkit.experiments.tuning import Sweep
 from umlkit.experiments.unified_recipe import (  # noqa: F401
     chosen_lr,
     few_shot_block,
@@ -255,40 +256,44 @@ def tuning_grid(unit: str) -> list[float]:
     return sorted({*_grid_kind(unit.removeprefix("spec-").split("-")[0]), *(float(x) for x in extra)})
 
 
+def sweep() -> Sweep:
+    """The second pass's tuning sweep (quick): each unit of Tables 2-4 x each rate of its grid, trained with the
+    validation share of every source's training classes held out, evaluated every ``eval_every`` epochs."""
+    units = tuning_units()
+
+    def key(unit: str, lr: float, profile: str, seed: int) -> dict:
+        s = units[unit].spec
+        vf, every = float(second_pass()["tuning"]["val_fraction"]), int(second_pass()["tuning"]["eval_every"])
+        kw = dict(method=s.get("method", "full"), loss=s.get("loss", "curricularface"), seed=seed,
+                  options=s.get("options"), lr=lr, stage="second",
+                  overrides=[f"data.val_fraction={vf}", f"train.eval_every={every}"])
+        return ({src: run_config(profile, datasets=[src], **kw) for src in PUMA_ORDER}
+                if units[unit].runner == "specialists" else run_config(profile, **kw))
+    return Sweep("tuning", units=lambda profile: list(units), grid=tuning_grid, key=key,
+                 runner=lambda unit: units[unit].runner)
+
+
 def sweep_jobs(profile: str = "quick", units: Sequence[str] | None = None, seed: int = 0) -> list[tuple]:
-    """(record folder, label, key, runner) of every tuning run (second pass, quick): each unit x each rate of its
-    grid, trained with the validation share of every source's training classes held out."""
+    """(record folder, label, key, runner) of every run of :func:`sweep` (the quick profile's only)."""
     if profile != "quick":
         raise ValueError("the second-pass tuning protocol is the quick profile's (the full profile uses the paper's "
                          f"rates), got profile={profile!r}")
-    vf = float(second_pass()["tuning"]["val_fraction"])
-    every = int(second_pass()["tuning"]["eval_every"])
-    jobs = []
-    for unit, row in tuning_units().items():
-        if units is not None and unit not in units:
-            continue
-        s = row.spec
-        for lr in tuning_grid(unit):
-            kw = dict(method=s.get("method", "full"), loss=s.get("loss", "curricularface"), seed=seed,
-                      options=s.get("options"), lr=lr, stage="second",
-                      overrides=[f"data.val_fraction={vf}", f"train.eval_every={every}"])
-            key = ({src: run_config(profile, datasets=[src], **kw) for src in PUMA_ORDER}
-                   if row.runner == "specialists" else run_config(profile, **kw))
-            jobs.append(("tuning", f"{unit}-lr{lr:g}-seed{seed}", key, row.runner))
-    return jobs
+    return sweep().jobs(profile, seed, units)
+
+
+def few_shot_sweep() -> Sweep:
+    """The few-shot tuning sweep (quick): each method x its grid kind's rates at ``tune_shots``, validation held
+    out."""
+    fs = few_shot_block()
+    k = int(fs["tune_shots"])
+    return Sweep("few_shot_tuning", units=lambda profile: list(fs["methods"].values()),
+                 grid=lambda m: sorted({*_grid_kind(m), *(float(x) for x in (fs.get("extra") or {}).get(m) or ())}),
+                 key=lambda m, lr, profile, seed: few_shot_config(profile, m, k, seed, lr=lr, validation=True),
+                 name=lambda m: f"fewshot{k}-{m}", runner=lambda m: "train")
 
 
 def few_shot_tuning_jobs(profile: str = "quick", seed: int = 0) -> list[tuple]:
-    """The few-shot tuning runs (quick): each method x its grid kind's rates at ``tune_shots``, validation held out."""
-    fs = few_shot_block()
-    k = int(fs["tune_shots"])
-    jobs = []
-    for method in fs["methods"].values():
-        unit = f"fewshot{k}-{method}"
-        grid = sorted({*_grid_kind(method), *(float(x) for x in (fs.get("extra") or {}).get(method) or ())})
-        jobs += [("few_shot_tuning", f"{unit}-lr{lr:g}-seed{seed}",
-                  few_shot_config(profile, method, k, seed, lr=lr, validation=True), "train") for lr in grid]
-    return jobs
+    return few_shot_sweep().jobs(profile, seed)
 
 
 def few_shot_rows() -> list[Row]:

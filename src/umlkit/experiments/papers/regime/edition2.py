@@ -35,7 +35,7 @@ from umlkit.experiments import paper_configs, unified_recipe
 from umlkit.experiments.papers.regime import config as first
 from umlkit.experiments.table_builder import build_tables
 from umlkit.experiments.tables import Row, Table
-from umlkit.experiments.tuning import chosen
+from umlkit.experiments.tuning import Sweep, chosen
 
 PAPER = "puma"
 DECLARED = first.DECLARED["edition2"]
@@ -172,22 +172,26 @@ def backbone_ready(backbone: str) -> bool:
     return cfg is None or not cfg.file or Path(cfg.file).is_file()
 
 
-def tuning_jobs(profile: str = "quick", backbones=None, seed: int = 0) -> list[tuple]:
-    """(record folder, label, key, runner) of every tuning run: each unit at each rate of its grid, on the loaders'
-    split of its backbone with the last ``val_fraction`` of every source's training classes held out, evaluated
-    after every epoch."""
+def tuning_sweep(backbones=None) -> Sweep:
+    """Each (backbone, method) unit at each rate of its grid, on the loaders' split of its backbone with the last
+    ``val_fraction`` of every source's training classes held out, evaluated after every epoch."""
     t = settings()["tuning"]
-    jobs = []
-    for backbone, method in tuning_units():
-        if backbones is not None and backbone not in backbones:
-            continue
-        cell = {"backbone": backbone, "shift": "families", "shortcut": False}
-        for lr in tuning_grid(method, backbone):
-            cfg = run_config(cell, method, seed, lr=lr, profile=profile)
-            cfg["data"]["val_fraction"] = float(t["val_fraction"])
-            cfg["train"]["eval_every"] = 1
-            jobs.append((TUNING_FOLDER, f"{backbone}-{method}-lr{lr:g}-seed{seed}", cfg, "train"))
-    return jobs
+
+    def key(unit, lr, profile, seed) -> dict:
+        cfg = run_config({"backbone": unit[0], "shift": "families", "shortcut": False}, unit[1], seed, lr=lr,
+                         profile=profile)
+        cfg["data"]["val_fraction"] = float(t["val_fraction"])
+        cfg["train"]["eval_every"] = 1
+        return cfg
+    return Sweep(TUNING_FOLDER, units=lambda profile: [u for u in tuning_units() if backbones is None
+                                                       or u[0] in backbones],
+                 grid=lambda unit: tuning_grid(unit[1], unit[0]), key=key, name=lambda unit: f"{unit[0]}-{unit[1]}",
+                 runner=lambda unit: "train")
+
+
+def tuning_jobs(profile: str = "quick", backbones=None, seed: int = 0) -> list[tuple]:
+    """(record folder, label, key, runner) of every run of :func:`tuning_sweep`."""
+    return tuning_sweep(backbones).jobs(profile, seed)
 
 
 def tuning_frame(profile: str = "quick", train: bool = False) -> pd.DataFrame:
