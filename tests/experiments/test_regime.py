@@ -124,6 +124,7 @@ def test_map_job_list_has_every_cell_at_three_seeds_and_one_floor_per_shift(monk
     from umlkit.experiments import more_seeds  # plus the extra seeds configs/more_seeds.yaml plans for the map
     extra = len(more_seeds.jobs({"map": regime.MAP()}, "quick"))
     assert len(jobs) - extra == len(c["shifts"]) * (1 + len(c["shots"]) * len(c["methods"]) * len(c["seeds"])) == 75
+    assert regime.map_runs() == 75   # the chapter glues it
     assert all(j[3] == "probed" for j in jobs) and len({j[1] for j in jobs}) == len(jobs)
     spec = regime.MAP()   # measure() reads the frozen backbone at its one seed, as the job list trains it
     assert {spec.seeds_of(r) for r in spec.rows if r.seed_free} == {(0,)}

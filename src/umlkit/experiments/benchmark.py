@@ -11,7 +11,8 @@ from umlkit.data import load_dataset
 from umlkit.data.unified import PUMA_ORDER
 from umlkit.paper import paper_table
 
-__all__ = ["dataset_statistics", "table1", "plot_examples", "plot_imbalance", "names_table", "pretraining_curves",
+__all__ = ["dataset_statistics", "table1", "share_facts", "plot_examples", "plot_imbalance", "names_table",
+           "pretraining_curves",
            "plot_pretraining_curves", "plot_fid_progression", "backbone_facts"]
 
 _PAPER_NAMES = {"cub": "CUB", "cars": "Cars", "sop": "SOP", "inshop": "InShop", "nabirds": "NABirds", "dogs": "Dogs",
@@ -46,6 +47,25 @@ def table1(root, names: Sequence[str] = PUMA_ORDER, expected="auto") -> pd.DataF
     paper_train = out["paper train images"]
     out["paper share %"] = (100 * paper_train / paper_train.loc["Total"]).round(1)
     return out
+
+
+def share_facts(t1: pd.DataFrame) -> dict[str, str]:
+    """Glue for the UML-Mini chapter's reading of :func:`table1`: the real benchmark's SOP and In-shop shares of the
+    training images and classes (from PUMA Table 1) and UML-Mini's share of its two instance-level sources together,
+    in whole percent."""
+    def pct(part, whole):
+        return f"{100 * part / whole:.0f}" if pd.notna(part) and pd.notna(whole) and whole else "–"
+    if not {"sop", "inshop", "Total"} <= set(t1.index):   # a data root without those sources
+        return {k: "–" for k in ("real_sop_img", "real_sop_cls", "real_inshop_img", "real_inshop_cls",
+                                  "mini_inst_img", "mini_inst_cls")}
+    facts = {}
+    for src in ("sop", "inshop"):
+        facts[f"real_{src}_img"] = pct(t1.loc[src, "paper train images"], t1.loc["Total", "paper train images"])
+        facts[f"real_{src}_cls"] = pct(t1.loc[src, "paper train classes"], t1.loc["Total", "paper train classes"])
+    inst = ["sop", "inshop"]
+    facts["mini_inst_img"] = pct(t1.loc[inst, "train images"].sum(), t1.loc["Total", "train images"])
+    facts["mini_inst_cls"] = pct(t1.loc[inst, "train classes"].sum(), t1.loc["Total", "train classes"])
+    return facts
 
 
 def plot_examples(root, names: Sequence[str] = PUMA_ORDER, classes: int = 4, per_class: int = 3, ax=None):

@@ -211,6 +211,13 @@ def table_claims(cmp: pd.DataFrame) -> pd.DataFrame:
     return _claims_of(MAP(), cmp)
 
 
+def map_runs() -> int:
+    """The map's runs without the extra seeds of the plan: per shift the frozen backbone once and every method at
+    every k and seed."""
+    c = settings()
+    return len(c["shifts"]) * (1 + len(c["shots"]) * len(c["methods"]) * len(c["seeds"]))
+
+
 def map_jobs(profile: str = "quick") -> list[tuple]:
     """Every run of the map, seed-major (``umlkit records train regime map``)."""
     from umlkit.experiments.tables import distinct_jobs
