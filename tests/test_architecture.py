@@ -233,3 +233,16 @@ def test_a_long_module_says_why_at_its_top():
     bad = [f"{p.relative_to(SRC)} ({n} lines)" for p in sorted(SRC.rglob("*.py"))
            if (n := len(p.read_text().splitlines())) > 600 and not p.read_text().startswith("# size: ")]
     assert not bad, bad
+
+
+def test_a_papers_config_and_chapter_define_no_name_twice():
+    """A package's namespace gives config.py's name first: a chapter.py function of the same name would be hidden
+    (and a chapter calling it would get the config's)."""
+    def names(path: Path) -> set[str]:
+        return {n.name for n in ast.parse(path.read_text()).body
+                if isinstance(n, (ast.FunctionDef, ast.ClassDef))} | {
+            t.id for n in ast.parse(path.read_text()).body if isinstance(n, ast.Assign)
+            for t in n.targets if isinstance(t, ast.Name)}
+    clash = {pkg.name: sorted(names(pkg / "config.py") & names(pkg / "chapter.py") - {"__all__"})
+             for pkg in _paper_packages()}
+    assert not any(clash.values()), clash

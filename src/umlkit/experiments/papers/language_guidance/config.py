@@ -467,7 +467,7 @@ def _unified_label(method: str, guidance: str | None) -> str:
     return method if guidance is None else f"{method} + {guidance}"
 
 
-def unified_sweep() -> Sweep:
+def unified_omega_sweep() -> Sweep:
     """The unified setting's omega sweep: every guided row x ``unified.omega_grid`` on PUMA's validation split, and
     each method without guidance (the reference; PUMA's own learning-rate sweep has the same run)."""
     u = lg_config()["unified"]
@@ -480,7 +480,7 @@ def unified_sweep() -> Sweep:
 
 
 def unified_sweep_jobs(profile: str = "quick", seed: int = 0) -> list[tuple[str, str, dict]]:
-    return unified_sweep().jobs(profile, seed)
+    return unified_omega_sweep().jobs(profile, seed)
 
 
 def unified_table_rows(profile: str = "quick") -> list[Row]:

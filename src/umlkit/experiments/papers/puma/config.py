@@ -104,7 +104,7 @@ def table2_scores(result: dict, row: Row) -> dict:
 _B_COMPARED = tuple(DECLARED["b_compared"])   # (b) rows that claims compare (Table 2; Table 4's unified PA)
 
 
-def table2_rows(stage: str = "first") -> list[Row]:
+def table2_stage_rows(stage: str = "first") -> list[Row]:
     rows = [Row(method="Zero-Shot", setting="arch=ViT-S/16", spec={"method": "zero_shot"}, runner="zero_shot",
                 group="zero-shot", label="zero-shot", seed_free=True)]
     rows += [Row(section=SECTIONS["a"], method=n, setting=VIT_S, spec={"method": "full", "loss": loss},
