@@ -568,8 +568,8 @@ def _add_reproduce(sub) -> None:
     p.add_argument("--stale", action="store_true",
                    help="retrain the stored run records whose data, weights or code fingerprint changed (then run "
                         "--chapters, if given)")
-    p.add_argument("--paper", default=None, help="a registered paper (puma, oodml, language_guidance, vptsp, regime): "
-                   "run its chapters; with --stale: retrain only its stale records")
+    p.add_argument("--paper", default=None, help="a registered paper (e.g. puma; a name not registered is answered "
+                   "with the list): run its chapters; with --stale: retrain only its stale records")
     p.add_argument("--table", default=None, metavar="[PAPER:]NAME",
                    help="train exactly one table's missing runs, then save its results CSV and print its claims "
                         "(e.g. --table vptsp:table6, or --paper vptsp --table 'Table 6')")
@@ -589,7 +589,7 @@ def _add_records(sub) -> None:
     for name, func, text in (("train", _cmd_records_train, "train the missing records of a job list"),
                              ("status", _cmd_records_status, "how many records of a job list are stored")):
         p = rsub.add_parser(name, help=text)
-        p.add_argument("paper", help="a registered paper: puma, oodml, language_guidance, vptsp or regime")
+        p.add_argument("paper", help="a registered paper (e.g. puma; a name not registered is answered with the list)")
         p.add_argument("jobs", nargs="?", default=None,
                        help="the paper's job list: oodml: lr_sweep, lr_sweep_cars, lr_sweep_sop, tables; "
                        "language_guidance: omega_sweep, tables, semantic, unified_sweep, unified; vptsp: lr_sweep, "
