@@ -206,7 +206,8 @@ def test_an_unreadable_stored_record_is_reported_not_counted(tmp_path, monkeypat
     assert cli.main(["records", "status", "oodml", "tables"]) == 2
     out = capsys.readouterr()
     assert "0 of 750 records stored" in out.out
-    assert f"1 stored record(s) cannot be read, first: run record {target} cannot be read" in out.err
+    assert "1 stored record(s) are damaged and are not used" in out.err
+    assert f"first: run record {target} cannot be read" in out.err
     assert cli.main(["records", "train", "oodml", "tables", "--match", "zzz|" + re.escape(job[1]) + "$"]) == 2
     assert f"run record {target} cannot be read" in capsys.readouterr().err
     assert target.read_text() == source.read_text()[:40]

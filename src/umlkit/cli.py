@@ -286,14 +286,15 @@ def _cmd_records_status(args: argparse.Namespace) -> int:
 
 
 def _print_job_status(status) -> None:
-    """One line per job: "stored " or "missing", then its label."""
+    """One line per job: "stored ", "missing" or "damaged", then its label."""
     for _, line in status.iterrows():
-        print(f"{'stored ' if line['stored'] else 'missing'}  {line['label']}")
+        state = "damaged" if line.get("damaged") else "stored " if line["stored"] else "missing"
+        print(f"{state}  {line['label']}")
 
 
 def _stored(jobs, profile) -> tuple[list[Path], list[str]]:
-    """The readable stored records of ``jobs``, and a line per stored record that cannot be read (a truncated or
-    edited file: counted as neither stored nor to train)."""
+    """The usable stored records of ``jobs``, and a line per damaged one (truncated, edited, or another run than its
+    name promises: counted as neither stored nor to train)."""
     from umlkit.experiments.records import RecordError, find_record, load_record, normalise_key
     stored, broken = [], []
     for job in jobs:
@@ -311,7 +312,35 @@ def _stored(jobs, profile) -> tuple[list[Path], list[str]]:
 def _report_unreadable(broken: list[str]) -> int:
     if not broken:
         return 0
-    raise ValueError(f"{len(broken)} stored record(s) cannot be read, first: {broken[0]}")
+    raise ValueError(f"{len(broken)} stored record(s) are damaged and are not used (`umlkit records verify` lists "
+                     f"them; `umlkit records train ... --replace-damaged` trains their runs again and keeps each bad "
+                     f"file beside it), first: {broken[0]}")
+
+
+def _cmd_records_verify(args: argparse.Namespace) -> int:
+    """``records verify``: every stored record of the profile (of one paper's folder) that cannot be used."""
+    from umlkit.experiments.records import damaged_records, list_records
+    folder = _records_folder(args.paper) if args.paper else None
+    found = damaged_records(args.profile, folder)
+    for path, why in found:
+        print(f"damaged: {path}\n    {why}")
+    total = len(list_records(args.profile, folder))
+    print(f"{total} record(s) checked, {len(found)} damaged" + (f" ({args.paper})" if args.paper else ""))
+    return 1 if found else 0
+
+
+def _damaged_of(jobs, profile) -> list[tuple[Path, str]]:
+    """(path, why) of the damaged stored records of ``jobs``."""
+    from umlkit.experiments.records import DamagedRecord, find_record, load_record, normalise_key
+    out = []
+    for job in jobs:
+        path = find_record(normalise_key(job[2]), profile)
+        if path is not None:
+            try:
+                load_record(path)
+            except DamagedRecord as err:
+                out.append((path, str(err)))
+    return out
 
 
 def _cmd_records_train(args: argparse.Namespace) -> int:
@@ -336,8 +365,15 @@ def _cmd_records_train(args: argparse.Namespace) -> int:
             raise ValueError(f"--match {args.match!r} matches none of the {len(every)} job labels of {args.paper} "
                              f"{_jobs_name(args)} (e.g. {every[0][1]!r})")
     jobs = [j for k, j in enumerate(jobs) if k % n == i]
-    _report_unreadable(_stored(jobs, args.profile)[1])   # before training: the user decides what to do with them
-    todo = [j for j in jobs if find_record(normalise_key(j[2]), args.profile) is None]
+    damaged = _damaged_of(jobs, args.profile)
+    if damaged and not args.replace_damaged:   # before training: the user decides what to do with them
+        _report_unreadable([why for _, why in damaged])
+    if damaged and not args.dry_run:
+        from umlkit.experiments.records import set_aside
+        for path, _ in damaged:
+            print(f"damaged {path.name}: kept beside as {set_aside(path).name}; its run is trained again")
+    gone = {str(p) for p, _ in damaged}
+    todo = [j for j in jobs if (f := find_record(normalise_key(j[2]), args.profile)) is None or str(f) in gone]
     folder = _records_folder(args.paper)
     print(f"worker {i}/{n}: {len(jobs)} jobs, {len(jobs) - len(todo)} already stored, {len(todo)} to train")
     if args.dry_run:   # what the list, --match and --worker select
@@ -611,7 +647,15 @@ def _add_records(sub) -> None:
             p.add_argument("--dry-run", action="store_true",
                            help="list the jobs the list, --match and --worker select (stored or missing); train none")
             p.add_argument("--runner", default="train_analysis", help=argparse.SUPPRESS)
+            p.add_argument("--replace-damaged", action="store_true",
+                           help="train the runs whose stored file is damaged again, keeping each bad file beside it "
+                           "as <name>.damaged (without it, damaged records stop the command before anything runs)")
         p.set_defaults(func=func)
+    p = rsub.add_parser("verify", help="list the stored records that cannot be used: unreadable, edited, or another "
+                        "run than the file name promises (exit 1 when there are any)")
+    p.add_argument("--paper", default=None, help="only this registered paper's records folder")
+    p.add_argument("--profile", choices=("quick", "full"), default="quick")
+    p.set_defaults(func=_cmd_records_verify)
 
 
 def _add_book(sub) -> None:

@@ -65,6 +65,10 @@ def test_edited_or_unreadable_records_raise(counting_runner):
     data["key"] = {"a": 1}                    # a consistent hash over a key no runner wrote
     data["key_hash"] = rc.config_hash(data["key"])
     path.write_text(json.dumps(data))
+    with pytest.raises(rc.DamagedRecord, match=f"run record {path} is named for the run of key"):
+        rc.load_record(path)                  # under the old run's name: another run than the name promises
+    path = path.with_name(f"r-{data['key_hash']}.json")   # under its own name: the key itself is refused
+    path.write_text(json.dumps(data))
     with pytest.raises(rc.RecordError, match=f"run record {path}: its key cannot be fingerprinted"):
         rc.load_record(path)
 

@@ -22,6 +22,7 @@ them is stale, and another retrains one from its stored key and checks that the 
 from __future__ import annotations
 
 import json
+import os
 import platform
 import re
 import time
@@ -38,11 +39,17 @@ from umlkit.results import atomic_write, config_hash
 
 __all__ = ["record_path", "load_record", "cached_record", "find_record", "list_records", "records_summary",
            "stale_records", "recompute", "restamp", "RecordError", "MissingSideFile", "normalise_key", "read_only",
-           "is_read_only"]
+           "is_read_only", "DamagedRecord", "damaged_records", "set_aside"]
 
 
 class RecordError(RuntimeError):
     """A stored record is unreadable or does not belong to the configuration that names it."""
+
+
+class DamagedRecord(RecordError):
+    """A stored record file that must not be used: unreadable (truncated, not JSON, fields missing, edited) or holding
+    another run than the one its file name promises (a copy or a move under the wrong name). Shown by ``umlkit
+    records verify`` and the status commands, never read as a result, never overwritten in place."""
 
 
 class MissingSideFile(RecordError):
@@ -95,22 +102,39 @@ def record_path(paper: str, table: str, label: str, key: dict, profile: str) -> 
             / f"{_slug(label)}-{config_hash(normalise_key(key))}.json")
 
 
+_NAMED_HASH = re.compile(r"-([0-9a-f]{12})$")
+
+
+def _named_hash(path: Path) -> str | None:
+    """The key hash a record's file name promises (``<label>-<hash>.json``), or None for another name."""
+    m = _NAMED_HASH.search(path.stem)
+    return m.group(1) if m else None
+
+
 def load_record(path: str | Path) -> dict:
-    """Read and check a record; adds ``path``, ``stale`` (the fingerprint parts that changed) and ``cached``."""
+    """Read and check a record; adds ``path``, ``stale`` (the fingerprint parts that changed) and ``cached``. A file
+    that cannot be used (:class:`DamagedRecord`) is an error naming it: unreadable, edited, or holding another run
+    than its name promises (the stored key's hash against the name's)."""
     path = Path(path)
     try:
         rec = json.loads(path.read_text())
     except (OSError, ValueError) as err:     # ValueError: JSON errors and bytes that are not UTF-8
-        raise RecordError(f"run record {path} cannot be read ({err}); {_FIX}") from err
+        raise DamagedRecord(f"run record {path} cannot be read ({err}); {_FIX}") from err
     if not isinstance(rec, dict):
-        raise RecordError(f"run record {path} holds a JSON {type(rec).__name__}, not a record (an object with key, "
-                          f"result, runner); {_FIX}")
+        raise DamagedRecord(f"run record {path} holds a JSON {type(rec).__name__}, not a record (an object with key, "
+                            f"result, runner); {_FIX}")
     for field in ("key", "key_hash", "result", "runner"):
         if field not in rec:
-            raise RecordError(f"run record {path} has no {field!r} field; {_FIX}")
+            raise DamagedRecord(f"run record {path} has no {field!r} field; {_FIX}")
     if config_hash(rec["key"]) != rec["key_hash"]:
-        raise RecordError(f"run record {path}: its stored configuration hashes to {config_hash(rec['key'])}, "
-                          f"not to the recorded {rec['key_hash']}; the file was edited. Delete it or rerun.")
+        raise DamagedRecord(f"run record {path}: its stored configuration hashes to {config_hash(rec['key'])}, "
+                            f"not to the recorded {rec['key_hash']}; the file was edited. Delete it or rerun.")
+    promised = _named_hash(path)
+    if promised is not None and promised != config_hash(normalise_key(rec["key"])):
+        raise DamagedRecord(f"run record {path} is named for the run of key {promised} but holds the run of key "
+                            f"{config_hash(normalise_key(rec['key']))} (label {rec.get('label', '?')!r}): a copy or "
+                            f"a move under the wrong name. It is never used; {_FIX} (`umlkit records train ... "
+                            f"--replace-damaged` keeps it beside as .damaged)")
     rec["path"] = str(path)
     try:
         current = fingerprint(rec["key"])
@@ -168,6 +192,13 @@ def cached_record(paper: str, table: str, label: str, key: dict, runner: str | C
     if is_read_only():
         raise RecordError(f"{paper}/{table}/{label}: no stored record under {_records_root(profile)} and reading is "
                           f"read-only (train it with `umlkit records train` or a chapter with TRAIN=True)")
+    if existing is not None:   # a rerun: a damaged file under this run's name is kept beside, not overwritten
+        try:
+            load_record(existing)
+        except DamagedRecord:
+            kept = set_aside(existing)
+            if log is not None:
+                log(f"kept the damaged {existing.name} beside as {kept.name}")
     path = existing or record_path(paper, table, label, key, profile)
     stamp = fingerprint(key)   # a key it cannot fingerprint fails here, before the run, not after it
     name = runner if isinstance(runner, str) else f"callable:{getattr(runner, '__qualname__', 'unknown')}"
@@ -186,6 +217,29 @@ def cached_record(paper: str, table: str, label: str, key: dict, runner: str | C
     atomic_write(path, json.dumps(rec, indent=1, sort_keys=True))
     rec.update(path=str(path), stale=[], cached=False)
     return rec
+
+
+def damaged_records(profile: str, paper: str | None = None) -> list[tuple[Path, str]]:
+    """(path, why) of every stored record of ``profile`` (of ``paper``'s folder) that :func:`load_record` refuses."""
+    out = []
+    for path in list_records(profile, paper):
+        try:
+            load_record(path)
+        except DamagedRecord as err:
+            out.append((path, str(err)))
+    return out
+
+
+def set_aside(path: str | Path) -> Path:
+    """Move a damaged record out of the records' way, beside itself as ``<name>.damaged`` (``.damaged.1``, ... when
+    taken), so that training its run again loses nothing; returns the new path."""
+    path = Path(path)
+    target, n = path.with_name(path.name + ".damaged"), 0
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.name}.damaged.{n}")
+    os.replace(path, target)
+    return target
 
 
 def list_records(profile: str, paper: str | None = None, table: str | None = None) -> list[Path]:

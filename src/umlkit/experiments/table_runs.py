@@ -48,21 +48,25 @@ def table_jobs(paper: str, table: str, profile: str = "quick") -> list[tuple]:
 
 
 def job_status(jobs: list[tuple], profile: str = "quick") -> pd.DataFrame:
-    """One line per job: its label, whether a record of its key is stored (and where) and the stored run's wall time
-    in seconds (NaN where none is stored or the record does not say)."""
-    import json
+    """One line per job: its label, whether a usable record of its key is stored (and where), the stored run's wall
+    time in seconds (NaN where none is stored or the record does not say) and why a stored file is ``damaged``
+    (unreadable, or another run than its name promises: never counted as stored)."""
+    from umlkit.experiments.records import DamagedRecord, load_record
     lines = []
     for job in jobs:
         path = find_record(normalise_key(job[2]), profile)
-        seconds = float("nan")
+        seconds, damaged = float("nan"), ""
         if path is not None:
             try:
-                seconds = float(json.loads(Path(path).read_text()).get("seconds", "nan"))
-            except (OSError, ValueError, TypeError, AttributeError):
-                pass   # an unreadable record is reported where it is read; no time to take from it
-        lines.append({"label": job[1], "runner": job[3] if len(job) > 3 else "", "stored": path is not None,
-                      "record": str(path) if path else "", "seconds": seconds})
-    return pd.DataFrame(lines, columns=["label", "runner", "stored", "record", "seconds"])
+                seconds = float(load_record(path).get("seconds", "nan"))
+            except DamagedRecord as err:   # shown, never counted as stored
+                damaged = str(err)
+            except (TypeError, ValueError):
+                pass   # a record without a usable time: stored, no time to take from it
+        lines.append({"label": job[1], "runner": job[3] if len(job) > 3 else "",
+                      "stored": path is not None and not damaged, "record": str(path) if path else "",
+                      "seconds": seconds, "damaged": damaged})
+    return pd.DataFrame(lines, columns=["label", "runner", "stored", "record", "seconds", "damaged"])
 
 
 def _row_of(label: str) -> str:
