@@ -140,9 +140,10 @@ def load_plugins(paths) -> None:
         sys.modules[spec.name] = module
         try:
             spec.loader.exec_module(module)
-        except Exception as err:
+        except (Exception, SystemExit) as err:   # a plugin that calls sys.exit() must not end the command with 0
             del sys.modules[spec.name]
-            raise ValueError(f"--plugin {path} failed on import ({type(err).__name__}: {err})") from err
+            raise ValueError(f"--plugin {path} failed on import ({type(err).__name__}: {err}); nothing was run") \
+                from err
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
