@@ -10,7 +10,8 @@ import pandas as pd
 from umlkit.models import parameter_budget
 from umlkit.paper import paper_table
 
-__all__ = ["PUMA_SPECS", "VPTSP_SPECS", "EXPLANATIONS", "puma_budget", "vptsp_budget", "uml_vptsp_budget"]
+__all__ = ["PUMA_SPECS", "VPTSP_SPECS", "EXPLANATIONS", "puma_budget", "vptsp_budget", "uml_vptsp_budget",
+           "budget_facts"]
 
 # PUMA Table 2 (c) and Table 3 rows: ViT-S/16 (in21k -> in1k), 128-d linear head
 PUMA_SPECS = {
@@ -130,3 +131,22 @@ def uml_vptsp_budget(num_classes: int = 15_952) -> dict[str, float]:
     total = count_trainable(model)
     prompts = sum(p.numel() for p in model.sparse_parameters())
     return {"classes": num_classes, "total (M)": total / 1e6, "class prompts (M)": prompts / 1e6, "paper (M)": 124.8}
+
+
+def budget_facts(puma: pd.DataFrame, vptsp: pd.DataFrame, uml: dict) -> dict[str, str]:
+    """Glue for the chapter's prose, from the counted tables (:func:`puma_budget`, :func:`vptsp_budget`,
+    :func:`uml_vptsp_budget`): PUMA's adapters and prompt pool (PUMA's row less the static adapters', the adapters
+    less the head), the linear head, the "fewer parameters" ratio (eight fully fine-tuned models over PUMA), BitFit's
+    gap to VPTSP's paper, the GRU (VPTSP-G less VPTSP-M) and VPTSP-G's class prompts on the UML union."""
+    total = puma["total"]
+    head = int(total["Linear Embedding"])
+    adapters = int(total["Stochastic adapter"]) - head
+    eight = 8 * int(total["Full fine-tuning (one model)"])
+    bitfit = vptsp.loc["BitFit"]
+    pool = int(total["PUMA"]) - int(total["Stochastic adapter"])
+    return {"pb_adapters": f"{adapters / 1e6:.2f}", "pb_pool": f"{pool / 1e6:.3f}",
+            "pb_head": f"{head:,}", "pb_head_m": f"{head / 1e6:.2f}", "pb_eight": f"{eight / 1e6:.1f}",
+            "pb_puma": f"{total['PUMA'] / 1e6:.2f}", "pb_ratio": f"{eight / total['PUMA']:.1f}",
+            "pb_bitfit_gap": f"{bitfit['paper (M)'] - bitfit['measured (M)']:.2f}",
+            "pb_gru": f"{(vptsp.loc['VPTSP-G', 'total'] - vptsp.loc['VPTSP-M', 'total']) / 1e6:.2f}",
+            "pb_uml_prompts": f"{uml['class prompts (M)']:.0f}"}
