@@ -171,3 +171,30 @@ def test_a_corrupt_chapter_stops_the_sync_before_any_chapter_is_written(tmp_path
     with pytest.raises(ValueError, match=rf"{chapters[3].name}: cannot read the notebook .*no chapter was changed"):
         _book.sync_colab(root)
     assert all(p.read_bytes() == before[p] for p in chapters if p != chapters[3])
+
+
+def test_a_name_the_chapter_does_not_declare_is_refused_naming_its_parameters():
+    """`papermill -p SEED 0` for a chapter whose parameter is SEEDS ran the defaults and exited 0; the set-up cell's
+    check now refuses it (the names come from the chapter's parameters cell, written by `umlkit book sync-colab`)."""
+    declared = ("PROFILE", "SEEDS", "TRAIN")
+    _book.check_parameters({"PROFILE": "quick", "SEEDS": [0], "TRAIN": False, "In": [], "_": None}, declared, "vptsp")
+    with pytest.raises(ValueError, match=r"vptsp: unknown parameter\(s\) SEED; its parameters are PROFILE, SEEDS, "
+                                         r"TRAIN \(papermill: -p NAME VALUE\)"):
+        _book.check_parameters({"PROFILE": "quick", "SEEDS": [0], "SEED": 0}, declared, "vptsp")
+
+
+def test_every_chapters_set_up_cell_names_its_own_parameters():
+    import nbformat
+    root = Path(__file__).resolve().parents[1]
+    for path in _book.toc_chapters(root):
+        nb = nbformat.read(path, as_version=4)
+        setup = next(c.source for c in nb.cells if _book.SETUP_MARKER in c.source)
+        names = _book.notebook_parameters(path)
+        assert f"), {path.stem!r})" in setup and all(repr(n) in setup for n in names), path.name
+
+
+def test_reproduce_refuses_a_parameter_no_chapter_declares():
+    from umlkit.reproduce import reproduce
+    with pytest.raises(ValueError, match=r"parameter\(s\) SEED are declared by none of the chapters \(vptsp\); "
+                                         r"their parameters: .*SEEDS"):
+        reproduce(chapters=["vptsp"], parameters={"SEED": 0})

@@ -23,6 +23,7 @@ import re
 from pathlib import Path
 
 __all__ = ["repository", "badge", "setup_source", "sync_colab", "toc_chapters", "book_chapters", "missing_toc_entries",
+           "notebook_parameters",
            "parameters_of", "chapter_parameters", "SETUP_MARKER", "check_html"]
 
 SETUP_MARKER = "# On Colab only: fetch the repository"
@@ -57,7 +58,8 @@ def badge(repo: dict, notebook: str) -> str:
             f"(https://colab.research.google.com/github/{repo['slug']}/blob/{repo['branch']}/{rel})")
 
 
-def setup_source(repo: dict, chapter_dir: str = "book") -> str:
+def setup_source(repo: dict, chapter_dir: str = "book", parameters: tuple[str, ...] | None = None,
+                 chapter: str = "") -> str:
     """The Colab set-up cell: clone the repository, install umlkit with the book extras, work from the chapters'
     folder (outside Colab, where ``google.colab`` is missing, none of that), then the book's table display
     (:func:`umlkit.experiments.prose.book_display`) in every chapter."""
@@ -77,9 +79,20 @@ def setup_source(repo: dict, chapter_dir: str = "book") -> str:
         "from umlkit._book import check_parameters",
         "from umlkit.experiments.prose import book_display",
         "",
-        "check_parameters(globals())  # papermill's values: a list or bool given as text is parsed, a bad value named",
+        (_check_call(parameters, chapter) if parameters is not None else
+         "check_parameters(globals())  # papermill's values: a list or bool given as text is parsed, a bad value "
+         "named"),
         "book_display()  # tables show every cell's whole text and '–' for a missing value",
     ])
+
+
+def _check_call(parameters: tuple[str, ...], chapter: str) -> str:
+    """The set-up cell's ``check_parameters`` call naming the chapter's parameters, wrapped under 100 characters."""
+    import textwrap
+    names = textwrap.wrap(", ".join(repr(p) for p in parameters) + ("," if len(parameters) == 1 else ""), 80)
+    body = "\n".join(f"    {line}" for line in names)
+    return (f"# papermill's values: a list or bool given as text is parsed, a bad value or an unknown name refused\n"
+            f"check_parameters(globals(), (\n{body}\n), {chapter!r})")
 
 
 PROFILES = ("quick", "full")
@@ -87,14 +100,23 @@ _YAML_TEXT = ("[", "{")
 _YAML_WORDS = {"None", "none", "null", "True", "true", "False", "false"}
 
 
-def check_parameters(namespace: dict) -> None:
-    """Check a chapter's parameters after papermill set them (the set-up cell calls this with ``globals()``).
+def check_parameters(namespace: dict, declared: tuple[str, ...] | None = None, chapter: str = "") -> None:
+    """Check a chapter's parameters after papermill set them (the set-up cell calls this with ``globals()``, the
+    names its parameters cell declares and the chapter's name).
+
+    A name papermill set that the chapter does not declare (``-p SEED 0`` for ``SEEDS``) is refused, naming the
+    chapter's parameters: it would otherwise run the defaults and end with exit 0.
 
     ``PROFILE`` must be a profile. Papermill's ``-p NAME VALUE`` passes text: a value that reads as a YAML list,
     mapping, boolean or None (``-p SEEDS '[0, 1]'``, ``-p TRAIN True``) is parsed and put back; text that starts
     like a list but is not valid YAML is refused, naming ``-y`` (papermill's YAML form). ``*SEEDS`` must then be
     None or a list of integers, ``TRAIN``/``RERUN`` booleans, ``OVERRIDES`` a list of ``key=value`` strings."""
     import yaml
+    if declared is not None:   # the set-up cell follows the parameters cell and papermill's injected one only
+        unknown = sorted(n for n in namespace if n.isupper() and not n.startswith("_") and n not in declared)
+        if unknown:
+            raise ValueError(f"{chapter or 'this chapter'}: unknown parameter(s) {', '.join(unknown)}; its parameters "
+                             f"are {', '.join(declared)} (papermill: -p NAME VALUE)")
     profile = namespace.get("PROFILE", "quick")
     if profile not in PROFILES:
         raise ValueError(f"PROFILE = {profile!r}: choose one of {', '.join(PROFILES)} (papermill: -p PROFILE quick)")
@@ -140,7 +162,10 @@ def sync_colab(root: str | Path = ".", check: bool = False) -> list[Path]:
         before = nbformat.writes(nb)
         rel = path.relative_to(root).as_posix()
         _sync_badge(nb, badge(repo, rel), path)
-        _sync_setup(nb, setup_source(repo, path.parent.relative_to(root).as_posix() or "."), nbformat)
+        names = tuple(p["parameter"] for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])
+                      for p in parameters_of(c.source))
+        _sync_setup(nb, setup_source(repo, path.parent.relative_to(root).as_posix() or ".", names, path.stem),
+                    nbformat)
         if nbformat.writes(nb) != before:
             updated[path] = nbformat.writes(nb) + "\n"
     if not check:
@@ -212,6 +237,14 @@ def missing_toc_entries(root: str | Path = ".") -> list[str]:
             out.append(str(path.relative_to(root).with_suffix("")) if path.is_relative_to(root)
                        else str(path.with_suffix("")))
     return out
+
+
+def notebook_parameters(path: str | Path) -> tuple[str, ...]:
+    """The names a chapter's parameters cell (tagged ``parameters``) declares."""
+    import nbformat
+    nb = nbformat.read(Path(path), as_version=4)
+    return tuple(p["parameter"] for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])
+                 for p in parameters_of(c.source))
 
 
 def parameters_of(source: str) -> list[dict]:

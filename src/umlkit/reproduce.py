@@ -73,8 +73,8 @@ def reproduce(profile: str = "quick", chapters=None, root: Path | None = None, k
     through; a chapter that fails leaves its executed cells in ``<chapter>.failed.ipynb``, and an interrupted one in
     ``<chapter>.partial.ipynb``, so the last complete output is never lost.
 
-    ``parameters`` are passed to every chapter's ``parameters`` cell on top of ``PROFILE`` (papermill ignores
-    none: a name a chapter does not define is added after its parameters cell, harmlessly)."""
+    ``parameters`` are passed, on top of ``PROFILE``, to each chapter that declares them in its parameters cell; a
+    name no chosen chapter declares is refused before anything runs (a chapter refuses a name it does not declare)."""
     import papermill as pm
 
     from umlkit._progress import progress_enabled  # UMLKIT_PROGRESS=0 switches papermill's bar off too
@@ -86,6 +86,13 @@ def reproduce(profile: str = "quick", chapters=None, root: Path | None = None, k
     unknown = [c for c in chapters if c not in known]
     if unknown:
         raise ValueError(f"unknown chapter(s) {unknown}; the book has {known}")
+    from umlkit._book import notebook_parameters
+    declared = {name: notebook_parameters(files[name]) for name in chapters}
+    unknown = sorted(set(parameters or {}) - {p for names in declared.values() for p in names})
+    if unknown:
+        raise ValueError(f"parameter(s) {', '.join(unknown)} are declared by none of the chapters "
+                         f"({', '.join(chapters)}); their parameters: "
+                         f"{', '.join(sorted({p for names in declared.values() for p in names}))}")
     out_dir = results_root(profile) / "notebooks"
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -98,7 +105,8 @@ def reproduce(profile: str = "quick", chapters=None, root: Path | None = None, k
         t0 = time.perf_counter()
         try:
             with kernel_stderr_to(out_dir / f"{name}.kernel.log"):
-                pm.execute_notebook(str(src), str(partial), parameters={**(parameters or {}), "PROFILE": profile},
+                pm.execute_notebook(str(src), str(partial), parameters={**{k: v for k, v in (parameters or {}).items()
+                                                                  if k in declared[name]}, "PROFILE": profile},
                                     cwd=str(src.parent), kernel_name=kernel,
                                     progress_bar=progress and progress_enabled())
             os.replace(partial, dst)
