@@ -289,3 +289,25 @@ def test_check_a_uml_mini_tree_and_a_damaged_dataset(tmp_path):
     assert table.loc["sop", "status"] == "count mismatch"
     assert ("generation did not finish" in table.loc["sop", "detail"]
             and "make-mini --root" in table.loc["sop", "detail"])
+
+
+def test_a_loader_error_of_any_kind_marks_its_dataset_only(tmp_path, monkeypatch):
+    """A malformed tree that makes a loader raise something other than the expected errors (a KeyError for a
+    missing field of an annotation file, e.g. Stanford Cars' devkit under another name) is that dataset's row: the
+    others are still checked and shown, and the row names the folder and the expected layout."""
+    from umlkit.data import check as check_module
+    from umlkit.data import make_mini
+    root = make_mini(tmp_path / "m", sources=["cub", "sop"])
+    real = check_module.load_dataset
+
+    def broken(name, *args, **kwargs):
+        if name == "cub":
+            raise KeyError("class_names")
+        return real(name, *args, **kwargs)
+    monkeypatch.setattr(check_module, "load_dataset", broken)
+    table = check_datasets(root)
+    assert list(table.index) == ["cub", "sop"] and table.loc["sop", "status"] == "found"
+    assert table.loc["cub", "status"] == "unreadable annotations"
+    detail = table.loc["cub", "detail"]
+    assert detail.startswith("KeyError: 'class_names' while reading") and "CUB_200_2011" in detail
+    assert "expected layout" in detail

@@ -91,5 +91,9 @@ def check_datasets(root: str | Path, names=None, verify: bool = False, on_error:
         except ValueError as err:   # a damaged annotation file (named in the message): that dataset only
             row["status"] = "unreadable annotations"
             row["detail"] = str(err)
+        except Exception as err:   # anything else a loader raises on a malformed tree: this dataset's row, not all
+            row["status"] = "unreadable annotations"
+            row["detail"] = (f"{type(err).__name__}: {err} while reading {root / spec.folder}; expected layout "
+                             f"{spec.layout}")
         rows.append(row)
     return pd.DataFrame(rows).set_index("dataset")
