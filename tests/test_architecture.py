@@ -246,3 +246,11 @@ def test_a_papers_config_and_chapter_define_no_name_twice():
     clash = {pkg.name: sorted(names(pkg / "config.py") & names(pkg / "chapter.py") - {"__all__"})
              for pkg in _paper_packages()}
     assert not any(clash.values()), clash
+
+
+def test_no_function_is_longer_than_80_lines():
+    """The guide's rule: a function of src/ fits in 80 lines (decorators excluded, docstring included)."""
+    bad = [f"{p.relative_to(SRC)}:{n.lineno} {n.name} ({n.end_lineno - n.lineno + 1} lines)"
+           for p in sorted(SRC.rglob("*.py")) for n in ast.walk(ast.parse(p.read_text()))
+           if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno + 1 > 80]
+    assert not bad, bad

@@ -203,6 +203,29 @@ def floor_facts(floors: pd.DataFrame, profile: str = "quick") -> dict[str, str]:
     return out
 
 
+def _split_fid_facts(data: dict) -> dict[str, str]:
+    """The chapter's facts about the splits' FIDs: the paper's default / i.i.d. ratio, the easiest CUB-like split,
+    the cross-source FIDs against the largest split FID."""
+    from umlkit.experiments.prose import fmt
+    from umlkit.paper import paper_table
+    f = {}
+    t1 = paper_table(PAPER, "Table 1").pivot_table(index="dataset", columns="setting", values="value")
+    ratio = t1[T1["default"]] / t1[T1["iid"]]
+    f["paper_iid_ratio"] = ", ".join(f"{ratio[SOURCE_NAMES[s]]:.1f}" for s in SOURCES[:-1]) + \
+        f" and {ratio[SOURCE_NAMES[SOURCES[-1]]]:.1f}"
+    cub = data["sources"]["cub"]["splits"]
+    easier = [x["fid"] for x in cub if x["fid"] < data["sources"]["cub"]["default_fid"]]
+    f["cub_easiest"] = fmt(min(easier)) if easier else "n/a"
+    f["cub_easier_share"] = (f"{100 * (1 - min(easier) / data['sources']['cub']['default_fid']):.0f} %"
+                             if easier else "n/a")
+    cross = list(data.get("cross_fid", {}).values())
+    top = max(x["fid"] for d in data["sources"].values() for x in d["splits"])
+    f["cross_min"], f["cross_max"] = (fmt(min(cross)), fmt(max(cross))) if cross else ("n/a", "n/a")
+    f["split_max"] = fmt(top)
+    f["cross_above"] = f"{sum(c > top for c in cross)} of {len(cross)}" if cross else "n/a"
+    return f
+
+
 def chapter_facts(measured: pd.DataFrame, trends: dict, ags: pd.DataFrame, corr: pd.DataFrame,
                   transfer: pd.DataFrame, gains: pd.DataFrame, claims: pd.DataFrame, profile: str = "quick") -> dict:
     """The numbers the ooDML chapter's discussion states, from its tables (glued into the text; every fact is
@@ -235,21 +258,7 @@ def chapter_facts(measured: pd.DataFrame, trends: dict, ags: pd.DataFrame, corr:
             f[f"{src}_{tag}_falls"] = str(int((sub["change"] < 0).sum()))
             f[f"{src}_{tag}_rho"] = fmt(sub["spearman(FID, metric)"].mean(), 2) if len(sub) else "n/a"
             f[f"{src}_{tag}_drop"] = fmt(-sub["change"].mean()) if len(sub) else "n/a"
-    from umlkit.paper import paper_table
-    t1 = paper_table(PAPER, "Table 1").pivot_table(index="dataset", columns="setting", values="value")
-    ratio = t1[T1["default"]] / t1[T1["iid"]]
-    f["paper_iid_ratio"] = ", ".join(f"{ratio[SOURCE_NAMES[s]]:.1f}" for s in SOURCES[:-1]) + \
-        f" and {ratio[SOURCE_NAMES[SOURCES[-1]]]:.1f}"
-    cub = data["sources"]["cub"]["splits"]
-    easier = [x["fid"] for x in cub if x["fid"] < data["sources"]["cub"]["default_fid"]]
-    f["cub_easiest"] = fmt(min(easier)) if easier else "n/a"
-    f["cub_easier_share"] = (f"{100 * (1 - min(easier) / data['sources']['cub']['default_fid']):.0f} %"
-                             if easier else "n/a")
-    cross = list(data.get("cross_fid", {}).values())
-    top = max(x["fid"] for d in data["sources"].values() for x in d["splits"])
-    f["cross_min"], f["cross_max"] = (fmt(min(cross)), fmt(max(cross))) if cross else ("n/a", "n/a")
-    f["split_max"] = fmt(top)
-    f["cross_above"] = f"{sum(c > top for c in cross)} of {len(cross)}" if cross else "n/a"
+    f.update(_split_fid_facts(data))
     if not ags.empty:
         a = ags[ags["metric"] == "AGS-R@1"].groupby(["dataset", "row"])["measured"].mean()
         for src in SOURCES:
