@@ -276,14 +276,14 @@ def _prepared_jobs(args: argparse.Namespace) -> list[tuple]:
 
 def _cmd_records_status(args: argparse.Namespace) -> int:
     jobs = _prepared_jobs(args)
-    stored, broken = _stored(jobs, args.profile)
+    stored, damaged = _stored(jobs, args.profile)
     have = len(stored)
     if args.list:
         from umlkit.experiments.table_runs import job_status
         _print_job_status(job_status(jobs, args.profile))
     print(f"{args.paper} {_jobs_name(args)} ({args.profile}): {have} of {len(jobs)} records stored, "
           f"{len(jobs) - have} to train")
-    return _report_unreadable(broken)
+    return _report_unreadable([why for _, why in damaged])
 
 
 def _print_job_status(status) -> None:
@@ -293,11 +293,11 @@ def _print_job_status(status) -> None:
         print(f"{state}  {line['label']}")
 
 
-def _stored(jobs, profile) -> tuple[list[Path], list[str]]:
-    """The usable stored records of ``jobs``, and a line per damaged one (truncated, edited, or another run than its
-    name promises: counted as neither stored nor to train)."""
-    from umlkit.experiments.records import RecordError, find_record, load_record, normalise_key
-    stored, broken = [], []
+def _stored(jobs, profile) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """The usable stored records of ``jobs``, and (path, why) of each damaged one (truncated, edited, or another run
+    than its name promises: counted as neither stored nor to train)."""
+    from umlkit.experiments.records import DamagedRecord, find_record, load_record, normalise_key
+    stored, damaged = [], []
     for job in jobs:
         path = find_record(normalise_key(job[2]), profile)
         if path is None:
@@ -305,9 +305,9 @@ def _stored(jobs, profile) -> tuple[list[Path], list[str]]:
         try:
             load_record(path)
             stored.append(path)
-        except RecordError as err:
-            broken.append(str(err))
-    return stored, broken
+        except DamagedRecord as err:
+            damaged.append((path, str(err)))
+    return stored, damaged
 
 
 def _report_unreadable(broken: list[str]) -> int:
@@ -328,20 +328,6 @@ def _cmd_records_verify(args: argparse.Namespace) -> int:
     total = len(list_records(args.profile, folder))
     print(f"{total} record(s) checked, {len(found)} damaged" + (f" ({args.paper})" if args.paper else ""))
     return 1 if found else 0
-
-
-def _damaged_of(jobs, profile) -> list[tuple[Path, str]]:
-    """(path, why) of the damaged stored records of ``jobs``."""
-    from umlkit.experiments.records import DamagedRecord, find_record, load_record, normalise_key
-    out = []
-    for job in jobs:
-        path = find_record(normalise_key(job[2]), profile)
-        if path is not None:
-            try:
-                load_record(path)
-            except DamagedRecord as err:
-                out.append((path, str(err)))
-    return out
 
 
 def _cmd_records_train(args: argparse.Namespace) -> int:
@@ -366,7 +352,7 @@ def _cmd_records_train(args: argparse.Namespace) -> int:
             raise ValueError(f"--match {args.match!r} matches none of the {len(every)} job labels of {args.paper} "
                              f"{_jobs_name(args)} (e.g. {every[0][1]!r})")
     jobs = [j for k, j in enumerate(jobs) if k % n == i]
-    damaged = _damaged_of(jobs, args.profile)
+    damaged = _stored(jobs, args.profile)[1]
     if damaged and not args.replace_damaged:   # before training: the user decides what to do with them
         _report_unreadable([why for _, why in damaged])
     if damaged and not args.dry_run:

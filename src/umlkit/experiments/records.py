@@ -139,8 +139,8 @@ def load_record(path: str | Path) -> dict:
     try:
         current = fingerprint(rec["key"])
     except (ValueError, TypeError, KeyError) as err:
-        raise RecordError(f"run record {path}: its key cannot be fingerprinted ({err}); it was not written by umlkit "
-                          f"or was edited. Delete it (a chapter or `umlkit reproduce` then trains it again)") from err
+        raise DamagedRecord(f"run record {path}: its key cannot be fingerprinted ({err}); it was not written by umlkit "
+                            f"or was edited. Delete it (a chapter or `umlkit reproduce` then trains it again)") from err
     rec["stale"] = stale_parts(rec.get("fingerprint"), current)
     rec["cached"] = True
     return rec

@@ -3,7 +3,7 @@ paper's ``tables.yaml`` (``tables: {<name>: {...}}``), so that a paper's ``confi
 its own (how a declared row becomes a run configuration, how a record becomes cells) and never builds a table or a
 claim itself.
 
-A declaration names, by key (every key but ``rows`` optional)::
+A declaration names, by key (every key optional: a table of quoted cells only has no ``rows``)::
 
     tables:
       Table 1:
@@ -15,7 +15,7 @@ A declaration names, by key (every key but ``rows`` optional)::
         scores: scores                          # config.py's record -> cells function (default: none)
         claims: {...}                           # a claim group (declarations.claims_of), or a list of groups
         floor: {frozen: Zero-shot (frozen backbone), per_setting: false}
-        unmeasured: {quick: {"*": $reasons.table1_quick}}
+        unmeasured: {quick: {"*": $REASONS.table1_quick}}
         params: true
         params_dataset: CUB
         columns: [CUB, Cars]
