@@ -4,7 +4,6 @@ listed in that folder's README. Chapters compare what they measure against these
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pandas as pd
@@ -29,15 +28,11 @@ def paper_tables_dir() -> Path:
 
 
 def _outside_files() -> dict[str, Path]:
-    """``{paper: its paper_table.csv}`` of the paper packages outside the source tree (``UMLKIT_PAPERS``, the
-    registry's variable: a folder that is a paper package, or a folder of them)."""
-    out = {}
-    for entry in filter(None, os.environ.get("UMLKIT_PAPERS", "").split(os.pathsep)):
-        folder = Path(entry).expanduser()
-        for f in [folder / "paper_table.csv", *folder.glob("*/paper_table.csv")]:
-            if f.is_file():
-                out.setdefault(f.parent.name, f)
-    return out
+    """``{paper: its paper_table.csv}`` of the paper packages outside the source tree (``UMLKIT_PAPERS``, found by
+    the registry's :func:`~umlkit.experiments.registry.paper_packages`)."""
+    from umlkit.experiments.registry import paper_packages
+    return {folder.name: folder / "paper_table.csv" for module, folder in paper_packages()
+            if "." not in module and (folder / "paper_table.csv").is_file()}
 
 
 def paper_names() -> list[str]:
