@@ -47,6 +47,6 @@ def test_executing_the_front_page_leaves_a_fresh_checkout_unchanged(tmp_path):
                           env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = (tmp_path / "intro.out.ipynb").read_text()
-    assert "declared" in out and "supported" in out          # the scoreboard's summary was displayed
+    assert "declared" in out and "reproduced" in out          # the scoreboard's summary was displayed
     assert _git("status", "--porcelain", "--ignored=no", cwd=clone) == ""
     assert not (clone / "results" / "quick" / "language" / ".lock").exists()

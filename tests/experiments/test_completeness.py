@@ -33,7 +33,7 @@ def test_every_declared_claim_is_on_the_board_with_its_records(no_training, quic
     lost = quick_board[(quick_board["verdict"] == MISSING) & (quick_board["in_progress"] == "")]
     assert lost.empty, f"claims without records: {lost[['paper', 'claim', 'missing']].to_string()}"
     lg = quick_board[quick_board["paper"] == "language_guidance"]
-    assert lg.set_index("claim").loc[UNIFIED_ELG, "verdict"] in ("supported", "inconclusive", "contradicted")
+    assert lg.set_index("claim").loc[UNIFIED_ELG, "verdict"] in ("reproduced", "inconclusive", "contradicted")
 
 
 def _copy(src: Path, dst: Path, parts) -> None:
@@ -104,3 +104,24 @@ def test_every_paper_cell_is_measured_or_says_why(no_training):
     undeclared = {(f.stem, t) for f in root.glob("*.csv") for t in pd.read_csv(f)["table"].unique()
                   if t not in declared.get(f.stem, set())}
     assert undeclared == {("puma", "Table 1")}
+
+
+def test_no_decided_verdict_rests_on_a_marked_or_saturated_cell(no_training, quick_board):
+    """Over the whole board: a claim with a decided verdict (reproduced, contradicted, no effect, smaller than the
+    paper's) compares no cell below its floor, collapsed, with a collapsed seed or that never moved from the frozen
+    backbone - unless the claim is about that fall (it pairs a run with itself, or a side is the floor row itself,
+    whose mark is then empty) - and no two cells both at the R@k ceiling; every claim with a test has an interval."""
+    from umlkit.experiments.tables import at_ceiling
+    from umlkit.experiments.verdicts import DECIDED, VERDICTS
+    board = quick_board
+    decided = board[board["verdict"].isin(DECIDED)]
+    assert len(decided) > 50
+    marks = decided[["mark A", "mark B"]].fillna("").astype(str)
+    paired = decided["test"].astype(str).str.startswith("paired")
+    resting = decided[(marks["mark A"].ne("") | marks["mark B"].ne("")) & ~paired]
+    assert resting.empty, resting[["paper", "table", "claim", "verdict", "mark A", "mark B"]].to_string()
+    saturated = decided[[at_ceiling(m, a, b) for m, a, b in
+                         zip(decided["metric"], decided["measured A"], decided["measured B"])]]
+    assert saturated.empty, saturated[["paper", "claim", "measured A", "measured B"]].to_string()
+    tested = board[board["raw verdict"].isin(VERDICTS)]
+    assert tested["low"].notna().all() and (tested["low"] <= tested["high"]).all()

@@ -17,11 +17,11 @@ def test_holm_by_hand():
     # family "a": decision p-values 0.01 (A > B), 0.04 (B > A), 0.03 (A > B), 0.5; m = 4
     # sorted 0.01, 0.03, 0.04, 0.5 -> x4, x3, x2, x1 = 0.04, 0.09, 0.08 -> running max 0.09, 0.5
     c = _claims([0.01, 0.96, 0.03, 0.5, 0.002], [0.99, 0.04, 0.97, 0.5, 0.998],
-                ["supported", "contradicted", "supported", "inconclusive", "supported"], ["a", "a", "a", "a", "b"])
+                ["reproduced", "contradicted", "reproduced", "inconclusive", "reproduced"], ["a", "a", "a", "a", "b"])
     out = tb.holm_adjust(c, "paper")
     assert out["p decision"].tolist() == pytest.approx([0.01, 0.04, 0.03, 0.5, 0.002])
     assert out["p adjusted"].tolist() == pytest.approx([0.04, 0.09, 0.09, 0.5, 0.002])
-    assert out["verdict"].tolist() == ["supported", "inconclusive", "inconclusive", "inconclusive", "supported"]
+    assert out["verdict"].tolist() == ["reproduced", "inconclusive", "inconclusive", "inconclusive", "reproduced"]
     assert out["raw verdict"].tolist() == c["verdict"].tolist()
 
 
@@ -43,7 +43,7 @@ def test_holm_equals_statsmodels_on_random_families(seed, monkeypatch):
     p = rng.uniform(0, 1, n) ** 3
     p[rng.choice(n, 6, replace=False)] = p[0]           # ties: Holm gives tied p-values one adjusted value
     against = 1 - p
-    raw = np.where(p < 0.05, "supported", np.where(against < 0.05, "contradicted", "inconclusive"))
+    raw = np.where(p < 0.05, "reproduced", np.where(against < 0.05, "contradicted", "inconclusive"))
     paper = rng.choice(["x", "y", "z"], n)
     out = tb.holm_adjust(_claims(p, against, raw, paper), "paper")
     for fam in "xyz":

@@ -22,7 +22,7 @@ def plan_file(tmp_path, monkeypatch):
 def _board():
     return pd.DataFrame({"seeds": 3,
         "paper": ["p"] * 5, "table": ["Table 1"] * 5, "claim": ["a", "b", "c", "d", "e"],
-        "verdict": ["inconclusive", "inconclusive", "supported", "inconclusive", tb.MISSING],
+        "verdict": ["inconclusive", "inconclusive", "reproduced", "inconclusive", tb.MISSING],
         "gap": [2.0, -3.0, 5.0, 0.5, np.nan], "seed spread": [1.0, 2.9, 1.0, 1.0, np.nan],
         "p adjusted": [0.2, 0.1, 0.01, 0.4, np.nan]})
 
@@ -80,7 +80,7 @@ def test_write_plan_round_trips_the_selection(tmp_path):
 def test_a_second_look_doubles_the_decision_p_before_holm():
     p = np.array([0.01, 0.02, 0.6, 0.004])   # the third decides B > A at 0.4
     c = pd.DataFrame({"claim": list("abcd"), "p": p, "p against": 1 - p, "paper": "x",
-                      "verdict": ["supported", "supported", "inconclusive", "supported"], "looks": [2, 1, 2, 1]})
+                      "verdict": ["reproduced", "reproduced", "inconclusive", "reproduced"], "looks": [2, 1, 2, 1]})
     out = tb.holm_adjust(c, "paper")
     dec = np.fmin(1.0, np.array([2, 1, 2, 1]) * np.fmin(p, 1 - p))     # 0.02, 0.02, 0.8 (0.4 x 2), 0.004
     assert out["p decision"].tolist() == pytest.approx(dec.tolist())
@@ -112,11 +112,11 @@ def test_second_look_sets_each_planned_claim_beside_its_first_look(plan_file):
                          "gap: 2.0, p (Holm): 0.2}\n    - claim: b\n      first look: {seeds: 3, gap: 1.0, "
                          "p (Holm): 0.3}\n")
     board = _board().assign(paper="q", seeds=[5, 3, 5, 5, 0],
-                            verdict=["supported", "inconclusive", "supported", "inconclusive", tb.MISSING])
+                            verdict=["reproduced", "inconclusive", "reproduced", "inconclusive", tb.MISSING])
     view = ms.second_look(board)
     assert view["claim"].tolist() == ["a", "b"]          # c is decided but not planned
     assert view[["gap (3 seeds)", "p Holm (3 seeds)", "seeds", "verdict"]].values.tolist() == [
-        [2.0, 0.2, 5, "supported"], [1.0, 0.3, 3, "inconclusive"]]
+        [2.0, 0.2, 5, "reproduced"], [1.0, 0.3, 3, "inconclusive"]]
     assert ms.second_look_facts(board) == {"more_n": "2", "more_done": "1", "more_left": "1",
                                              "more_decided": "1", "more_extra": "2", "more_first": "3"}
 

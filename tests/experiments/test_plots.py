@@ -122,7 +122,7 @@ def test_verdict_bars_count_each_group_and_keep_the_legend_inside_the_figure(gro
     matplotlib.use("Agg")
     from umlkit.experiments.plots import plot_verdicts
     rows = [{"where": f"g{i}", "verdict": v} for i in range(groups)
-            for v in ["supported"] * (i % 4 + 1) + ["inconclusive"] * 2 + ["contradicted"]]
+            for v in ["reproduced"] * (i % 4 + 1) + ["inconclusive"] * 2 + ["contradicted"]]
     fig = plot_verdicts(pd.DataFrame(rows), by="where", title="t")
     ax = fig.axes[0]
     widths = {}

@@ -457,7 +457,7 @@ def test_few_shot_curves_and_facts_from_a_hand_made_table():
     floor = curves[curves["method"] == "Zero-Shot (no training)"]
     assert sorted(floor["shots"].unique()) == [1, 2, 4, 8, 16] and (floor["measured"] == 40.0).all()
     assert curves[(curves["method"] == "PUMA") & (curves["shots"] == 8)]["measured"].tolist() == [58.0, 58.0]
-    claims = pd.DataFrame({"claim": [c.text for c in puma.FEW_SHOT().claims], "verdict": ["supported"] * 5})
+    claims = pd.DataFrame({"claim": [c.text for c in puma.FEW_SHOT().claims], "verdict": ["reproduced"] * 5})
     tuning = pd.DataFrame({"unit": ["fewshot4-puma", "fewshot4-full"], "lr": [3e-4, 1e-3], "chosen": [True, True]})
     f = puma.few_shot_facts(cmp, claims, tuning)
     assert f["fs_gap_4"] == "+2.0" and f["fs_puma_16"] == "66.0 / 66.0 ± 0.5" and f["fs_zs"] == "40.0 / 40.0"
@@ -508,12 +508,12 @@ def test_tuning_view_and_facts_from_a_hand_made_sweep():
 
 
 def test_verdict_moved_compares_directions_not_seed_counts():
-    assert not puma.verdict_moved("holds, 1 seed", "supported")
+    assert not puma.verdict_moved("holds, 1 seed", "reproduced")
     assert not puma.verdict_moved("not reproduced, 1 seed", "contradicted")
     assert not puma.verdict_moved("holds, 1 seed", "holds, 2 seeds")
     assert puma.verdict_moved("holds, 1 seed", "inconclusive")
-    assert puma.verdict_moved("supported", "contradicted")
-    assert not puma.verdict_moved(None, "supported") and not puma.verdict_moved("supported", float("nan"))
+    assert puma.verdict_moved("reproduced", "contradicted")
+    assert not puma.verdict_moved(None, "reproduced") and not puma.verdict_moved("reproduced", float("nan"))
 
 
 def test_the_puma_chapters_sentences_hold_in_the_committed_records():

@@ -168,7 +168,7 @@ def test_heat_frame_gives_the_gap_and_its_welch_interval():
     line = forget[(forget["shift"] == "values") & (forget["attribute"] == "mean")].iloc[0]
     assert (line["Zero-Shot"], line["PUMA"], line["Full fine-tuning"]) == (80.0, 70.0, 60.0)
     claims = pd.DataFrame({"claim": [cl.text for cl in regime.MAP().claims],
-                           "verdict": ["supported"] * 4 + ["contradicted"] * (len(regime.MAP().claims) - 4)})
+                           "verdict": ["reproduced"] * 4 + ["contradicted"] * (len(regime.MAP().claims) - 4)})
     f = regime.regime_facts(heat, claims, forget)
     assert f["rm_gap_max"] == "+11.0" and f["rm_best_cell"] == "values, k=all" and f["rm_probe_values_ft"] == "60.0"
     assert f["rm_cells_supported"] == "4" and f["rm_cells"] == "12" and f["rm_gap_combinations_4"] == "+5.0"
@@ -230,7 +230,7 @@ def test_the_chapters_sentences_hold_in_the_committed_records():
     cmp = tables.compare(measured, "puma")
     heat, claims = regime.heat_frame(cmp), regime.table_claims(cmp)
     beats = claims[claims["claim"].str.contains("beats full fine-tuning")].set_index("claim")["verdict"]
-    assert "supported" not in set(beats)
+    assert "reproduced" not in set(beats)
     for shift in regime.settings()["shifts"]:
         one = heat[(heat["shift"] == shift) & (heat["shots"] == "1")].iloc[0]
         assert abs(one["gap"]) < 2.0
@@ -247,7 +247,7 @@ def test_the_chapters_sentences_hold_in_the_committed_records():
     assert float(f["rm_h_puma_values_all"]) > zs
     for shift in regime.settings()["shifts"]:
         assert float(f[f"rm_ft_loss_{shift}"]) > 10.0 and float(f[f"rm_puma_loss_{shift}"]) < 3.0
-        assert f[f"rm_v_keep_{shift}"] == f[f"rm_v_forget_{shift}"] == "supported"
+        assert f[f"rm_v_keep_{shift}"] == f[f"rm_v_forget_{shift}"] == "reproduced"
 
 
 def test_split_summary_counts_and_probe_table_layout():

@@ -179,7 +179,7 @@ def test_axis_moves_are_differences_of_gaps_per_step_and_end_to_end():
     whole = moves.loc[("breadth", narrow, broad, "PUMA")]
     assert whole["low"] < 9.0 < whole["high"] and whole["seeds"] == 3
     facts = chapter.edition2_facts(chapter.axis_frame(cmp), chapter.axis_moves(cmp),
-                                   pd.DataFrame({"verdict": ["supported", "missing records"]}))
+                                   pd.DataFrame({"verdict": ["reproduced", "missing records"]}))
     assert facts["rm2_move_breadth_puma"].startswith("+9.0 (")              # the whole move, not the last step
     assert facts["rm2_step_narrow_values_v2_values_puma"].startswith("+4.0 (")
     assert facts["rm2_gap_broad_values_lpft"].startswith("+2.0 (") and facts["rm2_claims_measured"] == "1"
@@ -205,7 +205,7 @@ def test_the_board_says_a_missing_claim_of_a_table_in_progress_is_under_way():
 def test_the_front_page_counts_claims_of_a_table_in_progress_apart():
     from umlkit.experiments.scoreboard import paper_summaries
     board = pd.DataFrame({"paper": ["regime"] * 4, "claim": list("abcd"),
-                          "verdict": ["supported", "missing records", "missing records", "contradicted"],
+                          "verdict": ["reproduced", "missing records", "missing records", "contradicted"],
                           "in_progress": ["", "declared before its runs", "", ""]})
     assert paper_summaries(board, only="regime")["sum_regime"] == (
         "4 claims: 1 supported, 1 contradicted, 1 missing records, 1 with runs under way")
@@ -229,7 +229,7 @@ def test_the_second_editions_sentences_hold_in_the_committed_records():
     if any(chapter._cell_values(cmp, e2.setting(c), "Full fine-tuning") is None for c in tiny):
         pytest.skip("the second edition's tiny-backbone records are not all in this checkout")
     claims = family_adjusted(tables.table_claims(table, cmp), "regime", "quick").set_index("claim")["verdict"]
-    supported = [c for c, v in claims.items() if v == "supported"]
+    supported = [c for c, v in claims.items() if v == "reproduced"]
     assert supported == ["backbone=v2;shift=values: LP-FT beats full fine-tuning (Harmonic R@1)"]
     assert claims["backbone=v2;shift=families: LP-FT beats full fine-tuning (Harmonic R@1)"] == "inconclusive"
     axes = chapter.axis_frame(cmp).drop_duplicates(["cell", "method"]).set_index(["cell", "method"])
@@ -250,7 +250,7 @@ def test_the_second_editions_sentences_hold_in_the_committed_records():
     assert 0 < float(f["rm2_mark_cost_puma"]) < 3 and abs(float(f["rm2_mark_cost_linear"])) < 0.5
     plain, marked = (e2.setting({"backbone": "v2", "shift": "families", "shortcut": m}) for m in (False, True))
     assert moves.loc[("shortcut", plain, marked, "PUMA"), "low"] > 0 and axes.loc[(marked, "PUMA"), "gap"] < 0
-    assert not any(v == "supported" for c, v in claims.items() if ": PUMA beats" in c)
+    assert not any(v == "reproduced" for c, v in claims.items() if ": PUMA beats" in c)
     # capacity: twice the width lifts every method, the more the more it trains; PUMA's gap does not move measurably;
     # the wide PUMA feature keeps more of the pretraining attributes than full fine-tuning's
     broad, wide = (e2.setting({"backbone": b, "shift": "values", "shortcut": False}) for b in ("broad", "wide"))

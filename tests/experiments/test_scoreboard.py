@@ -22,7 +22,7 @@ def test_scoreboard_checks_every_declared_claim_from_records(no_training, quick_
     assert {"Hyp-ViT beats VPTSP-G (the gain turns on many-class sources) (SOP, R@1)",
             "VPTSP-G beats VPTSP-M (GRU beats EMA) (InShop, R@1)"} <= set(nc["claim"])
     assert nc["verdict"].str.match(r"not comparable: .+ \(.+\) (below its frozen backbone|collapsed)$").all()
-    assert set(VERDICTS) == {"supported", "inconclusive", "contradicted"}
+    assert set(VERDICTS) == {"reproduced", "inconclusive", "contradicted"}
     assert set(puma["table"]) == {"Table 2", "Table 3", "Table 4", "Table 5", "Few-shot"}
     assert set(board.loc[board["paper"] == "regime", "table"]) == {"Regime map", "Regime map, second edition"}
     summary = scoreboard_summary(board, declared)
@@ -34,9 +34,9 @@ def test_scoreboard_checks_every_declared_claim_from_records(no_training, quick_
     for _, row in prelim.iterrows():   # too few seeds: the sign of the gap
         if abs(row["gap"]) >= 0.1:                                       # (the board's gap is rounded)
             assert (row["gap"] > 0) == row["verdict"].startswith("holds, ") and row["seeds"] < 3
-    for _, row in beats[beats["verdict"] == "supported"].iterrows():
+    for _, row in beats[beats["verdict"] == "reproduced"].iterrows():
         assert row["p"] < 0.05 and row["measured A"] > row["measured B"] and row["seeds"] >= 3
-    for _, row in equiv[equiv["verdict"] == "supported"].iterrows():    # "within d": the gap is inside the margin
+    for _, row in equiv[equiv["verdict"] == "reproduced"].iterrows():    # "within d": the gap is inside the margin
         assert row["p"] < 0.05 and abs(row["gap"]) < row["margin"] and row["test"].startswith("TOST")
     lg = board[board["paper"] == "language_guidance"]
     assert "Table 2" in set(lg["table"]) and "Unified setting" in set(lg["table"])
@@ -71,7 +71,7 @@ def test_the_view_shows_gaps_seeds_the_test_and_the_verdict():
     board = pd.DataFrame({"paper": ["p", "p"], "table": ["T", "T"], "claim": ["a", "b"], "paper A": [80.0, 70.0],
                           "paper B": [70.0, 75.0], "gap": [3.2, -1.0], "seeds": [3, 1], "p": [0.0123, float("nan")],
                           "test": ["Welch t: t=4.10, df=3.1, p=0.0123", "none (fewer than 3 seeds)"],
-                          "verdict": ["supported", "not reproduced, 1 seed"]})
+                          "verdict": ["reproduced", "not reproduced, 1 seed"]})
     view = scoreboard_view(board)
     assert list(view.columns) == ["claim", "paper gap", "measured gap", "seeds", "test", "verdict"]
     assert view["paper gap"].tolist() == [10.0, -5.0] and view["test"].tolist() == ["Welch p=0.012", "–"]
@@ -84,11 +84,11 @@ def test_the_view_names_the_cells_of_a_claim_with_missing_records():
     board = pd.DataFrame({"paper": ["p", "p"], "table": ["T", "T"], "claim": ["a", "b"], "paper A": [80.0, 70.0],
                           "paper B": [70.0, 75.0], "gap": [3.2, float("nan")], "seeds": [3, 0],
                           "p": [0.0123, float("nan")], "test": ["Welch t: t=4.10, df=3.1, p=0.0123", float("nan")],
-                          "verdict": ["supported", "missing records"], "missing": ["", "X (CUB)"]})
+                          "verdict": ["reproduced", "missing records"], "missing": ["", "X (CUB)"]})
     view = scoreboard_view(board)
     assert view["test"].tolist() == ["Welch p=0.012", "–"] and view["missing records"].tolist() == ["", "X (CUB)"]
     summary = scoreboard_summary(board, {"p": 2})
-    assert summary.loc["p", ["declared", "checked", "supported", "missing records"]].tolist() == [2, 1, 1, 1]
+    assert summary.loc["p", ["declared", "checked", "reproduced", "missing records"]].tolist() == [2, 1, 1, 1]
 
 
 def test_the_board_page_has_no_raw_missing_values_and_a_reason_column():
@@ -98,12 +98,12 @@ def test_the_board_page_has_no_raw_missing_values_and_a_reason_column():
     board = pd.DataFrame({"paper": ["p", "p"], "table": ["T", "T"], "claim": ["a beats b", "c beats d"],
                           "paper A": [80.0, float("nan")], "paper B": [70.0, float("nan")], "gap": [3.24, -1.0],
                           "seeds": [3, 3], "p": [0.0123, 0.9], "test": ["Welch t: p=0.0123", "Welch t: p=0.9"],
-                          "verdict": ["supported", "not comparable: d (split=1) collapsed"], "missing": ["", ""]})
+                          "verdict": ["reproduced", "not comparable: d (split=1) collapsed"], "missing": ["", ""]})
     t = board_table(board)
     assert list(t.columns[:5]) == ["where", "claim", "verdict", "paper", "measured"]
     assert t["where"].tolist() == ["p · T"] * 2
     assert t["paper"].tolist() == ["+10.0", "–"] and t["measured"].tolist() == ["+3.2", "-1.0"]
-    assert t["verdict"].tolist() == ["supported", "not comparable"]
+    assert t["verdict"].tolist() == ["reproduced", "not comparable"]
     assert t["note"].tolist() == ["–", "d (split=1) collapsed"]
     assert list(t.columns) == ["where", "claim", "verdict", "paper", "measured", "test (p → Holm p)", "note"]
     assert t["test (p → Holm p)"].tolist() == ["Welch p=0.012, 3 seeds", "Welch p=0.9, 3 seeds"]
@@ -168,14 +168,14 @@ def test_a_chapter_holding_the_whole_family_gets_the_boards_verdicts(monkeypatch
     from umlkit.experiments.tables import holm_adjust
     raw = pd.DataFrame({"paper": ["p"] * 4, "claim": ["a", "b", "c", "d"], "p": [0.001, 0.012, 0.02, 0.6],
                         "p against": [0.999, 0.988, 0.98, 0.4], "looks": [1, 1, 2, 1],
-                        "verdict": ["supported", "supported", "supported", "inconclusive"]})
+                        "verdict": ["reproduced", "reproduced", "reproduced", "inconclusive"]})
     board = holm_adjust(raw, "paper")
     monkeypatch.setattr(sb, "family_board", lambda paper, profile: board)
     whole = sb.family_adjusted(raw.drop(columns="paper"), "p")
     assert whole["p adjusted"].tolist() == pytest.approx(board["p adjusted"].tolist())
     # Holm by hand on the decision p-values 0.001, 0.012, 2 x 0.02 (two looks) and 0.4 (d's direction): 4p, 3p, 2p, p
     assert whole["p adjusted"].tolist() == pytest.approx([0.004, 0.036, 0.08, 0.4])
-    assert whole["verdict"].tolist() == ["supported", "supported", "inconclusive", "inconclusive"]
+    assert whole["verdict"].tolist() == ["reproduced", "reproduced", "inconclusive", "inconclusive"]
     part = sb.family_adjusted(raw.drop(columns="paper").iloc[[1]], "p")   # one claim: the rest come from the board
     assert part["p adjusted"].tolist() == pytest.approx([0.036])
 
@@ -200,14 +200,14 @@ def test_a_claim_links_to_the_chapter_that_shows_its_table():
 
 
 def test_moved_view_shows_the_raw_verdicts_p_and_says_when_it_was_doubled():
-    """A claim looked at twice was 'supported' at its own p (0.03) but enters Holm with 2 x 0.03; the page shows
-    0.03 with the doubling named, never 0.06 beside 'supported'."""
+    """A claim looked at twice was 'reproduced' at its own p (0.03) but enters Holm with 2 x 0.03; the page shows
+    0.03 with the doubling named, never 0.06 beside 'reproduced'."""
     import pandas as pd
 
     from umlkit.experiments.scoreboard import moved_view
     board = pd.DataFrame({"paper": ["p", "p", "p"], "table": ["T1", "T1", "T2"], "claim": ["a", "b", "c"],
-                          "raw verdict": ["supported", "contradicted", "supported"],
-                          "verdict": ["inconclusive", "inconclusive", "supported"],
+                          "raw verdict": ["reproduced", "contradicted", "reproduced"],
+                          "verdict": ["inconclusive", "inconclusive", "reproduced"],
                           "p": [0.03, 0.99, 0.001], "p against": [0.97, 0.01, 0.999],   # b: contradicted
                           "p decision": [0.06, 0.01, 0.001], "looks": [2, 1, 1], "p adjusted": [0.12, 0.02, 0.003]})
     view = moved_view(board)

@@ -66,8 +66,8 @@ def test_full_profile_rows_join_every_paper_cell_of_tables_2_to_5():
     for spec in puma.TABLES("full").values():
         cols = tb._columns(spec)
         lines = []
-        for r in spec.rows:
-            lines += tb.score_rows(spec.table, r, 0, {d: 1.0 for d in cols}, "R@1", cols)
+        for i, r in enumerate(spec.rows):   # the zero-shot row first, every trained row above it
+            lines += tb.score_rows(spec.table, r, 0, {d: 1.0 + 5 * i for d in cols}, "R@1", cols)
             lines += tb.params_rows(spec.table, r, 0, 1000)
         cmp = tb.compare(pd.DataFrame(lines).assign(stale=""), "puma")
         paper = puma.paper_table("puma", spec.table)
@@ -98,7 +98,7 @@ def test_check_claims_verdicts():
     assert cmp.set_index("method").loc["Ours", "spread"] == pytest.approx(1.0)   # sample std of 50, 52, 51
     claims = [tb.Claim(f"Ours > {x}", _c("c", "Ours"), _c("c", x)) for x in list(rows)[1:]]
     out = tb.check_claims(cmp, claims).set_index("claim")
-    assert out.loc["Ours > VPT", "verdict"] == "supported"               # gap 10.5, se² = 1/3 + 0.25/3 -> t = 16.27
+    assert out.loc["Ours > VPT", "verdict"] == "reproduced"               # gap 10.5, se² = 1/3 + 0.25/3 -> t = 16.27
     assert out.loc["Ours > LoRA", "verdict"] == "inconclusive"           # gap -0.1
     assert out.loc["Ours > AdaptFormer", "verdict"] == "contradicted"    # gap -9.3
     assert out.loc["Ours > VPTSP-G", "verdict"] == "inconclusive"        # gap 0.5, spread 1.4
@@ -127,7 +127,7 @@ def test_claim_test_welch_by_hand_and_against_scipy():
         got = tb.claim_test(list(a), list(b))
         assert got["t"] == pytest.approx(ref.statistic) and got["p"] == pytest.approx(ref.pvalue)
         assert got["df"] == pytest.approx(ref.df)
-        assert got["verdict"] == ("supported" if ref.pvalue < 0.05 else
+        assert got["verdict"] == ("reproduced" if ref.pvalue < 0.05 else
                                   "contradicted" if ref.pvalue > 0.95 else "inconclusive")
         # an exact (seed-free) B is the one-sample test against its value
         one = stats.ttest_1samp(a, b[0], alternative="greater")
@@ -141,7 +141,7 @@ def test_claim_test_welch_by_hand_and_against_scipy():
 
 def test_claim_test_edge_cases():
     assert tb.claim_test([1.0, 1.0], [0.0, 0.0, 0.0])["verdict"] == "holds, 2 seeds"       # too few seeds
-    assert tb.claim_test([5.0, 5.0, 5.0], [4.0, 4.0, 4.0])["verdict"] == "supported"       # no variance: the sign
+    assert tb.claim_test([5.0, 5.0, 5.0], [4.0, 4.0, 4.0])["verdict"] == "reproduced"       # no variance: the sign
     assert tb.claim_test([4.0, 4.0, 4.0], [4.0, 4.0, 4.0])["verdict"] == "inconclusive"
     assert tb.claim_test([4.0], [5.0], exact_a=True, exact_b=True)["verdict"] == "contradicted"
     assert tb.claim_test({0: 1.0, 1: 2.0}, {1: 1.0, 2: 0.0, 3: 0.0}, paired=True)["verdict"] == "holds, 1 seed"
@@ -149,14 +149,14 @@ def test_claim_test_edge_cases():
         tb.claim_test([1.0, 2.0, 3.0], [1.0, 2.0, 3.0], paired=True)
     # non-finite values are dropped before counting seeds
     nan = tb.claim_test([5.0, float("nan"), 5.1, 4.9], [4.0, 4.1, 3.9])
-    assert nan["n"] == 3 and nan["verdict"] == "supported" and np.isfinite(nan["t"])
+    assert nan["n"] == 3 and nan["verdict"] == "reproduced" and np.isfinite(nan["t"])
     assert tb.claim_test([5.0, float("nan"), 5.1], [4.0, 4.1, 3.9])["verdict"] == "holds, 2 seeds"
     # float noise is no gap
     assert tb.claim_test([1.0, 1.0, 1.0], [1.0 - 1e-15, 1.0 - 1e-15, 1.0 - 1e-15])["verdict"] == "inconclusive"
     # paired: the common seeds count
     part = tb.claim_test({0: 2.0, 1: 3.0, 2: 4.0}, {1: 1.0, 2: 2.0, 3: 0.0}, paired=True)
     assert part["n"] == 2 and part["verdict"] == "holds, 2 seeds" and "common" in part["test"]
-    assert tb.verdict_group("holds, 2 seeds") == "holds (< 3 seeds)" and tb.verdict_group("supported") == "supported"
+    assert tb.verdict_group("holds, 2 seeds") == "holds (< 3 seeds)" and tb.verdict_group("reproduced") == "reproduced"
     assert all(f"'{v}'" in tb.VERDICT_RULE for v in tb.VERDICTS) and f"p < {tb.ALPHA}" in tb.VERDICT_RULE
 
 
@@ -175,17 +175,17 @@ def test_equivalence_is_two_one_sided_welch_tests():
                   stats.ttest_ind(a - d, b, equal_var=False, alternative="greater").pvalue)
         got = tb.claim_test(list(a), list(b), margin=d)
         assert got["p"] == pytest.approx(max(lo, hi)) and got["test"].startswith("TOST (Welch t, margin")
-        want = "supported" if max(lo, hi) < 0.05 else ("contradicted" if out < 0.05 else "inconclusive")
+        want = "reproduced" if max(lo, hi) < 0.05 else ("contradicted" if out < 0.05 else "inconclusive")
         assert got["verdict"] == want
         seen.add(want)
-    assert seen == {"supported", "contradicted", "inconclusive"}
+    assert seen == {"reproduced", "contradicted", "inconclusive"}
     # by hand: a = (1, 2, 3), b = (1, 1, 1) exact -> gap 1, se = 1/sqrt(3); margin 3: t = (1 - 3) sqrt(3) = -3.46
     r = tb.claim_test([1.0, 2.0, 3.0], [1.0], exact_b=True, margin=3.0)
     assert r["t"] == pytest.approx(-2 * np.sqrt(3)) and r["df"] == 2
     assert r["p"] == pytest.approx(stats.t.cdf(-2 * np.sqrt(3), 2))
     assert tb.claim_test([5.0, 5.0], [4.0, 4.0], margin=2.0)["verdict"] == "holds, 2 seeds"
     assert tb.claim_test([5.0, 5.0], [1.0, 1.0], margin=2.0)["verdict"] == "not reproduced, 2 seeds"
-    assert tb.claim_test([5.0, 5.0, 5.0], [4.5, 4.5, 4.5], margin=1.0)["verdict"] == "supported"    # exact inside
+    assert tb.claim_test([5.0, 5.0, 5.0], [4.5, 4.5, 4.5], margin=1.0)["verdict"] == "reproduced"    # exact inside
     with pytest.raises(ValueError, match="margin must be > 0"):
         tb.claim_test([1.0, 2.0, 3.0], [1.0, 2.0, 3.0], margin=0.0)
 
@@ -195,7 +195,7 @@ def test_a_seed_free_cell_counts_as_exact():
                    _measured({0: {"Harmonic": 49.0}}, section=C, method="VPT").assign(seed_free=True)])
     cmp = tb.compare(m.fillna({"seed_free": False}), "puma")
     out = tb.check_claims(cmp, [tb.Claim("x", _c("c", "Ours"), _c("c", "VPT"))]).iloc[0]
-    assert out["seeds"] == 3 and out["verdict"] == "supported" and out["test"].startswith("Welch t: t=3.46, df=2, ")
+    assert out["seeds"] == 3 and out["verdict"] == "reproduced" and out["test"].startswith("Welch t: t=3.46, df=2, ")
 
 
 def test_rank_view_by_hand():

@@ -27,10 +27,12 @@ import yaml
 from umlkit._paths import repo_folder
 from umlkit.experiments.prose import signed
 
-__all__ = ["RULE", "LOOKS", "PLAN_FILE", "select", "plan", "planned_seeds", "rows_of_claim", "looks_of", "jobs",
+__all__ = ["RULE", "LOOKS", "PLAN_FILE", "SEED_PLAN_FILE", "stages", "plan_stamp",
+           "select", "plan", "planned_seeds", "rows_of_claim", "looks_of", "jobs",
            "write_plan", "second_look", "second_look_facts", "second_look_view"]
 
 PLAN_FILE = "more_seeds.yaml"
+SEED_PLAN_FILE = "seed_plan.yaml"   # the later plan (:mod:`umlkit.experiments.seed_plan`), per-claim seeds
 PROFILE = "quick"   # the profile whose scoreboard the plan was made from, and whose tables it extends
 LOOKS = 2
 RULE = (
@@ -83,15 +85,39 @@ def _load(path: str) -> dict:
             isinstance(t, Mapping) for t in raw.values()):
         raise ValueError(f"{p}: expected 'seeds: [int, ...]' and 'claims: {{paper: {{table: [{{claim: text, "
                          f"first look: {{...}}}}, ...]}}}}'")
-    claims, first = {}, {}
+    _check_stamp(p, data)
+    claims, first, own = {}, {}, {}
     for paper, tables in raw.items():
         for table, entries in tables.items():
             for e in entries:
                 text = e["claim"] if isinstance(e, Mapping) else str(e)
                 claims.setdefault(paper, {}).setdefault(table, []).append(text)
                 first[(paper, table, text)] = dict(e.get("first look", {})) if isinstance(e, Mapping) else {}
-    return {"seeds": list(data.get("seeds", [])), "claims": claims, "first": first,
+                own[(paper, table, text)] = tuple(e.get("seeds") or data.get("seeds", [])) \
+                    if isinstance(e, Mapping) else tuple(data.get("seeds", []))
+    return {"seeds": list(data.get("seeds", [])), "claims": claims, "first": first, "claim_seeds": own,
             "profile": data.get("profile", PROFILE)}
+
+
+def plan_stamp(claims) -> str:
+    import hashlib
+    import json
+    return hashlib.sha256(json.dumps(claims, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _check_stamp(path: Path, data: Mapping) -> None:
+    """A plan that carries a ``stamp`` (the sha256 of its claims block, written when it was frozen) must still
+    match it: a plan edited after it was frozen is refused."""
+    if "stamp" in data and data["stamp"] != plan_stamp(data.get("claims") or {}):
+        raise ValueError(f"{path}: the plan was edited after it was frozen (stamp {data['stamp']} does not match its "
+                         f"claims); make a new plan instead of editing this one")
+
+
+def stages() -> list[dict]:
+    """Every frozen plan, in the order they were made: ``configs/more_seeds.yaml`` (the second look), then
+    ``configs/seed_plan.yaml`` (the seeds that decide, :mod:`umlkit.experiments.seed_plan`) when present."""
+    extra = _plan_path().with_name(SEED_PLAN_FILE)
+    return [plan(), *([_load(str(extra))] if extra.exists() else [])]
 
 
 def plan(path: Path | None = None) -> dict:
@@ -101,8 +127,8 @@ def plan(path: Path | None = None) -> dict:
     return _load(str(path or _plan_path()))
 
 
-def _planned_claims(spec) -> list:
-    texts = set(plan()["claims"].get(spec.paper, {}).get(spec.table, []))
+def _planned_claims(spec, stage: dict | None = None) -> list:
+    texts = set((stage or plan())["claims"].get(spec.paper, {}).get(spec.table, []))
     return [c for c in spec.claims if c.text in texts]
 
 
@@ -112,11 +138,16 @@ def _cells(claims) -> set[tuple[str, str, str]]:
 
 
 def looks_of(spec, text: str, seeds: int) -> int:
-    """How many looks the test of claim ``text`` of table ``spec`` at ``seeds`` seeds had: :data:`LOOKS` when it is
-    in the plan and tested on more seeds than its first look, else 1 (a listed claim still at its first look, in
-    a table the plan could not extend or in another profile, was looked at once)."""
-    first = plan()["first"].get((spec.paper, spec.table, text))
-    return LOOKS if first is not None and seeds > int(first.get("seeds", 0)) else 1
+    """How many looks the test of claim ``text`` of table ``spec`` at ``seeds`` seeds had: one, plus one for every
+    plan (:func:`stages`) that lists it and whose seeds it is tested on (more seeds than that plan's first look);
+    a listed claim still at a plan's first look, in a table the plan could not extend or in another profile, was
+    not looked at again."""
+    looks = 1
+    for stage in stages():
+        first = stage["first"].get((spec.paper, spec.table, text))
+        if first is not None and seeds > int(first.get("seeds", 0)):
+            looks += 1
+    return looks
 
 
 def rows_of_claim(spec, claim) -> list:
@@ -125,35 +156,49 @@ def rows_of_claim(spec, claim) -> list:
     return [r for r in spec.rows if (r.section, r.method, r.setting) in cells]
 
 
+def _row_seeds(spec) -> dict:
+    """``{(section, method, setting): extra seeds}`` of the rows the plans' claims on ``spec`` compare (once per
+    table object)."""
+    cached = spec.__dict__.get("_planned_cells")
+    if cached is None:
+        cached = {}
+        for stage in stages():
+            for c in _planned_claims(spec, stage):
+                extra = stage["claim_seeds"].get((spec.paper, spec.table, c.text), ())
+                for cell in _cells([c]):
+                    cached[cell] = tuple(sorted(set(cached.get(cell, ())) | set(extra)))
+        spec.__dict__["_planned_cells"] = cached
+    return cached
+
+
 def planned_seeds(spec, row, profile: str | None) -> tuple[int, ...]:
-    """The extra seeds the plan gives ``row`` of ``spec`` in ``profile`` (empty when no planned claim compares it,
-    or in another profile than the plan's)."""
-    if profile != plan()["profile"] or not spec.claims or not plan()["claims"].get(spec.paper, {}).get(spec.table):
+    """The extra seeds the plans give ``row`` of ``spec`` in ``profile`` (empty when no planned claim compares it,
+    or in another profile than the plans')."""
+    if profile != plan()["profile"] or not spec.claims:
         return ()
-    cells = spec.__dict__.get("_planned_cells")
-    if cells is None:   # once per table object: the cells its planned claims compare
-        cells = spec.__dict__["_planned_cells"] = _cells(_planned_claims(spec))
-    return tuple(plan()["seeds"]) if (row.section, row.method, row.setting) in cells else ()
+    return _row_seeds(spec).get((row.section, row.method, row.setting), ())
 
 
 def jobs(specs: Mapping, profile: str = "quick") -> list[tuple]:
     """(record folder, label, key, runner) of every planned extra run of ``specs`` (a run two claims share once;
-    none in another profile than the plan's)."""
+    none in another profile than the plans')."""
     import json
 
     from umlkit.experiments.records import normalise_key
     out, seen = [], set()
     if profile != plan()["profile"]:
         return out
-    for seed in plan()["seeds"]:
+    planned = sorted({s for spec in specs.values() for row in spec.rows for s in planned_seeds(spec, row, profile)})
+    for seed in planned:   # seed by seed: every planned claim gets its next seed on both rows before the one after
         for spec in specs.values():
-            for c in _planned_claims(spec):
-                for row in rows_of_claim(spec, c):
-                    key = spec.config(row, seed, profile, ())
-                    ident = json.dumps(normalise_key(key), sort_keys=True, default=str)
-                    if ident not in seen and not row.seed_free:
-                        seen.add(ident)
-                        out.append((spec.slug, f"{row.label or row.title}-seed{seed}", key, row.runner))
+            for row in spec.rows:
+                if seed not in planned_seeds(spec, row, profile):
+                    continue
+                key = spec.config(row, seed, profile, ())
+                ident = json.dumps(normalise_key(key), sort_keys=True, default=str)
+                if ident not in seen and not row.seed_free:
+                    seen.add(ident)
+                    out.append((spec.slug, f"{row.label or row.title}-seed{seed}", key, row.runner))
     return out
 
 
@@ -178,11 +223,11 @@ def second_look_facts(board: pd.DataFrame) -> dict[str, str]:
     (``more_done``) and how many not (``more_left``: claims of tables computed from whole other tables, such as
     ooDML's AGS, which the plan cannot extend), and how many of those extended the second look decided
     (``more_decided``); and how many seeds the plan adds (``more_extra``) to a first look's (``more_first``)."""
-    from umlkit.experiments.verdicts import MIN_SEEDS
+    from umlkit.experiments.verdicts import DECIDED, MIN_SEEDS
     view = second_look(board)
     done = view[view["seeds"] > view["seeds (first look)"]]
     return {"more_n": str(len(view)), "more_done": str(len(done)), "more_left": str(len(view) - len(done)),
-            "more_decided": str(int((done["verdict"].isin(["supported", "contradicted"])).sum())),
+            "more_decided": str(int((done["verdict"].isin(DECIDED)).sum())),
             "more_extra": str(len(plan().get("seeds") or ())), "more_first": str(MIN_SEEDS)}
 
 

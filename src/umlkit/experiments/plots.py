@@ -546,7 +546,8 @@ def plot_probes(frame: pd.DataFrame, models: Sequence[str] = ("Zero-Shot", "PUMA
     return g
 
 
-VERDICT_COLOURS = {"supported": "#2b8a3e", "contradicted": "#c92a2a", "inconclusive": "#adb5bd",
+VERDICT_COLOURS = {"reproduced": "#2b8a3e", "smaller than the paper's": "#74b816", "no effect": "#1971c2",
+                   "contradicted": "#c92a2a", "inconclusive": "#adb5bd", "at ceiling": "#9c36b5",
                    "not comparable": "#f08c00", "missing records": "#495057"}
 
 

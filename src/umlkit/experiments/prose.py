@@ -87,7 +87,7 @@ def number(x: float | None, signed: bool = False, digits: int = 1) -> str:
 
 
 def verdict_counts(claims: pd.DataFrame, mask) -> str:
-    """"2 supported, 1 inconclusive" for the selected claims (preliminary verdicts grouped with final ones)."""
+    """"2 reproduced, 1 inconclusive" for the selected claims (preliminary verdicts grouped with final ones)."""
     from umlkit.experiments.verdicts import verdict_group
     sub = claims[mask] if not claims.empty else claims
     if sub.empty:

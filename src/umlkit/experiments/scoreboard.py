@@ -5,8 +5,9 @@ Each registered paper (:mod:`umlkit.experiments.registry`) declares its tables (
 training anything or computing a side file (every stored seed of a row counts; a claim whose cells lack a record is
 listed as "missing records", naming them), compares with the paper's numbers and checks the claims. The verdict
 rule is :data:`umlkit.experiments.tables.VERDICT_RULE` (a one-sided Welch or paired t-test with at least three seeds
-per cell: *supported* / *inconclusive* / *contradicted*; with fewer seeds a preliminary *holds, n seed(s)* / *not
-reproduced, n seed(s)*).
+per cell, then Holm within each paper: *reproduced* / *contradicted* / *no effect* / *smaller than the paper's* /
+*inconclusive*, with a 95 % interval and the seeds an open claim needs; with fewer seeds a preliminary *holds, n
+seed(s)* / *not reproduced, n seed(s)*).
 """
 from __future__ import annotations
 
@@ -16,10 +17,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from umlkit.experiments.evidence import MAX_SEEDS
 from umlkit.experiments.prose import signed
 from umlkit.experiments.records import MissingSideFile, find_record, normalise_key, read_only
 from umlkit.experiments.tables import MISSING, Table, compare, holm_adjust, measure, table_claims
 from umlkit.experiments.tuning import NotTuned
+from umlkit.experiments.verdicts import AT_CEILING, DECIDED, INCONCLUSIVE, interval_text
 
 __all__ = ["scoreboard", "scoreboard_summary", "summary_view", "scoreboard_view", "declared_claims", "missing_records",
            "moved_verdicts", "scoreboard_facts", "save_scoreboard", "family_adjusted", "paper_summaries",
@@ -53,12 +56,19 @@ def scoreboard(profile: str = "quick", papers=None) -> pd.DataFrame:
                                     in_progress=spec.in_progress or ""))
     if not frames:
         return pd.DataFrame(columns=["paper", "table", "claim", "verdict"])
-    out = holm_adjust(pd.concat(frames, ignore_index=True), family="paper")
+    out = _evidence(holm_adjust(pd.concat(frames, ignore_index=True), family="paper"), "paper")
     if "missing" not in out:
         out["missing"] = ""
     out["missing"] = out["missing"].fillna("")
     first = ["paper", "table", "claim"]
     return out[first + [c for c in out.columns if c not in first]]
+
+
+def _evidence(board: pd.DataFrame, family: str) -> pd.DataFrame:
+    """The adjusted board with the seeds an open claim needs and the paper's gap against each interval
+    (:mod:`umlkit.experiments.evidence`)."""
+    from umlkit.experiments.evidence import with_effect_answers, with_needed_seeds
+    return with_effect_answers(with_needed_seeds(board, family))
 
 
 UNDER_WAY = "with runs under way"   # the missing claims of a table declared before its runs (Table.in_progress)
@@ -111,26 +121,61 @@ def _short_test(test: str, p: float) -> str:
     return "exact" if test.startswith("exact") else "–"
 
 
+def _gap_interval(gap, low, high) -> str:
+    """"+1.2 [-0.5, +2.9]": the measured gap and its 95 % interval ("+1.2" without one, "–" without a gap)."""
+    if pd.isna(gap):
+        return "–"
+    ci = interval_text(low, high) if pd.notna(low) and pd.notna(high) and low != high else ""
+    return f"{signed(gap)} {ci}".strip()
+
+
+def _to_decide(verdict: str, needed, beyond) -> str:
+    """What an inconclusive claim would need: "12 seeds per side", "over 1000 per side"; "" for the others."""
+    if verdict != INCONCLUSIVE:
+        return ""
+    if pd.notna(needed):
+        return f"{int(needed)} seeds per side"
+    return f"over {MAX_SEEDS} per side" if bool(beyond) else ""
+
+
+def _shown_verdict(board: pd.DataFrame) -> list[str]:
+    """The verdict, with the MAP@R comparison of a claim at the ceiling beside it."""
+    out = []
+    for r in board.to_dict("records"):
+        v = r["verdict"]
+        if v == AT_CEILING and isinstance(r.get("MAP@R interval"), str) and r["MAP@R interval"]:
+            v = f"{v}; MAP@R {signed(r['MAP@R gap'])} {r['MAP@R interval']}"
+        out.append(v)
+    return out
+
+
 def scoreboard_view(board: pd.DataFrame) -> pd.DataFrame:
-    """The board as a reader reads it: per claim the paper's gap (A - B), the measured gap, the seeds, the test
-    (its kind and the one-sided p of the direction the verdict tests, "–" before three seeds) and the verdict,
-    indexed by paper and table when the frame
-    has them (a chapter's own claims table has neither)."""
+    """The board as a reader reads it: per claim the paper's gap (A - B), the measured gap with its 95 % interval,
+    the seeds, the test (its kind and the one-sided p of the direction the verdict tests, "–" before three seeds),
+    the Holm-adjusted p, the verdict (a claim at the ceiling with its MAP@R comparison) and, for an inconclusive
+    claim, the seeds per side that would decide it; indexed by paper and table when the frame has them (a
+    chapter's own claims table has neither)."""
     if board.empty:
         return board
     nothing = pd.Series(np.nan, index=board.index)   # a table none of whose claims has records yet lacks the columns
-    board = board.assign(**{c: board[c] if c in board else nothing for c in ("paper A", "paper B", "gap", "p", "test")})
+    board = board.assign(**{c: board[c] if c in board else nothing
+                            for c in ("paper A", "paper B", "gap", "p", "test", "low", "high", "seeds needed",
+                                      "beyond")})
     keys = [k for k in ("paper", "table") if k in board]
     # the p of the direction the verdict tests (A > B, or B > A for a negative gap), as Holm adjusts it
     shown_p = board["p decision"].fillna(board["p"]) if "p decision" in board else board["p"]
     out = pd.DataFrame({
         **{k: board[k] for k in keys}, "claim": board["claim"],
-        "paper gap": (board["paper A"] - board["paper B"]).round(1), "measured gap": board["gap"],
+        "paper gap": (board["paper A"] - board["paper B"]).round(1),
+        "measured gap [95 % interval]": [_gap_interval(*t) for t in zip(board["gap"], board["low"], board["high"])],
         "seeds": board["seeds"].astype("Int64"),   # a count: "3", not "3.0" (no count where nothing is measured)
         "test": [_short_test(t, p) for t, p in zip(board["test"], shown_p)],
         **({"p (Holm)": board["p adjusted"].map(lambda x: f"{x:.2g}" if pd.notna(x) else "–")}
            if "p adjusted" in board else {}),
-        "verdict": board["verdict"]})
+        "verdict": _shown_verdict(board)})
+    decide = [_to_decide(*t) for t in zip(board["verdict"], board["seeds needed"], board["beyond"])]
+    if any(decide):
+        out["to decide"] = decide
     if "missing" in board and board["missing"].fillna("").astype(bool).any():   # which cells lack records
         out["missing records"] = board["missing"].fillna("")
     return out.set_index(keys) if keys else out
@@ -185,13 +230,14 @@ def family_adjusted(claims: pd.DataFrame, paper: str, profile: str = "quick") ->
     if claims.empty:
         return claims
     board = family_board(paper, profile)
-    cols = [c for c in ("claim", "p", "p against", "looks") if c in board]
+    cols = [c for c in ("claim", "p", "p against", "looks", "test gap", "se", "df", "margin", "paper gap", "seeds",
+                        "low", "high") if c in board]
     keep = ~board["claim"].isin(set(claims["claim"]))
     # the verdicts of the same rows: a whole Series assigned to an empty selection would bring back every row of the
     # board (with no claim), counting a chapter that holds the whole family twice in the adjustment
     others = board.loc[keep, cols].assign(verdict=board.loc[keep, "raw verdict"])
     fam = pd.concat([claims.assign(_own=True), others.assign(_own=False)], ignore_index=True).assign(_family=paper)
-    out = holm_adjust(fam, "_family")
+    out = _evidence(holm_adjust(fam, "_family"), "_family")
     return out[out["_own"].astype(bool)].drop(columns=["_own", "_family"]).reset_index(drop=True)
 
 
@@ -221,7 +267,7 @@ def moved_verdicts(board: pd.DataFrame) -> pd.DataFrame:
 def moved_view(board: pd.DataFrame) -> pd.DataFrame:
     """:func:`moved_verdicts` as the page shows it, four columns that fit the article: where (paper · table), the
     claim, the verdict before and after the correction, and the p values (unadjusted → Holm; a claim looked at
-    twice says that its p was doubled before Holm, so that a raw "supported" never stands beside a p above 0.05)."""
+    twice says that its p was doubled before Holm, so that a raw "reproduced" never stands beside a p above 0.05)."""
     m = moved_verdicts(board)
     return pd.DataFrame({"where": m["paper"] + " · " + m["table"], "claim": m["claim"],
                          "verdict (before → after Holm)": m["raw verdict"] + " → " + m["verdict"],
@@ -258,7 +304,7 @@ def paper_summaries(board: pd.DataFrame, only: str | None = None) -> dict[str, s
             continue
         sub = board[board["paper"] == name] if not board.empty else board
         counts = _groups(sub).value_counts() if len(sub) else pd.Series(dtype=int)
-        order = ["supported", "contradicted", "inconclusive", "not comparable", "missing records", UNDER_WAY]
+        order = [*DECIDED, INCONCLUSIVE, AT_CEILING, "not comparable", "missing records", UNDER_WAY]
         parts = [f"{counts[v]} {v}" for v in order if counts.get(v, 0)]
         parts += [f"{n} {v}" for v, n in counts.items() if v not in order]
         out[f"sum_{name}"] = f"{len(sub)} claims: {', '.join(parts) or 'none checked'}"
@@ -285,7 +331,6 @@ def board_table(board: pd.DataFrame) -> pd.DataFrame:
     def num(x, digits=1):
         return signed(x, digits) if pd.notna(x) else "–"
     view["paper gap"] = view["paper gap"].map(num)
-    view["measured gap"] = view["measured gap"].map(num)
     view["seeds"] = view["seeds"].fillna(0).astype(int)
     from umlkit.experiments.tables import NOT_COMPARABLE
     why = view["verdict"].str.extract(rf"^{NOT_COMPARABLE}: (.*)$")[0]   # the reason gets a column of its own
@@ -297,10 +342,14 @@ def board_table(board: pd.DataFrame) -> pd.DataFrame:
         missing = view.pop("missing records").replace("", "–")
         notes = notes.where(notes != "", np.where(under_way, "runs under way (declared before them): ", "missing: ")
                             + missing)
+    if "to decide" in view:   # an open claim's seeds to decide are its note
+        decide = view.pop("to decide").fillna("")
+        notes = notes.where(decide == "", "to decide: " + decide)
     view["note"] = notes.replace({"": "–", "missing: –": "–"})
     view.insert(0, "where", view.pop("paper") + " · " + view.pop("table"))   # one narrow column for both
     view.insert(2, "verdict", view.pop("verdict"))   # beside the claim: what a reader looks for first
-    view = view.rename(columns={"paper gap": "paper", "measured gap": "measured"}).fillna("–")
+    view = view.rename(columns={"paper gap": "paper", "measured gap [95 % interval]": "measured [95 % interval]"}
+                       ).fillna("–")
     # the test, its seeds and both p values in one column, so that the page needs no sideways scrolling
     holm = view.pop("p (Holm)") if "p (Holm)" in view else pd.Series("–", index=view.index)
     seeds, test = view.pop("seeds"), view.pop("test").astype(str)

@@ -26,11 +26,25 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from umlkit.experiments.floors import (
+    BELOW,
+    COLLAPSED,
+    FLOOR_NOISE,
+    MARKS,
+    Floor,
+    cell_mark,
+    floor_noise,
+    floor_note,
+    floor_verdict,
+    mark_floors,
+)
 from umlkit.experiments.more_seeds import looks_of, planned_seeds
 from umlkit.experiments.records import MissingSideFile, cached_record, find_record, normalise_key, read_only
 from umlkit.experiments.tuning import NotTuned
 from umlkit.experiments.verdicts import (
     ALPHA,
+    AT_CEILING,
+    CEILING,
     HOLM_RULE,
     MIN_SEEDS,
     MISSING,
@@ -40,6 +54,7 @@ from umlkit.experiments.verdicts import (
     VERDICTS,
     claim_test,
     holm_adjust,
+    interval_text,
     is_final,
     verdict_group,
 )
@@ -92,22 +107,6 @@ class Claim:
     metric: str = "R@1"
     paired: bool = False
     margin: float | None = None   # "A matches B within margin" (equivalence, TOST) instead of "A beats B"
-
-
-@dataclass(frozen=True)
-class Floor:
-    """A table's sanity floors: the row (its ``method`` cell) holding the frozen pretrained backbone's value, and
-    optionally the one holding random initialisation's, each compared with a trained row on the same dataset and
-    metric - and the same ``setting`` (split) when ``per_setting``. A trained cell more than its noise
-    (:func:`floor_noise`: max(:data:`FLOOR_NOISE`, the standard error of its mean)) below the frozen backbone is
-    *below floor*; one within that noise of random initialisation or under it is *collapsed*."""
-    frozen: str
-    random: str | None = None
-    per_setting: bool = True
-
-    @property
-    def rows(self) -> set[str]:
-        return {self.frozen, *([self.random] if self.random else [])}
 
 
 @dataclass
@@ -355,7 +354,7 @@ def side_by_side(cmp: pd.DataFrame, metric: str = "R@1", digits: int = 1, column
         if r.get("stale"):
             text += " †"
         if r.get("floor"):
-            text += " ↓" if r["floor"] == BELOW else " ⊥"
+            text += f" {MARKS[r['floor']]}"
         lines.setdefault(idx, {})[r["dataset"]] = text
     out = pd.DataFrame.from_dict(lines, orient="index")
     out = out[[c for c in cols if c in out.columns]].fillna("")
@@ -374,89 +373,6 @@ def stale_note(cmp: pd.DataFrame) -> str:
     rows = sorted(set(stale["row"]))
     return (f"† {len(rows)} row(s) come from stale records ({', '.join(parts)} changed since they were trained): "
             f"{', '.join(rows)}. Run `umlkit reproduce --stale` to retrain them.")
-
-
-FLOOR_NOISE = 1.0   # R@1 points: a trained cell counts as below its floor only beyond max(this, its standard error)
-BELOW, COLLAPSED = "below floor", "collapsed"
-
-
-def floor_noise(spread, seeds) -> float:
-    """How far below its floor a cell must lie to be marked: max(:data:`FLOOR_NOISE`, the standard error of its
-    mean, spread / sqrt(seeds)). The standard error, not the spread: a run whose seeds scatter widely (some
-    collapsing) can sit several points below the frozen backbone on average and still within one seed spread of it
-    (ooDML's ProxyAnchor on the hardest SOP-like split: 12.0 +- 6.5 over 5 seeds against 17.6); withholding a
-    verdict is the safe side when the run's mean is below the floor beyond its own uncertainty."""
-    if pd.isna(spread):
-        return FLOOR_NOISE
-    n = float(seeds) if seeds is not None and pd.notna(seeds) and seeds else 1.0   # seeds unknown: the spread itself
-    return max(FLOOR_NOISE, float(spread) / np.sqrt(n))
-
-
-def mark_floors(spec: Table, cmp: pd.DataFrame) -> pd.DataFrame:
-    """``cmp`` with ``frozen`` (the frozen backbone's value for the cell, NaN without one) and ``floor`` ("",
-    :data:`BELOW` or :data:`COLLAPSED`) per cell, by the table's :class:`Floor` (no marks without one)."""
-    out = cmp.copy()
-    out["frozen"], out["floor"] = np.nan, ""
-    f = spec.floor
-    if f is None or cmp.empty:
-        return out
-    keys = ["dataset", "metric"] + (["setting"] if f.per_setting else [])
-
-    def values(method):
-        sub = out[out["method"] == method]
-        if not f.per_setting and sub.duplicated(keys).any():
-            raise ValueError(f"{spec.table}: floor row {method!r} has several cells per dataset; set per_setting")
-        return {tuple(r[k] for k in keys): r["measured"] for _, r in sub.iterrows()}
-    frozen, random = values(f.frozen), values(f.random) if f.random else {}
-    for i, r in out.iterrows():
-        key = tuple(r[k] for k in keys)
-        if r["method"] in f.rows or key not in frozen:
-            continue
-        noise = floor_noise(r["spread"], r.get("seeds"))
-        out.at[i, "frozen"] = frozen[key]
-        if key in random and r["measured"] < random[key] + noise:
-            out.at[i, "floor"] = COLLAPSED
-        elif r["measured"] < frozen[key] - noise:
-            out.at[i, "floor"] = BELOW
-    return out
-
-
-def floor_note(cmp: pd.DataFrame) -> str:
-    """A sentence for under a table: which rows fall below their frozen backbone (↓) or collapsed (⊥), or ""."""
-    if "floor" not in cmp or not cmp["floor"].astype(bool).any():
-        return ""
-    marked = cmp[cmp["floor"].astype(bool)]
-    parts = []
-    for kind, sym in ((BELOW, "↓"), (COLLAPSED, "⊥")):
-        rows = sorted(set(marked.loc[marked["floor"] == kind, "row"]))
-        if rows:
-            parts.append(f"{sym} {kind} ({len(rows)} row(s): {', '.join(rows)})")
-    import textwrap
-    text = ("Sanity floors: " + "; ".join(parts) + f". ↓: more than max({FLOOR_NOISE:g}, the standard error of its "
-            f"mean over seeds) below the "
-            f"frozen pretrained backbone on the same split and source - the training failed to keep what the backbone "
-            f"knew; ⊥: at or near random initialisation. No claim's verdict rests on such a cell (it reads "
-            f"'{NOT_COMPARABLE}').")
-    return textwrap.fill(text, 100)   # printed under a table: lines a page shows without a scroll bar (1400 px)
-
-
-def _floor_verdict(spec: Table, claim: Claim, cmp: pd.DataFrame) -> str | None:
-    """"not comparable: X below its frozen backbone" when a compared cell is below its floor - unless the claim
-    compares a run with itself (paired) or with a floor row, where a fall below the floor is the finding."""
-    if spec.floor is None or claim.paired or "floor" not in cmp:
-        return None
-    if {claim.a["method"], claim.b["method"]} & spec.floor.rows:
-        return None
-    for side in (claim.a, claim.b):
-        m = np.ones(len(cmp), dtype=bool)
-        for k, v in {**side, "metric": claim.metric}.items():
-            m &= (cmp[k] == v).to_numpy()
-        hit = cmp[m]
-        if len(hit) == 1 and hit["floor"].iloc[0]:
-            what = "collapsed" if hit["floor"].iloc[0] == COLLAPSED else "below its frozen backbone"
-            where = side["setting"] if spec.floor.per_setting and side["setting"] else side["dataset"]
-            return f"{NOT_COMPARABLE}: {side['method']} ({where}) {what}"
-    return None
 
 
 def _cell_name(sel: Mapping) -> str:
@@ -478,9 +394,12 @@ def table_claims(spec: Table, cmp: pd.DataFrame, missing: bool = True) -> pd.Dat
     if usable and spec.floor is not None:
         marked = mark_floors(spec, cmp)
         for i, c in enumerate(usable):
-            why = _floor_verdict(spec, c, marked)
+            why = floor_verdict(spec, c, marked)
             if why:
                 checked.at[i, "verdict"] = why
+        # each side's floor mark, shown to the reader and checked over the whole board
+        checked["mark A"] = [cell_mark(c.a, c.metric, marked) for c in usable]
+        checked["mark B"] = [cell_mark(c.b, c.metric, marked) for c in usable]
     if not checked.empty:
         checked["looks"] = [looks_of(spec, t, n) for t, n in zip(checked["claim"], checked["seeds"])]
     if not missing:
@@ -494,40 +413,69 @@ def table_claims(spec: Table, cmp: pd.DataFrame, missing: bool = True) -> pd.Dat
     return out.sort_values("claim", key=lambda s: s.map(order), kind="stable").reset_index(drop=True)
 
 
+def _claim_cell(sub: pd.DataFrame, sel: Mapping):
+    mask = np.ones(len(sub), dtype=bool)
+    for k, v in sel.items():
+        mask &= (sub[k] == v).to_numpy()
+    if mask.sum() != 1:
+        raise KeyError(f"claim cell {dict(sel)} matches {int(mask.sum())} rows, expected exactly 1")
+    return sub[mask].iloc[0]
+
+
+def _claim_values(x) -> Mapping:
+    v = x.get("values")
+    return v if isinstance(v, Mapping) and v else {0: float(x["measured"])}
+
+
+def _test_claim(cmp: pd.DataFrame, c: Claim, metric: str) -> tuple:
+    """(cell A, cell B, :func:`claim_test` result) of claim ``c`` on ``metric``."""
+    sub = cmp[cmp["metric"] == metric]
+    ca, cb = _claim_cell(sub, c.a), _claim_cell(sub, c.b)
+    res = claim_test(_claim_values(ca), _claim_values(cb), paired=c.paired, exact_a=bool(ca.get("seed_free", False)),
+                     exact_b=bool(cb.get("seed_free", False)), margin=c.margin)
+    return ca, cb, res
+
+
+def at_ceiling(metric: str, a: float, b: float) -> bool:
+    """Whether two cells of an R@k metric both sit at or above :data:`CEILING` (no room left for a gain)."""
+    return metric.startswith("R@") and min(a, b) >= CEILING
+
+
+def _headroom(cmp: pd.DataFrame, c: Claim) -> dict:
+    """The same claim on MAP@R (which keeps headroom where R@1 saturates): its gap and 95 % interval, or {}."""
+    if c.margin is not None or not (cmp["metric"] == "MAP@R").any():
+        return {}
+    try:
+        ca, cb, res = _test_claim(cmp, c, "MAP@R")
+    except KeyError:
+        return {}
+    return {"MAP@R gap": round(float(ca["measured"] - cb["measured"]), 1),
+            "MAP@R interval": interval_text(res["low"], res["high"]), "MAP@R p": res["p"]}
+
+
 def check_claims(cmp: pd.DataFrame, claims: Sequence[Claim]) -> pd.DataFrame:
     """Each claim on the paper's numbers and on the measured ones, with the test of :func:`claim_test` on the
-    cells' per-seed values (``values`` of :func:`compare`) and its verdict (:data:`VERDICT_RULE`)."""
+    cells' per-seed values (``values`` of :func:`compare`), its 95 % interval, the paper's gap and the raw verdict
+    (:data:`VERDICT_RULE`); a claim both of whose cells sit at the ceiling reads :data:`AT_CEILING` and carries the
+    MAP@R comparison beside it."""
     rows = []
     for c in claims:
-        sub = cmp[cmp["metric"] == c.metric]
-
-        def cell(sel, sub=sub):
-            mask = np.ones(len(sub), dtype=bool)
-            for k, v in sel.items():
-                mask &= (sub[k] == v).to_numpy()
-            if mask.sum() != 1:
-                raise KeyError(f"claim cell {dict(sel)} matches {int(mask.sum())} rows, expected exactly 1")
-            return sub[mask].iloc[0]
-
-        ca, cb = cell(c.a), cell(c.b)
-
-        def values(x):
-            v = x.get("values")
-            return v if isinstance(v, Mapping) and v else {0: float(x["measured"])}
-
-        res = claim_test(values(ca), values(cb), paired=c.paired, exact_a=bool(ca.get("seed_free", False)),
-                         exact_b=bool(cb.get("seed_free", False)), margin=c.margin)
+        ca, cb, res = _test_claim(cmp, c, c.metric)
         gap = ca["measured"] - cb["measured"]
         both = pd.notna(ca["paper"]) and pd.notna(cb["paper"])
         in_paper = (abs(ca["paper"] - cb["paper"]) < c.margin if c.margin is not None else ca["paper"] > cb["paper"])
+        ceiling = res["verdict"] in VERDICTS and at_ceiling(c.metric, ca["measured"], cb["measured"])
         rows.append({"claim": c.text, "paper A": ca["paper"], "paper B": cb["paper"],
                      "holds in paper": bool(in_paper) if both else None,
+                     "paper gap": float(ca["paper"] - cb["paper"]) if both and c.margin is None else float("nan"),
                      "measured A": round(ca["measured"], 1), "measured B": round(cb["measured"], 1),
-                     "gap": round(gap, 1), "seeds": res["n"],
+                     "gap": round(gap, 1), "test gap": res["gap"], "low": res["low"], "high": res["high"],
+                     "seeds": res["n"],
                      "seed spread": round(max(ca["spread"], cb["spread"]), 1), "p": res["p"],
                      "p against": res["p_against"], "se": res["se"],
-                     "df": res["df"], "test": res["test"],
-                     "margin": c.margin if c.margin is not None else float("nan"), "verdict": res["verdict"]})
+                     "df": res["df"], "test": res["test"], "metric": c.metric,
+                     "margin": c.margin if c.margin is not None else float("nan"),
+                     "verdict": AT_CEILING if ceiling else res["verdict"], **(_headroom(cmp, c) if ceiling else {})})
     return pd.DataFrame(rows)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from umlkit.experiments.floors import MARKS
 from umlkit.experiments.papers.oodml.config import (
     PAPER,
     SEEDS,
@@ -21,7 +22,7 @@ from umlkit.experiments.papers.oodml.config import (
 )
 from umlkit.experiments.prose import signed
 from umlkit.experiments.runners import SOURCE_NAMES
-from umlkit.experiments.tables import BELOW, Table
+from umlkit.experiments.tables import Table
 
 
 # ------------------------------------------------------------------------------------------------ analyses
@@ -153,7 +154,7 @@ def split_view(cmp: pd.DataFrame, metric: str = "R@1", digits: int = 1, profile:
         if r.get("stale"):
             text += " †"
         if r.get("floor"):
-            text += " ↓" if r["floor"] == BELOW else " ⊥"
+            text += f" {MARKS[r['floor']]}"
         lines.setdefault(label, {})[(r["split"], col)] = text
     out = pd.DataFrame.from_dict(lines, orient="index")
     out = out[sorted(out.columns)].fillna("")
@@ -163,15 +164,13 @@ def split_view(cmp: pd.DataFrame, metric: str = "R@1", digits: int = 1, profile:
 
 
 def _flat_rows(sub: pd.DataFrame) -> list[str]:
-    """The methods that trained yet stayed at the frozen backbone's level: on every split within max(FLOOR_NOISE,
-    their seed spread) of it, and not marked below it (a claim won against them is won against the backbone)."""
-    from umlkit.experiments.tables import FLOOR_NOISE
-    if not len(sub) or "frozen" not in sub:
+    """The methods that trained yet stayed at the frozen backbone's level: marked "≈ frozen" by
+    :func:`umlkit.experiments.floors.mark_floors` (every split within noise of it; a claim won against them is won
+    against the backbone)."""
+    from umlkit.experiments.floors import FROZEN_LIKE
+    if not len(sub) or "floor" not in sub:
         return []
-    noise = np.maximum(FLOOR_NOISE, sub["spread"].fillna(0.0))
-    near = (sub["measured"] - sub["frozen"]).abs() <= noise
-    return [m for m, ok in near.groupby(sub["row"]).all().items()
-            if ok and not sub.loc[sub["row"] == m, "floor"].astype(bool).any()]
+    return sorted(set(sub.loc[sub["floor"] == FROZEN_LIKE, "row"]))
 
 
 def floor_facts(floors: pd.DataFrame, profile: str = "quick") -> dict[str, str]:
@@ -179,14 +178,15 @@ def floor_facts(floors: pd.DataFrame, profile: str = "quick") -> dict[str, str]:
     initialisation (``floors``: the shift tables through :func:`umlkit.experiments.tables.mark_floors`), those that
     stayed at its level on every split (``<src>_flat_rows``), and the R@1 span over the splits and methods without
     the marked ones."""
-    from umlkit.experiments.tables import BELOW, COLLAPSED
+    from umlkit.experiments.floors import BELOW, COLLAPSED, FROZEN_LIKE, SEED_COLLAPSE
     out = {}
     for src in SOURCES:
         name = SOURCE_NAMES[src]
         sub = floors[(floors["dataset"] == name) & (floors["metric"] == "R@1")
                      & floors["row"].isin(tuned_methods(profile))] if not floors.empty else floors
         words = []
-        for kind, label in ((COLLAPSED, "collapsed"), (BELOW, "below the frozen backbone")):
+        for kind, label in ((COLLAPSED, "collapsed"), (BELOW, "below the frozen backbone"),
+                            (SEED_COLLAPSE, "with a collapsed seed")):
             hit = sub[sub["floor"] == kind] if len(sub) else sub
             if len(hit):
                 per = hit.groupby("row")["setting"].nunique()
@@ -194,7 +194,8 @@ def floor_facts(floors: pd.DataFrame, profile: str = "quick") -> dict[str, str]:
                 words.append(f"{', '.join(names)} {label}")
         out[f"{src}_floor_rows"] = "; ".join(words) if words else "none"
         out[f"{src}_flat_rows"] = ", ".join(_flat_rows(sub)) or "none"
-        ok = sub[~sub["row"].isin(set(sub.loc[sub["floor"].astype(bool), "row"]))] if len(sub) else sub
+        bad = sub["floor"].astype(bool) & (sub["floor"] != FROZEN_LIKE) if len(sub) else None
+        ok = sub[~sub["row"].isin(set(sub.loc[bad, "row"]))] if len(sub) else sub
         out[f"{src}_r1_range_working"] = (f"{ok['measured'].min():.1f}–{ok['measured'].max():.1f}"
                                           if len(ok) else "n/a")
     marked = [SOURCE_NAMES[s] + "-like" for s in SOURCES if out[f"{s}_floor_rows"] != "none"]

@@ -194,13 +194,14 @@ def cross_source_facts(view: pd.DataFrame) -> dict[str, str]:
             "xs_ens": f"{view.loc[('(a)', 'CurricularFace'), 'Unified']:.1f}", "xs_puma": f"{uni['Ours']:.1f}"}
 
 
-_DIRECTION = {"supported": 1, "holds": 1, "inconclusive": 0, "contradicted": -1, "not reproduced": -1}
+_DIRECTION = {"reproduced": 1, "holds": 1, "inconclusive": 0, "no effect": 0, "smaller than the paper's": 0,
+              "contradicted": -1, "not reproduced": -1}
 
 
 def verdict_changes(profile: str = "quick") -> pd.DataFrame:
     """Every claim of Tables 2-5 under the first pass (shipped v1 backbone, one rate, mostly one seed) and the
     second (v2 backbone, one tuning protocol, three seeds per compared cell), from the stored records only: the
-    measured gap and verdict of each, and whether the verdict's direction moved (supported or holds / inconclusive /
+    measured gap and verdict of each, and whether the verdict's direction moved (reproduced or holds / inconclusive /
     contradicted or not reproduced). Table 5's claims are matched by backbone role: the shipped backbone (v1, then
     v2) stands in for ViT-S/16; the others keep their names."""
     out = {}

@@ -9,6 +9,9 @@ import pandas as pd
 from umlkit.experiments.papers.regime.config import PROBE_METRIC, load_splits, setting_of, settings
 from umlkit.experiments.tables import MISSING
 
+# verdict -> the glue-key tag the chapter's prose uses (the keys kept their first-edition names)
+_VERDICT_TAGS = {"reproduced": "supported", "inconclusive": "inconclusive", "contradicted": "contradicted"}
+
 
 # ------------------------------------------------------------------------------------------------ views
 def heat_frame(cmp: pd.DataFrame, dataset: str = "Harmonic") -> pd.DataFrame:
@@ -84,8 +87,8 @@ def regime_facts(heat: pd.DataFrame, claims: pd.DataFrame, forgetting: pd.DataFr
         f["rm_cells"] = str(len(heat))
         f["rm_cells_puma_ahead"] = str(int((heat["gap"] > 0).sum()))
     beats = claims[claims["claim"].str.contains("beats full fine-tuning")]
-    for v in ("supported", "inconclusive", "contradicted"):
-        f[f"rm_cells_{v}"] = str(int((beats["verdict"] == v).sum()))
+    for v, tag in _VERDICT_TAGS.items():   # the glue keys keep the first edition's names
+        f[f"rm_cells_{tag}"] = str(int((beats["verdict"] == v).sum()))
     for shift in dict.fromkeys(forgetting["shift"]):
         fr = forgetting[forgetting["shift"] == shift].set_index("attribute")
         for col, tag in (("Zero-Shot", "zs"), ("PUMA", "puma"), ("Full fine-tuning", "ft")):
@@ -292,8 +295,8 @@ def edition2_facts(axes: pd.DataFrame, moves: pd.DataFrame, claims: pd.DataFrame
         step = "_".join(_cell_tag(c) for c in (r["from"], r["to"]))
         f[f"rm2_step_{step}_{tags[r['method']]}"] = interval(r["move"], r["low"], r["high"])
         f[f"rm2_move_{r['axis']}_{tags[r['method']]}"] = interval(r["move"], r["low"], r["high"])
-    for v in ("supported", "inconclusive", "contradicted"):
-        f[f"rm2_{v}"] = str(int((claims["verdict"] == v).sum()))
+    for v, tag in _VERDICT_TAGS.items():
+        f[f"rm2_{tag}"] = str(int((claims["verdict"] == v).sum()))
     f["rm2_claims"], f["rm2_claims_measured"] = str(len(claims)), str(int((claims["verdict"] != MISSING).sum()))
     for method in ("PUMA", "LP-FT"):
         done = axes[(axes["method"] == method) & np.isfinite(axes["gap"])]
@@ -315,7 +318,7 @@ def edition2_facts(axes: pd.DataFrame, moves: pd.DataFrame, claims: pd.DataFrame
                                           method) for m in (False, True))
             f[f"rm2_mark_cost_{tag}"] = number(plain[0] - marked[0]) if plain and marked else todo
     f["rm2_findings"] = (f"{f['rm2_claims_measured']} of its {f['rm2_claims']} claims measured "
-                         f"({f['rm2_supported']} supported, {f['rm2_contradicted']} contradicted, "
+                         f"({f['rm2_supported']} reproduced, {f['rm2_contradicted']} contradicted, "
                          f"{f['rm2_inconclusive']} inconclusive); the largest gap to full fine-tuning is "
                          f"{f['rm2_best_puma']} for PUMA and {f['rm2_best_lpft']} for LP-FT")
     return f

@@ -1,0 +1,94 @@
+"""The seeds that decide (issue 61, item 2): a plan, frozen before its runs, that gives each open claim the seeds
+its power calculation asks for, where that fits a budget.
+
+From the board's inconclusive claims (:func:`umlkit.experiments.evidence.with_needed_seeds`: seeds per side for
+80 % power after Holm, from the observed noise), the rule takes, per paper, the claims that need at most
+:data:`MAX_PLANNED` seeds and compare rows of their own table (a claim of a table computed from other tables, such as
+ooDML's AGS, pools every split and would retrain whole tables), cheapest first, while the paper's estimated cost
+stays within :data:`BUDGET_HOURS` on two workers (each run costs the median time of the row's stored records).
+Each chosen claim's rows get the next seed numbers up to the needed count. The plan is written to
+``configs/seed_plan.yaml`` with a stamp (sha256 of its claims), and :mod:`umlkit.experiments.more_seeds` reads it
+as a further stage: the rows train those seeds, and a claim tested on them has had one more look, which
+multiplies its p-values before Holm.
+
+Why by hand: the selection is the book's rule over its own board; statsmodels gives the power numbers.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from umlkit.experiments.verdicts import INCONCLUSIVE
+
+__all__ = ["MAX_PLANNED", "BUDGET_HOURS", "WORKERS", "RULE", "choose", "write"]
+
+MAX_PLANNED = 10      # seeds per side at most
+BUDGET_HOURS = 3.0    # per paper, of quick-profile runs on WORKERS workers
+WORKERS = 2
+RULE = (f"Claims that stayed inconclusive and whose power calculation asks for at most {MAX_PLANNED} seeds per side "
+        f"get those seeds on the rows they compare, cheapest first while a paper's estimated cost stays within "
+        f"{BUDGET_HOURS:g} h of quick-profile runs on {WORKERS} workers; the list was fixed from the board before any "
+        f"of the runs. A claim tested on them has been looked at once more, and its p-values are multiplied by its "
+        f"looks before the Holm adjustment.")
+
+
+def _row_cost(spec, row, profile: str) -> float:
+    """Median seconds of the row's stored records (0 when none is stored: the estimate then says nothing)."""
+    from umlkit.experiments.records import find_record
+    secs = []
+    for seed in spec.seeds_of(row, profile):
+        path = find_record(spec.config(row, seed, profile, ()), profile)
+        if path is not None:
+            secs.append(float(json.loads(path.read_text()).get("seconds", 0.0)))
+    return float(np.median(secs)) if secs else 0.0
+
+
+def _extra(spec, claim, needed: int, profile: str) -> tuple[list, tuple[int, ...]]:
+    from umlkit.experiments.more_seeds import rows_of_claim
+    rows = [r for r in rows_of_claim(spec, claim) if not r.seed_free]
+    have = sorted({s for r in rows for s in spec.seeds_of(r, profile)})
+    count = max(0, needed - min(len(spec.seeds_of(r, profile)) for r in rows)) if rows else 0
+    start = (max(have) + 1) if have else 0
+    return rows, tuple(range(start, start + count))
+
+
+def choose(board: pd.DataFrame, specs: dict, profile: str = "quick") -> pd.DataFrame:
+    """The claims the rule takes from ``board`` (needs ``seeds needed``), with ``extra seeds`` and ``hours``
+    (estimated, on :data:`WORKERS` workers). ``specs``: ``{(paper, table): Table}`` of the board's claims."""
+    cand = board[(board["verdict"] == INCONCLUSIVE) & (board["seeds needed"] <= MAX_PLANNED)]
+    chosen, spent = [], {}
+    for r in cand.sort_values("seeds needed", kind="stable").to_dict("records"):
+        spec = specs.get((r["paper"], r["table"]))
+        claim = next((c for c in spec.claims if c.text == r["claim"]), None) if spec is not None else None
+        if claim is None:
+            continue
+        rows, seeds = _extra(spec, claim, int(r["seeds needed"]), profile)
+        if not rows or not seeds:
+            continue
+        hours = sum(_row_cost(spec, row, profile) for row in rows) * len(seeds) / 3600 / WORKERS
+        if spent.get(r["paper"], 0.0) + hours > BUDGET_HOURS:
+            continue
+        spent[r["paper"]] = spent.get(r["paper"], 0.0) + hours
+        chosen.append({**r, "owner": spec.paper, "extra seeds": seeds, "hours": hours})
+    return pd.DataFrame(chosen)
+
+
+def write(chosen: pd.DataFrame, path: Path, profile: str = "quick") -> Path:
+    """Freeze ``chosen`` into the plan file, stamped (see :mod:`umlkit.experiments.more_seeds`)."""
+    from umlkit.experiments.more_seeds import plan_stamp
+    from umlkit.results import atomic_write
+    claims: dict = {}
+    for r in chosen.to_dict("records"):
+        first = {"seeds": int(r["seeds"]), "gap": float(r["gap"]), "p (Holm)": round(float(r["p adjusted"]), 4),
+                 "seeds needed": int(r["seeds needed"])}
+        claims.setdefault(r["owner"], {}).setdefault(r["table"], []).append(
+            {"claim": r["claim"], "first look": first, "seeds": [int(s) for s in r["extra seeds"]],
+             "hours": round(float(r["hours"]), 3)})
+    data = {"rule": RULE, "profile": profile, "budget hours per paper": BUDGET_HOURS, "stamp": plan_stamp(claims),
+            "claims": claims}
+    atomic_write(Path(path), yaml.safe_dump(data, sort_keys=False, width=120, allow_unicode=True))
+    return Path(path)

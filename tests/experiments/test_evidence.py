@@ -1,0 +1,139 @@
+"""The verdicts that decide (issue 61): each claim's 95 % interval (scipy's own Welch and paired intervals), the
+effect-size verdicts after Holm ('no effect' by TOST, 'smaller than the paper's'), the seeds an open claim needs
+(statsmodels' power solvers and the normal approximation by hand), the margin's sensitivity table, the ceiling rule
+with its MAP@R comparison, and the stamped seed plan."""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+from statsmodels.stats.power import TTestIndPower, TTestPower
+
+from umlkit.experiments import evidence as ev
+from umlkit.experiments import more_seeds as ms
+from umlkit.experiments import tables as tb
+from umlkit.experiments import verdicts as vd
+
+A = [61.2, 63.0, 62.1, 60.4]
+B = [58.0, 59.9, 57.2]
+
+
+def test_the_interval_is_scipys_welch_and_paired_interval():
+    res = vd.claim_test(A, B)
+    ci = stats.ttest_ind(A, B, equal_var=False).confidence_interval(0.95)
+    assert (res["low"], res["high"]) == pytest.approx((ci.low, ci.high), abs=1e-9)
+    assert res["gap"] == pytest.approx(np.mean(A) - np.mean(B))
+    a, b = {0: 1.0, 1: 2.5, 2: 2.0}, {0: 0.2, 1: 1.9, 2: 0.6}
+    paired = vd.claim_test(a, b, paired=True)
+    ci = stats.ttest_rel([1.0, 2.5, 2.0], [0.2, 1.9, 0.6]).confidence_interval(0.95)
+    assert (paired["low"], paired["high"]) == pytest.approx((ci.low, ci.high), abs=1e-9)
+    # an exact cell on each side: the interval is the point
+    exact = vd.claim_test([5.0], [3.0], exact_a=True, exact_b=True)
+    assert exact["low"] == exact["high"] == 2.0
+    assert vd.interval_text(-1.234, 2.0) == "[-1.2, +2.0]" and vd.interval_text(np.nan, 1.0) == ""
+
+
+def _claim(gap, se, df, paper_gap=np.nan, p=None, family="f", looks=1):
+    """A tested claim as check_claims leaves it: p of A > B from (gap, se, df)."""
+    p = float(stats.t.sf(gap / se, df)) if p is None else p
+    return {"paper": family, "claim": f"gap {gap}", "verdict": "inconclusive", "p": p, "p against": 1 - p,
+            "test gap": gap, "se": se, "df": df, "paper gap": paper_gap, "margin": np.nan, "looks": looks,
+            "seeds": 3}
+
+
+def test_effect_size_verdicts_by_hand():
+    claims = pd.DataFrame([_claim(9.0, 0.5, 4.0),                   # decided: reproduced
+                           _claim(0.05, 0.1, 8.0),                  # |gap| < 1 well inside: no effect
+                           _claim(1.0, 0.4, 6.0, paper_gap=6.0),    # positive but far below the paper's 6
+                           _claim(0.5, 3.0, 4.0, paper_gap=2.0)])   # wide: inconclusive
+    out = vd.holm_adjust(claims, "paper")
+    assert out["verdict"].tolist() == [vd.REPRODUCED, vd.NO_EFFECT, vd.SMALLER, vd.INCONCLUSIVE]
+    # the TOST and below-the-paper p-values by hand, each Holm-adjusted over the three open claims
+    tost = [max(stats.t.sf((g + 1) / s, d), stats.t.cdf((g - 1) / s, d)) for g, s, d in
+            ((0.05, 0.1, 8.0), (1.0, 0.4, 6.0), (0.5, 3.0, 4.0))]
+    assert out["p no effect"].iloc[1:].tolist() == pytest.approx(list(vd.holm(np.array(tost))))
+    below = [stats.t.cdf((1.0 - 6.0) / 0.4, 6.0), stats.t.cdf((0.5 - 2.0) / 3.0, 4.0)]
+    assert out["p smaller"].iloc[2:].tolist() == pytest.approx(list(vd.holm(np.array(below))))
+    assert np.isnan(out["p smaller"].iloc[1])   # no paper gap: the question is not asked
+    # a second look doubles every p-value the claim enters
+    looked = vd.holm_adjust(pd.DataFrame([_claim(0.05, 0.1, 8.0, looks=2)]), "paper")
+    assert looked["p no effect"].iloc[0] == pytest.approx(min(1.0, 2 * vd.tost_p(0.05, 0.1, 8.0, 1.0)))
+
+
+def test_needed_seeds_are_statsmodels_answer_at_the_holm_level():
+    # Welch, 3 seeds a side, se 1.5: the per-seed spread s = 1.5 * sqrt(3) / sqrt(2); the paper's gap 4 at level
+    # 0.05 / 10 with 80 % power, or no effect within 1 with 90 % on each one-sided test: the fewer wins
+    s = 1.5 * math.sqrt(3) / math.sqrt(2)
+    direct = TTestIndPower().solve_power(effect_size=4 / s, alpha=0.005, power=0.8, alternative="larger")
+    equiv = TTestIndPower().solve_power(effect_size=1 / s, alpha=0.005, power=0.9, alternative="larger")
+    assert ev.needed_seeds(1.5, 3, 3.7, 0.005, paper_gap=4.0) == math.ceil(min(direct, equiv))
+    # the normal approximation n = 2 (z_a + z_b)^2 s^2 / d^2 (4.9 here) is a little below the t answer (7)
+    z = stats.norm.ppf(1 - 0.005) + stats.norm.ppf(0.8)
+    assert 0 < ev.needed_seeds(1.5, 3, 3.7, 0.005, paper_gap=4.0) - 2 * z * z * s * s / 16 < 3
+    # paired (whole df): the one-sample solver on the differences' spread se * sqrt(n)
+    one = TTestPower().solve_power(effect_size=1 / (0.8 * math.sqrt(5)), alpha=0.01, power=0.9, alternative="larger")
+    assert ev.needed_seeds(0.8, 5, 4.0, 0.01) == math.ceil(one)
+    assert ev.needed_seeds(0.0, 3, 2.0, 0.05) is None                    # no noise to scale
+    assert ev.needed_seeds(50.0, 3, 3.5, 0.001, paper_gap=0.1) is None   # beyond MAX_SEEDS
+
+
+def test_open_claims_get_their_seeds_at_the_level_holm_leaves_them():
+    claims = pd.DataFrame([_claim(9.0, 0.5, 4.0), _claim(0.5, 3.0, 4.3, paper_gap=2.0), _claim(0.4, 2.0, 4.5)])
+    board = ev.with_needed_seeds(vd.holm_adjust(claims, "paper"))
+    assert board["verdict"].tolist() == [vd.REPRODUCED, vd.INCONCLUSIVE, vd.INCONCLUSIVE]
+    level = 0.05 / (3 - 1)   # one of three decided: the next faces alpha / 2
+    assert board["seeds needed"].iloc[1] == ev.needed_seeds(3.0, 3, 4.3, level, paper_gap=2.0)
+    assert board["seeds needed"].iloc[2] == ev.needed_seeds(2.0, 3, 4.5, level)
+    assert np.isnan(board["seeds needed"].iloc[0])
+
+
+def test_the_sensitivity_table_reruns_the_rule_at_each_margin():
+    claims = pd.DataFrame([_claim(9.0, 0.5, 4.0), _claim(0.3, 0.25, 8.0), _claim(1.2, 0.2, 8.0)])
+    table = ev.sensitivity(vd.holm_adjust(claims, "paper"), margins=(0.5, 1.0, 2.0))
+    for d in (0.5, 1.0, 2.0):
+        want = vd.holm_adjust(claims, "paper", sesoi=d)["verdict"].value_counts()
+        assert table[f"±{d:g}"].to_dict() == {k: int(want.get(k, 0)) for k in table.index}
+    assert table.loc[vd.NO_EFFECT, "±2"] >= table.loc[vd.NO_EFFECT, "±0.5"]
+
+
+def test_two_cells_at_the_ceiling_get_no_verdict_and_the_map_r_comparison():
+    def cell(method, metric, vals):
+        return {"table": "T", "section": "", "method": method, "setting": "", "dataset": "CUB", "metric": metric,
+                "row": method, "measured": float(np.mean(vals)), "spread": float(np.std(vals, ddof=1)), "seeds": 3,
+                "values": dict(enumerate(vals)), "paper": np.nan, "seed_free": False}
+    cmp = pd.DataFrame([cell("G", "R@1", [97.9, 98.2, 98.0]), cell("B", "R@1", [97.5, 97.6, 97.9]),
+                        cell("G", "MAP@R", [60.1, 61.0, 60.4]), cell("B", "MAP@R", [57.0, 57.9, 58.3])])
+    c = tb.Claim("G beats B", {"section": "", "method": "G", "setting": "", "dataset": "CUB"},
+                 {"section": "", "method": "B", "setting": "", "dataset": "CUB"})
+    out = tb.check_claims(cmp, [c]).iloc[0]
+    assert out["verdict"] == vd.AT_CEILING and not vd.is_final(out["verdict"])
+    want = vd.claim_test([60.1, 61.0, 60.4], [57.0, 57.9, 58.3])
+    assert out["MAP@R gap"] == round(np.mean([60.1, 61.0, 60.4]) - np.mean([57.0, 57.9, 58.3]), 1)
+    assert out["MAP@R interval"] == vd.interval_text(want["low"], want["high"])
+    # one cell below 95: tested as usual
+    cmp.loc[1, "measured"] = 94.9
+    assert tb.check_claims(cmp, [c]).iloc[0]["verdict"] != vd.AT_CEILING
+    assert tb.at_ceiling("R@1", 95.0, 99.0) and not tb.at_ceiling("MAP@R", 99.0, 99.0)
+
+
+def test_a_seed_plan_edited_after_it_was_frozen_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(ms, "_plan_path", lambda: tmp_path / "more_seeds.yaml")
+    ms._load.cache_clear()
+    from umlkit.experiments import seed_plan
+    chosen = pd.DataFrame([{"owner": "p", "table": "Table 1", "claim": "A beats B", "seeds": 3, "gap": 0.4,
+                            "p adjusted": 0.7, "seeds needed": 6, "extra seeds": (3, 4, 5), "hours": 0.1}])
+    path = seed_plan.write(chosen, tmp_path / "seed_plan.yaml")
+    stage = ms.stages()[1]
+    assert stage["claim_seeds"][("p", "Table 1", "A beats B")] == (3, 4, 5)
+    rows = [tb.Row(method=m, label=m.lower()) for m in ("A", "B")]
+    cell = {"section": "", "setting": "", "dataset": "X"}
+    spec = tb.Table("p", "Table 1", rows, lambda row, seed, *a: {"m": row.method, "seed": seed}, seeds=(0, 1, 2),
+                    claims=[tb.Claim("A beats B", {**cell, "method": "A"}, {**cell, "method": "B"})])
+    assert spec.seeds_of(rows[0], "quick") == (0, 1, 2, 3, 4, 5)
+    assert ms.looks_of(spec, "A beats B", 6) == 2 and ms.looks_of(spec, "A beats B", 3) == 1
+    path.write_text(path.read_text().replace("- 5", "- 6"))
+    ms._load.cache_clear()
+    with pytest.raises(ValueError, match="edited after it was frozen"):
+        ms.stages()
+    ms._load.cache_clear()
