@@ -155,7 +155,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
     except (KeyError, ValueError, TypeError) as err:
         msg = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
         raise ValueError(msg if str(args.config) in str(msg) else f"{args.config}: {msg}") from err
-    result = fit(cfg, run_dir=args.run_dir, resume=args.resume)
+    if args.run_dir is None:   # a fresh folder of its own: no other writer
+        result = fit(cfg, run_dir=None, resume=args.resume)
+    else:   # one writer per run folder; the folder must take a checkpoint before the first step
+        from umlkit.results import check_writable, owner_lock
+        check_writable(Path(args.run_dir), _NEED_BYTES[args.profile or "quick"], f"--run-dir {args.run_dir}")
+        with owner_lock(Path(args.run_dir) / ".umlkit-owner.lock", f"the run folder {args.run_dir}"):
+            result = fit(cfg, run_dir=args.run_dir, resume=args.resume)
     print(f"run folder: {result.run_dir}")
     if result.last is not None:
         print(result.summary(cfg["train"]["metrics"][0]).round(2).to_string())
@@ -330,6 +336,11 @@ def _cmd_records_verify(args: argparse.Namespace) -> int:
     return 1 if found else 0
 
 
+# free space a run needs before it starts (its checkpoints and records; the full profile's ViT-S/16 checkpoints with
+# optimizer state are ~0.5 GB, the tiny ViT's a few MB)
+_NEED_BYTES = {"quick": 64 * 2**20, "full": 2 * 2**30}
+
+
 def _cmd_records_train(args: argparse.Namespace) -> int:
     """Fill a paper's job list with records; N processes with --worker I/N share the list without a lock."""
     import time
@@ -368,12 +379,22 @@ def _cmd_records_train(args: argparse.Namespace) -> int:
         _print_job_status(job_status(jobs, args.profile))
         print(f"worker {i}/{n}: nothing was run (--dry-run)")
         return 0
-    start = time.perf_counter()
+    from umlkit._paths import results_root
+    from umlkit.results import Busy, check_writable
+    if todo:   # before the first run: a finished run must not be lost at its write
+        check_writable(results_root(args.profile) / "records", _NEED_BYTES[args.profile] + len(todo) * 2**20,
+                       f"records train {args.paper}")
+    start, busy = time.perf_counter(), []
     for table, label, key, *runner in tqdm(todo, desc=f"{args.paper} {args.jobs or args.table} [{i}/{n}]", unit="run"):
         # a job names its runner when it is not the default (e.g. the unified setting's plain "train" runs)
-        cached_record(folder, table, label, key, runner[0] if runner else args.runner, args.profile, log=None)
-    print(f"worker {i}/{n}: trained {len(todo)} record(s) in {time.perf_counter() - start:.0f} s")
-    return 0
+        try:
+            cached_record(folder, table, label, key, runner[0] if runner else args.runner, args.profile, log=None)
+        except Busy as err:   # another process trains this very run: leave it to that one
+            busy.append(label)
+            print(f"skipped {label}: {err}", file=sys.stderr)
+    print(f"worker {i}/{n}: trained {len(todo) - len(busy)} record(s) in {time.perf_counter() - start:.0f} s"
+          + (f"; {len(busy)} left to the process that holds them" if busy else ""))
+    return 1 if busy else 0
 
 
 def _cmd_oodml_import(args: argparse.Namespace) -> int:

@@ -17,7 +17,11 @@ import pandas as pd
 from umlkit._paths import results_root
 
 __all__ = ["config_hash", "file_sha256", "save_table", "load_table", "atomic_write", "load_json",
-           "load_benchmark"]
+           "load_benchmark", "owner_lock", "Busy", "check_writable"]
+
+
+class Busy(RuntimeError):
+    """Another process holds the folder or record this one was about to write (its pid and command named)."""
 
 
 def config_hash(config: dict) -> str:
@@ -54,7 +58,7 @@ def atomic_write(path: Path, data: str | bytes) -> None:
     if path.is_symlink():
         path = path.resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb" if isinstance(data, bytes) else "w") as fh:
             fh.write(data)
@@ -80,6 +84,69 @@ def file_lock(path: Path):
         except ImportError:  # pragma: no cover - not POSIX
             pass
         yield  # closing the file releases the lock
+
+
+@contextmanager
+def owner_lock(lock: Path, what: str):
+    """Hold ``lock`` (a lock file, created if missing) exclusively for the block, or fail at once: a second writer
+    of the same run folder or record gets :class:`Busy` naming the holder's pid and command, instead of writing
+    beside it. The file keeps the holder's line while it is held (POSIX ``fcntl.flock``, released when the process
+    ends, even by a kill; without fcntl, no lock)."""
+    import sys
+    lock = Path(lock)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(lock, "a+")
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        fcntl = None
+    try:
+        if fcntl is not None:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                holder = handle.read().strip() or "another process"
+                raise Busy(f"{what} is being written by {holder}; wait for it to finish or use another "
+                           f"folder (lock: {lock})") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()} ({' '.join(sys.argv)[:200]})\n")
+        handle.flush()
+        try:
+            yield
+        finally:
+            handle.seek(0)
+            handle.truncate()
+    finally:
+        handle.close()
+
+
+def check_writable(folder: Path, need_bytes: int, what: str) -> None:
+    """Refuse before any work when ``folder`` (or the first existing folder above it) cannot take ``need_bytes``:
+    not a folder, not writable, or not enough free space - naming the folder, the free and the needed space."""
+    folder = Path(folder)
+    probe = folder
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise ValueError(f"{what}: {probe} is not a folder (expected a folder to write {folder} in)")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise PermissionError(f"{what}: {probe} is not writable; nothing was trained (choose a writable results "
+                              f"folder, e.g. with UMLKIT_RESULTS)")
+    free = _free_bytes(probe)
+    if free < need_bytes:
+        raise OSError(f"{what}: {probe} has {free / 2**20:.0f} MiB free, and the runs need about "
+                      f"{need_bytes / 2**20:.0f} MiB (records and checkpoints); nothing was trained")
+
+
+def _free_bytes(folder: Path) -> int:
+    """Free bytes for this user on ``folder``'s file system; ``UMLKIT_FREE_BYTES`` stands in for it (tests)."""
+    override = os.environ.get("UMLKIT_FREE_BYTES")
+    if override is not None:
+        return int(override)
+    st = os.statvfs(folder)
+    return st.f_bavail * st.f_frsize
 
 
 def save_table(df: pd.DataFrame, name: str, profile: str, config: dict) -> Path:

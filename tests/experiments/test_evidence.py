@@ -118,7 +118,7 @@ def test_two_cells_at_the_ceiling_get_no_verdict_and_the_map_r_comparison():
 
 
 def test_a_seed_plan_edited_after_it_was_frozen_is_refused(tmp_path, monkeypatch):
-    monkeypatch.setattr(ms, "_plan_path", lambda: tmp_path / "more_seeds.yaml")
+    monkeypatch.setattr(ms, "plan_path", lambda: tmp_path / "more_seeds.yaml")
     ms._load.cache_clear()
     from umlkit.experiments import seed_plan
     chosen = pd.DataFrame([{"owner": "p", "table": "Table 1", "claim": "A beats B", "seeds": 3, "gap": 0.4,

@@ -13,7 +13,7 @@ from umlkit.experiments import tables as tb
 def plan_file(tmp_path, monkeypatch):
     """A plan in a temporary file, read instead of configs/more_seeds.yaml."""
     path = tmp_path / "more_seeds.yaml"
-    monkeypatch.setattr(ms, "_plan_path", lambda: path)
+    monkeypatch.setattr(ms, "plan_path", lambda: path)
     ms._load.cache_clear()
     yield path
     ms._load.cache_clear()

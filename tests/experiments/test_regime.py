@@ -219,11 +219,11 @@ def test_the_cli_files_the_maps_records_with_pumas():
 
 def test_the_chapters_sentences_hold_in_the_committed_records():
     """What the regime chapter's discussion says in words (its numbers are glued): no cell supports PUMA; at one
-    image per class no test separates the two (inconclusive, Harmonic and Unified gaps within 2 points) in every
-    row; at all images full fine-tuning wins every row; in both shifted rows both trained methods start below the
+    image per class no test separates the two (inconclusive, or not comparable where PUMA sits below the frozen
+    backbone; Harmonic and Unified gaps within 2 points) in every row; at all images full fine-tuning wins every row; in both shifted rows both trained methods start below the
     frozen backbone; in the values row full fine-tuning is level with it at k = 4 and passes it at k = 16, PUMA only
     with all images; full fine-tuning forgets more than 10 points of mean probe accuracy in every row, PUMA less
-    than 3, and both forgetting claims are supported everywhere."""
+    than 3, and both forgetting claims are reproduced everywhere."""
     measured = tables.measure(regime.MAP(), "quick", train=False, progress=False, log=None)
     if measured.empty or measured["row"].nunique() < len(regime.MAP().rows):
         pytest.skip("the regime map's records are not all in this checkout")
@@ -234,7 +234,8 @@ def test_the_chapters_sentences_hold_in_the_committed_records():
     for shift in regime.settings()["shifts"]:
         one = heat[(heat["shift"] == shift) & (heat["shots"] == "1")].iloc[0]
         assert abs(one["gap"]) < 2.0
-        assert beats[f"{shift}, k=1: PUMA beats full fine-tuning (Harmonic R@1)"] == "inconclusive"
+        k1 = beats[f"{shift}, k=1: PUMA beats full fine-tuning (Harmonic R@1)"]   # undecided either way
+        assert k1 == "inconclusive" or k1.startswith("not comparable: PUMA"), k1
         assert beats[f"{shift}, k=all: PUMA beats full fine-tuning (Harmonic R@1)"] == "contradicted"
     f = regime.regime_facts(heat, claims, regime.forgetting_frame(cmp), regime.heat_frame(cmp, "Unified"), cmp)
     for shift in regime.settings()["shifts"]:

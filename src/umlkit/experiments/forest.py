@@ -15,7 +15,7 @@ import pandas as pd
 
 from umlkit.experiments.verdicts import NOT_COMPARABLE, SESOI, verdict_group
 
-__all__ = ["forest_frame", "plot_forest"]
+__all__ = ["forest_frame", "plot_forest", "show_forest"]
 
 
 def forest_frame(claims: pd.DataFrame) -> pd.DataFrame:
@@ -79,3 +79,14 @@ def plot_forest(claims: pd.DataFrame, title: str = "", sesoi: float = SESOI, lab
     fig.tight_layout(rect=(0, 0.5 / height, 1, 1))   # half an inch at the foot for the legend
     fig.legend(*ax.get_legend_handles_labels(), fontsize=8.5, loc="lower center", ncol=4, frameon=False)
     return fig
+
+
+def show_forest(claims: pd.DataFrame, title: str = "", sesoi: float = SESOI) -> None:
+    """Draw :func:`plot_forest` into a notebook where the call stands (before what the cell shows next), and close
+    the figure so that it is not drawn twice; nothing without a claim to draw."""
+    import matplotlib.pyplot as plt
+    from IPython.display import display
+    fig = plot_forest(claims, title=title, sesoi=sesoi)
+    if fig is not None:
+        display(fig)
+        plt.close(fig)

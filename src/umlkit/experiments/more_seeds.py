@@ -65,12 +65,12 @@ def write_plan(board: pd.DataFrame, path: Path | None = None, seeds=(3, 4),
     plan_data = {"rule": RULE, "profile": PROFILE, "seeds": list(seeds), "claims": claims}
     text = yaml.safe_dump(plan_data, sort_keys=False, width=120,
                           allow_unicode=True)
-    path = Path(path or _plan_path())
+    path = Path(path or plan_path())
     atomic_write(path, text)
     return path
 
 
-def _plan_path() -> Path:
+def plan_path() -> Path:
     return repo_folder("configs", what="the plan of extra seeds") / PLAN_FILE
 
 
@@ -116,7 +116,7 @@ def _check_stamp(path: Path, data: Mapping) -> None:
 def stages() -> list[dict]:
     """Every frozen plan, in the order they were made: ``configs/more_seeds.yaml`` (the second look), then
     ``configs/seed_plan.yaml`` (the seeds that decide, :mod:`umlkit.experiments.seed_plan`) when present."""
-    extra = _plan_path().with_name(SEED_PLAN_FILE)
+    extra = plan_path().with_name(SEED_PLAN_FILE)
     return [plan(), *([_load(str(extra))] if extra.exists() else [])]
 
 
@@ -124,7 +124,7 @@ def plan(path: Path | None = None) -> dict:
     """``{"seeds": [...], "claims": {paper: {table: [claim text, ...]}}, "first": {(paper, table, text): first
     look}}`` from the plan file (empty without one);
     ``paper`` is the tables' own paper (:attr:`umlkit.experiments.tables.Table.paper`)."""
-    return _load(str(path or _plan_path()))
+    return _load(str(path or plan_path()))
 
 
 def _planned_claims(spec, stage: dict | None = None) -> list:
@@ -202,10 +202,12 @@ def jobs(specs: Mapping, profile: str = "quick") -> list[tuple]:
     return out
 
 
-def second_look(board: pd.DataFrame) -> pd.DataFrame:
-    """The planned claims on ``board`` beside their first look: paper, table, claim, the first look's gap and
-    Holm p (three seeds), and now the seeds, gap, Holm p (with the doubled p) and verdict."""
-    first = {(t, c): v for (_, t, c), v in plan()["first"].items()}
+def second_look(board: pd.DataFrame, stage: int = 0) -> pd.DataFrame:
+    """The claims of plan ``stage`` (:func:`stages`; 0: ``configs/more_seeds.yaml``) on ``board`` beside the look
+    the plan was made from: paper, table, claim, that look's gap and Holm p, and now the seeds, gap, Holm p (with
+    the multiplied p) and verdict."""
+    plans = stages()
+    first = {(t, c): v for (_, t, c), v in plans[stage]["first"].items()} if stage < len(plans) else {}
     rows = []
     for r in board.to_dict("records"):
         f = first.get((r["table"], r["claim"]))
@@ -231,10 +233,10 @@ def second_look_facts(board: pd.DataFrame) -> dict[str, str]:
             "more_extra": str(len(plan().get("seeds") or ())), "more_first": str(MIN_SEEDS)}
 
 
-def second_look_view(board: pd.DataFrame) -> pd.DataFrame:
+def second_look_view(board: pd.DataFrame, stage: int = 0) -> pd.DataFrame:
     """:func:`second_look` as the page shows it, five columns that fit the article: where (paper · table), claim,
-    the first look and the claim now (gap in points and Holm p), and the verdict."""
-    v = second_look(board)
+    the plan's look and the claim now (gap in points and Holm p), and the verdict."""
+    v = second_look(board, stage)
 
     def look(g, p, n) -> str:   # a claim that is not comparable (a row below its floor) has no test, so no p
         return f"{signed(g)}, {'not tested' if pd.isna(p) else f'p {p:.2g}'} ({int(n)} seeds)"

@@ -35,7 +35,7 @@ import torch
 
 from umlkit._paths import results_root
 from umlkit.experiments.fingerprint import fingerprint, stale_parts
-from umlkit.results import atomic_write, config_hash
+from umlkit.results import atomic_write, config_hash, owner_lock
 
 __all__ = ["record_path", "load_record", "cached_record", "find_record", "list_records", "records_summary",
            "stale_records", "recompute", "restamp", "RecordError", "MissingSideFile", "normalise_key", "read_only",
@@ -184,7 +184,6 @@ def cached_record(paper: str, table: str, label: str, key: dict, runner: str | C
     ``runner`` is a registered runner name (:data:`umlkit.experiments.runners.RUNNERS`); a callable is accepted for
     experiments outside the registry, but its records cannot be recomputed by ``umlkit reproduce --stale``.
     """
-    from umlkit.experiments import runners
     key = normalise_key(key)
     existing = find_record(key, profile)
     if existing is not None and not rerun:
@@ -202,8 +201,19 @@ def cached_record(paper: str, table: str, label: str, key: dict, runner: str | C
     path = existing or record_path(paper, table, label, key, profile)
     stamp = fingerprint(key)   # a key it cannot fingerprint fails here, before the run, not after it
     name = runner if isinstance(runner, str) else f"callable:{getattr(runner, '__qualname__', 'unknown')}"
+    with owner_lock(results_root(profile) / ".locks" / f"{config_hash(key)}.lock",
+                    f"the record {paper}/{table}/{label}"):
+        if not rerun and (done := find_record(key, profile)) is not None:   # another process finished it meanwhile
+            return load_record(done)
+        return _train_and_write(paper, table, label, key, runner, profile, path, stamp, name,
+                                "rerun" if existing else "no stored record", log)
+
+
+def _train_and_write(paper, table, label, key, runner, profile, path, stamp, name, why, log) -> dict:
+    """Run ``key`` and write its record to ``path`` (the caller holds the record's lock)."""
+    from umlkit.experiments import runners
     if log is not None:
-        log(f"training {paper}/{table}/{label} ({'rerun' if existing else 'no stored record'})")
+        log(f"training {paper}/{table}/{label} ({why})")
     t0 = time.perf_counter()
     result = runners.run(runner, key) if isinstance(runner, str) else runner(key)
     rec = {

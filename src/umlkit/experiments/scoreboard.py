@@ -22,7 +22,14 @@ from umlkit.experiments.prose import signed
 from umlkit.experiments.records import MissingSideFile, find_record, normalise_key, read_only
 from umlkit.experiments.tables import MISSING, Table, compare, holm_adjust, measure, table_claims
 from umlkit.experiments.tuning import NotTuned
-from umlkit.experiments.verdicts import AT_CEILING, DECIDED, INCONCLUSIVE, interval_text
+from umlkit.experiments.verdicts import (
+    AT_CEILING,
+    CONTRADICTED,
+    DECIDED,
+    INCONCLUSIVE,
+    REPRODUCED,
+    interval_text,
+)
 
 __all__ = ["scoreboard", "scoreboard_summary", "summary_view", "scoreboard_view", "declared_claims", "missing_records",
            "moved_verdicts", "scoreboard_facts", "save_scoreboard", "family_adjusted", "paper_summaries",
@@ -250,11 +257,13 @@ def paper_findings(paper: str, profile: str = "quick") -> dict[str, str]:
 
 
 def moved_verdicts(board: pd.DataFrame) -> pd.DataFrame:
-    """The claims whose verdict the family-wise adjustment changed: paper, table, claim, raw and adjusted verdict,
-    raw and adjusted p."""
+    """The claims whose raw verdict ("reproduced" or "contradicted" at p < alpha) the family-wise adjustment took
+    away: paper, table, claim, raw and adjusted verdict, raw and adjusted p (an open claim that the effect-size
+    questions then decide is not a moved verdict)."""
     if board.empty or "raw verdict" not in board:
         return pd.DataFrame(columns=["paper", "table", "claim", "raw verdict", "verdict", "p", "looks", "p (Holm)"])
-    moved = board[board["raw verdict"] != board["verdict"]].copy()
+    moved = board[board["raw verdict"].isin([REPRODUCED, CONTRADICTED]) & (board["raw verdict"] != board["verdict"])
+                  ].copy()
     moved["looks"] = moved["looks"].fillna(1).astype(int) if "looks" in moved else 1
     # the raw verdict's p (of its direction), before any doubling for a second look and the cap at 1
     moved["p"] = (np.fmin(moved["p"], moved["p against"]) if "p against" in moved

@@ -24,7 +24,7 @@ import yaml
 
 from umlkit.experiments.verdicts import INCONCLUSIVE
 
-__all__ = ["MAX_PLANNED", "BUDGET_HOURS", "WORKERS", "RULE", "choose", "write"]
+__all__ = ["MAX_PLANNED", "BUDGET_HOURS", "WORKERS", "RULE", "choose", "write", "plan_facts"]
 
 MAX_PLANNED = 10      # seeds per side at most
 BUDGET_HOURS = 3.0    # per paper, of quick-profile runs on WORKERS workers
@@ -92,3 +92,35 @@ def write(chosen: pd.DataFrame, path: Path, profile: str = "quick") -> Path:
             "claims": claims}
     atomic_write(Path(path), yaml.safe_dump(data, sort_keys=False, width=120, allow_unicode=True))
     return Path(path)
+
+
+def plan_facts(board: pd.DataFrame) -> dict[str, str]:
+    """Glue for the prose: the plan's claims (``sp_n``), how many have their planned seeds (``sp_done``) and how
+    many of those the new look decided (``sp_decided``), the plan's estimated hours (``sp_hours``); and on the whole
+    board the claims still inconclusive (``open_n``, ``open_share`` of the tested ones), how many of them need more
+    than :data:`MAX_PLANNED` seeds per side (``open_beyond``) and the median they need (``open_median``)."""
+    from umlkit.experiments.more_seeds import second_look, stages
+    from umlkit.experiments.verdicts import DECIDED, VERDICTS
+    plans = stages()
+    view = second_look(board, 1) if len(plans) > 1 else pd.DataFrame(columns=["seeds", "seeds (first look)"])
+    done = view[view["seeds"] > view["seeds (first look)"]]
+    hours = sum(float(e.get("hours", 0.0)) for t in _entries(plans) for e in t)
+    tested = board[board["raw verdict"].isin(VERDICTS)] if "raw verdict" in board else board.iloc[:0]
+    open_ = board[board["verdict"] == INCONCLUSIVE]
+    need = open_["seeds needed"] if "seeds needed" in open_ else pd.Series(dtype=float)
+    beyond = int(((need > MAX_PLANNED) | need.isna()).sum())
+    decided = int(done["verdict"].isin(DECIDED).sum()) if len(done) else 0
+    return {"sp_n": str(len(view)), "sp_done": str(len(done)), "sp_decided": str(decided),
+            "sp_hours": f"{hours:.1f}", "sp_max": str(MAX_PLANNED), "sp_budget": f"{BUDGET_HOURS:g}",
+            "open_n": str(len(open_)), "open_share": f"{100 * len(open_) / max(1, len(tested)):.0f} %",
+            "open_beyond": str(beyond), "open_median": f"{need.median():.0f}" if need.notna().any() else "–"}
+
+
+def _entries(plans: list) -> list:
+    """The seed plan's raw entries (with their estimated hours), read from its file."""
+    from umlkit.experiments.more_seeds import SEED_PLAN_FILE, plan_path
+    path = plan_path().with_name(SEED_PLAN_FILE)
+    if len(plans) < 2 or not path.exists():
+        return []
+    data = yaml.safe_load(path.read_text()) or {}
+    return [entries for tables in (data.get("claims") or {}).values() for entries in tables.values()]

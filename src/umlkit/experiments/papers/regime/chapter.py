@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from umlkit.experiments.papers.regime.config import PROBE_METRIC, load_splits, setting_of, settings
-from umlkit.experiments.tables import MISSING
+from umlkit.experiments.tables import MISSING, NOT_COMPARABLE
 
 # verdict -> the glue-key tag the chapter's prose uses (the keys kept their first-edition names)
 _VERDICT_TAGS = {"reproduced": "supported", "inconclusive": "inconclusive", "contradicted": "contradicted"}
@@ -89,6 +89,7 @@ def regime_facts(heat: pd.DataFrame, claims: pd.DataFrame, forgetting: pd.DataFr
     beats = claims[claims["claim"].str.contains("beats full fine-tuning")]
     for v, tag in _VERDICT_TAGS.items():   # the glue keys keep the first edition's names
         f[f"rm_cells_{tag}"] = str(int((beats["verdict"] == v).sum()))
+    f["rm_cells_not_comparable"] = str(int(beats["verdict"].str.startswith(NOT_COMPARABLE).sum()))
     for shift in dict.fromkeys(forgetting["shift"]):
         fr = forgetting[forgetting["shift"] == shift].set_index("attribute")
         for col, tag in (("Zero-Shot", "zs"), ("PUMA", "puma"), ("Full fine-tuning", "ft")):
