@@ -221,9 +221,10 @@ def test_the_chapters_sentences_hold_in_the_committed_records():
     """What the regime chapter's discussion says in words (its numbers are glued): no cell supports PUMA; at one
     image per class no test separates the two (inconclusive, or not comparable where PUMA sits below the frozen
     backbone; Harmonic and Unified gaps within 2 points) in every row; at all images full fine-tuning wins every
-    row; in both shifted rows both trained methods start below the frozen backbone; in the values row full fine-tuning is level with it at k = 4 and passes it at k = 16, PUMA only
-    with all images; full fine-tuning forgets more than 10 points of mean probe accuracy in every row, PUMA less
-    than 3, and both forgetting claims are reproduced everywhere."""
+    row; in both shifted rows both trained methods start below the frozen backbone; in the values row full
+    fine-tuning is level with it at k = 4 and passes it at k = 16, PUMA only with all images; full fine-tuning
+    forgets more than 10 points of mean probe accuracy in every row, PUMA less than 3, and both forgetting claims
+    are reproduced everywhere."""
     measured = tables.measure(regime.MAP(), "quick", train=False, progress=False, log=None)
     if measured.empty or measured["row"].nunique() < len(regime.MAP().rows):
         pytest.skip("the regime map's records are not all in this checkout")
