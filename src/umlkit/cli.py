@@ -160,7 +160,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     else:   # one writer per run folder; the folder must take a checkpoint before the first step
         from umlkit.results import check_writable, owner_lock
         check_writable(Path(args.run_dir), _NEED_BYTES[args.profile or "quick"], f"--run-dir {args.run_dir}")
-        with owner_lock(Path(args.run_dir) / ".umlkit-owner.lock", f"the run folder {args.run_dir}"):
+        run = Path(args.run_dir)   # the lock beside the folder: fit writes only into a new or empty one
+        with owner_lock(run.parent / f".{run.name}.umlkit-lock", f"the run folder {args.run_dir}"):
             result = fit(cfg, run_dir=args.run_dir, resume=args.resume)
     print(f"run folder: {result.run_dir}")
     if result.last is not None:

@@ -457,6 +457,6 @@ def test_the_unified_elg_test_sentence_names_seeds_looks_and_holm():
     assert chapter._unified_elg_test(pd.DataFrame([row]))["uni_elg_test"] == (
         "5 seeds, p = 0.0012 after doubling for its 2 looks, Holm-adjusted 0.086: inconclusive")
     once = chapter._unified_elg_test(pd.DataFrame([{**row, "looks": 1, "p decision": 0.0006, "verdict": "reproduced"}]))
-    assert once["uni_elg_test"] == "5 seeds, p = 0.0006, Holm-adjusted 0.086: supported"
+    assert once["uni_elg_test"] == "5 seeds, p = 0.0006, Holm-adjusted 0.086: reproduced"
     untested = pd.DataFrame([{**row, "p adjusted": float("nan")}])
     assert chapter._unified_elg_test(untested) == {"uni_elg_test": "not tested yet"}

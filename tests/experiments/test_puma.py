@@ -462,7 +462,7 @@ def test_few_shot_curves_and_facts_from_a_hand_made_table():
     f = puma.few_shot_facts(cmp, claims, tuning)
     assert f["fs_gap_4"] == "+2.0" and f["fs_puma_16"] == "66.0 / 66.0 ± 0.5" and f["fs_zs"] == "40.0 / 40.0"
     assert f["fs_lr_puma"] == "0.0003" and f["fs_lr_full"] == "0.001" and f["fs_seeds"] == "3"
-    assert f["fs_verdicts"] == "5 supported"
+    assert f["fs_verdicts"] == "5 reproduced"
 
 
 def test_budget_rows_reuse_table2_at_15_epochs_and_only_lengthen_training(monkeypatch):

@@ -208,7 +208,7 @@ def test_the_front_page_counts_claims_of_a_table_in_progress_apart():
                           "verdict": ["reproduced", "missing records", "missing records", "contradicted"],
                           "in_progress": ["", "declared before its runs", "", ""]})
     assert paper_summaries(board, only="regime")["sum_regime"] == (
-        "4 claims: 1 supported, 1 contradicted, 1 missing records, 1 with runs under way")
+        "4 claims: 1 reproduced, 1 contradicted, 1 missing records, 1 with runs under way")
 
 
 def test_the_second_editions_sentences_hold_in_the_committed_records():

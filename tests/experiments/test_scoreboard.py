@@ -9,20 +9,24 @@ def test_scoreboard_checks_every_declared_claim_from_records(no_training, quick_
     puma = board[board["paper"] == "puma"]
     assert len(puma) == declared["puma"]
     in_progress = board["in_progress"].astype(bool)   # a table declared before its runs: its missing claims wait
-    assert all(is_final(v) or v.startswith(("holds, ", "not reproduced, ", "not comparable: "))
+    assert all(is_final(v) or v == "at ceiling" or v.startswith(("holds, ", "not reproduced, ", "not comparable: "))
                for v in board.loc[~in_progress, "verdict"])
     assert all(is_final(v) or v == "missing records" for v in board.loc[in_progress, "verdict"])
-    # a supported or contradicted verdict after Holm was one before it, and its adjusted p is below the level
-    final = board[board["verdict"].map(is_final) & (board["verdict"] != "inconclusive")]
+    # a reproduced or contradicted verdict after Holm was one before it, and its adjusted p is below the level; a
+    # "no effect" or "smaller than the paper's" verdict has its own adjusted p below it
+    final = board[board["verdict"].isin(["reproduced", "contradicted"])]
     assert (final["verdict"] == final["raw verdict"]).all() and (final["p adjusted"] < 0.05).all()
+    assert (board.loc[board["verdict"] == "no effect", "p no effect"] < 0.05).all()
+    assert (board.loc[board["verdict"] == "smaller than the paper's", "p smaller"] < 0.05).all()
     assert (board["p adjusted"].dropna() >= board.loc[board["p adjusted"].notna(), "p decision"] - 1e-12).all()
     # no final verdict rests on a run below its frozen backbone: those read "not comparable" (VPTSP-G on the SOP-
     # and In-shop-like sources); each names the row and where it fell
     nc = board[board["verdict"].str.startswith("not comparable")]
     assert {"Hyp-ViT beats VPTSP-G (the gain turns on many-class sources) (SOP, R@1)",
             "VPTSP-G beats VPTSP-M (GRU beats EMA) (InShop, R@1)"} <= set(nc["claim"])
-    assert nc["verdict"].str.match(r"not comparable: .+ \(.+\) (below its frozen backbone|collapsed)$").all()
-    assert set(VERDICTS) == {"reproduced", "inconclusive", "contradicted"}
+    assert nc["verdict"].str.match(r"not comparable: .+ \(.+\) (below its frozen backbone|collapsed|has a collapsed "
+                                   r"seed|did not move from its frozen backbone)$").all()
+    assert set(VERDICTS) == {"reproduced", "inconclusive", "contradicted", "no effect", "smaller than the paper's"}
     assert set(puma["table"]) == {"Table 2", "Table 3", "Table 4", "Table 5", "Few-shot"}
     assert set(board.loc[board["paper"] == "regime", "table"]) == {"Regime map", "Regime map, second edition"}
     summary = scoreboard_summary(board, declared)
@@ -73,7 +77,8 @@ def test_the_view_shows_gaps_seeds_the_test_and_the_verdict():
                           "test": ["Welch t: t=4.10, df=3.1, p=0.0123", "none (fewer than 3 seeds)"],
                           "verdict": ["reproduced", "not reproduced, 1 seed"]})
     view = scoreboard_view(board)
-    assert list(view.columns) == ["claim", "paper gap", "measured gap", "seeds", "test", "verdict"]
+    assert list(view.columns) == ["claim", "paper gap", "measured gap [95 % interval]", "seeds", "test", "verdict"]
+    assert view["measured gap [95 % interval]"].tolist() == ["+3.2", "-1.0"]   # no interval without one
     assert view["paper gap"].tolist() == [10.0, -5.0] and view["test"].tolist() == ["Welch p=0.012", "–"]
 
 
@@ -100,12 +105,17 @@ def test_the_board_page_has_no_raw_missing_values_and_a_reason_column():
                           "seeds": [3, 3], "p": [0.0123, 0.9], "test": ["Welch t: p=0.0123", "Welch t: p=0.9"],
                           "verdict": ["reproduced", "not comparable: d (split=1) collapsed"], "missing": ["", ""]})
     t = board_table(board)
-    assert list(t.columns[:5]) == ["where", "claim", "verdict", "paper", "measured"]
+    assert list(t.columns[:5]) == ["where", "claim", "verdict", "paper", "measured [95 % interval]"]
     assert t["where"].tolist() == ["p · T"] * 2
-    assert t["paper"].tolist() == ["+10.0", "–"] and t["measured"].tolist() == ["+3.2", "-1.0"]
+    assert t["paper"].tolist() == ["+10.0", "–"] and t["measured [95 % interval]"].tolist() == ["+3.2", "-1.0"]
     assert t["verdict"].tolist() == ["reproduced", "not comparable"]
     assert t["note"].tolist() == ["–", "d (split=1) collapsed"]
-    assert list(t.columns) == ["where", "claim", "verdict", "paper", "measured", "test (p → Holm p)", "note"]
+    assert list(t.columns) == ["where", "claim", "verdict", "paper", "measured [95 % interval]", "test (p → Holm p)",
+                               "note"]
+    wide = board_table(board.assign(low=[1.0, -3.0], high=[5.5, 1.0], verdict=["inconclusive", "reproduced"],
+                                    **{"seeds needed": [12, float("nan")], "beyond": [False, False]}))
+    assert wide["measured [95 % interval]"].tolist() == ["+3.2 [+1.0, +5.5]", "-1.0 [-3.0, +1.0]"]
+    assert wide["note"].tolist() == ["to decide: 12 seeds per side", "–"]
     assert t["test (p → Holm p)"].tolist() == ["Welch p=0.012, 3 seeds", "Welch p=0.9, 3 seeds"]
     assert not t.isna().any().any()
 
@@ -213,4 +223,5 @@ def test_moved_view_shows_the_raw_verdicts_p_and_says_when_it_was_doubled():
     view = moved_view(board)
     assert view["claim"].tolist() == ["a", "b"]   # c kept its verdict
     assert view["p → Holm p"].tolist() == ["0.03 → 0.12 (x2: 2 looks)", "0.01 → 0.02"]
-    assert view["verdict (before → after Holm)"].tolist() == ["supported → inconclusive", "contradicted → inconclusive"]
+    assert view["verdict (before → after Holm)"].tolist() == ["reproduced → inconclusive",
+                                                              "contradicted → inconclusive"]

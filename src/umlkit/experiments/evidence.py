@@ -75,8 +75,8 @@ def with_needed_seeds(board: pd.DataFrame, family: str = "paper") -> pd.DataFram
         level = ALPHA / max(1, m - r)
         for i in sub.index[sub["verdict"] == INCONCLUSIVE]:
             row = out.loc[i]
-            n = needed_seeds(float(row["se"]), int(row["seeds"]), float(row["df"]), level,
-                             float(row.get("paper gap", np.nan)))
+            n = needed_seeds(float(row.get("se", np.nan)), int(row.get("seeds", 0) or 0),
+                             float(row.get("df", np.nan)), level, float(row.get("paper gap", np.nan)))
             out.at[i, "seeds needed"] = n if n is not None else np.nan
             out.at[i, "beyond"] = n is None
     return out
