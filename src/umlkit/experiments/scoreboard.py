@@ -33,7 +33,7 @@ from umlkit.experiments.verdicts import (
 
 __all__ = ["scoreboard", "scoreboard_summary", "summary_view", "scoreboard_view", "declared_claims", "missing_records",
            "moved_verdicts", "scoreboard_facts", "save_scoreboard", "family_adjusted", "paper_summaries",
-           "board_table", "linked", "moved_view", "paper_findings"]
+           "board_table", "linked", "moved_view", "paper_findings", "verdicts_beside"]
 
 
 def _claim_tables(papers, profile: str):
@@ -411,3 +411,14 @@ def declared_claims(profile: str = "quick") -> dict[str, int]:
     for paper, _, spec in _claim_tables(None, profile):
         out[paper] = out.get(paper, 0) + len(spec.claims)
     return out
+
+
+def verdicts_beside(spec: Table, cmp: pd.DataFrame, paper: str, profile: str = "quick") -> pd.DataFrame:
+    """The claims on one table, to show right under it: claim, measured gap with its 95 % interval and the verdict
+    (Holm-adjusted within ``paper``'s family, as the board has it); an empty frame for a table without claims or
+    records. The full test of each stays in the chapter's claims section."""
+    if not spec.claims or cmp.empty:
+        return pd.DataFrame(columns=["claim", "measured gap [95 % interval]", "verdict"])
+    view = scoreboard_view(family_adjusted(table_claims(spec, cmp), paper, profile))
+    keep = [c for c in ("claim", "measured gap [95 % interval]", "verdict", "to decide") if c in view]
+    return view[keep].set_index("claim")
