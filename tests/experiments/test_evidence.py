@@ -137,3 +137,41 @@ def test_a_seed_plan_edited_after_it_was_frozen_is_refused(tmp_path, monkeypatch
     with pytest.raises(ValueError, match="edited after it was frozen"):
         ms.stages()
     ms._load.cache_clear()
+
+
+def _board_rows():
+    rows = []
+    for claim, verdict, raw, gap, low, high, paper_gap, need in (
+            ("a beats b", vd.REPRODUCED, vd.REPRODUCED, 5.0, 3.0, 7.0, 4.0, np.nan),
+            ("c beats d", vd.INCONCLUSIVE, vd.INCONCLUSIVE, 0.5, -2.0, 3.0, 2.0, 14),
+            ("e beats f", vd.AT_CEILING, vd.AT_CEILING, 0.2, -0.1, 0.5, 1.0, np.nan),
+            ("g beats h", "not comparable: g (X) below its frozen backbone", vd.REPRODUCED, 3.0, 1.0, 5.0, np.nan,
+             np.nan)):
+        rows.append({"paper": "p", "table": "Table 1" if claim < "e" else "Table 2", "claim": claim,
+                     "verdict": verdict, "raw verdict": raw, "gap": gap, "test gap": gap, "low": low, "high": high,
+                     "paper gap": paper_gap, "seeds": 3, "seeds needed": need, "beyond": False})
+    return pd.DataFrame(rows)
+
+
+def test_the_forest_frame_and_plot_draw_every_claim_with_an_interval():
+    import matplotlib
+    matplotlib.use("Agg")
+    from umlkit.experiments.forest import forest_frame, plot_forest
+    f = forest_frame(_board_rows())
+    assert f["label"].tolist()[:2] == ["Table 1: a beats b", "Table 1: c beats d"]   # two tables: named
+    assert f["group"].tolist() == [vd.REPRODUCED, vd.INCONCLUSIVE, vd.AT_CEILING, vd.NOT_COMPARABLE]
+    fig = plot_forest(_board_rows(), "t")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()][0] == "Table 1: a beats b"
+    assert ax.get_xlim()[0] < -2.0 and ax.get_xlim()[1] > 7.0   # every interval inside the axis
+    assert plot_forest(_board_rows().assign(low=np.nan)) is None
+
+
+def test_the_summary_box_counts_what_the_board_says():
+    from umlkit.experiments.report_card import summary_facts
+    f = summary_facts(_board_rows())
+    assert f["rs_scope"] == "4 claims declared from 2 tables (Table 1, Table 2); 3 have two measured cells and a test"
+    assert f["rs_yes"] == "1 reproduced" and f["rs_no"].startswith("0 contradicted")
+    assert f["rs_untestable"].startswith("1 at the R@1 ceiling, 1 not comparable")
+    assert "1 inconclusive, needing 14–14 seeds per side" in f["rs_untestable"]
+    assert summary_facts(pd.DataFrame())["rs_yes"] == "no claims on the board yet"

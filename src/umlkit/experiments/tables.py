@@ -402,10 +402,12 @@ def table_claims(spec: Table, cmp: pd.DataFrame, missing: bool = True) -> pd.Dat
         checked["mark B"] = [cell_mark(c.b, c.metric, marked) for c in usable]
     if not checked.empty:
         checked["looks"] = [looks_of(spec, t, n) for t, n in zip(checked["claim"], checked["seeds"])]
+    if not checked.empty:   # which table a claim is on, for a chapter whose claims come from several
+        checked.insert(0, "table", spec.table)
     if not missing:
         return checked
-    lost = [{"claim": c.text, "verdict": MISSING, "missing": "; ".join(absent(c)), "seeds": 0, "looks": 1}
-            for c in spec.claims if absent(c)]
+    lost = [{"table": spec.table, "claim": c.text, "verdict": MISSING, "missing": "; ".join(absent(c)), "seeds": 0,
+             "looks": 1} for c in spec.claims if absent(c)]
     if not lost:
         return checked
     out = pd.concat([checked, pd.DataFrame(lost)], ignore_index=True) if not checked.empty else pd.DataFrame(lost)
