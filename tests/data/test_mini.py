@@ -206,3 +206,28 @@ def test_two_processes_generating_one_tree_take_turns(tmp_path):
     assert _digest(tmp_path / "shared") == _digest(alone)
     manifest = json.loads((tmp_path / "shared" / "UML_MINI.json").read_text())
     assert manifest["complete"] and set(manifest["datasets"]) == {"cub", "flowers"}
+
+
+def test_the_hard_variant_keeps_the_larger_worlds_classes_and_turns_up_the_nuisance():
+    """``size="hard"`` (the ceiling probe's world): the same class definitions and counts as the larger world, in
+    the same order, so ooDML's class splits apply; only the per-image draws change (jitter, hue jitter, a nuisance
+    disc, twice the pixel noise), and the default world is untouched by it."""
+    import numpy as np
+
+    from umlkit.data import mini
+    assert mini.source_sizes("cars", "hard") == mini.source_sizes("cars", "large")
+    assert mini.mini_alias("uml_mini:hard") == "hard"
+    large = mini._generate_source("cars", mini._source_rng("cars", 0), "large")
+    hard = mini._generate_source("cars", mini._source_rng("cars", 0), "hard")
+    assert hard["classes"] == large["classes"] and (hard["train"][1] == large["train"][1]).all()
+    assert not np.array_equal(hard["train"][0], large["train"][0])
+    jitter = [abs(a["jx"]) for a in hard["attrs"]["train"]]
+    assert max(jitter) == mini.HARD_JITTER and max(abs(a["jx"]) for a in large["attrs"]["train"]) == 2
+    discs = np.mean([a["disc_pos"] != "none" for a in hard["attrs"]["train"]])
+    assert 0.35 < discs < 0.65   # half the images carry the nuisance disc (the class defines none)
+    # pixel noise: the same attributes rendered with each noise level differ from the noiseless image by ~sigma
+    a = dict(hard["attrs"]["train"][0])
+    clean = mini.render(a, np.random.default_rng(1), noise=0.0).astype(float)
+    for sigma in (0.03, mini.HARD_NOISE):
+        noisy = mini.render(a, np.random.default_rng(1), noise=sigma).astype(float)
+        assert abs((noisy - clean).std() / 255 - sigma) < 0.01
