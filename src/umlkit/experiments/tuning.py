@@ -19,7 +19,7 @@ import pandas as pd
 
 from umlkit.experiments.records import cached_record, find_record, normalise_key
 
-__all__ = ["chosen", "NotTuned", "mark_choice", "lr_sweep_frame", "Sweep"]
+__all__ = ["chosen", "NotTuned", "mark_choice", "lr_sweep_frame", "Sweep", "validation_beside"]
 
 
 class NotTuned(KeyError):
@@ -110,3 +110,25 @@ class Sweep:
                 key = self.key(unit, value, profile, seed)
                 out.append((self.folder, label, key) if runner is None else (self.folder, label, key, runner))
         return out
+
+
+def validation_beside(spec, cmp: pd.DataFrame, chosen: Mapping[tuple, tuple[float, float]],
+                      unit_of: Callable, dataset_of: Callable, metric: str = "MAP@R",
+                      value: str = "chosen rate") -> pd.DataFrame:
+    """The validation number behind each tuned row's test number (the NAACL reproducibility checklist's ask): one
+    line per row of ``spec`` whose unit (``unit_of(row)``, None for an untuned row) has a choice in ``chosen``
+    (``{unit: (chosen value, its validation score)}``), with the chosen value, the validation ``metric`` it won with
+    and the row's test ``metric`` on ``dataset_of(row)`` in ``cmp``."""
+    lines = []
+    for row in spec.rows:
+        unit = unit_of(row)
+        if unit is None or unit not in chosen:
+            continue
+        sel = ((cmp["method"] == row.method) & (cmp["setting"] == row.setting) & (cmp["section"] == row.section)
+               & (cmp["dataset"] == dataset_of(row)) & (cmp["metric"] == metric)) if not cmp.empty else []
+        test = cmp.loc[sel, "measured"] if len(sel) else pd.Series(dtype=float)
+        v, score = chosen[unit]
+        lines.append({"row": row.title, "source": dataset_of(row), value: f"{v:g}",
+                      f"validation {metric}": round(float(score), 1),
+                      f"test {metric}": round(float(test.iloc[0]), 1) if len(test) == 1 else float("nan")})
+    return pd.DataFrame(lines).set_index(["row", "source"]) if lines else pd.DataFrame()

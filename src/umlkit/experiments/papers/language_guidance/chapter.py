@@ -461,3 +461,15 @@ def semantic_counts(profile: str = "quick", queries: int = 4) -> "pd.DataFrame":
                     lines.append({"query": names[q], "rank": rank, "class": names[c], "similarity": float(sim.at[q, c]),
                                   "method": m, "count": float(np.mean([run[q].get(c, 0) for run in runs]))})
     return pd.DataFrame(lines)
+
+
+def validation_view(spec, cmp: pd.DataFrame, sweep: pd.DataFrame, metric: str = "MAP@R") -> pd.DataFrame:
+    """Each guided row of ``spec`` with its chosen omega, the validation ``metric`` it was chosen on and its test
+    ``metric`` (:func:`umlkit.experiments.tuning.validation_beside`)."""
+    from umlkit.experiments.runners import SOURCE_NAMES
+    from umlkit.experiments.tuning import validation_beside
+    best = sweep[sweep["chosen"]] if not sweep.empty else sweep
+    chosen = {(s, r): (w, v) for s, r, w, v in zip(best["source"], best["row"], best["omega"], best[metric])}
+    return validation_beside(spec, cmp, chosen, metric=metric, value="chosen omega",
+                             unit_of=lambda row: (row.spec.get("source", "cub"), row.spec.get("method")),
+                             dataset_of=lambda row: SOURCE_NAMES[row.spec.get("source", "cub")])

@@ -280,3 +280,16 @@ def lr_sweep(profile: str = "quick", train: bool = False, select_on: str = "MAP@
         if not part.empty:
             parts.append(part.assign(source=source)[["source", *part.columns]])
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def validation_view(spec, cmp: pd.DataFrame, sweep: pd.DataFrame, metric: str = "MAP@R") -> pd.DataFrame:
+    """Each tuned row of ``spec`` with its chosen rate, the validation ``metric`` it was chosen on and its test
+    ``metric`` (:func:`umlkit.experiments.tuning.validation_beside`); rows that name their own rate are left out."""
+    from umlkit.experiments.tuning import validation_beside
+    best = sweep[sweep["chosen"]] if not sweep.empty else sweep
+    chosen = {(s, r): (lr, v) for s, r, lr, v in zip(best["source"], best["row"], best["lr"], best[f"val {metric}"])}
+    return validation_beside(
+        spec, cmp, chosen, metric=metric,
+        unit_of=lambda row: (row.spec["source"], row.spec["row"]) if "row" in row.spec and "lr" not in row.spec
+        else None,
+        dataset_of=lambda row: SOURCE_NAMES[row.spec.get("source", "cub")])
