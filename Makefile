@@ -20,6 +20,7 @@ $(STAMP): pyproject.toml
 	TORCH_INDEX=https://download.pytorch.org/whl/cpu"; fi
 	$(if $(TORCH_INDEX),$(PY) -m pip install torch torchvision --index-url $(TORCH_INDEX))
 	$(PY) -m pip install -e ".[book,test,lang]"
+	$(PY) -m umlkit._install_check   # torch and torchvision of one release and build, or stop with the fix
 	@touch $(STAMP)
 
 install: $(STAMP)
