@@ -183,7 +183,7 @@ def test_axis_moves_are_differences_of_gaps_per_step_and_end_to_end():
     assert facts["rm2_move_breadth_puma"].startswith("+9.0 (")              # the whole move, not the last step
     assert facts["rm2_step_narrow_values_v2_values_puma"].startswith("+4.0 (")
     assert facts["rm2_gap_broad_values_lpft"].startswith("+2.0 (") and facts["rm2_claims_measured"] == "1"
-    assert facts["rm2_best_puma"].startswith("-1.0 (backbone=broad")
+    assert facts["rm2_best_puma"].startswith("-1.0 (the broad backbone")   # in words, not config keys
 
 
 def test_rows_of_a_backbone_not_yet_pretrained_wait(monkeypatch):

@@ -13,6 +13,15 @@ from umlkit.experiments.tables import MISSING, NOT_COMPARABLE
 _VERDICT_TAGS = {"reproduced": "supported", "inconclusive": "inconclusive", "contradicted": "contradicted"}
 
 
+def cell_words(cell: str) -> str:
+    """A second-edition cell as a reader says it: "backbone=v2;shift=values;shortcut" -> "the v2 backbone, values
+    split, with the shortcut"."""
+    parts = dict(p.split("=", 1) if "=" in p else (p, "") for p in str(cell).split(";") if p)
+    words = [f"the {parts['backbone']} backbone" if "backbone" in parts else "",
+             f"{parts['shift']} split" if "shift" in parts else "", "with the shortcut" if "shortcut" in parts else ""]
+    return ", ".join(w for w in words if w) or str(cell)
+
+
 # ------------------------------------------------------------------------------------------------ views
 def heat_frame(cmp: pd.DataFrame, dataset: str = "Harmonic") -> pd.DataFrame:
     """PUMA - full fine-tuning in ``dataset`` R@1 per (shift, shots): the seed means' gap, its 95 % Welch interval
@@ -302,7 +311,7 @@ def edition2_facts(axes: pd.DataFrame, moves: pd.DataFrame, claims: pd.DataFrame
     for method in ("PUMA", "LP-FT"):
         done = axes[(axes["method"] == method) & np.isfinite(axes["gap"])]
         best = done.loc[done["gap"].idxmax()] if len(done) else None
-        f[f"rm2_best_{tags[method]}"] = (f"{number(best['gap'], True)} ({best['cell']})" if best is not None
+        f[f"rm2_best_{tags[method]}"] = (f"{number(best['gap'], True)} ({cell_words(best['cell'])})" if best is not None
                                          else todo)
     if cmp is not None:
         from umlkit.experiments.papers.regime import edition2 as e2
