@@ -251,14 +251,15 @@ def test_the_second_editions_sentences_hold_in_the_committed_records():
     plain, marked = (e2.setting({"backbone": "v2", "shift": "families", "shortcut": m}) for m in (False, True))
     assert moves.loc[("shortcut", plain, marked, "PUMA"), "low"] > 0 and axes.loc[(marked, "PUMA"), "gap"] < 0
     assert not any(v == "reproduced" for c, v in claims.items() if ": PUMA beats" in c)
-    # capacity: twice the width lifts every method, the more the more it trains; PUMA's gap does not move measurably;
+    # capacity: twice the width lifts every method, the more it trains the more; PUMA's gap does not move measurably;
     # the wide PUMA feature keeps more of the pretraining attributes than full fine-tuning's
     broad, wide = (e2.setting({"backbone": b, "shift": "values", "shortcut": False}) for b in ("broad", "wide"))
     if chapter._cell_values(cmp, wide, "Full fine-tuning") is None:
         return   # the wide backbone's records are not in this checkout
     gains = [float(f[f"rm2_h_wide_values_{t}"]) - float(f[f"rm2_h_broad_values_{t}"])
              for t in ("zs", "linear", "puma", "lpft", "ft")]
-    assert 0 < gains[0] and gains == sorted(gains)
+    # the frozen feature gains least, then the linear probe and PUMA, and the two that train the whole backbone most
+    assert 0 < gains[0] < gains[1] < gains[2] < min(gains[3], gains[4])
     assert (moves.loc[("capacity", broad, wide, "PUMA"), "low"] < 0
             < moves.loc[("capacity", broad, wide, "PUMA"), "high"])
     assert claims[f"{wide}: PUMA beats full fine-tuning (Harmonic R@1)"] == "contradicted"
