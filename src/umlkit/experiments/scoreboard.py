@@ -317,6 +317,7 @@ def paper_summaries(board: pd.DataFrame, only: str | None = None) -> dict[str, s
         parts = [f"{counts[v]} {v}" for v in order if counts.get(v, 0)]
         parts += [f"{n} {v}" for v, n in counts.items() if v not in order]
         out[f"sum_{name}"] = f"{len(sub)} claims: {', '.join(parts) or 'none checked'}"
+        out[f"why_{name}"] = _why_undecided(sub)
         hit = sub[sub["claim"] == paper.headline] if len(sub) else sub
         if len(hit) != 1:
             out[f"head_{name}"] = f"“{paper.headline}”: not on the board"
@@ -327,6 +328,26 @@ def paper_summaries(board: pd.DataFrame, only: str | None = None) -> dict[str, s
         gap = signed(h["gap"]) if pd.notna(h.get("gap")) else "–"
         out[f"head_{name}"] = f"“{h['claim']}”: {paper_gap}measured {gap} points, {h['verdict']}"
     return out
+
+
+def _why_undecided(sub: pd.DataFrame) -> str:
+    """Why a paper's undecided claims are undecided, in one sentence for the front page: how many sit at the R@1
+    ceiling, how many compare a run below (or never off) its frozen backbone, and what the inconclusive ones would
+    need (the median seeds per side of those with a number)."""
+    if sub.empty:
+        return "nothing checked yet"
+    v = sub["verdict"].astype(str)
+    parts = []
+    if (n := int((v == AT_CEILING).sum())):
+        parts.append(f"{n} compare two cells at the R@1 ceiling (both at 95 or more, so no gain can show)")
+    if (n := int(v.str.startswith("not comparable").sum())):
+        parts.append(f"{n} compare a run that fell below, or never moved off, its frozen backbone")
+    open_ = sub[v == INCONCLUSIVE]
+    if len(open_):
+        need = open_["seeds needed"].dropna() if "seeds needed" in open_ else pd.Series(dtype=float)
+        parts.append(f"{len(open_)} are inconclusive" + (f" (the median one would need {need.median():.0f} seeds per "
+                                                         f"side)" if len(need) else ""))
+    return ("Undecided: " + "; ".join(parts) + ".") if parts else "Every checked claim is decided."
 
 
 def board_table(board: pd.DataFrame) -> pd.DataFrame:
