@@ -155,8 +155,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     except (KeyError, ValueError, TypeError) as err:
         msg = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
         raise ValueError(msg if str(args.config) in str(msg) else f"{args.config}: {msg}") from err
-    if args.run_dir is None:   # a fresh folder of its own: no other writer
-        result = fit(cfg, run_dir=None, resume=args.resume)
+    if args.run_dir is None or Path(args.run_dir).is_file():   # a fresh folder of its own (or fit's own error)
+        result = fit(cfg, run_dir=args.run_dir, resume=args.resume)
     else:   # one writer per run folder; the folder must take a checkpoint before the first step
         from umlkit.results import check_writable, owner_lock
         check_writable(Path(args.run_dir), _NEED_BYTES[args.profile or "quick"], f"--run-dir {args.run_dir}")

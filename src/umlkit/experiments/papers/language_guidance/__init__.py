@@ -1,5 +1,6 @@
 """Language guidance (Roth, Vinyals, Akata, CVPR 2022). The paper's package: tables.yaml (declarations), config.py
-(runs, scores, row builders), language_store.py (its language files), chapter.py (facts and views of its chapter);
+(runs, scores, row builders), language_store.py (its language files), chapter.py (facts and views of its chapter),
+ceiling_probe.py (the hard-world probe of issue 61, run by tools/ceiling_probe.py, outside the book's records);
 this module registers it, with its job lists, and gives the modules one namespace."""
 from __future__ import annotations
 
