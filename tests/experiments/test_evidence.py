@@ -175,3 +175,12 @@ def test_the_summary_box_counts_what_the_board_says():
     assert f["rs_untestable"].startswith("1 at the R@1 ceiling, 1 not comparable")
     assert "1 inconclusive, needing 14–14 seeds per side" in f["rs_untestable"]
     assert summary_facts(pd.DataFrame())["rs_yes"] == "no claims on the board yet"
+
+
+def test_the_papers_gap_is_placed_against_the_interval():
+    assert ev.effect_answer(4.6, -1.0, 2.0) == "paper +4.6 above"
+    assert ev.effect_answer(-3.0, -1.0, 2.0) == "paper -3.0 below"
+    assert ev.effect_answer(0.5, -1.0, 2.0) == "paper +0.5 inside"
+    assert ev.effect_answer(np.nan, -1.0, 2.0) == ""
+    board = ev.with_effect_answers(pd.DataFrame({"paper gap": [4.6, np.nan], "low": [-1.0, 0.0], "high": [2.0, 1.0]}))
+    assert board["paper effect"].tolist() == ["paper +4.6 above", ""]
