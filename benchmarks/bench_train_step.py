@@ -13,11 +13,14 @@ blocks recomputed in the backward pass), ``+lightK`` the first K blocks only (``
 PUMA's ``skip_dropped=True`` (each stochastic adapter runs on its kept samples only), ``+matmul`` attention as
 explicit matrix products and a softmax (timm's ``fused_attn=False`` path: under CPU bf16 autocast both products run
 as bf16 GEMMs and the softmax in bf16) instead of PyTorch's fused kernel, ``+compile`` the model's forward through
-``torch.compile`` (compiled in the warm-up; on a GPU, fewer and fused kernels for a step that is launch-bound);
+``torch.compile`` (compiled in the warm-up; on a GPU, fewer and fused kernels for a step that is launch-bound),
+``+graphs`` the same in torch.compile's ``reduce-overhead`` mode (forward and backward replayed as CUDA graphs),
+``+capture`` the whole step, AdamW included, captured once as one CUDA graph and replayed (PyTorch's whole-network
+capture; a model that reads a value back to the host in its step cannot be captured and is reported as failed);
 e.g. ``puma+light8+skip``. ``--repeats R`` runs every configuration R times, interleaved (repeat 1 of every
 configuration, then repeat 2, ...), so that a slow spell of a shared machine falls on all of them; each ratio is
-taken to full fine-tuning of the same repeat (add ``full+matmul`` / ``full+compile`` as the baseline of ``+matmul`` /
-``+compile`` rows) and printed as the median with its range.
+taken to full fine-tuning of the same repeat (eager; add ``full+matmul`` as the baseline of ``+matmul`` rows), so a
+``full+compile`` row is compilation's own gain, and printed as the median with its range.
 Goal (issue 14): PUMA's memory-light mode at <= 0.5x full fine-tuning's peak memory and >= 0.9x its throughput.
 Each configuration also counts one step's FLOPs (``torch.utils.flop_counter.FlopCounterMode``: matrix products,
 convolutions, and attention, whose CPU kernels ``_flops.py`` maps to PyTorch's formulas: the counter left them out
@@ -55,16 +58,18 @@ def run_one(method: str, precision: str, device: str, batch: int, steps: int, wa
     n_classes = batch  # VPTSP needs its classes; 2 images per class in the batch
     if name == "vptsp":
         kw["num_classes"] = n_classes
-    matmul_attention, compiled = kw.pop("matmul_attention", False), kw.pop("compile", False)
+    matmul_attention, compiled = kw.pop("matmul_attention", False), kw.pop("compile", None)
+    capture = kw.pop("capture", False)
     model = create_model(backbone, name, embed_dim=128, **kw).to(device).train()
-    net = torch.compile(model) if compiled else model   # compiled on the first (warm-up) step
+    # compiled on the first (warm-up) step; "reduce-overhead" also replays forward and backward as CUDA graphs
+    net = torch.compile(model, mode=None if compiled == "default" else compiled) if compiled else model
     if matmul_attention:
         for module in model.modules():
             if hasattr(module, "fused_attn"):
                 module.fused_attn = False
     proxies = torch.nn.Parameter(torch.randn(n_classes, 128, device=device))
     params = [p for p in model.parameters() if p.requires_grad] + [proxies]
-    opt = torch.optim.AdamW(params, lr=1e-4)
+    opt = torch.optim.AdamW(params, lr=1e-4, capturable=capture)
     x = torch.randn(batch, 3, size, size, device=device)
     y = torch.arange(batch, device=device) // 2
 
@@ -82,6 +87,9 @@ def run_one(method: str, precision: str, device: str, batch: int, steps: int, wa
         opt.step()
 
     before = rss_mb()
+    eager_step = step
+    if capture:   # the whole step (forward, backward, AdamW) as one CUDA graph, replayed on static inputs
+        step = _captured(step, opt, max(warmup, 3))
     for _ in range(warmup):
         step()
     if device == "cuda":
@@ -99,11 +107,27 @@ def run_one(method: str, precision: str, device: str, batch: int, steps: int, wa
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - before
     import _flops
     with _flops.counter() as counter:  # after the timing: its own step, not timed (the eager model: a compiled
-        step(model)                    # one's kernels are not seen by the counter)
+        eager_step(model)              # one's kernels, and a captured graph's, are not seen by the counter)
     kinds = _flops.by_kind(counter)
     return {"method": method, "precision": precision, "img_per_s": batch * steps / seconds, "peak_mb": peak,
             "trainable": count_trainable(model), "gflop": kinds["gemm"] + kinds["attention"],
             "attention_gflop": kinds["attention"]}
+
+
+def _captured(step, opt, warmup: int):
+    """``step`` recorded once as a CUDA graph after ``warmup`` eager steps on a side stream (PyTorch's whole-network
+    capture recipe: gradients set to None before the capture so the graph's pool owns them); returns its replay."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warmup):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    opt.zero_grad(set_to_none=True)
+    with torch.cuda.graph(graph):
+        step()
+    return lambda *_: graph.replay()
 
 
 def parse_method(method: str) -> tuple[str, dict]:
@@ -116,12 +140,16 @@ def parse_method(method: str) -> tuple[str, dict]:
         elif flag == "matmul":
             kw["matmul_attention"] = True
         elif flag == "compile":
-            kw["compile"] = True
+            kw["compile"] = "default"
+        elif flag == "graphs":
+            kw["compile"] = "reduce-overhead"
+        elif flag == "capture":
+            kw["capture"] = True
         elif flag.startswith("light") and (flag == "light" or flag[5:].isdigit()):
             kw["checkpoint_blocks"] = int(flag[5:]) if flag[5:] else True
         else:
             raise SystemExit(f"--methods: unknown suffix +{flag} in {method!r} (expected +light, +lightK, +skip, "
-                             "+matmul or +compile)")
+                             "+matmul, +compile, +graphs or +capture)")
     return name, kw
 
 
@@ -129,7 +157,7 @@ def baseline_of(method: str) -> str:
     """The configuration a method's ratios are taken to: full fine-tuning, with the same attention path and the
     same compilation."""
     kw = parse_method(method)[1]
-    return "full" + "".join(f"+{s}" for s, k in (("matmul", "matmul_attention"), ("compile", "compile")) if k in kw)
+    return "full" + "".join(f"+{s}" for s, k in (("matmul", "matmul_attention"),) if k in kw)
 
 
 def ratios(results: list[dict]) -> dict[tuple[str, str], dict[str, list[float]]]:

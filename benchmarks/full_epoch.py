@@ -21,6 +21,10 @@ of 8 images at the job's precision) times the images/s, as a fraction of the GEM
     python benchmarks/full_epoch.py --device cpu --size tiny --epochs 1      # the code path, on the CPU
     python benchmarks/full_epoch.py --device cuda --loader-only    # the loaders alone: the most they can feed
     python benchmarks/full_epoch.py --device cuda --jobs Ours-seed0 --cached [--no-loss-checks]   # the loop alone
+    python benchmarks/full_epoch.py --device cuda --compile off,reduce-overhead   # train.compile: eager vs compiled
+
+The baseline is the last job's eager run (``--compile`` lists modes; each job runs once per mode and per seed of
+``--seeds``), so a compiled row's ratio is compilation's gain and its test R@1 sits beside the eager one's.
 """
 from __future__ import annotations
 
@@ -37,9 +41,10 @@ import torch
 JOBS = ("Ours-seed0", "CurricularFace-seed0")   # PUMA, then full fine-tuning with PUMA's loss (the baseline)
 
 
-def job_config(label: str, epochs: int, device: str, workers: str | None = None) -> dict:
+def job_config(label: str, epochs: int, device: str, workers: str | None = None, compile_mode: str = "off",
+               seed: int | None = None) -> dict:
     """The first configuration of PUMA's full-profile Table 2 job ``label``, cut to ``epochs`` epochs (and
-    ``workers`` loader processes where given)."""
+    ``workers`` loader processes, ``train.compile`` and the seed where given)."""
     from umlkit.experiments.registry import papers
     from umlkit.experiments.table_runs import configs_of
     jobs = [j for j in papers()["puma"].job_list("tables", "full") if j[0] == "table2" and j[1] == label]
@@ -49,6 +54,10 @@ def job_config(label: str, epochs: int, device: str, workers: str | None = None)
     cfg["model"].update(pretrained=False, weights=None)
     cfg["train"].update(epochs=epochs, eval_every=epochs, progress=False)
     cfg.update(device=device)
+    if compile_mode != "off":
+        cfg["train"]["compile"] = compile_mode
+    if seed is not None:
+        cfg["seed"] = seed
     if workers is not None:
         cfg["data"]["num_workers"] = workers if workers == "auto" else int(workers)
     return cfg
@@ -115,12 +124,13 @@ def skip_loss_checks() -> None:
             module.check_inputs = lambda *args, **kwargs: None
 
 
-def run_job(label: str, epochs: int, device: str, work: Path, workers: str | None = None) -> dict:
-    """Fit one job; its epochs' times, images, memory and FLOPs."""
+def run_job(label: str, epochs: int, device: str, work: Path, workers: str | None = None, compile_mode: str = "off",
+            seed: int | None = None) -> dict:
+    """Fit one job; its epochs' times, images, memory, FLOPs and test R@1."""
     from umlkit.train.config import resolve_config
     from umlkit.train.engine import fit
     from umlkit.train.runtime import resolve_device, resolve_precision
-    cfg = resolve_config(job_config(label, epochs, device, workers))
+    cfg = resolve_config(job_config(label, epochs, device, workers, compile_mode, seed))
     dev = resolve_device(cfg["device"])
     precision = resolve_precision(cfg["precision"], dev)
     if dev.type == "cuda":
@@ -132,7 +142,7 @@ def run_job(label: str, epochs: int, device: str, work: Path, workers: str | Non
     last = res.history[-1]
     batch = int(cfg["data"]["batch_size"])
     images = last["steps"] * batch
-    return {"job": label, "workers": cfg["data"]["num_workers"], "method": cfg["model"]["method"],
+    return {"job": label, "compile": compile_mode, "seed": cfg["seed"], "workers": cfg["data"]["num_workers"], "method": cfg["model"]["method"],
             "backbone": cfg["model"]["backbone"],
             "sources": len(cfg["data"]["datasets"]), "precision": precision, "batch": batch, "steps": last["steps"],
             "images_per_epoch": images, "epoch_seconds": [h["seconds"] for h in res.history],
@@ -184,6 +194,10 @@ def main() -> None:
                         help="time each job's training loader alone (no model), the most it can feed")
     parser.add_argument("--cached", action="store_true",
                         help="train on one pass of the loader held on the device: the loop's own time per epoch")
+    parser.add_argument("--compile", default="off", help="train.compile for every job, or a comma list of modes "
+                        "(off, default, reduce-overhead): each job runs once per mode, in that order")
+    parser.add_argument("--seeds", default=None, help="comma list of seeds: each job runs once per seed (default: "
+                        "the job's own)")
     parser.add_argument("--no-loss-checks", action="store_true",
                         help="the losses' input checks (host reads before the backward) skipped")
     args = parser.parse_args()
@@ -198,11 +212,13 @@ def main() -> None:
     os.environ["UMLKIT_RESULTS"] = str(work / "results")
     print(f"UML-Mini ({args.size}) in the real layouts: {time.perf_counter() - t:.0f} s", flush=True)
     rows = []
-    for label in args.jobs.split(","):
+    seeds = [int(v) for v in args.seeds.split(",")] if args.seeds else [None]
+    runs = [(label, mode, seed) for label in args.jobs.split(",") for mode in args.compile.split(",") for seed in seeds]
+    for label, mode, seed in runs:
         if args.loader_only:
             print(json.dumps(loader_rate(label, args.epochs, args.device, args.workers)), flush=True)
             continue
-        rows.append(run_job(label, args.epochs, args.device, work, args.workers))
+        rows.append(run_job(label, args.epochs, args.device, work, args.workers, mode, seed))
         rows[-1]["variant"] = ", ".join(v for v, on in (("cached batches", args.cached),
                                                         ("no loss checks", args.no_loss_checks)) if on) or "as shipped"
         print(json.dumps(rows[-1]), flush=True)
@@ -214,20 +230,21 @@ def main() -> None:
 
 
 def report(rows: list[dict], device: torch.device) -> None:
-    base = rows[-1]
+    base = next((r for r in rows if r["job"] == rows[-1]["job"] and r["compile"] == "off"), rows[-1])
     rates = {p: gemm_rate(device, p) for p in {r["precision"] for r in rows}}
     print(f"\n{_describe(str(device))}; baseline: {base['job']}; GEMM rate measured now: "
           + ", ".join(f"{p} {v / 1e12:.1f} TFLOP/s" for p, v in rates.items()))
     for r in rows:
         achieved = r["flops_per_image"] * r["img_per_s"]
-        print(f"{r['job']:>22} {r['method']:>6} {r['sources']} sources {r['precision']} {r['workers']} workers "
+        print(f"{r['job']:>22} seed {r['seed']} compile {r['compile']} {r['method']:>6} {r['sources']} sources {r['precision']} {r['workers']} workers "
               f"({r.get('variant', 'as shipped')}): "
               f"{r['steps']} steps x "
               f"{r['batch']} = {r['images_per_epoch']} images/epoch, epochs {r['epoch_seconds']} s, "
               f"{r['img_per_s']:.0f} img/s (x{r['img_per_s'] / base['img_per_s']:.2f} the baseline; "
               f"{r['data_seconds'][-1] / r['epoch_seconds'][-1]:.0%} of the epoch waiting for the loader), eval "
               f"{r['eval_seconds']:.1f} s, peak {r['peak_mib']:.0f} MiB, {r['flops_per_image'] / 1e9:.1f} GFLOP/img "
-              f"-> {achieved / 1e12:.1f} TFLOP/s = {achieved / rates[r['precision']]:.1%} of the GEMM rate")
+              f"-> {achieved / 1e12:.1f} TFLOP/s = {achieved / rates[r['precision']]:.1%} of the GEMM rate; test "
+              f"R@1 Unified {r['test_R@1'].get('Unified', float('nan')):.2f}")
 
 
 def _describe(device: str) -> str:

@@ -6,6 +6,10 @@
 #   loader       the same jobs' training loaders alone, the most they can feed (full_epoch.py --loader-only)
 #   train-step   one training step per method at ViT-S/16, 224 px, batch 180, bf16, three interleaved repeats
 #   compile      full fine-tuning's and PUMA's step eager and through torch.compile (fewer launches?), one repeat
+#   compile-epoch  PUMA's and full fine-tuning's full-profile epochs eager and with train.compile=reduce-overhead
+#                (torch.compile + CUDA graphs), seed 0, then PUMA eager at seed 1: img/s and test R@1 against the
+#                seed-to-seed change (issue 60 item 7)
+#   capture      the whole step (forward, backward, AdamW) captured as one CUDA graph, full fine-tuning and PUMA
 #   eval         the evaluation benchmark on this machine's CPU, and an exact fp32 search on its GPU (needs
 #                pytorch-metric-learning and faiss-cpu: carry their wheels, see benchmarks/README or the device notes)
 #   profile      where PUMA's step goes against full fine-tuning's (torch.profiler, kernel times and counts)
@@ -50,6 +54,12 @@ for check in $checks; do
         --steps 20 --repeats 3 --precisions bf16 --methods full,puma,puma+light8+skip,full+light ;;
     compile) step "$name" "${limit:-240}" "$py" benchmarks/bench_train_step.py --device cuda --batch 180 \
         --steps 20 --precisions bf16 --methods full,puma,full+compile,puma+compile ;;
+    compile-epoch) step "$name" "${limit:-330}" "$py" benchmarks/full_epoch.py --device cuda --work "$work" \
+        --jobs Ours-seed0,CurricularFace-seed0 --compile off,reduce-overhead --out "$out/compile_epoch.json"
+        step "$name seed 1" 60 "$py" benchmarks/full_epoch.py --device cuda --work "$work" --jobs Ours-seed0 \
+        --seeds 1 --out "$out/compile_epoch_seed1.json" ;;
+    capture) step "$name" "${limit:-130}" "$py" benchmarks/bench_train_step.py --device cuda --batch 180 \
+        --steps 20 --precisions bf16 --methods full,puma,full+capture,puma+capture ;;
     eval) step "$name" "${limit:-150}" "$py" benchmarks/bench_eval.py --impls pml,umlkit-fp32,umlkit,cuda-fp32 ;;
     profile) step "$name" "${limit:-60}" "$py" benchmarks/profile_train_step.py --device cuda --precision bf16 \
         --batch 180 --methods full,puma ;;
@@ -58,7 +68,7 @@ for check in $checks; do
     pretrain-wide) step "$name" "${limit:-300}" "$py" -c \
         'import sys; from umlkit.cli import main; sys.exit(main(sys.argv[1:]))' \
         data pretrain-mini --recipe wide --device cuda --out "$out/wide" ;;
-    *) echo "=== unknown check $name (expected full-epoch, epoch-parts, loader, train-step, compile, eval," \
+    *) echo "=== unknown check $name (expected full-epoch, epoch-parts, loader, train-step, compile, compile-epoch, capture, eval," \
         "profile, vptsp-step or pretrain-wide)" >>"$log" ;;
     esac
 done

@@ -73,10 +73,16 @@ def test_matmul_attention_runs_as_gemms(bench):
     assert matmul["gflop"] == pytest.approx(fused["gflop"] - fused["attention_gflop"] * 2 / 14)
 
 
-def test_compile_suffix_has_its_own_baseline(bench):
-    assert bench.parse_method("puma+compile+skip") == ("puma", {"compile": True, "skip_dropped": True})
-    assert bench.baseline_of("puma+compile") == "full+compile"
-    assert bench.baseline_of("puma+matmul+compile") == "full+matmul+compile" and bench.baseline_of("puma") == "full"
+def test_compile_suffixes_are_taken_to_eager_full_fine_tuning(bench):
+    """Compilation's gain is the question (issue 60 item 7), so ``+compile``/``+graphs``/``+capture`` rows are
+    taken to eager full fine-tuning; ``+matmul`` keeps its own baseline (another attention kernel)."""
+    assert bench.parse_method("puma+compile+skip") == ("puma", {"compile": "default", "skip_dropped": True})
+    assert bench.parse_method("full+graphs") == ("full", {"compile": "reduce-overhead"})
+    assert bench.parse_method("puma+capture") == ("puma", {"capture": True})
+    assert bench.baseline_of("puma+compile") == "full" and bench.baseline_of("full+graphs") == "full"
+    assert bench.baseline_of("puma+matmul+compile") == "full+matmul" and bench.baseline_of("puma") == "full"
+    with pytest.raises(SystemExit, match=r"\+graphs or \+capture"):
+        bench.parse_method("puma+graph")
 
 
 @pytest.mark.heavy   # make test-all only: inductor needs a C compiler and Python's headers, and 35 s on 2 cores

@@ -64,6 +64,10 @@ DEFAULTS: dict = {
 }
 
 
+# train.compile (optional; absent = off, so the keys of runs that never asked for it stay as they were):
+# torch.compile's mode for the model's training forward (default: fused kernels; reduce-overhead: and CUDA graphs).
+COMPILE_MODES = ("off", "default", "reduce-overhead")
+
 _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)$")
 
 
@@ -95,11 +99,11 @@ def merge(base: dict, update: dict) -> dict:
     return out
 
 
-_FREE_FORM = ("model.options.", "optimizer.lr_mult.", "data.splits.", "data.shortcut")
+_FREE_FORM = ("model.options.", "optimizer.lr_mult.", "data.splits.", "data.shortcut", "train.compile")
 
 # Keys a configuration may give that DEFAULTS leaves out, so that an earlier configuration resolves (and hashes)
 # as before: data.shortcut, a class-predicting mark on the training images (umlkit.data.shortcut).
-OPTIONAL = {"data": ("shortcut",)}
+OPTIONAL = {"data": ("shortcut",), "train": ("compile",)}
 
 
 def legacy_objective(loss: dict) -> list[dict]:
@@ -286,6 +290,9 @@ def _check_values(cfg: dict) -> None:
     parse_few_shot((cfg.get("data") or {}).get("few_shot"))   # an integer >= 1, "published:k" or null
     if isinstance(cfg.get("seed"), int) and cfg["seed"] >= 2**32:
         fail("seed", cfg["seed"], "an integer in [0, 2**32) (numpy's seed range)")
+    if train.get("compile", "off") not in COMPILE_MODES:
+        fail("train.compile", train["compile"], f"one of {', '.join(COMPILE_MODES)} (torch.compile of the model's "
+             "training forward; reduce-overhead adds CUDA graphs; absent means off)")
     if cfg.get("precision") not in ("fp32", "bf16", "fp16", "auto"):
         fail("precision", cfg.get("precision"), "fp32, bf16, fp16 or auto (bf16 or fp16 on a GPU, fp32 on the CPU)")
     device = cfg.get("device")

@@ -643,6 +643,7 @@ def _set_up(cfg: dict, run_dir, resume) -> _Run:
     loader = torch.utils.data.DataLoader(_WithIndex(train_set) if wants_index else train_set, batch_sampler=sampler,
                                          num_workers=workers, pin_memory=device.type == "cuda")
     torch.manual_seed(seed + 1000 * rank)  # each rank augments its slice with its own random stream
+    _compile_forward(model, cfg["train"].get("compile", "off"))
     step_module = _TrainStep(model, loss, [float(t["weight"]) for t in cfg["objective"]], world)
     runner = step_module
     if world > 1:
@@ -653,6 +654,15 @@ def _set_up(cfg: dict, run_dir, resume) -> _Run:
     scaler = torch.amp.GradScaler("cuda") if amp_dtype is torch.float16 else None
     return _Run(cfg, run_dir, device, world, rank, train_set, test_set, val_set, model, loss, groups, opt, sparse,
                 sparse_opt, sched, sampler, loader, runner, wants_index, amp_dtype, scaler)
+
+
+def _compile_forward(model: nn.Module, mode: str) -> None:
+    """``train.compile``: the model's training forward through ``torch.compile`` (an attribute of this instance,
+    so its state dict, checkpoints and the evaluation's eager forward are unchanged). Compiled on the first step;
+    ``reduce-overhead`` also replays the forward and backward as CUDA graphs (a launch-bound step on a GPU)."""
+    if mode == "off":
+        return
+    model.forward_train = torch.compile(model.forward_train, mode=None if mode == "default" else mode)
 
 
 def _restore(run: _Run, resume) -> _Progress:
