@@ -142,7 +142,8 @@ def run_job(label: str, epochs: int, device: str, work: Path, workers: str | Non
     last = res.history[-1]
     batch = int(cfg["data"]["batch_size"])
     images = last["steps"] * batch
-    return {"job": label, "compile": compile_mode, "seed": cfg["seed"], "workers": cfg["data"]["num_workers"], "method": cfg["model"]["method"],
+    return {"job": label, "compile": compile_mode, "seed": cfg["seed"], "workers": cfg["data"]["num_workers"],
+            "method": cfg["model"]["method"],
             "backbone": cfg["model"]["backbone"],
             "sources": len(cfg["data"]["datasets"]), "precision": precision, "batch": batch, "steps": last["steps"],
             "images_per_epoch": images, "epoch_seconds": [h["seconds"] for h in res.history],
@@ -236,7 +237,8 @@ def report(rows: list[dict], device: torch.device) -> None:
           + ", ".join(f"{p} {v / 1e12:.1f} TFLOP/s" for p, v in rates.items()))
     for r in rows:
         achieved = r["flops_per_image"] * r["img_per_s"]
-        print(f"{r['job']:>22} seed {r['seed']} compile {r['compile']} {r['method']:>6} {r['sources']} sources {r['precision']} {r['workers']} workers "
+        print(f"{r['job']:>22} seed {r['seed']} compile {r['compile']} {r['method']:>6} {r['sources']} sources "
+              f"{r['precision']} {r['workers']} workers "
               f"({r.get('variant', 'as shipped')}): "
               f"{r['steps']} steps x "
               f"{r['batch']} = {r['images_per_epoch']} images/epoch, epochs {r['epoch_seconds']} s, "
