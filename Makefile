@@ -6,7 +6,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.umlkit-installed
 
-.PHONY: test test-fast test-all book install clean-book clean bench
+.PHONY: test test-fast test-all test-cluster book install clean-book clean bench
 
 # TORCH_INDEX: a package index to take torch and torchvision from first, e.g. the CPU builds on a machine without a
 # GPU: make install TORCH_INDEX=https://download.pytorch.org/whl/cpu (PyPI's Linux torch is the CUDA build, ~6 GB)
@@ -35,17 +35,26 @@ PYTEST = $(if $(filter 0,$(TEST_WORKERS)),$(PY) -m pytest,OMP_NUM_THREADS=1 $(PY
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(PYTEST) tests book --nbval-lax --nbval-current-env -p no:cacheprovider -m "not recompute and not heavy"
+	$(PYTEST) tests book --nbval-lax --nbval-current-env -p no:cacheprovider -m "not recompute and not heavy and not cluster"
 
 # the tests without the `slow` marker (torchrun, kill-and-resume, ...): 4.4 min on 2 cores (2026-11-26)
 test-fast: $(STAMP)
-	$(PYTEST) tests -m "not slow and not recompute and not heavy" -p no:cacheprovider
+	$(PYTEST) tests -m "not slow and not recompute and not heavy and not cluster" -p no:cacheprovider
 
 # make test plus the recomputations of committed artefacts (a record retrained, the ooDML splits made again) and the
 # heavy checks (one step of every full-profile job list); a recomputation that passes stores its inputs' hash in
 # tests/artefact_inputs.json
 test-all: $(STAMP)
-	UMLKIT_RECORD_INPUTS=1 $(PYTEST) tests book --nbval-lax --nbval-current-env -p no:cacheprovider
+	UMLKIT_RECORD_INPUTS=1 $(PYTEST) tests book --nbval-lax --nbval-current-env -p no:cacheprovider -m "not cluster"
+
+# the Slurm executor against a real single-node Slurm on this machine (root; slurm-wlm and munge are installed from
+# the distribution when absent): tools/slurm_local.sh starts slurmctld, slurmd and munged in a temporary folder, the
+# tests in tests/cluster submit arrays to it, and the daemons are stopped whatever the outcome
+test-cluster: $(STAMP)
+	@d=$$(mktemp -d /tmp/umlkit-slurm-XXXXXX); \
+	tools/slurm_local.sh start $$d || exit 1; \
+	SLURM_CONF=$$d/slurm.conf UMLKIT_PROGRESS=0 $(PY) -m pytest tests/cluster -m cluster -p no:cacheprovider -v; s=$$?; \
+	tools/slurm_local.sh stop $$d; rm -rf $$d; exit $$s
 
 # jupyter-cache re-runs a chapter only when its code cells change; a change in src/umlkit (or the dependencies), in
 # the configurations the chapters read, in the committed records and language files or in the book's CSS must also

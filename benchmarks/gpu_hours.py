@@ -26,13 +26,11 @@ The output is an estimate to plan a budget with, within about a factor of two, n
 from __future__ import annotations
 
 import json
-import math
 import sys
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
-import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 EPOCH_FILE = ROOT / "benchmarks" / "results" / "full_epoch_h200.json"
@@ -46,57 +44,17 @@ def rates() -> dict:
     return {"puma": rows["puma"]["img_per_s"], "other": rows["full"]["img_per_s"], "eval": EVAL_IMAGES / ev}
 
 
-def backbone_cost(name: str, cache: dict = {}) -> float:   # noqa: B006 - a per-process memo
-    """Forward GFLOPs of one image at the backbone's input size (random init)."""
-    if name not in cache:
-        from torch.utils.flop_counter import FlopCounterMode
-
-        from umlkit.models.backbones import create_backbone
-        model = create_backbone(name, pretrained=False).eval()
-        size = model.pretrained_cfg.get("input_size", (3, 224, 224))[-1]
-        with torch.no_grad(), FlopCounterMode(display=False) as counter:
-            model(torch.randn(1, 3, size, size))
-        cache[name] = counter.get_total_flops() / 1e9
-    return cache[name]
-
-
-def images(cfg: dict, part: str) -> int:
-    """Training (``part="train"``) or test images of a configuration's sources; where a dataset documents only its
-    total (NABirds, Dogs, Flowers), each part's share of it is its share of the classes."""
-    from umlkit.data.datasets import DATASETS
-    total = 0
-    for src in cfg["data"]["datasets"]:
-        spec = DATASETS[src]
-        all_classes = sum(c for _, c in spec.counts.values())
-        count = {p: n if n is not None else round(spec.total_images * c / all_classes)
-                 for p, (n, c) in spec.counts.items()}
-        if part == "train":
-            k = cfg["data"].get("few_shot")
-            total += count["train"] if not k else int(str(k).split(":")[-1]) * spec.counts["train"][1]
-        else:
-            total += sum(n for p, n in count.items() if p != "train")
-    return total
-
-
-def price(cfg: dict, r: dict, reference: float) -> float:
-    """GPU-seconds of one configuration."""
-    scale = backbone_cost(cfg["model"]["backbone"]) / reference
-    epochs = int(cfg["train"]["epochs"]) if cfg["objective"] else 0
-    train = epochs * images(cfg, "train") / (r["puma"] if cfg["model"]["method"] == "puma" else r["other"])
-    evaluations = math.ceil(epochs / int(cfg["train"]["eval_every"])) if epochs else 1
-    return (train + evaluations * images(cfg, "test") / r["eval"]) * scale
-
-
 def main() -> None:
     sys.path.insert(0, str(ROOT))
     import tempfile
 
     from tests.full.world import full_jobs, make_world
+    from umlkit.experiments.gpu_budget import REFERENCE_BACKBONE, backbone_cost, price
     from umlkit.experiments.table_runs import configs_of
     mp = pytest.MonkeyPatch()
     make_world(Path(tempfile.mkdtemp(prefix="umlkit_gpu_hours_")), mp)
     r = rates()
-    reference = backbone_cost("vit_s16_in21k_ft_in1k")
+    reference = backbone_cost(REFERENCE_BACKBONE)
     hours, runs = defaultdict(float), defaultdict(int)
     for paper, jl, job in full_jobs():
         for cfg in configs_of(job[2]):

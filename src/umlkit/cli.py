@@ -285,11 +285,15 @@ def _cmd_records_status(args: argparse.Namespace) -> int:
     jobs = _prepared_jobs(args)
     stored, damaged = _stored(jobs, args.profile)
     have = len(stored)
+    queued = ""
     if args.list:
+        from umlkit.cli_cluster import print_queue
         from umlkit.experiments.table_runs import job_status
-        _print_job_status(job_status(jobs, args.profile))
+        counts = print_queue(jobs, job_status(jobs, args.profile), args.profile)
+        queued = "".join(f", {n} {state}" for state, n in sorted(counts.items())
+                         if state not in ("stored", "missing", "damaged"))
     print(f"{args.paper} {_jobs_name(args)} ({args.profile}): {have} of {len(jobs)} records stored, "
-          f"{len(jobs) - have} to train")
+          f"{len(jobs) - have} to train{queued}")
     return _report_unreadable([why for _, why in damaged])
 
 
@@ -363,6 +367,11 @@ def _cmd_records_train(args: argparse.Namespace) -> int:
         if not jobs and every:
             raise ValueError(f"--match {args.match!r} matches none of the {len(every)} job labels of {args.paper} "
                              f"{_jobs_name(args)} (e.g. {every[0][1]!r})")
+    if args.executor == "slurm":
+        if n > 1:
+            raise ValueError(f"--worker {args.worker} goes with the local executor; Slurm splits the list itself")
+        from umlkit.cli_cluster import submit_to_slurm
+        return submit_to_slurm(args, args.paper, jobs, f"{args.paper} {_jobs_name(args)}")
     jobs = [j for k, j in enumerate(jobs) if k % n == i]
     damaged = _stored(jobs, args.profile)[1]
     if damaged and not args.replace_damaged:   # before training: the user decides what to do with them
@@ -454,6 +463,16 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
 
     if args.table is not None:
         return _cmd_reproduce_table(args)
+    if args.executor == "slurm":
+        if not args.paper or args.stale or args.chapters:
+            raise ValueError("--executor slurm goes with --table PAPER:TABLE or --paper PAPER (its tables' missing "
+                             "runs), without --stale or --chapters")
+        from umlkit.cli_cluster import submit_to_slurm
+        from umlkit.experiments.table_runs import drop_absent, with_overrides
+        jobs, absent = drop_absent(with_overrides(_job_list(args.paper, "tables", args.profile), args.set))
+        if absent:
+            print(f"skipped, dataset absent: {', '.join(f'{d} ({n} runs)' for d, n in sorted(absent.items()))}")
+        return submit_to_slurm(args, args.paper, jobs, f"{args.paper} tables")
     if args.workers > 1:
         raise ValueError(f"--workers {args.workers} goes with --table (the table's missing runs); chapters run one "
                          f"at a time, and `umlkit records train PAPER LIST --worker I/N` splits a job list")
@@ -545,6 +564,13 @@ def _cmd_reproduce_table(args: argparse.Namespace) -> int:
     jobs, absent = drop_absent(with_overrides(table_jobs(args.paper, args.table, args.profile), args.set))
     if absent:
         print(f"skipped, dataset absent: {', '.join(f'{d} ({n} runs)' for d, n in sorted(absent.items()))}")
+    if args.executor == "slurm":   # the missing runs go to Slurm; the table is read once their records exist
+        from umlkit.cli_cluster import submit_to_slurm
+        code = submit_to_slurm(args, args.paper, jobs, f"{args.paper} {args.table}")
+        if not args.dry_run:
+            print(f"when the array has finished: umlkit reproduce --table {args.paper}:{given.split(':')[-1]} "
+                  f"--profile {args.profile} (trains nothing that is stored; writes the table's CSV)")
+        return code
     status = job_status(jobs, args.profile)
     missing = int((~status["stored"]).sum())
     if args.dry_run:
@@ -624,6 +650,8 @@ def _add_reproduce(sub) -> None:
                    help="with --stale or --table: list the records it would train, train nothing")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="with --table: a config override for every run, e.g. --set data.num_workers=4 (repeatable)")
+    from umlkit.cli_cluster import add_slurm_arguments
+    add_slurm_arguments(p)
     p.set_defaults(func=_cmd_reproduce)
 
 
@@ -647,7 +675,8 @@ def _add_records(sub) -> None:
                        help="a config override for every job, e.g. --set data.num_workers=4 (repeatable; the runs "
                        "become records of their own)")
         if name == "status":
-            p.add_argument("--list", action="store_true", help="also print every job's label, stored or missing")
+            p.add_argument("--list", action="store_true", help="also print every job's label and state: stored, "
+                           "missing, damaged, or its Slurm state (pending, running, failed) with the job id and log")
         if name == "train":
             p.add_argument("--worker", default="0/1", help="I/N: this process takes every N-th job from the I-th")
             p.add_argument("--threads", type=_positive_int, default=1, help="torch threads per worker (default 1)")
@@ -659,6 +688,8 @@ def _add_records(sub) -> None:
             p.add_argument("--replace-damaged", action="store_true",
                            help="train the runs whose stored file is damaged again, keeping each bad file beside it "
                            "as <name>.damaged (without it, damaged records stop the command before anything runs)")
+            from umlkit.cli_cluster import add_slurm_arguments
+            add_slurm_arguments(p)
         p.set_defaults(func=func)
     p = rsub.add_parser("verify", help="list the stored records that cannot be used: unreadable, edited, or another "
                         "run than the file name promises (exit 1 when there are any)")
@@ -747,6 +778,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_book(sub)
     _add_oodml(sub)
     _add_data(sub)
+    from umlkit.cli_cluster import add_plan
+    add_plan(sub)
     return parser
 
 

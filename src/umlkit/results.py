@@ -74,13 +74,14 @@ def atomic_write(path: Path, data: str | bytes) -> None:
 @contextmanager
 def file_lock(path: Path):
     """An exclusive advisory lock on ``path`` (created if missing) for the duration of the block: processes that
-    share a file or a generated folder take turns (POSIX ``fcntl.flock``; without fcntl, no lock)."""
+    share a file or a generated folder take turns (a POSIX record lock, ``fcntl.lockf``, which holds across the
+    nodes of a cluster on NFS, unlike ``flock``; without fcntl, no lock)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as handle:
         try:
             import fcntl
-            fcntl.flock(handle, fcntl.LOCK_EX)
+            fcntl.lockf(handle, fcntl.LOCK_EX)
         except ImportError:  # pragma: no cover - not POSIX
             pass
         yield  # closing the file releases the lock
@@ -90,8 +91,10 @@ def file_lock(path: Path):
 def owner_lock(lock: Path, what: str):
     """Hold ``lock`` (a lock file, created if missing) exclusively for the block, or fail at once: a second writer
     of the same run folder or record gets :class:`Busy` naming the holder's pid and command, instead of writing
-    beside it. The file keeps the holder's line while it is held (POSIX ``fcntl.flock``, released when the process
-    ends, even by a kill; without fcntl, no lock)."""
+    beside it. The file keeps the holder's line while it is held (a POSIX record lock, ``fcntl.lockf``, released when
+    the process ends, even by a kill; without fcntl, no lock). Record locks, unlike ``flock``, hold across the
+    nodes of a cluster on NFSv4 (and NFSv3 with lockd), so two Slurm tasks on two nodes exclude each other too.
+    Being per process, the lock does not exclude a second holder in the same process."""
     import sys
     lock = Path(lock)
     lock.parent.mkdir(parents=True, exist_ok=True)
@@ -103,8 +106,8 @@ def owner_lock(lock: Path, what: str):
     try:
         if fcntl is not None:
             try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+                fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except (BlockingIOError, PermissionError):   # EAGAIN or EACCES: another process holds it
                 handle.seek(0)
                 holder = handle.read().strip() or "another process"
                 raise Busy(f"{what} is being written by {holder}; wait for it to finish or use another "

@@ -39,7 +39,7 @@ from umlkit.results import atomic_write, config_hash, owner_lock
 
 __all__ = ["record_path", "load_record", "cached_record", "find_record", "list_records", "records_summary",
            "stale_records", "recompute", "restamp", "RecordError", "MissingSideFile", "normalise_key", "read_only",
-           "is_read_only", "DamagedRecord", "damaged_records", "set_aside"]
+           "is_read_only", "DamagedRecord", "damaged_records", "set_aside", "resumable_folder"]
 
 
 class RecordError(RuntimeError):
@@ -215,7 +215,9 @@ def _train_and_write(paper, table, label, key, runner, profile, path, stamp, nam
     if log is not None:
         log(f"training {paper}/{table}/{label} ({why})")
     t0 = time.perf_counter()
-    result = runners.run(runner, key) if isinstance(runner, str) else runner(key)
+    runs = resumable_folder(key, profile)
+    with runners.resumable_runs(runs):
+        result = runners.run(runner, key) if isinstance(runner, str) else runner(key)
     rec = {
         "paper": paper, "table": table, "label": label, "profile": profile, "runner": name,
         "key": key, "key_hash": config_hash(key), "fingerprint": stamp,
@@ -225,8 +227,22 @@ def _train_and_write(paper, table, label, key, runner, profile, path, stamp, nam
                      "threads": torch.get_num_threads(), "machine": platform.machine()},
     }
     atomic_write(path, json.dumps(rec, indent=1, sort_keys=True))
+    if runs is not None:   # the record holds the result now; its checkpoints are not needed any more
+        import shutil
+        shutil.rmtree(runs, ignore_errors=True)
     rec.update(path=str(path), stale=[], cached=False)
     return rec
+
+
+def resumable_folder(key: dict, profile: str) -> Path | None:
+    """Where the runs of ``key``'s record keep checkpoints that a preempted task resumes from: under
+    ``UMLKIT_CHECKPOINTS`` when it is set (the Slurm executor sets it to ``results/<profile>/checkpoints``; set it
+    yourself to make interrupted local runs resume), one folder per record key (named by its hash); ``None`` when
+    it is not set (temporary folders, removed with the run)."""
+    root = os.environ.get("UMLKIT_CHECKPOINTS")
+    if not root:
+        return None
+    return Path(root).expanduser() / config_hash(key)
 
 
 def damaged_records(profile: str, paper: str | None = None) -> list[tuple[Path, str]]:

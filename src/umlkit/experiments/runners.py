@@ -3,10 +3,11 @@
 A table row names its runner; the record stores that name, so a stale record can be recomputed from the record
 alone (``umlkit reproduce --stale``). Every paper shares these:
 
-* ``train``: :func:`umlkit.train.fit` with checkpoints in a temporary folder; the result holds the metrics at every
-  evaluation epoch (``curves``: test, and validation when ``data.val_fraction`` or an explicit validation split holds
-  classes out), the last-epoch test and validation scores, the training loss per epoch, trainable parameters and,
-  for models with a prompt pool, the mean pool weights per source (PUMA Figure 3).
+* ``train``: :func:`umlkit.train.fit` with checkpoints in a temporary folder (or, inside :func:`resumable_runs`, in
+  a folder per configuration that a preempted task resumes from: the Slurm executor's); the result holds the
+  metrics at every evaluation epoch (``curves``: test, and validation when ``data.val_fraction`` or an explicit
+  validation split holds classes out), the last-epoch test and validation scores, the training loss per epoch,
+  trainable parameters and, for models with a prompt pool, the mean pool weights per source (PUMA Figure 3).
 * ``zero_shot``: the frozen backbone's feature (no head), evaluated once.
 * ``probed``: ``train`` (or ``zero_shot``), then linear probes of the pretraining attributes on the model's
   embedding and feature (the regime map's forgetting measurement).
@@ -20,9 +21,12 @@ Scores are stored under the papers' dataset names (``CUB``, ``InShop``, ...; :da
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import copy
 import tempfile
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -35,7 +39,7 @@ from umlkit.train.evaluate import extract_embeddings
 
 __all__ = ["RUNNERS", "register_runner", "run", "SOURCE_NAMES", "train_run", "zero_shot_run", "specialists_run",
            "ensemble_embeddings", "weights_for", "test_set", "train_analysis_run", "fixed_class_recall",
-           "probed_run", "probe_features"]
+           "probed_run", "probe_features", "resumable_runs"]
 
 # umlkit source name -> the name the papers' tables use
 SOURCE_NAMES = {"cub": "CUB", "cars": "Cars", "sop": "SOP", "inshop": "InShop", "nabirds": "NABirds", "dogs": "Dogs",
@@ -99,8 +103,29 @@ def test_set(cfg: dict):
     return load_unified(data_root_of(cfg), "test", transform=tf, cache=cfg["data"]["cache"])
 
 
+_RUN_FOLDER: contextvars.ContextVar[Path | None] = contextvars.ContextVar("umlkit_run_folder", default=None)
+
+
+@contextlib.contextmanager
+def resumable_runs(folder: Path | None):
+    """Inside the block, every training run keeps its checkpoints in ``folder/<configuration hash>`` and resumes
+    from the last one it finds there (the engine resumes bit-exactly), so a record's runs survive a preempted or
+    timed-out task; ``None``: temporary folders, as outside the block. The caller removes ``folder`` once the record
+    is written."""
+    token = _RUN_FOLDER.set(None if folder is None else Path(folder))
+    try:
+        yield
+    finally:
+        _RUN_FOLDER.reset(token)
+
+
 def _fit(cfg: dict):
     from umlkit.train import fit
+    folder = _RUN_FOLDER.get()
+    if folder is not None:
+        from umlkit.results import config_hash
+        cfg = weights_for(cfg)
+        return fit(cfg, run_dir=folder / config_hash(cfg), resume=True)
     with tempfile.TemporaryDirectory() as tmp:
         return fit(weights_for(cfg), run_dir=tmp)
 

@@ -82,15 +82,29 @@ def time_estimate(status: pd.DataFrame) -> dict:
     of the table; NaN where nothing is stored), ``by_row`` and ``by_runner`` (how many missing runs had their own
     row's, or their runner's, time)."""
     timed = status[status["stored"] & status["seconds"].notna()]
+    missing = status.loc[~status["stored"]]
+    own, by_runner, guesses = _guesses(status, missing)
+    return {"stored": float(timed["seconds"].sum()), "missing": float(guesses.sum(min_count=len(guesses))),
+            "by_row": int(own.notna().sum()), "by_runner": int(by_runner.sum()), "timed": len(timed)}
+
+
+def _guesses(status: pd.DataFrame, which: pd.DataFrame) -> tuple[pd.Series, pd.Series, pd.Series]:
+    """For the jobs of ``which``: their own row's median stored seconds, whether their runner's median was used,
+    and the guess (own row, else runner, else the table's median; NaN where nothing is stored)."""
+    timed = status[status["stored"] & status["seconds"].notna()]
     rows = timed.assign(row=timed["label"].map(_row_of)).groupby("row")["seconds"].median()
     runners = timed[timed["runner"] != ""].groupby("runner")["seconds"].median()   # "": not known
     overall = float(timed["seconds"].median()) if len(timed) else float("nan")
-    missing = status.loc[~status["stored"]]
-    own = missing["label"].map(_row_of).map(rows)
-    by_runner = own.isna() & missing["runner"].isin(runners.index)
-    guesses = own.fillna(missing["runner"].map(runners)).fillna(overall)
-    return {"stored": float(timed["seconds"].sum()), "missing": float(guesses.sum(min_count=len(guesses))),
-            "by_row": int(own.notna().sum()), "by_runner": int(by_runner.sum()), "timed": len(timed)}
+    own = which["label"].map(_row_of).map(rows)
+    by_runner = own.isna() & which["runner"].isin(runners.index)
+    return own, by_runner, own.fillna(which["runner"].map(runners)).fillna(overall)
+
+
+def job_seconds(status: pd.DataFrame) -> list[float]:
+    """Each job's expected wall time by the stored runs (its own where stored, else :func:`time_estimate`'s rule)."""
+    guesses = _guesses(status, status)[2]
+    return [float(s) if stored and s == s else float(g)
+            for stored, s, g in zip(status["stored"], status["seconds"], guesses)]
 
 
 def reproduce_table(paper: str, table: str, profile: str = "quick", train: bool = True, progress: bool = True,
