@@ -390,7 +390,9 @@ def _cmd_records_train(args: argparse.Namespace) -> int:
         print(f"worker {i}/{n}: nothing was run (--dry-run)")
         return 0
     from umlkit._paths import results_root
+    from umlkit.experiments.preflight import preflight
     from umlkit.results import Busy, check_writable
+    preflight(todo, args.profile)   # every reason a run would be refused, at once, before the first one trains
     if todo:   # before the first run: a finished run must not be lost at its write
         check_writable(results_root(args.profile) / "records", _NEED_BYTES[args.profile] + len(todo) * 2**20,
                        f"records train {args.paper}")
@@ -580,6 +582,8 @@ def _cmd_reproduce_table(args: argparse.Namespace) -> int:
         return 0
     print(f"{args.paper} {args.table} ({args.profile}): {len(jobs)} runs, {missing} to train")
     _print_estimate(status, args.workers)
+    from umlkit.experiments.preflight import preflight
+    preflight([j for j, stored in zip(jobs, status["stored"]) if not stored], args.profile)
     if missing and args.workers > 1:
         from umlkit.experiments.table_runs import train_in_workers
         train_in_workers(args.paper, args.table, args.profile, args.set, args.workers, jobs)

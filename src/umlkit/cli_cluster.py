@@ -95,6 +95,8 @@ def submit_to_slurm(args: argparse.Namespace, paper: str, jobs: list[tuple], tit
         print("nothing to submit")
         return 0
     print(describe_plan(tasks, settings, title))
+    from umlkit.experiments.preflight import preflight
+    preflight(todo_jobs, args.profile)   # a refused run is found here, not in every task of the array
     if args.dry_run:
         print("nothing was submitted (--dry-run)")
         return 0

@@ -43,6 +43,12 @@ def test_a_batch_the_data_cannot_fill_is_refused_with_the_fix():
     with pytest.raises(ValueError, match=r"the m_per_class sampler fills a batch with 12 classes of 2 images, and "
                                          r"CUB has 10 training classes; .*--set data.batch_size=20"):
         check_batch(24, data, 2, "m_per_class")
+    small = type("D", (), {"__len__": lambda self: 24, "num_classes": 4, "source_names": ["cub"]})()
+    # both limits at once: 24 images, but 4 classes x 2 per class: the fix is the batch that passes both (8), not
+    # 24 and then 8 in a second refusal
+    with pytest.raises(ValueError, match=r"batch_size = 64: cub has only 24 training images in 4 classes, and the "
+                                         r"class_random sampler takes 2 per class; .*--set data.batch_size=8\)"):
+        check_batch(64, small, 2, "class_random")
 
 
 def test_fp16_on_the_cpu_fails_before_any_data_is_read(no_gpu, tmp_path):

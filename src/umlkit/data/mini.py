@@ -39,7 +39,7 @@ from umlkit.results import atomic_write, file_lock
 
 __all__ = ["read_manifest", "SHAPES", "TEXTURES", "HUE_NAMES", "SOURCES", "MiniSource", "make_mini", "pretraining_set",
            "render",
-           "mini_table", "ensure_mini", "PRETRAIN_HEADS", "PRETRAIN_WORLDS", "class_attributes"]
+           "mini_table", "ensure_mini", "PRETRAIN_HEADS", "PRETRAIN_WORLDS", "class_attributes", "chapter_root"]
 
 SIZE = 32
 TEXTURES = ("plain", "horizontally striped", "vertically striped", "checkered", "diagonally striped")
@@ -764,6 +764,21 @@ def ensure_mini(root=None, seed: int = 0, size: str = "default") -> Path:
     from umlkit._paths import data_root
     root = Path(root) if root is not None else data_root() / ("uml_mini" if size == "default" else f"uml_mini_{size}")
     return make_mini(root, seed=seed, progress=True, size=size)
+
+
+def chapter_root(profile: str, root=None, seed: int = 0) -> Path:
+    """A chapter's data folder, by the rule the command line follows: the quick profile's UML-Mini (``root``, else
+    ``<data root>/uml_mini``, generated on first use); the full profile's real datasets in ``root``, else in
+    ``UMLKIT_DATA`` (:func:`umlkit.data_root`), which must exist."""
+    if profile == "quick":
+        return ensure_mini(root, seed=seed)
+    from umlkit._paths import data_root
+    folder = Path(root).expanduser() if root is not None else data_root()
+    if not folder.is_dir():
+        raise FileNotFoundError(f"the full profile reads the real datasets from {folder} (the DATA_ROOT parameter, "
+                                f"else UMLKIT_DATA), which does not exist; point UMLKIT_DATA at the folder holding "
+                                f"CUB_200_2011/, cars196/, ... (`umlkit data check` lists what is there)")
+    return folder
 
 
 def mini_table(size: str = "default") -> "pd.DataFrame":  # noqa: F821

@@ -217,7 +217,8 @@ def submit(folder: str, tasks: list[PlannedTask], profile: str, settings: SlurmS
     env = {"UMLKIT_RESULTS": str(results_root(profile).parent), "UMLKIT_PROGRESS": "0",
            "UMLKIT_CHECKPOINTS": str(results_root(profile) / "checkpoints"),
            "OMP_NUM_THREADS": str(settings.cpus)}
-    for var in ("UMLKIT_DATA", "UMLKIT_CACHE", "HF_HOME", "TORCH_HOME"):
+    for var in ("UMLKIT_DATA", "UMLKIT_CACHE", "UMLKIT_SEARCH_DTYPE", "UMLKIT_SEARCH_THREADS", "HF_HOME",
+                "TORCH_HOME"):
         if os.environ.get(var):
             env[var] = os.environ[var]
     ex = _executor(logs, settings, time_limit_min(tasks, settings), name)

@@ -245,7 +245,17 @@ def absent_datasets(key: dict) -> list[str]:
 
 
 def drop_absent(jobs: list[tuple]) -> tuple[list[tuple], dict[str, int]]:
-    """(the jobs whose datasets are all present, {absent dataset: how many jobs need it})."""
+    """(the jobs whose datasets are all present, {absent dataset: how many jobs need it}). A full-profile data root
+    that does not exist at all is an error naming it (a mistyped UMLKIT_DATA), not a list of absent datasets."""
+    from umlkit._paths import data_root
+    from umlkit.data.mini import mini_alias
+    roots = {Path(c["data"]["root"]).expanduser() if c.get("data", {}).get("root") else data_root()
+             for job in jobs for c in configs_of(job[2])
+             if c.get("profile", "quick") == "full" and not mini_alias(c.get("data", {}).get("root"))}
+    for root in sorted(r for r in roots if not r.is_dir()):
+        raise FileNotFoundError(f"the full profile reads its datasets from {root} (UMLKIT_DATA, or --set "
+                                f"data.root=...), which does not exist; point UMLKIT_DATA at the folder holding "
+                                f"CUB_200_2011/, cars196/, ... and run `umlkit data check` to see what is there")
     kept, absent = [], {}
     for job in jobs:
         missing = absent_datasets(job[2])

@@ -64,13 +64,15 @@ def check_batch(batch_size: int, train_set, samples_per_class: int, sampler: str
     (the samplers check the same later, without the fix)."""
     n = len(train_set)
     where = ", ".join(getattr(train_set, "source_names", []) or []) or "the training set"
-    if batch_size > n:
-        raise ValueError(f"config key data.batch_size = {batch_size}: {where} has only {n} training images; set "
-                         f"data.batch_size to at most {n} (--set data.batch_size={max(1, n)})")
     classes = int(getattr(train_set, "num_classes", 0) or 0)
-    per_class = sampler in ("m_per_class", "class_random", "unique_class")
-    if per_class and classes and batch_size // samples_per_class > classes:
-        fit = classes * samples_per_class
+    per_class = sampler in ("m_per_class", "class_random", "unique_class") and classes
+    fit = min(n, classes * samples_per_class) if per_class else n   # the largest batch both limits allow
+    if batch_size > n:
+        raise ValueError(f"config key data.batch_size = {batch_size}: {where} has only {n} training images"
+                         + (f" in {classes} classes, and the {sampler} sampler takes {samples_per_class} per class"
+                            if per_class and fit < n else "")
+                         + f"; set data.batch_size to at most {fit} (--set data.batch_size={max(1, fit)})")
+    if per_class and batch_size // samples_per_class > classes:
         raise ValueError(f"config key data.batch_size = {batch_size}: the {sampler} sampler fills a batch with "
                          f"{batch_size // samples_per_class} classes of {samples_per_class} images, and {where} has "
                          f"{classes} training classes; set data.batch_size to at most {fit} "
