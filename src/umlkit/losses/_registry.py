@@ -50,18 +50,19 @@ TERMS: dict[str, tuple[str, str, dict]] = {}
 
 def register_loss(name: str, build: Callable | None = None, *, implementation: str, source: str,
                   defaults: dict | None = None, term: bool = False, aux_heads: Callable | None = None,
-                  eval_concat_aux: bool = False):
+                  eval_concat_aux: bool = False, override: bool = False):
     """Register ``build(num_classes, embedding_size, **options) -> nn.Module`` under ``name``.
 
     Used as a decorator (``@register_loss("x", implementation=..., source=...)``) or called with ``build``.
     ``defaults`` are the options :func:`create_loss` fills in (the paper's settings); ``aux_heads(embedding_size,
     **options)`` returns the heads ``create_model(aux_heads=...)`` must build for the loss (unknown options are
     to be ignored). A name registered twice by different builders is an error (the same builder again, as when a
-    module is imported a second time, replaces the entry).
+    module is imported a second time, replaces the entry), unless ``override=True`` (recorded in the run's
+    ``config.json``: :func:`umlkit._registry.overrides`).
     """
     def add(fn: Callable) -> Callable:
         entry = LossEntry(name, fn, implementation, source, dict(defaults or {}), term, aux_heads, eval_concat_aux)
-        add_entry(_REGISTRY, "loss", name, entry)
+        add_entry(_REGISTRY, "loss", name, entry, override)
         (TERMS if term else LOSSES)[name] = (implementation, source, entry.defaults)
         return fn
 

@@ -74,16 +74,18 @@ class MethodEntry:
 _METHODS: dict[str, MethodEntry] = {}
 
 
-def register_method(name: str, build: Callable | None = None, *, cnn: bool = False, needs_num_classes: bool = False):
+def register_method(name: str, build: Callable | None = None, *, cnn: bool = False, needs_num_classes: bool = False,
+                    override: bool = False):
     """Register ``build(b) -> model`` for ``create_model(..., method=name)`` (decorator or plain call).
 
     ``b`` carries the backbone (``b.net``, with ``requires_grad`` already set: trainable for ``full`` only), the
     method's remaining options (``b.kw``; pop what the method reads, leftovers are an error in :func:`_finish`) and
     the common options. Most builders make a body and end with ``_finish(b, body)``. A name registered twice by
-    different builders is an error (the same builder again, as when a module is imported twice, replaces it).
+    different builders is an error (the same builder again, as when a module is imported twice, replaces it),
+    unless ``override=True`` (recorded in the run's ``config.json``: :func:`umlkit._registry.overrides`).
     """
     def add(fn: Callable) -> Callable:
-        add_entry(_METHODS, "method", name, MethodEntry(name, fn, cnn, needs_num_classes))
+        add_entry(_METHODS, "method", name, MethodEntry(name, fn, cnn, needs_num_classes), override)
         return fn
 
     return add(build) if build is not None else add

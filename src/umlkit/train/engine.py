@@ -716,6 +716,9 @@ def _start_files(run: _Run, progress: _Progress) -> None:
         return
     run.run_dir.mkdir(parents=True, exist_ok=True)
     header = {"config": run.cfg, "config_hash": config_hash(_hashable(run.cfg))}
+    from umlkit._registry import overrides
+    if overrides():   # a plugin replaced a built-in loss or method: the run says so beside its configuration
+        header["registry_overrides"] = overrides()
     atomic_write(run.run_dir / "config.json", json.dumps(header, indent=1, default=str))
     with open(run.run_dir / "log.jsonl", "w") as fh:
         fh.writelines(json.dumps(h) + "\n" for h in progress.history)
