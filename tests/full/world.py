@@ -23,14 +23,18 @@ QUICK_ONLY = ("quick profile's", "is the quick profile")   # job lists that exis
 
 
 def _published_pickles(data: Path, folder: Path) -> None:
-    """ooDML's ``datasplits/*_splits.pkl`` for the tiny tree: three splits per source (CUB's default is split 3,
-    Cars' and SOP's split 1), each with ``split_train``/``split_val``."""
+    """ooDML's ``datasplits/*_splits.pkl`` for the tiny tree, with every key of the official files: three splits per
+    source (CUB's default is split 3, Cars' and SOP's split 1), each with ``split_train``/``split_val`` and, for CUB
+    and Cars, ``test_episodes`` (2 episodes of 2 and 5 shots: {class name: [support file names]})."""
     from umlkit.data import load_dataset
     from umlkit.experiments import split_making
     for src, name in split_making.PUBLISHED_FILES.items():
-        names = {}
+        names, files = {}, {}
         for part in ("train", "test"):
-            names.update(split_making._published_names(src, load_dataset(src, data, part, cache=False)))
+            ds = load_dataset(src, data, part, cache=False)
+            names.update(split_making._published_names(src, ds))
+            for path, label in zip(ds.paths, ds.labels):
+                files.setdefault(ds.class_keys[int(label)], []).append(Path(path).name)
         order = sorted(names, key=lambda n: str(names[n]))
         raw = {}
         for sid in (1, 2, 3):   # each split moves one more class from training to test
@@ -38,6 +42,9 @@ def _published_pickles(data: Path, folder: Path) -> None:
             train, test = train[sid - 1:] + test[:sid - 1], test[sid - 1:] + train[:sid - 1]
             raw[sid] = {"train": train, "test": test, "fid": 10.0 * sid, "split_train": train[:-1],
                         "split_val": train[-1:]}
+            if src in ("cub", "cars"):
+                raw[sid]["test_episodes"] = {k: [{c: files[names[c]][e:e + k] for c in test} for e in range(2)]
+                                             for k in (2, 5)}
         (folder / name).write_bytes(pickle.dumps(raw))
 
 

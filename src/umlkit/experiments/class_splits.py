@@ -15,11 +15,13 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["SPLIT_SOURCES", "splits_path", "load_splits", "source_splits", "split_of", "default_split_id",
-           "split_ids", "hold_out", "default_classes", "check_split_ids"]
+__all__ = ["SPLIT_SOURCES", "EPISODE_SOURCES", "splits_path", "episodes_path", "load_splits", "source_splits",
+           "split_of", "default_split_id", "split_ids", "hold_out", "validation_classes", "default_classes",
+           "check_split_ids", "published_supports"]
 
 
 SPLIT_SOURCES = ("cub", "cars", "sop")   # the sources ooDML publishes splits of
+EPISODE_SOURCES = ("cub", "cars")        # the sources of its few-shot tables (S7, S8), whose support sets it publishes
 
 
 def splits_path(profile: str) -> Path:
@@ -31,6 +33,23 @@ def splits_path(profile: str) -> Path:
         return data_root() / "oodml" / "splits_full.json"
     from umlkit._paths import repo_folder
     return repo_folder("configs", "oodml", what="the ooDML class splits") / f"splits_{profile}.json"
+
+
+def episodes_path() -> Path:
+    """The full profile's published few-shot support sets, imported beside its splits:
+    ``<UMLKIT_DATA>/oodml/episodes_full.json``."""
+    from umlkit._paths import data_root
+    return data_root() / "oodml" / "episodes_full.json"
+
+
+def published_supports(source: str, split_id: int) -> dict[int, list[dict]] | None:
+    """``{shots: [episode: {class name: [support file names]}]}`` that ooDML publishes for a split of ``source``
+    (imported by ``umlkit oodml import-splits``), or None when none were imported."""
+    path = episodes_path()
+    if not path.is_file():
+        return None
+    found = json.loads(path.read_text()).get(source, {}).get(str(int(split_id)))
+    return {int(k): v for k, v in found.items()} if found else None
 
 
 @lru_cache(maxsize=2)
@@ -92,11 +111,22 @@ def hold_out(train: list, val_fraction: float) -> tuple[list, list]:
     return list(train[:-n_val]), list(train[-n_val:])
 
 
+def validation_classes(split: dict, val_fraction: float) -> tuple[list, list]:
+    """(training, validation) classes of a split for the tuning protocol: the published class-level split
+    (``split_train`` / ``split_val`` of the official files, imported as ``val_train`` / ``val``) where the split
+    has one, as the official code trains and selects on it; else :func:`hold_out` with ``val_fraction``."""
+    if split.get("val"):
+        val = list(split["val"])
+        fit = list(split.get("val_train") or [c for c in split["train"] if c not in set(val)])
+        return fit, val
+    return hold_out(list(split["train"]), val_fraction)
+
+
 def default_classes(source: str, profile: str = "quick", val_fraction: float | None = None) -> dict:
     """``{"train": [...], "test": [...]}`` of the source's default split; with ``val_fraction``, the validation
-    split of its training classes instead (:func:`hold_out`)."""
+    split of its training classes instead (:func:`validation_classes`: the published one where there is one)."""
     s = split_of(source, default_split_id(source, profile), profile)
     train, test = list(s["train"]), list(s["test"])
     if val_fraction is not None:
-        train, test = hold_out(train, val_fraction)
+        train, test = validation_classes(s, val_fraction)
     return {"train": train, "test": test}

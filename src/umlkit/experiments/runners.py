@@ -424,6 +424,22 @@ def train_analysis_run(key: dict) -> dict:
     return out
 
 
+def _published_supports(fs: dict, test) -> dict | None:
+    """The published few-shot support sets of ``fs["published"]`` (``{source, split}``) as index arrays into the
+    test set (matched by file name), or None when the analysis draws its own episodes."""
+    where = fs.get("published")
+    if not where:
+        return None
+    from umlkit.experiments.class_splits import episodes_path, published_supports
+    from umlkit.train.adapt import episodes_from_support_lists
+    found = published_supports(where["source"], where["split"])
+    if found is None:
+        raise FileNotFoundError(f"{episodes_path()} holds no published episodes of {where['source']} split "
+                                f"{where['split']}; run `umlkit oodml import-splits DATASPLITS_DIR` again")
+    paths = [p for d in test.datasets for p in d.paths]
+    return {k: episodes_from_support_lists(paths, lists) for k, lists in found.items()}
+
+
 def _extra_analyses(out: dict, ana: dict, cfg: dict, resolved: dict, model, embed, sets, test_embedding,
                     metrics: list) -> None:
     """The optional parts of a ``train_analysis`` record, into ``out``: neighbour classes, embedding structure,
@@ -451,7 +467,8 @@ def _extra_analyses(out: dict, ana: dict, cfg: dict, resolved: dict, model, embe
             lr=float(cfg["optimizer"]["lr"]) * float(fs.get("lr_mult", 10.0)),
             iterations=int(fs.get("iterations", 1000)),
             batch_size=int(cfg["data"]["batch_size"]), m=int(cfg["data"]["samples_per_class"]),
-            metrics=[m for m in metrics if m != "MAP@R"] or ["R@1"], seed=int(cfg["seed"]))
+            metrics=[m for m in metrics if m != "MAP@R"] or ["R@1"], seed=int(cfg["seed"]),
+            supports=_published_supports(fs, test))
     if ana.get("transfer"):
         from umlkit.train.engine import data_root_of
         root = data_root_of(resolved)

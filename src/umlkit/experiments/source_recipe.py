@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 
 from umlkit.experiments import paper_configs
-from umlkit.experiments.class_splits import default_split_id, hold_out, split_of
+from umlkit.experiments.class_splits import default_split_id, split_of, validation_classes
 from umlkit.experiments.paper_configs import read_yaml
 from umlkit.experiments.tuning import chosen
 
@@ -77,7 +77,8 @@ def run_config(profile: str = "quick", *, method: str = "Margin (D)", source: st
     source and the classes of its split ``split`` (default: the default split), the seed and learning rate (default:
     the rate chosen on ``rate_from``'s validation classes - the run's own source unless given - else the
     CUB-chosen one). ``validation=True`` trains on the split's first (1 - val_fraction) training classes and
-    tests on the rest: the tuning protocol, which never sees a test class."""
+    tests on the rest (on the published ``split_train`` / ``split_val`` where the split file has them): the tuning
+    protocol, which never sees a test class."""
     from umlkit.train.config import resolve_config
     mc = methods_config()
     if method not in mc["methods"] and method != "zero_shot":
@@ -86,8 +87,8 @@ def run_config(profile: str = "quick", *, method: str = "Margin (D)", source: st
     cfg["data"]["datasets"] = [source]
     s = split_of(source, default_split_id(source, profile) if split is None else split, profile)
     train, test = list(s["train"]), list(s["test"])
-    if validation:
-        train, test = hold_out(train, mc["val_fraction"])
+    if validation:   # the published split_train / split_val where the split has them (the full profile's files)
+        train, test = validation_classes(s, mc["val_fraction"])
     cfg["data"]["splits"] = {}  # set after resolving: merging copies every list, ~5 ms a key for SOP's 1,000 classes
     if method == "zero_shot":
         cfg["model"]["method"] = "zero_shot"

@@ -21,7 +21,14 @@ import numpy as np
 import pandas as pd
 
 from umlkit.data import build_transforms, load_dataset
-from umlkit.experiments.class_splits import SPLIT_SOURCES, check_split_ids, load_splits, splits_path
+from umlkit.experiments.class_splits import (
+    EPISODE_SOURCES,
+    SPLIT_SOURCES,
+    check_split_ids,
+    episodes_path,
+    load_splits,
+    splits_path,
+)
 from umlkit.experiments.source_recipe import methods_config
 from umlkit.experiments.splits import Split, removal_progression, swap_progression
 from umlkit.metrics.distribution import class_means
@@ -262,10 +269,13 @@ def read_published_splits(pkl_path, source: str, root) -> dict:
     splits = []
     for sid in sorted(raw, key=_split_id(pkl_path)):
         s = raw[sid]
-        if not (isinstance(s, dict) and {"train", "test", "fid"} <= set(s)
-                and all(isinstance(s[p], (list, tuple)) and len(s[p]) for p in ("train", "test"))):
-            raise ValueError(f"{pkl_path}: split {sid!r} = {str(s)[:80]}: expected {{train: [class names], "
-                             f"test: [class names], fid: number[, split_val: [...]]}} with non-empty train and test")
+        lacking = [k for k in ("train", "test", "fid") if not isinstance(s, dict) or k not in s]
+        if lacking:
+            raise ValueError(f"{pkl_path}: split {sid!r} lacks the key(s) {lacking}; an official split holds train, "
+                             f"test (class names), fid, split_train, split_val and test_episodes")
+        empty = [p for p in ("train", "test") if not (isinstance(s[p], (list, tuple)) and len(s[p]))]
+        if empty:
+            raise ValueError(f"{pkl_path}: split {sid!r}: {empty} must be non-empty lists of class names")
         try:
             fid = round(float(s["fid"]), 4)
         except (TypeError, ValueError):
@@ -277,14 +287,66 @@ def read_published_splits(pkl_path, source: str, root) -> dict:
             raise ValueError(f"{pkl_path}: split {sid!r} trains and tests on "
                              f"{len(set(entry['train']) & set(entry['test']))} "
                              f"shared class(es); ooDML's splits are class-disjoint")
-        if s.get("split_val"):
-            entry["val"] = keys(s["split_val"], sid, "split_val")
+        entry.update(_validation_classes(pkl_path, sid, s, keys))
         splits.append(entry)
     d = next((s for s in splits if s["default"]), None)
     if d is None:
         raise ValueError(f"{pkl_path}: no split {default}, ooDML's default split of {source} (ood_main.py trains "
                          f"the paper's main tables on it); the file has split(s) {[s['id'] for s in splits]}")
     return {"default_fid": d["fid"], "splits": splits, "progression": [], "inverse": []}
+
+
+def _validation_classes(pkl_path, sid, s: dict, keys) -> dict:
+    """``{"val_train", "val"}``: the published class-level split of a split's training classes (``split_train`` /
+    ``split_val``, which the official code trains and selects its checkpoint on); a class of either that is not one
+    of the split's training classes (a test class above all) is refused, naming it."""
+    if not s.get("split_val"):
+        return {}
+    train, test = {str(c) for c in s["train"]}, {str(c) for c in s["test"]}
+    for part in ("split_train", "split_val"):
+        wrong = [c for c in s.get(part) or [] if str(c) not in train]
+        if wrong:
+            where = "test classes" if any(str(c) in test for c in wrong) else "not training classes"
+            raise ValueError(f"{pkl_path}: split {sid!r} {part} lists {len(wrong)} class(es) that are {where} of "
+                             f"the split, e.g. {wrong[:3]}; validation classes must come from its train list")
+    val = keys(s["split_val"], sid, "split_val")
+    fit = keys(s["split_train"], sid, "split_train") if s.get("split_train") else \
+        [k for k in keys(s["train"], sid, "train") if k not in set(val)]
+    return {"val_train": fit, "val": val}
+
+
+def read_published_episodes(pkl_path, source: str, root) -> dict:
+    """``{split id: {shots: [episode: {class name: [support file names]}]}}`` from an official split file's
+    ``test_episodes`` (the few-shot protocol's published support sets, ooDML Sec. 4.4); every class of an episode
+    must be a test class of its split, and every file one of that class's test images in ``root`` (matched by file
+    name, so CUB's ``images/<class>/``, Cars' ``car_ims/`` and SOP's folders all resolve), else an error names it."""
+    from umlkit.data import load_dataset
+    from umlkit.data.few_shot import load_plain_pickle
+    raw = load_plain_pickle(pkl_path, "ooDML split file (datasplits/*_splits.pkl)")
+    test = load_dataset(source, root, "test", cache=False)
+    train = load_dataset(source, root, "train", cache=False)
+    files = {p.name for ds in (train, test) for p in ds.paths}
+    out = {}
+    for sid in sorted(raw, key=_split_id(pkl_path)):
+        episodes = raw[sid].get("test_episodes") if isinstance(raw[sid], dict) else None
+        if not episodes:
+            continue
+        test_classes = {str(c) for c in raw[sid]["test"]}
+        out[str(sid)] = {}
+        for shots, eps in episodes.items():
+            lists = []
+            for e, episode in enumerate(eps):
+                for cls, names in episode.items():
+                    if str(cls) not in test_classes:
+                        raise ValueError(f"{pkl_path}: split {sid} {shots}-shot episode {e} draws from class {cls!r}, "
+                                         f"which is not a test class of the split")
+                    missing = [n for n in names if Path(str(n)).name not in files]
+                    if missing:
+                        raise FileNotFoundError(f"{pkl_path}: split {sid} {shots}-shot episode {e}, class {cls!r}: "
+                                                f"support image {missing[0]!r} is not under {root} ({source})")
+                lists.append({str(c): [Path(str(n)).name for n in names] for c, names in episode.items()})
+            out[str(sid)][str(int(shots))] = lists
+    return out
 
 
 def import_published_splits(pkl_dir, root, sources=SPLIT_SOURCES, overwrite: bool = False) -> Path:
@@ -299,6 +361,10 @@ def import_published_splits(pkl_dir, root, sources=SPLIT_SOURCES, overwrite: boo
     for s in out["sources"].values():  # the i.i.d. FID is not in the files: the full profile reports the paper's
         s["iid_fid"] = []
     path = splits_path("full")
+    episodes = {s: read_published_episodes(pkl_dir / PUBLISHED_FILES[s], s, root) for s in sources
+                if s in EPISODE_SOURCES}
+    if any(episodes.values()):   # beside the splits (CUB's and Cars' support lists; SOP has no few-shot table)
+        _write_split_file(episodes_path(), json.dumps(episodes), overwrite)
     return _write_split_file(path, splits_json(out, path), overwrite)
 
 

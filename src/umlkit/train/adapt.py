@@ -151,12 +151,15 @@ def _metrics(heads, features, labels, metrics) -> dict[str, float]:
 
 def few_shot_adaptation(model, features: torch.Tensor, labels, *, shots: Sequence[int] = (2, 5), episodes: int = 10,
                         lr: float, iterations: int = 1000, batch_size: int = 112, m: int = 2,
-                        metrics: Sequence[str] = ("R@1", "mAP@1000"), seed: int = 0) -> dict:
+                        metrics: Sequence[str] = ("R@1", "mAP@1000"), seed: int = 0,
+                        supports: Mapping[int, Sequence[np.ndarray]] | None = None) -> dict:
     """ooDML's few-shot protocol on a test set's backbone ``features`` (``model.features`` of every test image) and
     ``labels``: for each shot count, ``episodes`` episodes of zero-shot and adapted query metrics (percent).
 
     Returns ``{str(shots): {"zero": {metric: [per episode]}, "few": {...}, "zero_mean", "few_mean", "few_std",
-    ...}}`` with ``lr`` the adaptation learning rate (ooDML: 10x the training learning rate)."""
+    ...}}`` with ``lr`` the adaptation learning rate (ooDML: 10x the training learning rate). ``supports``: the
+    support index arrays per shot count to use instead of drawn ones (the published episodes,
+    :func:`episodes_from_support_lists`); a shot count it lacks is an error."""
     features = torch.as_tensor(features).float()
     labels = np.asarray(labels)
     if len(features) != len(labels):
@@ -165,7 +168,10 @@ def few_shot_adaptation(model, features: torch.Tensor, labels, *, shots: Sequenc
     for k in shots:
         zero = {mt: [] for mt in metrics}
         few = {mt: [] for mt in metrics}
-        for e, support in enumerate(few_shot_episodes(labels, k, episodes, seed)):
+        if supports is not None and k not in supports:
+            raise KeyError(f"the published episodes hold {sorted(supports)} shots, not {k}")
+        drawn = supports[k] if supports is not None else few_shot_episodes(labels, k, episodes, seed)
+        for e, support in enumerate(drawn):
             query = np.setdiff1d(np.arange(len(labels)), support)
             heads = adaptable_head(model).eval()
             for mt, v in _metrics(heads, features[query], labels[query], metrics).items():

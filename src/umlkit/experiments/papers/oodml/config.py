@@ -27,7 +27,7 @@ import sys
 
 import pandas as pd
 
-from umlkit.experiments.class_splits import default_split_id, load_splits, split_ids, split_of  # noqa: F401
+from umlkit.experiments.class_splits import default_split_id, episodes_path, load_splits, split_ids, split_of  # noqa: F401
 from umlkit.experiments.declarations import load_declarations
 from umlkit.experiments.runners import SOURCE_NAMES
 from umlkit.experiments.source_recipe import chosen_lr, lr_grid, methods_config, run_config, tuned_methods  # noqa: F401
@@ -114,6 +114,8 @@ def analysis_for(method: str, source: str, split: int, profile: str = "quick") -
     if method in fs["methods"] and source in fs["sources"]:
         out["few_shot"] = {"shots": list(fs["shots"]), "episodes": int(fs["episodes"]),
                            "iterations": int(fs["iterations"][profile]), "lr_mult": float(fs["lr_mult"])}
+        if profile == "full" and episodes_path().is_file():   # the published support sets drive the protocol
+            out["few_shot"]["published"] = {"source": source, "split": int(split)}
     if split == default_split_id(source, profile) and method in mc["methods"]:
         out["transfer"] = [s for s in SOURCES if s != source]
     return out
