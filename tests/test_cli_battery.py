@@ -153,6 +153,22 @@ CASES = [
     (["book", "sync-colab", "--root", "{t}/badtoc"], "{t}/badtoc/_toc.yml: cannot read the table of contents"),
     (["book", "check-html", "{t}/nope"], "{t}/nope: no built book here"),
     (["nosuchcommand"], "invalid choice: 'nosuchcommand'"),
+    # the cluster side (issue 60): plans and Slurm submissions refuse bad settings before anything is submitted
+    (["plan", "--paper", "nosuch"], "unknown paper 'nosuch'; registered: puma"),
+    (["plan", "--paper", "puma", "--gpus", "0"], "--gpus 0: expected 1 or more"),
+    (["plan", "--paper", "vptsp", "--table", "Table 99"], "Table 99"),
+    (["reproduce", "--executor", "slurm"], "--executor slurm goes with --table PAPER:TABLE or --paper PAPER"),
+    (["reproduce", "--table", "vptsp:table6", "--executor", "slurm", "--slurm-cpus", "0"],
+     "slurm setting cpus = 0: expected an integer >= 1"),
+    (["reproduce", "--table", "vptsp:table6", "--executor", "slurm", "--slurm-config", "{t}/nope.yaml"],
+     "Slurm settings file {t}/nope.yaml does not exist"),
+    (["reproduce", "--table", "vptsp:table6", "--executor", "slurm", "--slurm-config", "{t}/listconfig/_config.yml"],
+     "{t}/listconfig/_config.yml: expected a `slurm:` block"),
+    (["records", "train", "vptsp", "tables", "--executor", "slurm", "--worker", "1/2"],
+     "--worker 1/2 goes with the local executor"),
+    (["records", "train", "vptsp", "tables", "--executor", "cloud"], "argument --executor: invalid choice: 'cloud'"),
+    (["reproduce", "--table", "vptsp:table2", "--profile", "full", "--set", "data.root={t}/nothere"],
+     "reads its datasets from {t}/nothere"),
 ]
 
 

@@ -287,6 +287,14 @@ def compare(measured: pd.DataFrame, paper: str | pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _unmeasured_reason(spec: Table, profile: str, method: str) -> str | None:
+    """The table's declared reason (``unmeasured``) why ``method``'s paper cells have no value in ``profile``."""
+    status = spec.unmeasured.get(profile)
+    if isinstance(status, Mapping):
+        status = status.get(method, status.get("*"))
+    return status
+
+
 def results_frame(spec: Table, cmp: pd.DataFrame, profile: str, rows: Sequence[Row] | None = None) -> pd.DataFrame:
     """The saved long format: every measured cell, and every paper cell of the table that no measured cell joins,
     with ``status`` saying why (the table's reason for this profile, or "not run" for a row the chapter skipped)."""
@@ -306,12 +314,11 @@ def results_frame(spec: Table, cmp: pd.DataFrame, profile: str, rows: Sequence[R
         rk = (c["section"], c["method"], c["setting"])
         if rk in declared and rk not in chosen:
             status = "not run: row not selected in this execution"
-        elif rk in declared:
-            status = "not measured: this profile reports no value for this cell"
+        elif rk in declared:   # a row that runs, but reports nothing for this metric: the table says why
+            status = _unmeasured_reason(spec, profile, c["method"]) or \
+                f"not measured: the row's runs report no {c['metric']} (no reason declared in the table)"
         else:
-            status = spec.unmeasured.get(profile, "not measured in this profile")
-            if isinstance(status, Mapping):
-                status = status.get(c["method"], status.get("*", "not measured in this profile"))
+            status = _unmeasured_reason(spec, profile, c["method"]) or "not measured in this profile"
         missing.append({**{k: c[k] for k in KEYS}, "measured": np.nan, "spread": np.nan, "seeds": 0,
                         "paper": c["value"], "delta": np.nan, "status": status})
     out = pd.concat([measured, pd.DataFrame(missing)], ignore_index=True) if missing else measured
