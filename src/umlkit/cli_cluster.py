@@ -96,7 +96,14 @@ def submit_to_slurm(args: argparse.Namespace, paper: str, jobs: list[tuple], tit
         return 0
     print(describe_plan(tasks, settings, title))
     from umlkit.experiments.preflight import preflight
-    preflight(todo_jobs, args.profile)   # a refused run is found here, not in every task of the array
+    try:
+        preflight(todo_jobs, args.profile)   # a refused run is found here, not in every task of the array
+    except ValueError as err:
+        if not args.dry_run:
+            raise
+        print(f"the submission would be refused: {err}")
+        print("nothing was submitted (--dry-run)")
+        return 1
     if args.dry_run:
         print("nothing was submitted (--dry-run)")
         return 0

@@ -255,12 +255,14 @@ def test_malformed_or_impossible_published_splits_are_named(mini_root, tmp_path)
     made = _fake_pickles(mini_root, tmp_path)
     names, order, half = made["cub"]
     path = tmp_path / "cub200_splits.pkl"
-    cases = [({1: {"train": order[:half], "test": order[half:]}}, r"split 1 = .*expected \{train: \[class names\]"),
+    cases = [({1: {"train": order[:half], "test": order[half:]}},
+              r"split 1 lacks the key\(s\) \['fid'\]; an official split holds train, test"),
              ({"a": {"train": order[:half], "test": order[half:], "fid": 1.0}}, r"split id 'a' is not an integer"),
-             ({1: [1, 2]}, r"split 1 = \[1, 2\]: expected"),
+             ({1: [1, 2]}, r"split 1 = \[1, 2\]: expected \{train: \[class names\]"),
              ({1: {"train": order[:half], "test": order[half:], "fid": "abc"}},
               r"split 1 has fid 'abc'; expected a num"),
-             ({1: {"train": [], "test": [], "fid": 1.0}}, r"with non-empty train and test"),
+             ({1: {"train": [], "test": [], "fid": 1.0}},
+              r"split 1: \[.train., .test.\] must be non-empty lists of class names"),
              ({1: {"train": order, "test": order, "fid": 1.0}}, rf"split 1 trains and tests on {len(order)} shared cl")]
     for raw, message in cases:
         path.write_bytes(pickle.dumps(raw))

@@ -5,6 +5,7 @@ one-step runs together reach every feature of all of them (:func:`tests.full.wor
 a few steps (a frozen backbone's job evaluates only) on the tiny real-layout world: in ``make test`` on 16-pixel
 inputs (one patch), in ``make test-all`` (marked heavy: 13.5 min on two cores) at the real 224 pixels."""
 import json
+import re
 
 import pytest
 import torch
@@ -71,3 +72,26 @@ def test_every_code_path_of_the_full_job_lists_trains_one_step_at_224_pixels(wor
     """The same jobs at the real input size, as a GPU run sees them (minutes on two cores)."""
     failed = step_each(world, covering_jobs(jobs), size=224)
     assert not failed, "\n".join(failed)
+
+
+@pytest.mark.parametrize("paper", ["puma", "oodml", "language_guidance", "vptsp"])
+def test_every_paper_plans_and_dry_runs_its_slurm_array_with_gpu_hours(world, capsys, paper):
+    """Issue 60's acceptance: ``plan`` and ``reproduce --executor slurm --dry-run`` print each paper's array and
+    GPU-hours (on the tiny tree the real batch sizes do not fit, so the dry run first shows the refusal with its
+    fix, then passes with the values it names)."""
+    from umlkit.cli import main
+    assert main(["plan", "--paper", paper]) == 0
+    out = capsys.readouterr().out
+    assert f"{paper} tables (full):" in out and "GPU-hours:" in out and "wall time on 1 H200(s)" in out
+    dry = ["reproduce", "--paper", paper, "--profile", "full", "--executor", "slurm", "--dry-run"]
+    assert main(dry) == 1
+    out = capsys.readouterr().out
+    assert "in a Slurm array of" in out and "the submission would be refused" in out
+    fixes = {}
+    for key, value in re.findall(r"--set ([\w.]+)=(\S+?)\)", out):
+        fixes[key] = min(fixes.get(key, value), value, key=lambda v: int(v) if v.isdigit() else 0)
+    assert "data.batch_size" in fixes, out
+    sets = [arg for key, value in fixes.items() for arg in ("--set", f"{key}={value}")]
+    assert main([*dry, *sets, "--set", "model.pretrained=false"]) == 0, capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "GPU-hours" in out and "nothing was submitted (--dry-run)" in out

@@ -269,7 +269,10 @@ def read_published_splits(pkl_path, source: str, root) -> dict:
     splits = []
     for sid in sorted(raw, key=_split_id(pkl_path)):
         s = raw[sid]
-        lacking = [k for k in ("train", "test", "fid") if not isinstance(s, dict) or k not in s]
+        if not isinstance(s, dict):
+            raise ValueError(f"{pkl_path}: split {sid!r} = {str(s)[:60]}: expected {{train: [class names], test: "
+                             f"[class names], fid: number, split_train, split_val, test_episodes}}")
+        lacking = [k for k in ("train", "test", "fid") if k not in s]
         if lacking:
             raise ValueError(f"{pkl_path}: split {sid!r} lacks the key(s) {lacking}; an official split holds train, "
                              f"test (class names), fid, split_train, split_val and test_episodes")

@@ -316,7 +316,7 @@ def results_frame(spec: Table, cmp: pd.DataFrame, profile: str, rows: Sequence[R
             status = "not run: row not selected in this execution"
         elif rk in declared:   # a row that runs, but reports nothing for this metric: the table says why
             status = _unmeasured_reason(spec, profile, c["method"]) or \
-                f"not measured: the row's runs report no {c['metric']} (no reason declared in the table)"
+                f"not measured: this profile reports no {c['metric']} for this row (no reason declared in the table)"
         else:
             status = _unmeasured_reason(spec, profile, c["method"]) or "not measured in this profile"
         missing.append({**{k: c[k] for k in KEYS}, "measured": np.nan, "spread": np.nan, "seeds": 0,
