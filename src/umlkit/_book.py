@@ -27,7 +27,10 @@ __all__ = ["repository", "badge", "setup_source", "sync_colab", "toc_chapters", 
            "parameters_of", "chapter_parameters", "SETUP_MARKER", "check_html"]
 
 SETUP_MARKER = "# On Colab only: fetch the repository"
-_BADGE = re.compile(r"\[!\[Open In Colab\]\(https://colab\.research\.google\.com/assets/colab-badge\.svg\)\]\([^)]*\)")
+# the badge image is the book's own (``_static/colab-badge.svg``), so that it shows offline; the pattern also finds the
+# hosted image earlier notebooks linked
+BADGE_IMAGE = "../_static/colab-badge.svg"
+_BADGE = re.compile(r"\[!\[Open In Colab\]\([^)]*colab-badge\.svg\)\]\([^)]*\)")
 
 
 def repository(config: str | Path) -> dict:
@@ -54,7 +57,7 @@ def repository(config: str | Path) -> dict:
 def badge(repo: dict, notebook: str) -> str:
     """The "Open in Colab" badge of a notebook (its path relative to the book root, e.g. ``book/puma.ipynb``)."""
     rel = notebook if repo["path_to_book"] == "." else f"{repo['path_to_book']}/{notebook}"
-    return (f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]"
+    return (f"[![Open In Colab]({BADGE_IMAGE})]"
             f"(https://colab.research.google.com/github/{repo['slug']}/blob/{repo['branch']}/{rel})")
 
 
@@ -328,6 +331,10 @@ _NO_VALUE = {"nan", "NaN", "None", "<NA>", "NaT"}
 # characters of one line of code or text output that the article shows whole at 1400 px (a 110-character line of
 # the floor note was cut by about three characters in headless Chromium); a longer line hides behind a scroll bar
 _PRE_WIDTH = 105
+# the article column of sphinx-book-theme at a 1400 px window (measured in Chromium); a figure wider than
+# _ARTICLE_PX / _MIN_SCALE pixels is scaled below _MIN_SCALE of its natural size, so its ticks shrink with it
+_ARTICLE_PX = 936
+_MIN_SCALE = 0.8
 
 
 def check_html(build_dir: str | Path) -> list[dict]:
@@ -335,7 +342,9 @@ def check_html(build_dir: str | Path) -> list[dict]:
     "excerpt"}`` per finding. Looks at each page's article text (outputs included), pandas tables (a row or column
     of "…" is a truncation, a cell ending in "..." a cut text, "nan"/"None" a missing value shown raw), glued values
     in the prose that came out empty ("–", "nan"), lines of code or text output too long for the article at 1400 px,
-    stderr outputs (any text there is a warning), and the local images every page links."""
+    stderr outputs (any text there is a warning), the local images every page links (an output figure wider
+    than the article can show at 0.8 of its size is a defect), and scripts loaded from the network (the book must
+    read offline)."""
     from bs4 import BeautifulSoup
     root = Path(build_dir)
     if not root.is_dir():
@@ -384,6 +393,26 @@ def check_html(build_dir: str | Path) -> list[dict]:
             src = img.get("src", "")
             if not src or src.startswith(("http://", "https://", "data:")):
                 continue
-            if not (page.parent / src.split("#")[0].split("?")[0]).exists():
+            path = page.parent / src.split("#")[0].split("?")[0]
+            if not path.exists():
                 add("missing image", src)
+            elif img.find_parent(class_="cell_output") is not None:
+                _check_scale(path, src, add)
+        for script in soup.find_all("script", src=True):
+            if script["src"].startswith(("http://", "https://", "//")):
+                add("loads from the network", f"script {script['src']} (the page breaks offline)")
     return found
+
+
+def _check_scale(path: Path, src: str, add) -> None:
+    """A figure whose natural width exceeds the article's by more than 1 / :data:`_MIN_SCALE` is shown shrunk."""
+    from PIL import Image
+    try:
+        with Image.open(path) as im:
+            width = im.size[0]
+    except OSError:
+        return
+    scale = _ARTICLE_PX / width
+    if scale < _MIN_SCALE:
+        add("figure shown below its natural size", f"{src}: {width} px wide in a {_ARTICLE_PX} px column, shown at "
+            f"{scale:.2f} of its size (at most {int(_ARTICLE_PX / _MIN_SCALE)} px keeps {_MIN_SCALE:g})")

@@ -139,6 +139,38 @@ def test_a_seed_plan_edited_after_it_was_frozen_is_refused(tmp_path, monkeypatch
     ms._load.cache_clear()
 
 
+def test_a_second_plan_extends_the_rows_a_pooled_claim_pools_and_counts_its_look(tmp_path, monkeypatch):
+    """Stage 3 (``seed_plan_2.yaml``): a claim of a derived table (AGS-like, no rows of its own) gets its seeds on
+    every row of the named methods in the source table; only the first seeds every pooled row lacks are chosen."""
+    from umlkit.experiments import seed_plan
+    monkeypatch.setattr(ms, "plan_path", lambda: tmp_path / "more_seeds.yaml")
+    ms._load.cache_clear()
+    cell = {"section": "", "dataset": "X"}
+    rows = [tb.Row(method=m, setting=f"split{i}", label=f"{m}{i}") for m in ("A", "B", "C") for i in (1, 2)]
+    source = tb.Table("p", "Table S", rows, lambda row, seed, *a: {"m": row.method, "s": row.setting, "seed": seed},
+                      seeds=(0, 1, 2), claims=[tb.Claim("C is C", {**cell, "method": "C", "setting": "split1"},
+                                                        {**cell, "method": "C", "setting": "split2"})])
+    derived = tb.Table("p", "Table D", [], lambda *a: {}, seeds=(0, 1, 2),
+                       claims=[tb.Claim("A beats B by AGS", {**cell, "method": "A"}, {**cell, "method": "B"})])
+    board = pd.DataFrame([{"paper": "p", "table": "Table D", "claim": "A beats B by AGS", "verdict": vd.INCONCLUSIVE,
+                           "seeds needed": 5, "seeds": 3, "gap": 0.5, "p adjusted": 0.9}])
+    chosen = seed_plan.choose(board, {("p", "Table D"): derived}, pooled={
+        ("p", "Table D"): lambda claim: (source, [claim.a["method"], claim.b["method"]])})
+    assert chosen.iloc[0]["extra seeds"] == (3, 4)
+    assert chosen.iloc[0]["pooled rows"] == {"table": "Table S", "methods": ["A", "B"]}
+    seed_plan.write(chosen, tmp_path / "seed_plan_2.yaml", rule=seed_plan.RULE_2)
+    assert len(ms.stages()) == 2   # no first seed plan here: the second is read on its own
+    source.__dict__.pop("_planned_cells")   # the table object cached the plans as choose() read it
+    assert [source.seeds_of(r, "quick") for r in rows] == [(0, 1, 2, 3, 4)] * 4 + [(0, 1, 2)] * 2
+    assert ms.looks_of(derived, "A beats B by AGS", 5) == 2 and ms.looks_of(derived, "A beats B by AGS", 3) == 1
+    bad = tmp_path / "seed_plan_2.yaml"
+    bad.write_text(bad.read_text().replace("table: Table S", "table: 7"))
+    ms._load.cache_clear()
+    with pytest.raises(ValueError, match="edited after it was frozen"):
+        ms.stages()
+    ms._load.cache_clear()
+
+
 def _board_rows():
     rows = []
     for claim, verdict, raw, gap, low, high, paper_gap, need in (

@@ -534,7 +534,8 @@ def test_the_puma_chapters_sentences_hold_in_the_committed_records():
     xs = puma.cross_source_facts(puma.cross_source_view(t2))
     assert float(xs["xs_ens"]) > 10 * float(xs["xs_ft"]) and float(xs["xs_ft"]) < float(xs["xs_puma"])
     cmp_b = puma.compare(budget, "puma")
-    fb = puma.budget_facts(cmp_b, puma.table_claims(puma.BUDGET(), cmp_b))
+    from umlkit.experiments.scoreboard import family_board
+    fb = puma.budget_facts(cmp_b, family_board("puma", "quick"))
     har = {k: float(fb[k].split(" / ")[1].split(" ")[0])
            for k in ("bud_puma_15", "bud_puma_45", "bud_ft_15", "bud_ft_45")}
     assert har["bud_puma_45"] - har["bud_puma_15"] > har["bud_ft_45"] - har["bud_ft_15"] > 0

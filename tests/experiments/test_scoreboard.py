@@ -27,7 +27,7 @@ def test_scoreboard_checks_every_declared_claim_from_records(no_training, quick_
     assert nc["verdict"].str.match(r"not comparable: .+ \(.+\) (below its frozen backbone|collapsed|has a collapsed "
                                    r"seed|did not move from its frozen backbone)$").all()
     assert set(VERDICTS) == {"reproduced", "inconclusive", "contradicted", "no effect", "smaller than the paper's"}
-    assert set(puma["table"]) == {"Table 2", "Table 3", "Table 4", "Table 5", "Few-shot"}
+    assert set(puma["table"]) == {"Table 2", "Table 3", "Table 4", "Table 5", "Few-shot", "Budget"}
     assert set(board.loc[board["paper"] == "regime", "table"]) == {"Regime map", "Regime map, second edition"}
     summary = scoreboard_summary(board, declared)
     for paper in declared:   # every declared claim is on the board, checked
@@ -225,3 +225,25 @@ def test_moved_view_shows_the_raw_verdicts_p_and_says_when_it_was_doubled():
     assert view["p → Holm p"].tolist() == ["0.03 → 0.12 (x2: 2 looks)", "0.01 → 0.02"]
     assert view["verdict (before → after Holm)"].tolist() == ["reproduced → inconclusive",
                                                               "contradicted → inconclusive"]
+
+
+def test_every_table_a_paper_declares_claims_for_is_on_the_board_once():
+    """Issue 59 item 4 (one count everywhere): a chapter shows claims only from tables with declared claims, so
+    the board counts every such table of the quick profile (PUMA's Budget table was shown with Holm p-values but
+    left off the board), and no claim text appears twice in a paper's family (the Budget table's 15-epoch claims
+    repeated Table 2's, now declared only there)."""
+    import importlib
+
+    from umlkit.experiments.registry import papers
+    for name, paper in papers().items():
+        declared = importlib.import_module(f"umlkit.experiments.papers.{name}.config").DECLARED
+        with_claims = {t for top in ("tables", "ablations") for t, v in (declared.get(top) or {}).items()
+                       if isinstance(v, dict) and v.get("claims") and "quick" in v.get("profiles", ["quick"])}
+        on_board = paper.claim_tables("quick")
+        assert with_claims <= set(on_board), (name, with_claims - set(on_board))
+        texts = [c.text for spec in on_board.values() for c in spec.claims]
+        assert len(texts) == len(set(texts)), (name, {t for t in texts if texts.count(t) > 1})
+    assert "Budget" in papers()["puma"].claim_tables("quick")
+    budget = papers()["puma"].claim_tables("quick")["Budget"]
+    assert [c.text for c in budget.claims] == ["PUMA beats unified full fine-tuning after 45 epochs (Unified)",
+                                               "PUMA beats unified full fine-tuning after 45 epochs (Harmonic)"]

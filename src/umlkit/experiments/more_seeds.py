@@ -27,12 +27,14 @@ import yaml
 from umlkit._paths import repo_folder
 from umlkit.experiments.prose import signed
 
-__all__ = ["RULE", "LOOKS", "PLAN_FILE", "SEED_PLAN_FILE", "stages", "plan_stamp",
+__all__ = ["RULE", "LOOKS", "PLAN_FILE", "SEED_PLAN_FILE", "SEED_PLAN_FILES", "stages", "plan_stamp",
            "select", "plan", "planned_seeds", "rows_of_claim", "looks_of", "jobs",
            "write_plan", "second_look", "second_look_facts", "second_look_view"]
 
 PLAN_FILE = "more_seeds.yaml"
 SEED_PLAN_FILE = "seed_plan.yaml"   # the later plan (:mod:`umlkit.experiments.seed_plan`), per-claim seeds
+# the seed plans in the order they were frozen: the first, then the one made from the board after its runs
+SEED_PLAN_FILES = (SEED_PLAN_FILE, "seed_plan_2.yaml")
 PROFILE = "quick"   # the profile whose scoreboard the plan was made from, and whose tables it extends
 LOOKS = 2
 RULE = (
@@ -86,7 +88,7 @@ def _load(path: str) -> dict:
         raise ValueError(f"{p}: expected 'seeds: [int, ...]' and 'claims: {{paper: {{table: [{{claim: text, "
                          f"first look: {{...}}}}, ...]}}}}'")
     _check_stamp(p, data)
-    claims, first, own = {}, {}, {}
+    claims, first, own, pooled = {}, {}, {}, {}
     for paper, tables in raw.items():
         for table, entries in tables.items():
             for e in entries:
@@ -95,8 +97,19 @@ def _load(path: str) -> dict:
                 first[(paper, table, text)] = dict(e.get("first look", {})) if isinstance(e, Mapping) else {}
                 own[(paper, table, text)] = tuple(e.get("seeds") or data.get("seeds", [])) \
                     if isinstance(e, Mapping) else tuple(data.get("seeds", []))
+                if isinstance(e, Mapping) and e.get("pooled rows"):
+                    pooled[(paper, table, text)] = _pooled_rows(p, e["pooled rows"])
     return {"seeds": list(data.get("seeds", [])), "claims": claims, "first": first, "claim_seeds": own,
-            "profile": data.get("profile", PROFILE)}
+            "pooled": pooled, "profile": data.get("profile", PROFILE)}
+
+
+def _pooled_rows(path: Path, value) -> tuple[str, tuple[str, ...]]:
+    """A claim of a table computed from another table's runs (ooDML's AGS pools every split of a method) names
+    the rows it pools: ``{table: name, methods: [...]}``; the plan's seeds go to every row of those methods."""
+    if not (isinstance(value, Mapping) and isinstance(value.get("table"), str)
+            and isinstance(value.get("methods"), list) and value["methods"]):
+        raise ValueError(f"{path}: 'pooled rows' = {value!r}: expected {{table: name, methods: [method, ...]}}")
+    return value["table"], tuple(str(m) for m in value["methods"])
 
 
 def plan_stamp(claims) -> str:
@@ -115,9 +128,10 @@ def _check_stamp(path: Path, data: Mapping) -> None:
 
 def stages() -> list[dict]:
     """Every frozen plan, in the order they were made: ``configs/more_seeds.yaml`` (the second look), then
-    ``configs/seed_plan.yaml`` (the seeds that decide, :mod:`umlkit.experiments.seed_plan`) when present."""
-    extra = plan_path().with_name(SEED_PLAN_FILE)
-    return [plan(), *([_load(str(extra))] if extra.exists() else [])]
+    ``configs/seed_plan.yaml`` (the seeds that decide, :mod:`umlkit.experiments.seed_plan`) and
+    ``configs/seed_plan_2.yaml`` (the same rule on the board after the first plan's runs) when present."""
+    extra = [plan_path().with_name(name) for name in SEED_PLAN_FILES]
+    return [plan(), *(_load(str(path)) for path in extra if path.exists())]
 
 
 def plan(path: Path | None = None) -> dict:
@@ -166,6 +180,12 @@ def _row_seeds(spec) -> dict:
             for c in _planned_claims(spec, stage):
                 extra = stage["claim_seeds"].get((spec.paper, spec.table, c.text), ())
                 for cell in _cells([c]):
+                    cached[cell] = tuple(sorted(set(cached.get(cell, ())) | set(extra)))
+            for (paper, claim_table, text), (table, methods) in stage.get("pooled", {}).items():
+                if (paper, table) != (spec.paper, spec.table):
+                    continue
+                extra = stage["claim_seeds"][(paper, claim_table, text)]
+                for cell in {(r.section, r.method, r.setting) for r in spec.rows if r.method in methods}:
                     cached[cell] = tuple(sorted(set(cached.get(cell, ())) | set(extra)))
         spec.__dict__["_planned_cells"] = cached
     return cached

@@ -36,7 +36,8 @@ class Paper:
     declared claims, by name; ``job_lists``: ``{name: builder(profile) -> [(table, label, key[, runner])]}``;
     ``records``: the folder under ``results/<profile>/records/`` its job lists write to (default: ``name``);
     ``chapters``: the book chapters (notebook stems) that present it; ``headline``: the declared claim the front
-    page quotes with its verdict."""
+    page quotes with its verdict; ``link``: the paper's public page, which the front page and its first chapter's
+    opening paragraph link (a test checks both)."""
     name: str
     claim_tables: Callable[[str], dict]
     job_lists: Mapping[str, Callable[[str], list]] = field(default_factory=dict)
@@ -44,6 +45,7 @@ class Paper:
     chapters: tuple[str, ...] = ()
     title: str = ""
     headline: str = ""   # the claim the front page quotes for this paper (a declared claim's text)
+    link: str = ""       # where the paper is published (arXiv abstract page); the front page and chapter link it
     own: bool = False    # the book's own experiment built on the papers (listed after them)
 
     @property

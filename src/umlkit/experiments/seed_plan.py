@@ -24,7 +24,7 @@ import yaml
 
 from umlkit.experiments.verdicts import INCONCLUSIVE
 
-__all__ = ["MAX_PLANNED", "BUDGET_HOURS", "WORKERS", "RULE", "choose", "write", "plan_facts"]
+__all__ = ["MAX_PLANNED", "BUDGET_HOURS", "WORKERS", "RULE", "RULE_2", "choose", "write", "plan_facts"]
 
 MAX_PLANNED = 10      # seeds per side at most
 BUDGET_HOURS = 3.0    # per paper, of quick-profile runs on WORKERS workers
@@ -34,6 +34,11 @@ RULE = (f"Claims that stayed inconclusive and whose power calculation asks for a
         f"{BUDGET_HOURS:g} h of quick-profile runs on {WORKERS} workers; the list was fixed from the board before any "
         f"of the runs. A claim tested on them has been looked at once more, and its p-values are multiplied by its "
         f"looks before the Holm adjustment.")
+RULE_2 = (f"After the first plan's runs, the same rule was applied once more to the board: claims still inconclusive "
+          f"whose power calculation asks for at most {MAX_PLANNED} seeds per side got them, within the same budget; "
+          f"a claim of a table computed from other tables' runs (ooDML's AGS pools every split of a method) gets its "
+          f"seeds on every row it pools. The list was fixed before its runs, and a claim tested on them counts one "
+          f"look more.")
 
 
 def _row_cost(spec, row, profile: str) -> float:
@@ -56,9 +61,21 @@ def _extra(spec, claim, needed: int, profile: str) -> tuple[list, tuple[int, ...
     return rows, tuple(range(start, start + count))
 
 
-def choose(board: pd.DataFrame, specs: dict, profile: str = "quick") -> pd.DataFrame:
+def _pooled_extra(source, methods, needed: int, profile: str) -> tuple[list, tuple[int, ...]]:
+    """A pooled claim has a seed where every pooled row has it: the lowest seeds some row lacks, up to ``needed``."""
+    rows = [r for r in source.rows if r.method in methods and not r.seed_free]
+    if not rows:
+        return [], ()
+    common = set.intersection(*(set(source.seeds_of(r, profile)) for r in rows))
+    free = (s for s in range(10 * MAX_PLANNED) if s not in common)
+    return rows, tuple(next(free) for _ in range(max(0, needed - len(common))))
+
+
+def choose(board: pd.DataFrame, specs: dict, profile: str = "quick", pooled: dict | None = None) -> pd.DataFrame:
     """The claims the rule takes from ``board`` (needs ``seeds needed``), with ``extra seeds`` and ``hours``
-    (estimated, on :data:`WORKERS` workers). ``specs``: ``{(paper, table): Table}`` of the board's claims."""
+    (estimated, on :data:`WORKERS` workers). ``specs``: ``{(paper, table): Table}`` of the board's claims.
+    ``pooled``: ``{(paper, table): f(claim) -> (source Table, methods)}`` for tables computed from another table's
+    runs (such a claim gets its seeds on every row of those methods; the entry carries ``pooled rows``)."""
     cand = board[(board["verdict"] == INCONCLUSIVE) & (board["seeds needed"] <= MAX_PLANNED)]
     chosen, spent = [], {}
     for r in cand.sort_values("seeds needed", kind="stable").to_dict("records"):
@@ -66,18 +83,22 @@ def choose(board: pd.DataFrame, specs: dict, profile: str = "quick") -> pd.DataF
         claim = next((c for c in spec.claims if c.text == r["claim"]), None) if spec is not None else None
         if claim is None:
             continue
-        rows, seeds = _extra(spec, claim, int(r["seeds needed"]), profile)
+        pool = (pooled or {}).get((r["paper"], r["table"]))
+        source, methods = pool(claim) if pool is not None else (spec, None)
+        rows, seeds = _pooled_extra(source, methods, int(r["seeds needed"]), profile) if pool is not None \
+            else _extra(spec, claim, int(r["seeds needed"]), profile)
         if not rows or not seeds:
             continue
-        hours = sum(_row_cost(spec, row, profile) for row in rows) * len(seeds) / 3600 / WORKERS
+        hours = sum(_row_cost(source, row, profile) for row in rows) * len(seeds) / 3600 / WORKERS
         if spent.get(r["paper"], 0.0) + hours > BUDGET_HOURS:
             continue
         spent[r["paper"]] = spent.get(r["paper"], 0.0) + hours
-        chosen.append({**r, "owner": spec.paper, "extra seeds": seeds, "hours": hours})
+        chosen.append({**r, "owner": spec.paper, "extra seeds": seeds, "hours": hours,
+                       "pooled rows": {"table": source.table, "methods": list(methods)} if methods else None})
     return pd.DataFrame(chosen)
 
 
-def write(chosen: pd.DataFrame, path: Path, profile: str = "quick") -> Path:
+def write(chosen: pd.DataFrame, path: Path, profile: str = "quick", rule: str = RULE) -> Path:
     """Freeze ``chosen`` into the plan file, stamped (see :mod:`umlkit.experiments.more_seeds`)."""
     from umlkit.experiments.more_seeds import plan_stamp
     from umlkit.results import atomic_write
@@ -87,8 +108,9 @@ def write(chosen: pd.DataFrame, path: Path, profile: str = "quick") -> Path:
                  "seeds needed": int(r["seeds needed"])}
         claims.setdefault(r["owner"], {}).setdefault(r["table"], []).append(
             {"claim": r["claim"], "first look": first, "seeds": [int(s) for s in r["extra seeds"]],
-             "hours": round(float(r["hours"]), 3)})
-    data = {"rule": RULE, "profile": profile, "budget hours per paper": BUDGET_HOURS, "stamp": plan_stamp(claims),
+             "hours": round(float(r["hours"]), 3), **({"pooled rows": r["pooled rows"]} if r.get("pooled rows")
+                                                      else {})})
+    data = {"rule": rule, "profile": profile, "budget hours per paper": BUDGET_HOURS, "stamp": plan_stamp(claims),
             "claims": claims}
     atomic_write(Path(path), yaml.safe_dump(data, sort_keys=False, width=120, allow_unicode=True))
     return Path(path)
@@ -96,31 +118,37 @@ def write(chosen: pd.DataFrame, path: Path, profile: str = "quick") -> Path:
 
 def plan_facts(board: pd.DataFrame) -> dict[str, str]:
     """Glue for the prose: the plan's claims (``sp_n``), how many have their planned seeds (``sp_done``) and how
-    many of those the new look decided (``sp_decided``), the plan's estimated hours (``sp_hours``); and on the whole
-    board the claims still inconclusive (``open_n``, ``open_share`` of the tested ones), how many of them need more
-    than :data:`MAX_PLANNED` seeds per side (``open_beyond``) and the median they need (``open_median``)."""
-    from umlkit.experiments.more_seeds import second_look, stages
-    from umlkit.experiments.verdicts import DECIDED, VERDICTS
-    plans = stages()
-    view = second_look(board, 1) if len(plans) > 1 else pd.DataFrame(columns=["seeds", "seeds (first look)"])
-    done = view[view["seeds"] > view["seeds (first look)"]]
-    hours = sum(float(e.get("hours", 0.0)) for t in _entries(plans) for e in t)
+    many of those the new look decided (``sp_decided``), the plan's estimated hours (``sp_hours``); the same for the
+    second plan with the prefix ``sp2_``; and on the whole board the claims still inconclusive (``open_n``,
+    ``open_share`` of the tested ones), how many of them need more than :data:`MAX_PLANNED` seeds per side
+    (``open_beyond``; the others, ``open_within``, had the seeds a plan gave them) and the median they need
+    (``open_median``)."""
+    from umlkit.experiments.verdicts import VERDICTS
+    out = {**_stage_facts(board, 1, "sp"), **_stage_facts(board, 2, "sp2")}
     tested = board[board["raw verdict"].isin(VERDICTS)] if "raw verdict" in board else board.iloc[:0]
     open_ = board[board["verdict"] == INCONCLUSIVE]
     need = open_["seeds needed"] if "seeds needed" in open_ else pd.Series(dtype=float)
     beyond = int(((need > MAX_PLANNED) | need.isna()).sum())
-    decided = int(done["verdict"].isin(DECIDED).sum()) if len(done) else 0
-    return {"sp_n": str(len(view)), "sp_done": str(len(done)), "sp_decided": str(decided),
-            "sp_hours": f"{hours:.1f}", "sp_max": str(MAX_PLANNED), "sp_budget": f"{BUDGET_HOURS:g}",
+    return {**out, "sp_max": str(MAX_PLANNED), "sp_budget": f"{BUDGET_HOURS:g}",
             "open_n": str(len(open_)), "open_share": f"{100 * len(open_) / max(1, len(tested)):.0f} %",
-            "open_beyond": str(beyond), "open_median": f"{need.median():.0f}" if need.notna().any() else "–"}
+            "open_beyond": str(beyond), "open_within": str(len(open_) - beyond),
+            "open_median": f"{need.median():.0f}" if need.notna().any() else "–"}
 
 
-def _entries(plans: list) -> list:
-    """The seed plan's raw entries (with their estimated hours), read from its file."""
-    from umlkit.experiments.more_seeds import SEED_PLAN_FILE, plan_path
-    path = plan_path().with_name(SEED_PLAN_FILE)
-    if len(plans) < 2 or not path.exists():
-        return []
-    data = yaml.safe_load(path.read_text()) or {}
+def _stage_facts(board: pd.DataFrame, stage: int, prefix: str) -> dict[str, str]:
+    from umlkit.experiments.more_seeds import SEED_PLAN_FILES, plan_path, second_look, stages
+    from umlkit.experiments.verdicts import DECIDED
+    plans = stages()
+    view = second_look(board, stage) if len(plans) > stage else pd.DataFrame(columns=["seeds", "seeds (first look)"])
+    done = view[view["seeds"] > view["seeds (first look)"]]
+    path = plan_path().with_name(SEED_PLAN_FILES[stage - 1])
+    hours = sum(float(e.get("hours", 0.0)) for t in _entries(path) for e in t) if len(plans) > stage else 0.0
+    decided = int(done["verdict"].isin(DECIDED).sum()) if len(done) else 0
+    return {f"{prefix}_n": str(len(view)), f"{prefix}_done": str(len(done)), f"{prefix}_decided": str(decided),
+            f"{prefix}_hours": f"{hours:.1f}"}
+
+
+def _entries(path: Path) -> list:
+    """A seed plan's raw entries (with their estimated hours), read from its file."""
+    data = (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
     return [entries for tables in (data.get("claims") or {}).values() for entries in tables.values()]

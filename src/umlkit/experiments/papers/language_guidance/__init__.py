@@ -9,7 +9,8 @@ from umlkit.experiments.papers.language_guidance import config
 from umlkit.experiments.registry import Paper, register_paper
 
 ENTRY = register_paper(Paper(
-    name="language_guidance", title="Language guidance (Roth, Vinyals, Akata, CVPR 2022)",
+    name="language_guidance", link="https://arxiv.org/abs/2203.08543",
+    title="Language guidance (Roth, Vinyals, Akata, CVPR 2022)",
     claim_tables=config.TABLES, chapters=("language_guidance",),
     headline="Multisimilarity + ELG beats Multisimilarity (CUB)",
     job_lists={"omega_sweep": config.omega_jobs, "tables": config.table_jobs, "semantic": config.semantic_jobs,

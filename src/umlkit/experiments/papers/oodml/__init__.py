@@ -8,7 +8,8 @@ from umlkit.experiments.papers.oodml import config
 from umlkit.experiments.registry import Paper, register_paper
 
 ENTRY = register_paper(Paper(
-    name="oodml", title="ooDML (Milbich, Roth et al., NeurIPS 2021)", claim_tables=config.TABLES,
+    name="oodml", link="https://arxiv.org/abs/2107.09562",
+    title="ooDML (Milbich, Roth et al., NeurIPS 2021)", claim_tables=config.TABLES,
     chapters=("oodml",), headline="Margin (D): R@1 falls from the default split to the hardest (CUB)",
     job_lists={"lr_sweep": config.sweep_jobs, "lr_sweep_cars": config.cars_sweep_jobs,
                "lr_sweep_sop": config.sop_sweep_jobs, "tables": config.table_jobs}))

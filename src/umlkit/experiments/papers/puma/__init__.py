@@ -8,7 +8,8 @@ from umlkit.experiments.papers.puma import config
 from umlkit.experiments.registry import Paper, register_paper
 
 ENTRY = register_paper(Paper(
-    name="puma", title="PUMA (Kim, Kim, Kwak, WACV 2025)", claim_tables=config.claim_tables,
+    name="puma", link="https://arxiv.org/abs/2309.08944",
+    title="PUMA (Kim, Kim, Kwak, WACV 2025)", claim_tables=config.claim_tables,
     chapters=("puma", "puma_ablations"), headline="PUMA beats unified full fine-tuning (Harmonic)",
     job_lists={"tuning": config.sweep_jobs, "few_shot_tuning": config.few_shot_tuning_jobs,
                "few_shot": config.few_shot_jobs, "tables": config.table_jobs,

@@ -154,9 +154,18 @@ def budget_curves(measured: pd.DataFrame) -> pd.DataFrame:
                       g.size().rename("seeds")], axis=1).reset_index()
 
 
-def budget_facts(cmp: pd.DataFrame, claims: pd.DataFrame) -> dict[str, str]:
+def budget_claim(epochs: int, dataset: str) -> tuple[str, str]:
+    """(table, claim text) of "PUMA beats unified full fine-tuning" at a budget: the tables' 15 epochs are Table 2's
+    claim (the same runs, counted once on the board); a longer budget is the Budget table's."""
+    if epochs == BUDGET_EPOCHS[0]:
+        return "Table 2", f"PUMA beats unified full fine-tuning ({dataset})"
+    return "Budget", f"PUMA beats unified full fine-tuning after {epochs} epochs ({dataset})"
+
+
+def budget_facts(cmp: pd.DataFrame, board: pd.DataFrame) -> dict[str, str]:
     """The longer-budget section's numbers (glued): each method's Unified / Harmonic at every budget, the gap and the
-    verdict of "PUMA beats unified full fine-tuning" per budget and dataset."""
+    verdict of "PUMA beats unified full fine-tuning" per budget and dataset (``board``: PUMA's claims with their
+    tables, :func:`umlkit.experiments.scoreboard.family_board`)."""
     from umlkit.experiments.prose import cell, fmt, verdict
     f: dict[str, str] = {}
     for e in BUDGET_EPOCHS:
@@ -165,7 +174,8 @@ def budget_facts(cmp: pd.DataFrame, claims: pd.DataFrame) -> dict[str, str]:
             f[f"bud_{tag}_{e}"] = " / ".join(fmt(cell(cmp, row, d), spread=cell(cmp, row, d, field="spread"))
                                              for d in ("Unified", "Harmonic"))
         for d in ("Unified", "Harmonic"):
-            text = f"PUMA beats unified full fine-tuning after {e} epochs ({d})"
+            table, text = budget_claim(e, d)
+            claims = board[board["table"] == table]
             f[f"bud_v_{e}_{d[:3].lower()}"] = verdict(claims, text)
             f[f"bud_gap_{e}_{d[:3].lower()}"] = signed(float(claims.set_index('claim').loc[text, 'gap']))
     return f

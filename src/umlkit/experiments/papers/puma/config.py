@@ -368,11 +368,12 @@ def BUDGET() -> Table:  # noqa: N802 - built from the configuration
 
 def claim_tables(profile: str = "quick") -> dict[str, Table]:
     """Every PUMA table with declared claims, for the scoreboard: the paper's Tables 2-5 and the book's few-shot
-    experiment (quick). The regime map, built on PUMA's configuration, is registered apart
+    and longer-budget experiments (quick). The regime map, built on PUMA's configuration, is registered apart
     (:mod:`umlkit.experiments.papers.regime`)."""
     out = dict(TABLES(profile))
     if profile == "quick":
         out["Few-shot"] = FEW_SHOT()
+        out["Budget"] = BUDGET()
     return out
 
 

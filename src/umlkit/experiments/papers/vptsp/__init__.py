@@ -8,7 +8,8 @@ from umlkit.experiments.papers.vptsp import config
 from umlkit.experiments.registry import Paper, register_paper
 
 ENTRY = register_paper(Paper(
-    name="vptsp", title="VPTSP (Ren et al., ICLR 2024)", claim_tables=config.TABLES, chapters=("vptsp",),
+    name="vptsp", link="https://arxiv.org/abs/2402.02340",
+    title="VPTSP (Ren et al., ICLR 2024)", claim_tables=config.TABLES, chapters=("vptsp",),
     headline="VPTSP-G beats Hyp-ViT (beats full fine-tuning) (CUB, R@1)",
     job_lists={"lr_sweep": config.sweep_jobs, "table8_tuning": config.table8_sweep_jobs,
                "tables": config.table_jobs}))

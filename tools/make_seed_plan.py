@@ -1,0 +1,49 @@
+"""Freeze the second seed plan (``configs/seed_plan_2.yaml``) from the quick board: the rule of
+:mod:`umlkit.experiments.seed_plan` once more, after the first plan's runs. ooDML's AGS claims (Table S3) pool every
+split of a method in the source's shift table, so they name those rows. Run once; a frozen plan is never edited.
+
+    .venv/bin/python tools/make_seed_plan.py [--dry-run]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from umlkit.experiments import seed_plan
+from umlkit.experiments.more_seeds import SEED_PLAN_FILES, plan_path
+from umlkit.experiments.registry import papers
+from umlkit.experiments.scoreboard import scoreboard
+
+
+def _ags_pool(oodml_tables):
+    """AGS claim ``"{m} beats Margin (D) by AGS ({d})"``: methods m and Margin (D) over every split of d's table."""
+    from umlkit.experiments.papers.oodml import config
+    names = {v: k for k, v in config.AGS_NAMES.items()}
+    by_name = {config.SOURCE_NAMES[src]: table for src, table in config.SHIFT_TABLES.items()}
+
+    def pool(claim):
+        methods = [names.get(claim.a["method"], claim.a["method"]), names.get(claim.b["method"], claim.b["method"])]
+        return oodml_tables[by_name[claim.a["dataset"]]], methods
+    return pool
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
+    args = ap.parse_args(argv)
+    path = plan_path().with_name(SEED_PLAN_FILES[1])
+    if path.exists() and not args.dry_run:
+        sys.exit(f"{path} exists: a frozen plan is not remade")
+    board = scoreboard("quick")
+    specs = {(name, t): s for name, p in papers().items() for t, s in p.claim_tables("quick").items()}
+    oodml = papers()["oodml"].claim_tables("quick")
+    pooled = {("oodml", "Table S3"): _ags_pool(oodml)}
+    chosen = seed_plan.choose(board, specs, "quick", pooled=pooled)
+    print(chosen[["paper", "table", "claim", "seeds", "seeds needed", "extra seeds", "hours"]].to_string())
+    if not args.dry_run:
+        print("wrote", seed_plan.write(chosen, path, rule=seed_plan.RULE_2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
