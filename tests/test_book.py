@@ -125,18 +125,21 @@ def test_check_html_finds_a_code_or_output_line_too_long_for_the_page(tmp_path):
 
 
 def test_check_html_finds_a_shrunk_figure_and_a_script_from_the_network(tmp_path):
-    """A 1,170 px figure is shown at 936 / 1170 = 0.8 of its size (kept); 1,300 px at 0.72 (found); a figure
-    outside a cell output (a logo) is not judged; a script from a CDN breaks the page offline."""
+    """A 1,170 px figure is shown at 936 / 1170 = 0.8 of its size (kept); 1,300 px at 0.72 (found); an output
+    figure whose alt text is its file name says nothing to a screen reader; a figure outside a cell output (a
+    logo) is not judged; a script from a CDN breaks the page offline."""
     from PIL import Image
     (tmp_path / "_images").mkdir()
     for name, width in (("ok.png", 1170), ("wide.png", 1300), ("logo.png", 2000)):
         Image.new("RGB", (width, 10)).save(tmp_path / "_images" / name)
-    _page(tmp_path, "figs.html", '<div class="cell_output"><img src="../_images/ok.png">'
-          '<img src="../_images/wide.png"></div><img src="../_images/logo.png">'
+    _page(tmp_path, "figs.html", '<div class="cell_output"><img src="../_images/ok.png" alt="R@1 per split">'
+          '<img src="../_images/wide.png" alt="wide"><img src="../_images/ok.png" alt="../_images/ok.png"></div>'
+          '<img src="../_images/logo.png">'
           '<script src="https://cdn.example.org/mathjax/tex-chtml.js"></script><script src="../_static/x.js"></script>')
     found = _book.check_html(tmp_path)
     assert [(f["defect"], f["excerpt"][:40]) for f in found] == [
         ("figure shown below its natural size", "../_images/wide.png: 1300 px wide in a 9"),
+        ("figure without alt text", "../_images/ok.png: alt='../_images/ok.pn"),
         ("loads from the network", "script https://cdn.example.org/mathjax/t")]
     assert "shown at 0.72 of its size" in found[0]["excerpt"]
 

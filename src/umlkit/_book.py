@@ -343,7 +343,8 @@ def check_html(build_dir: str | Path) -> list[dict]:
     of "…" is a truncation, a cell ending in "..." a cut text, "nan"/"None" a missing value shown raw), glued values
     in the prose that came out empty ("–", "nan"), lines of code or text output too long for the article at 1400 px,
     stderr outputs (any text there is a warning), the local images every page links (an output figure wider
-    than the article can show at 0.8 of its size is a defect), and scripts loaded from the network (the book must
+    than the article can show at 0.8 of its size, or one whose alt text is empty or a file name, is a defect), and
+    scripts loaded from the network (the book must
     read offline)."""
     from bs4 import BeautifulSoup
     root = Path(build_dir)
@@ -398,6 +399,10 @@ def check_html(build_dir: str | Path) -> list[dict]:
                 add("missing image", src)
             elif img.find_parent(class_="cell_output") is not None:
                 _check_scale(path, src, add)
+                alt = img.get("alt", "").strip()
+                if not alt or re.fullmatch(r"\S*\.(png|svg|jpe?g|gif)", alt):
+                    add("figure without alt text", f"{src}: alt={alt!r} (set the cell's metadata mystnb.image.alt "
+                        f"to what the figure shows)")
         for script in soup.find_all("script", src=True):
             if script["src"].startswith(("http://", "https://", "//")):
                 add("loads from the network", f"script {script['src']} (the page breaks offline)")

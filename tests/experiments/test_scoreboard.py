@@ -116,6 +116,9 @@ def test_the_board_page_has_no_raw_missing_values_and_a_reason_column():
                                     **{"seeds needed": [12, float("nan")], "beyond": [False, False]}))
     assert wide["measured [95 % interval]"].tolist() == ["+3.2 [+1.0, +5.5]", "-1.0 [-3.0, +1.0]"]
     assert wide["note"].tolist() == ["to decide: 12 seeds per side", "–"]
+    done = board_table(board.assign(low=[1.0, -3.0], high=[5.5, 1.0], verdict=["inconclusive", "reproduced"],
+                                    seeds=[10, 3], **{"seeds needed": [10, float("nan")], "beyond": [False, False]}))
+    assert done["note"].tolist() == ["to decide: has the 10 seeds per side it needs; still open", "–"]
     assert t["test (p → Holm p)"].tolist() == ["Welch p=0.012, 3 seeds", "Welch p=0.9, 3 seeds"]
     assert not t.isna().any().any()
 

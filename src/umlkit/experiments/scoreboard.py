@@ -136,10 +136,14 @@ def _gap_interval(gap, low, high) -> str:
     return f"{signed(gap)} {ci}".strip()
 
 
-def _to_decide(verdict: str, needed, beyond) -> str:
-    """What an inconclusive claim would need: "12 seeds per side", "over 1000 per side"; "" for the others."""
+def _to_decide(verdict: str, needed, beyond, seeds=float("nan")) -> str:
+    """What an inconclusive claim would need: "12 seeds per side", "over 1000 per side"; a claim that already has
+    the seeds its power calculation asks for says so (80 % power leaves one such claim in five open); "" for the
+    others."""
     if verdict != INCONCLUSIVE:
         return ""
+    if pd.notna(needed) and pd.notna(seeds) and int(seeds) >= int(needed):
+        return f"has the {int(needed)} seeds per side it needs; still open"
     if pd.notna(needed):
         return f"{int(needed)} seeds per side"
     return f"over {MAX_SEEDS} per side" if bool(beyond) else ""
@@ -180,7 +184,7 @@ def scoreboard_view(board: pd.DataFrame) -> pd.DataFrame:
         **({"p (Holm)": board["p adjusted"].map(lambda x: f"{x:.2g}" if pd.notna(x) else "–")}
            if "p adjusted" in board else {}),
         "verdict": _shown_verdict(board)})
-    decide = [_to_decide(*t) for t in zip(board["verdict"], board["seeds needed"], board["beyond"])]
+    decide = [_to_decide(*t) for t in zip(board["verdict"], board["seeds needed"], board["beyond"], board["seeds"])]
     if any(decide):
         out["to decide"] = decide
     if "missing" in board and board["missing"].fillna("").astype(bool).any():   # which cells lack records
