@@ -14,6 +14,9 @@ __all__ = ["plot_measured_vs_paper", "plot_seeds", "plot_setting_deltas", "plot_
            "plot_source_bias", "plot_gap_map", "plot_probes", "plot_sweep_panels"]
 
 
+_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "<", ">"]   # one shape per line where colours are many
+
+
 def plot_measured_vs_paper(cmp: pd.DataFrame, dataset: str = "Harmonic", metric: str = "R@1", hue: str = "section",
                            ax=None):
     """Measured vs paper value of one column for every row, with Spearman's rank correlation in the title."""
@@ -106,7 +109,8 @@ def plot_fid_progression(splits: dict, sources: Sequence[str], names: dict[str, 
     """ooDML Fig. 1: FID per swap iteration and per removal iteration of each source (from the splits file), the
     chosen splits marked. ``splits`` is :func:`umlkit.experiments.papers.oodml.load_splits`'s mapping."""
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, len(sources), figsize=(4.2 * len(sources), 3.2), squeeze=False)
+    width = min(4.2, 10.5 / len(sources))   # the row fits the page's width at the figure's natural size
+    fig, axes = plt.subplots(1, len(sources), figsize=(width * len(sources), 3.2), squeeze=False)
     for ax, src in zip(axes[0], sources):
         d = splits["sources"][src]
         swap = [(it, f) for kind, it, f, *_ in d["progression"] if kind == "swap"]
@@ -139,19 +143,22 @@ def plot_metric_vs_fid(frame: pd.DataFrame, metric: str = "R@1", hue: str = "met
     import matplotlib.pyplot as plt
     import seaborn as sns
     cols = list(dict.fromkeys(frame[col]))
-    ncols = min(3, len(cols))   # wider figures are shrunk to the page, and their text with them
+    # two panels a row fit the page's 936 px at their natural size (ticks stay 10 pt); a spare slot holds the legend
+    ncols = min(2, len(cols))
     nrows = -(-len(cols) // ncols)
-    fig, grid = plt.subplots(nrows, ncols, figsize=(4.4 * ncols, 3.4 * nrows), squeeze=False)
+    fig, grid = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 3.5 * nrows), squeeze=False)
     for ax in grid.flat[len(cols):]:
         ax.set_visible(False)
     axes = [list(grid.flat[:len(cols)])]
-    palette = dict(zip(dict.fromkeys(frame[hue]), sns.color_palette("tab10", frame[hue].nunique())))
+    hues = list(dict.fromkeys(frame[hue]))
+    palette = dict(zip(hues, sns.color_palette("tab10", len(hues))))
+    markers = dict(zip(hues, _MARKERS * (1 + len(hues) // len(_MARKERS))))   # colour and shape tell methods apart
     for ax, c in zip(axes[0], cols):
         sub = frame[frame[col] == c]
         for h, g in sub.groupby(hue, sort=False):
             s = g.groupby("fid")["value"].agg(["mean", "min", "max"]).reset_index()
-            ax.errorbar(s["fid"], s["mean"], yerr=[s["mean"] - s["min"], s["max"] - s["mean"]], marker="o", ms=3,
-                        lw=1.2, capsize=2, label=h, color=palette[h])
+            ax.errorbar(s["fid"], s["mean"], yerr=[s["mean"] - s["min"], s["max"] - s["mean"]], marker=markers[h],
+                        ms=4.5, lw=1.2, capsize=2, label=h, color=palette[h])
         ax.set_title(c)
         ax.set_xlabel(xlabel)
         if paper is not None and not paper[paper[col] == c].empty:
@@ -159,9 +166,18 @@ def plot_metric_vs_fid(frame: pd.DataFrame, metric: str = "R@1", hue: str = "met
             for h, g in paper[paper[col] == c].groupby(hue, sort=False):
                 twin.plot(g["fid"], g["value"], ls="--", lw=0.7, color=palette.get(h, "grey"))
             twin.set_xlabel("paper split FID (dashed)", fontsize=9.5)
-    axes[0][0].set_ylabel(metric)
-    axes[0][-1].legend(fontsize=10, loc="center left", bbox_to_anchor=(1.02, 0.5))
+    for row in grid[:, :1].flat:
+        row.set_ylabel(metric)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    spare = list(grid.flat[len(cols):])
     fig.tight_layout()
+    if spare:   # the free panel beside the last row
+        spare[0].set_visible(True)
+        spare[0].axis("off")
+        spare[0].legend(handles, labels, loc="center", fontsize=10, frameon=False)
+    else:       # below the panels, in columns that fit their width
+        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(len(labels), 3),
+                   fontsize=10, frameon=False)
     return fig
 
 
@@ -297,8 +313,9 @@ def plot_gains(frame: pd.DataFrame, x: str = "dataset", col: str = "method", row
     import seaborn as sns
     n = frame[col].nunique()   # wider grids shrink to the page, and their text with them: 2 x 2 or rows of 3
     wrap = (2 if n == 4 else 3) if row is None and n > 3 else None
+    width = 9.6 / (wrap or n)   # a row of panels and the legend beside it within the page's width
     g = sns.catplot(data=frame, x=x, y=value, hue=hue, col=col, row=row, kind="bar", errorbar=None, height=2.8,
-                    aspect=1.4, order=order, col_wrap=wrap)
+                    aspect=min(1.4, width / 2.8), order=order, col_wrap=wrap)
     g.set_titles("{row_name}: {col_name}" if row is not None else "{col_name}", size=10.5)
     for ax in g.axes.flat:
         ax.axhline(0, color="black", lw=0.8)
@@ -310,7 +327,11 @@ def plot_curves(frame: pd.DataFrame, x: str = "epoch", y: str = "measured", hue:
     """Learning curves (seed means, with a band of ± ``err``), one panel per ``col``."""
     import matplotlib.pyplot as plt
     cols = list(dict.fromkeys(frame[col]))
-    fig, axes = plt.subplots(1, len(cols), figsize=(4.2 * len(cols), 3.4), squeeze=False)
+    ncols = min(3, len(cols))   # rows of at most three panels, each narrow enough that a row fits the page
+    nrows = -(-len(cols) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(min(4.2, 10.5 / ncols) * ncols, 3.4 * nrows), squeeze=False)
+    for ax in axes.flat[len(cols):]:
+        ax.set_visible(False)
     for ax, c in zip(axes.flat, cols):
         for h, sub in frame[frame[col] == c].groupby(hue, sort=False):
             sub = sub.sort_values(x)
@@ -319,8 +340,9 @@ def plot_curves(frame: pd.DataFrame, x: str = "epoch", y: str = "measured", hue:
                 ax.fill_between(sub[x], sub[y] - sub[err], sub[y] + sub[err], alpha=0.15)
         ax.set_title(c)
         ax.set_xlabel(x)
-    axes.flat[0].set_ylabel(ylabel)
-    handles, labels = axes.flat[-1].get_legend_handles_labels()
+    for ax in axes[:, 0]:
+        ax.set_ylabel(ylabel)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
     fig.tight_layout()
     # one legend below the panels, never over a curve
     fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(len(labels), 4),
