@@ -13,6 +13,8 @@ like those of a CPU without bf16 (or AVX-512) instructions, to check the choice;
     python benchmarks/bench_eval.py            # full size (a few minutes on 2 cores)
     python benchmarks/bench_eval.py --scale 0.1
     python benchmarks/bench_eval.py --compete 1   # with a process spinning on one core all along (a busy machine)
+    python benchmarks/bench_eval.py --impls pml,umlkit --scales 0.01,0.03,0.1,0.3,1 \
+        --json benchmarks/results/eval_scales_cpu.json   # where the speed-up crosses 1 (the evaluation chapter)
     python benchmarks/bench_eval.py --impls gemm-bf16,umlkit-m1000,umlkit-default   # the default metric set
 
 ``umlkit-default`` is ``evaluate_retrieval``'s default metric set (R@1/2/4/8, MAP@R, RP, mAP@1000, NMI);
@@ -146,6 +148,9 @@ def main() -> None:
     parser.add_argument("--compete", type=int, default=0,
                         help="start this many processes that spin on a core each while the benchmark runs (a busy "
                              "machine)")
+    parser.add_argument("--scales", default=None,
+                        help="comma-separated fractions: the whole comparison at each size (instead of --scale)")
+    parser.add_argument("--json", default=None, help="also write the results (machine, sizes, seconds) to this file")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -153,12 +158,23 @@ def main() -> None:
         return
     print(describe(), flush=True)
     spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.compete)]
+    runs = []
     try:
-        results = _run_all(args)
+        for scale in ([float(s) for s in args.scales.split(",")] if args.scales else [args.scale]):
+            args.scale = scale
+            results = _run_all(args)
+            _summary(results, args)
+            runs += [{"scale": scale, "items": int(N_ITEMS * scale), "impl": impl, "seconds": r["seconds"],
+                      "peak_rss_mb": r["peak_rss_mb"], "search": r["search"]} for impl, r in results.items()]
     finally:
         for p in spinners:
             p.kill()
-    _summary(results, args)
+    if args.json:
+        from umlkit.results import atomic_write
+        data = {"machine": describe(), "date": time.strftime("%Y-%m-%d"), "competing processes": args.compete,
+                "dim": DIM, "results": runs}
+        atomic_write(args.json, json.dumps(data, indent=1))
+        print("wrote", args.json)
 
 
 def _run_all(args) -> dict:

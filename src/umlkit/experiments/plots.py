@@ -11,7 +11,7 @@ import pandas as pd
 
 __all__ = ["plot_measured_vs_paper", "plot_seeds", "plot_setting_deltas", "plot_grouped_bars", "plot_heatmap",
            "plot_fid_progression", "plot_metric_vs_fid", "plot_rank_slopes", "plot_retrieved_classes",
-           "plot_source_bias", "plot_gap_map", "plot_probes", "plot_sweep_panels"]
+           "plot_source_bias", "plot_gap_map", "plot_probes", "plot_sweep_panels", "plot_speed_by_size"]
 
 
 _MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "<", ">"]   # one shape per line where colours are many
@@ -601,3 +601,24 @@ def plot_verdicts(board: pd.DataFrame, by: str = "paper", title: str = "verdicts
         ax.spines[side].set_visible(False)
     fig.tight_layout()
     return fig
+
+
+def plot_speed_by_size(frame: pd.DataFrame, machine: str):
+    """Seconds against the number of items (log-log) for PML's AccuracyCalculator and umlkit, each point labelled
+    with umlkit's speed-up (:func:`umlkit.metrics.examples.speed_by_size`); the machine in the title."""
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(7.5, 3.6))
+    for impl, colour, label in (("pml", "tab:gray", "PML AccuracyCalculator"), ("umlkit", "tab:blue", "umlkit")):
+        ax.plot(frame.index, frame[impl], marker="o", color=colour, label=label)
+    for items, r in frame.iterrows():
+        ax.annotate(f"x{r['speed-up']:.1f}", (items, r["umlkit"]), xytext=(0, -14), textcoords="offset points",
+                    ha="center", fontsize=9, color="tab:blue")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("items (query set = gallery), 128-d")
+    ax.set_ylabel("seconds (R@1/2/4/8, MAP@R, RP)")
+    ax.set_title(machine, fontsize=9.5)
+    ax.legend(fontsize=10, frameon=False)
+    fig.tight_layout()
+    return fig
+
