@@ -605,7 +605,7 @@ def plot_verdicts(board: pd.DataFrame, by: str = "paper", title: str = "verdicts
 
 def plot_speed_by_size(frame: pd.DataFrame, machine: str):
     """Seconds against the number of items (log-log) for PML's AccuracyCalculator and umlkit, each point labelled
-    with umlkit's speed-up (:func:`umlkit.metrics.examples.speed_by_size`); the machine in the title."""
+    with umlkit's speed-up (:func:`umlkit.experiments.bench_results.speed_by_size`); the machine in the title."""
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(7.5, 3.6))
     for impl, colour, label in (("pml", "tab:gray", "PML AccuracyCalculator"), ("umlkit", "tab:blue", "umlkit")):

@@ -14,8 +14,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-__all__ = ["circle_example", "uml_like_embeddings", "compare_with_pml", "speed_by_size", "UML_TEST_ITEMS",
-           "UML_TEST_CLASSES"]
+__all__ = ["circle_example", "uml_like_embeddings", "compare_with_pml", "UML_TEST_ITEMS", "UML_TEST_CLASSES"]
 
 UML_TEST_ITEMS, UML_TEST_CLASSES = 148_500, 15_900
 
@@ -75,19 +74,3 @@ def compare_with_pml(embeddings: torch.Tensor, labels: torch.Tensor) -> pd.DataF
     out = pd.DataFrame.from_dict(rows, orient="index")
     out["speed-up vs PML"] = out.loc["PML AccuracyCalculator", "seconds"] / out["seconds"]
     return out
-
-
-def speed_by_size(path) -> tuple[pd.DataFrame, str]:
-    """The full benchmark at several sizes (``benchmarks/bench_eval.py --scales ... --json``, each implementation in
-    a fresh process): one line per size with each implementation's seconds and umlkit's speed-up over PML's
-    AccuracyCalculator, and the machine it ran on; an empty frame when the file is not there."""
-    from umlkit.results import load_benchmark
-    runs, header = load_benchmark(path, "bench_eval.py's results at several sizes")
-    if not runs:
-        return pd.DataFrame(), ""
-    frame = pd.DataFrame(runs).pivot_table(index="items", columns="impl", values="seconds").sort_index()
-    if {"pml", "umlkit"} - set(frame.columns):
-        raise ValueError(f"{path}: expected runs of both 'pml' and 'umlkit', found {sorted(frame.columns)}")
-    frame["speed-up"] = frame["pml"] / frame["umlkit"]
-    return frame, f"{header.get('machine', 'machine not recorded')}, {header.get('date', '')}"
-

@@ -135,8 +135,9 @@ def few_shot_gains(measured: pd.DataFrame, metric: str = "R@1", profile: str = "
 
 def split_view(cmp: pd.DataFrame, metric: str = "R@1", digits: int = 1, profile: str = "quick") -> pd.DataFrame:
     """A shift or few-shot table in the paper's layout: one line per method (and, for Tables S7/S8, shots and
-    zero/few), one column per split ("split i" with this profile's FID and the paper's), each cell "measured
-    ±half the seed range (paper)"; † marks a stale record, and ↓ / ⊥ a run below its frozen backbone or collapsed
+    zero/few), one column per split ("split i: FID <this profile's> (paper <the paper's>)"), each cell "measured
+    ±spread (paper)", the spread left out where it rounds to zero (a frozen backbone's seeds); † marks a stale
+    record, and ↓ / ⊥ a run below its frozen backbone or collapsed
     when ``cmp`` went through :func:`umlkit.experiments.tables.mark_floors`."""
     sub = with_fid(cmp[cmp["metric"] == metric], profile)
     if sub.empty:
@@ -146,9 +147,9 @@ def split_view(cmp: pd.DataFrame, metric: str = "R@1", digits: int = 1, profile:
     for (_, r), pf in zip(sub.iterrows(), paper_fid):
         parts = dict(p.split("=", 1) for p in r["setting"].split(";"))
         label = r["row"] if "shot" not in parts else f"{r['row']}, {parts['shot']}-shot, {parts['use'].lower()}"
-        col = f"split {r['split']} ({r['fid']:.0f}" + (f" / {float(pf):.0f})" if isinstance(pf, str) else ")")
+        col = f"split {r['split']}: FID {r['fid']:.0f}" + (f" (paper {float(pf):.0f})" if isinstance(pf, str) else "")
         text = f"{r['measured']:.{digits}f}"
-        if r["seeds"] > 1:
+        if r["seeds"] > 1 and round(r["spread"], digits) > 0:   # one run, or none that differ: no "±0.0"
             text += f" ±{r['spread']:.{digits}f}"
         text += f" ({r['paper']:.{digits}f})" if pd.notna(r["paper"]) else ""
         if r.get("stale"):

@@ -1,0 +1,27 @@
+"""Benchmark results as the book shows them: ``benchmarks/bench_eval.py --scales ... --json`` (the retrieval engine
+against pytorch-metric-learning's ``AccuracyCalculator`` at several sizes, each implementation in a fresh process),
+read into one frame for the evaluation chapter's figure. Reading only: the benchmarks write these files.
+
+Why by hand: a pivot of the benchmark's own JSON lines; no library reads this format.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+__all__ = ["speed_by_size"]
+
+
+def speed_by_size(path) -> tuple[pd.DataFrame, str]:
+    """The full benchmark at several sizes (``benchmarks/bench_eval.py --scales ... --json``, each implementation in
+    a fresh process): one line per size with each implementation's seconds and umlkit's speed-up over PML's
+    AccuracyCalculator, and the machine it ran on; an empty frame when the file is not there."""
+    from umlkit.results import load_benchmark
+    runs, header = load_benchmark(path, "bench_eval.py's results at several sizes")
+    if not runs:
+        return pd.DataFrame(), ""
+    frame = pd.DataFrame(runs).pivot_table(index="items", columns="impl", values="seconds").sort_index()
+    if {"pml", "umlkit"} - set(frame.columns):
+        raise ValueError(f"{path}: expected runs of both 'pml' and 'umlkit', found {sorted(frame.columns)}")
+    frame["speed-up"] = frame["pml"] / frame["umlkit"]
+    return frame, f"{header.get('machine', 'machine not recorded')}, {header.get('date', '')}"
+
