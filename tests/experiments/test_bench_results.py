@@ -20,3 +20,15 @@ def test_speed_by_size_reads_the_benchmark_at_several_sizes(tmp_path):
     with pytest.raises(ValueError, match="sizes.json: expected runs of both 'pml' and 'umlkit'"):
         speed_by_size(path)
     assert speed_by_size(tmp_path / "none.json")[0].empty
+
+
+def test_speed_view_shows_points_with_two_decimals_and_the_largest_difference():
+    import pandas as pd
+
+    from umlkit.experiments.bench_results import speed_view
+    speed = pd.DataFrame({"R@1": [0.913812, 0.913812], "MAP@R": [0.641234, 0.641236], "RP": [0.68, 0.68],
+                          "seconds": [0.0912, 0.04], "speed-up vs PML": [0.4386, 1.0]},
+                         index=["umlkit (fp32 search)", "PML AccuracyCalculator"])
+    view = speed_view(speed)
+    assert view["R@1"].tolist() == [91.38, 91.38] and view["seconds"].tolist() == [0.09, 0.04]
+    assert view.iloc[:, -1].tolist() == ["0.0e+00", "2.0e-04"]   # |0.641236 - 0.641234| x 100

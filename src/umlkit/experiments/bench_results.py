@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-__all__ = ["speed_by_size"]
+__all__ = ["speed_by_size", "speed_view"]
 
 
 def speed_by_size(path) -> tuple[pd.DataFrame, str]:
@@ -24,4 +24,17 @@ def speed_by_size(path) -> tuple[pd.DataFrame, str]:
         raise ValueError(f"{path}: expected runs of both 'pml' and 'umlkit', found {sorted(frame.columns)}")
     frame["speed-up"] = frame["pml"] / frame["umlkit"]
     return frame, f"{header.get('machine', 'machine not recorded')}, {header.get('date', '')}"
+
+
+def speed_view(speed: pd.DataFrame, reference: str = "umlkit (fp32 search)") -> pd.DataFrame:
+    """The live comparison (:func:`umlkit.metrics.examples.compare_with_pml`) as the page shows it: metrics in
+    points with two decimals, seconds and speed-up with two, and how far each row's metrics are from ``reference``'s
+    (the largest absolute difference, in points, in scientific notation: equality is the claim, not the digits)."""
+    metrics = [m for m in ("R@1", "MAP@R", "RP") if m in speed]
+    diff = (speed[metrics] - speed.loc[reference, metrics]).abs().max(axis=1) * 100
+    out = (speed[metrics] * 100).round(2)
+    out["seconds"] = speed["seconds"].round(2)
+    out["speed-up vs PML"] = speed["speed-up vs PML"].round(2)
+    out[f"max |metric - {reference.split(' (')[0]} fp32| (points)"] = diff.map(lambda d: f"{d:.1e}")
+    return out
 
