@@ -267,3 +267,23 @@ def test_run_table_measures_compares_marks_and_saves_like_a_chapter(tmp_path, mo
     t3 = vptsp.TABLES("quick")["Table 3"]   # quoted cells only: saved with save_unmeasured
     tables.run_table(t3, "quick", save_unmeasured=True)
     assert (tmp_path / "quick" / "vptsp_table3.csv").is_file()
+
+
+def test_metric_blocks_follow_the_papers_blocks_and_quoted_rows_say_why():
+    """VPTSP Table 2 prints R@1/2/4 for CUB and Cars, R@1/10/100 for SOP and R@1/10/20 for In-shop: one frame of
+    (dataset, metric) columns without R@1 (shown on its own), "measured (paper)" cells with no spread; the
+    ViT-B/16 rows and RS@K, which the quick profile does not run, are listed with their reasons."""
+    from umlkit.experiments.papers import vptsp
+    spec = vptsp.TABLES("quick")["Table 2"]
+    setting = "batch_size=64/32;arch=ViT-S16;dim=384"
+    lines = [{"table": "Table 2", "section": "", "method": "VPT-Base", "setting": setting, "row": "VPT-Base",
+              "seed": seed, "dataset": d, "metric": m, "value": v + seed, "stale": ""}
+             for seed in (0, 1) for d, m, v in (("CUB", "R@1", 90.0), ("CUB", "R@2", 95.0), ("CUB", "R@4", 97.0),
+                                               ("SOP", "R@10", 80.0), ("SOP", "R@100", 96.0))]
+    cmp = tb.compare(pd.DataFrame(lines), "vptsp")
+    blocks = tb.metric_blocks(cmp, spec)
+    assert list(blocks.columns) == [("CUB", "R@2"), ("CUB", "R@4"), ("SOP", "R@10"), ("SOP", "R@100")]
+    assert blocks.loc["VPT-Base", ("CUB", "R@2")] == "95.5 (91.1)"   # mean of 95 and 96; the paper's 91.1
+    quoted = tb.quoted_rows(spec, cmp, "quick").set_index("method")
+    assert set(quoted.index) >= {"RS@K", "VPTSP-G"} and "VPT-Base" not in quoted.index
+    assert quoted.loc["RS@K", "why not measured here"].startswith("quoted:")

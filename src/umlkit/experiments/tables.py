@@ -66,7 +66,8 @@ __all__ = ["Row", "Claim", "Table", "KEYS", "RESULT_COLUMNS", "ALPHA", "MIN_SEED
            "claim_test", "is_final", "MISSING", "HOLM_RULE", "holm_adjust", "Floor", "mark_floors", "floor_note",
            "NOT_COMPARABLE", "FLOOR_NOISE", "floor_noise", "BELOW", "COLLAPSED", "verdict_group", "measure",
            "compare", "results_frame", "save_results", "table_claims",
-           "side_by_side", "check_claims", "run_table", "stale_note", "params_rows", "score_rows", "rank_view",
+           "side_by_side", "metric_blocks", "quoted_rows", "check_claims", "run_table", "stale_note", "params_rows",
+           "score_rows", "rank_view",
            "rank_views"]
 
 KEYS = ["table", "section", "method", "setting", "dataset", "metric"]
@@ -341,7 +342,7 @@ def short_label(label: str) -> str:
 
 
 def side_by_side(cmp: pd.DataFrame, metric: str = "R@1", digits: int = 1, columns: Sequence[str] | None = None,
-                 paper: bool = True) -> pd.DataFrame:
+                 paper: bool = True, spread: bool = True) -> pd.DataFrame:
     """The table in the paper's layout: one line per row (in the order measured), one column per dataset, each
     cell "measured ±spread (paper)" (the spread only with several seeds and where it is not 0, "±<0.1" where it rounds
     to 0; the paper's value only where it has one; a
@@ -353,7 +354,7 @@ def side_by_side(cmp: pd.DataFrame, metric: str = "R@1", digits: int = 1, column
     for _, r in sub.iterrows():
         idx = (short_label(r["section"]), r["row"]) if r["section"] else ("", r["row"])
         text = f"{r['measured']:.{digits}f}"
-        if r["seeds"] > 1 and r["spread"] > 0:   # a spread of exactly 0 (a count, a frozen backbone) is not shown
+        if spread and r["seeds"] > 1 and r["spread"] > 0:   # a spread of 0 (a count, a frozen backbone): none
             small = round(r["spread"], digits) == 0
             text += f" ±<{10 ** -digits:.{digits}f}" if small else f" ±{r['spread']:.{digits}f}"
         if paper:
@@ -369,6 +370,36 @@ def side_by_side(cmp: pd.DataFrame, metric: str = "R@1", digits: int = 1, column
     out.index = pd.MultiIndex.from_tuples(out.index, names=["", "row"]) if any(i[0] for i in out.index) else \
         pd.Index([i[1] for i in out.index], name="row")
     return out
+
+
+def metric_blocks(cmp: pd.DataFrame, spec: Table, skip: Sequence[str] = ("R@1",), digits: int = 1) -> pd.DataFrame:
+    """The paper's metric blocks of a table in one frame: per dataset, the metrics its paper table prints (in its
+    order, less ``skip``, e.g. R@1 shown on its own with its verdicts), columns (dataset, metric), each cell
+    "measured (paper)" (the seed spreads are in the R@1 table; left out here so that the blocks fit the page)."""
+    p = paper_table(spec.paper, spec.table, missing_ok=True)
+    blocks = {d: [m for m in dict.fromkeys(g["metric"]) if m not in skip] for d, g in p.groupby("dataset", sort=False)}
+    parts = {}
+    for dataset, metrics in blocks.items():
+        for metric in metrics:
+            view = side_by_side(cmp, metric, digits, columns=[dataset], spread=False)
+            if dataset in view:
+                parts[(dataset, metric)] = view[dataset]
+    if not parts:
+        return pd.DataFrame()
+    out = pd.DataFrame(parts).fillna("")
+    out.columns = pd.MultiIndex.from_tuples(out.columns, names=["", ""])
+    return out
+
+
+def quoted_rows(spec: Table, cmp: pd.DataFrame, profile: str) -> pd.DataFrame:
+    """The paper's rows of ``spec`` that this profile does not measure (a row of another backbone, another method's
+    published result), one line per row with the reason its cells carry (:func:`results_frame`'s ``status``)."""
+    res = results_frame(spec, cmp, profile)
+    have = set(zip(cmp["method"], cmp["setting"])) if not cmp.empty else set()
+    out = res[res["measured"].isna() & res["status"].astype(bool)]
+    out = out[[(m, s) not in have for m, s in zip(out["method"], out["setting"])]]
+    return (out.drop_duplicates(["method", "setting"])[["method", "setting", "status"]]
+            .rename(columns={"status": "why not measured here"}).reset_index(drop=True))
 
 
 def stale_note(cmp: pd.DataFrame) -> str:
