@@ -52,8 +52,8 @@ def test_a_claim_on_a_collapsed_run_is_not_comparable_and_one_about_the_floor_ke
               tb.Claim("Weak before vs after", _c("Weak"), _c("Good"), paired=True)]
     cmp = _cmp({"Frozen": 20.0, "Random": 5.0, "Good": 30.0, "Weak": 10.0, "Dead": 5.0})
     got = tb.table_claims(_spec(claims), cmp).set_index("claim")["verdict"]
-    assert got["Good beats Dead"] == "not comparable: Dead (split=1) collapsed"
-    assert got["Good beats Weak"] == "not comparable: Weak (split=1) below its frozen backbone"
+    assert got["Good beats Dead"] == "not comparable: Dead (split 1) collapsed"
+    assert got["Good beats Weak"] == "not comparable: Weak (split 1) below its frozen backbone"
     assert got["Good beats Frozen"] == "reproduced" and got["Weak beats Frozen"] == "contradicted"
     assert got["Weak before vs after"] == "contradicted"
     assert tb.verdict_group(got["Good beats Dead"]) == tb.NOT_COMPARABLE and not tb.is_final(got["Good beats Dead"])
@@ -92,7 +92,7 @@ def test_a_run_that_stays_at_the_frozen_backbone_on_every_split_is_marked_and_na
     assert marked.loc[marked["method"] == "B", "floor"].tolist() == ["", ""]
     assert chapter._flat_rows(marked) == ["A"]
     assert tb.table_claims(spec, cmp)["verdict"].tolist() == [
-        "not comparable: A (split=1) did not move from its frozen backbone"]
+        "not comparable: A (split 1) did not move from its frozen backbone"]
     # one split 1.5 points above the backbone (beyond max(1, 0.5 / sqrt(3))): it moved, no mark
     moved = cmp.copy()
     moved.loc[(moved["method"] == "A") & (moved["setting"] == "split=2"), "measured"] = 19.1

@@ -197,8 +197,9 @@ def floor_verdict(spec, claim, marked: pd.DataFrame) -> str | None:
     for side in (claim.a, claim.b):
         mark = cell_mark(side, claim.metric, marked)
         if mark:
-            where = side["setting"] if f.per_setting and side["setting"] else \
-                ", ".join(x for x in (side["setting"], side["dataset"]) if x)
+            from umlkit.experiments.labels import readable
+            setting = readable(side["setting"]) if side["setting"] else ""
+            where = setting if f.per_setting and setting else ", ".join(x for x in (setting, side["dataset"]) if x)
             return f"{NOT_COMPARABLE}: {side['method']} ({where}) {_WORDS[mark]}"
     return None
 

@@ -348,11 +348,12 @@ def side_by_side(cmp: pd.DataFrame, metric: str = "R@1", digits: int = 1, column
     to 0; the paper's value only where it has one; a
     stale record is marked with †, a cell
     below its frozen backbone with ↓ and a collapsed one with ⊥ when ``cmp`` went through :func:`mark_floors`)."""
+    from umlkit.experiments.labels import readable
     sub = cmp[cmp["metric"] == metric]
     cols = list(columns or dict.fromkeys(sub["dataset"]))
     lines = {}
     for _, r in sub.iterrows():
-        idx = (short_label(r["section"]), r["row"]) if r["section"] else ("", r["row"])
+        idx = (short_label(r["section"]), readable(r["row"])) if r["section"] else ("", readable(r["row"]))
         text = f"{r['measured']:.{digits}f}"
         if spread and r["seeds"] > 1 and r["spread"] > 0:   # a spread of 0 (a count, a frozen backbone): none
             small = round(r["spread"], digits) == 0
