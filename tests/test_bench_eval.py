@@ -17,3 +17,17 @@ def test_cuda_search_scores_like_the_exact_fp32_search(bench, monkeypatch):
     want = evaluate_retrieval(x, y, metrics=metrics, search_dtype=torch.float32)
     assert search == f"no GPU here, fp32, depth {int(torch.bincount(torch.as_tensor(y)).max()) - 1}"
     assert got == {m: want[m] for m in metrics}
+
+
+def test_the_machine_line_names_the_cpu_its_instruction_sets_and_blas(bench):
+    """Issue 62 item 6: a ratio measured on one CPU does not hold on another, so every header names the CPU model,
+    the instruction sets the kernels depend on (as /proc/cpuinfo reports them) and torch's BLAS."""
+    import sys
+    machine = sys.modules["_machine"]
+    line = machine.describe()
+    assert line.startswith(f"CPU: {machine.cpu_model()} (") and "BLAS " in line and "threads" in line
+    flags = machine.cpu_flags()
+    assert set(flags) <= set(machine._ISA) and all(f in line for f in flags)
+    with open("/proc/cpuinfo") as f:
+        reported = {w for ln in f if ln.startswith("flags") for w in ln.split(":", 1)[1].split()}
+    assert set(flags) == set(machine._ISA) & reported
