@@ -105,7 +105,7 @@ def test_check_html_finds_what_a_reader_must_not_see(tmp_path):
           '<img src="../_images/gone.png">')
     (tmp_path / "_static").mkdir()
     (tmp_path / "_static" / "theme.html").write_text(PAGE.format("/home/not/a/page 3 rows × 2 columns"))
-    found = _book.check_html(tmp_path)
+    found = _book.check_html(tmp_path, layout=False)
     assert {f["page"] for f in found} == {"book/bad.html"}
     kinds = {f["defect"] for f in found}
     assert kinds == {"truncated table", "warning", "machine path", "progress fragment", "missing image"}
@@ -119,7 +119,7 @@ def test_check_html_finds_a_code_or_output_line_too_long_for_the_page(tmp_path):
     fits, cut = "x" * 105, "y" * 106
     _page(tmp_path, "ok.html", f'<div class="cell_input"><pre>{fits}</pre></div><p>{cut}</p>')
     _page(tmp_path, "bad.html", f'<div class="cell_output"><pre>short\n{cut}\n{cut}</pre></div>')
-    found = _book.check_html(tmp_path)
+    found = _book.check_html(tmp_path, layout=False)
     assert [(f["page"], f["defect"]) for f in found] == [("book/bad.html", "line wider than the page")]
     assert found[0]["excerpt"].startswith("106 characters: yyy")
 
@@ -136,7 +136,7 @@ def test_check_html_finds_a_shrunk_figure_and_a_script_from_the_network(tmp_path
           '<img src="../_images/wide.png" alt="wide"><img src="../_images/ok.png" alt="../_images/ok.png"></div>'
           '<img src="../_images/logo.png">'
           '<script src="https://cdn.example.org/mathjax/tex-chtml.js"></script><script src="../_static/x.js"></script>')
-    found = _book.check_html(tmp_path)
+    found = _book.check_html(tmp_path, layout=False)
     assert [(f["defect"], f["excerpt"][:40]) for f in found] == [
         ("figure shown below its natural size", "../_images/wide.png: 1300 px wide in a 9"),
         ("figure without alt text", "../_images/ok.png: alt='../_images/ok.pn"),
@@ -148,7 +148,7 @@ def test_check_html_without_a_build_says_so(tmp_path):
     with pytest.raises(FileNotFoundError, match="no built book here"):
         _book.check_html(tmp_path / "missing")
     with pytest.raises(FileNotFoundError, match="no HTML pages found"):
-        _book.check_html(tmp_path)
+        _book.check_html(tmp_path, layout=False)
 
 
 def test_check_html_finds_raw_missing_values_cut_text_and_empty_glue(tmp_path):
@@ -157,7 +157,7 @@ def test_check_html_finds_raw_missing_values_cut_text_and_empty_glue(tmp_path):
     _page(tmp_path, "bad.html", '<table class="dataframe"><tr><th>PUMA</th><td>nan</td><td>None</td></tr>'
           '<tr><th>claim</th><td>PUMA beats unified full fine-tun...</td></tr></table>'
           '<p>R@1 changes by <span class="pasted-text">–</span> and <span class="pasted-text">nan</span>.</p>')
-    found = _book.check_html(tmp_path)
+    found = _book.check_html(tmp_path, layout=False)
     assert {f["page"] for f in found} == {"book/bad.html"}
     kinds = sorted(f["defect"] for f in found)
     assert kinds == ["NaN or None in a table", "empty glued value", "empty glued value", "truncated cell text"]
@@ -238,3 +238,17 @@ def test_reproduce_refuses_a_parameter_no_chapter_declares():
     with pytest.raises(ValueError, match=r"parameter\(s\) SEED are declared by none of the chapters \(vptsp\); "
                                          r"their parameters: .*SEEDS"):
         reproduce(chapters=["vptsp"], parameters={"SEED": 0})
+
+
+@pytest.mark.skipif(__import__("umlkit._layout", fromlist=["chromium"]).chromium() is None, reason="needs chromium")
+def test_check_html_lays_pages_out_and_finds_a_table_wider_than_its_box(tmp_path):
+    """Issue 59 item 7: at 1400 px a table of 40 wide cells overflows the article; a narrow one does not."""
+    wide = "<table class='dataframe'><tr>" + "".join(f"<td>cell-{i:02d}-with-long-text</td>" for i in range(40)) + \
+        "</tr></table>"
+    narrow = "<table class='dataframe'><tr><td>1</td><td>2</td></tr></table>"
+    _page(tmp_path, "wide.html", f"<div class='cell_output'>{narrow}</div><div class='cell_output'>{wide}</div>")
+    found = _book.check_html(tmp_path)
+    assert [(f["page"], f["defect"]) for f in found] == [("book/wide.html", "table wider than its box")]
+    assert found[0]["excerpt"].startswith("table 2: ") and "px too wide at 1400 px (cell-00-with-long-text" in \
+        found[0]["excerpt"]
+    assert sorted(p.name for p in (tmp_path / "book").iterdir()) == ["wide.html"]   # the measured copy is gone

@@ -337,7 +337,7 @@ _ARTICLE_PX = 936
 _MIN_SCALE = 0.8
 
 
-def check_html(build_dir: str | Path) -> list[dict]:
+def check_html(build_dir: str | Path, layout: bool = True) -> list[dict]:
     """Defects a reader would see on the pages of a built book (``_build/html``): one ``{"page", "defect",
     "excerpt"}`` per finding. Looks at each page's article text (outputs included), pandas tables (a row or column
     of "…" is a truncation, a cell ending in "..." a cut text, "nan"/"None" a missing value shown raw), glued values
@@ -345,7 +345,7 @@ def check_html(build_dir: str | Path) -> list[dict]:
     stderr outputs (any text there is a warning), the local images every page links (an output figure wider
     than the article can show at 0.8 of its size, or one whose alt text is empty or a file name, is a defect), and
     scripts loaded from the network (the book must
-    read offline)."""
+    read offline); with ``layout``, tables wider than their box, laid out in headless Chromium."""
     from bs4 import BeautifulSoup
     root = Path(build_dir)
     if not root.is_dir():
@@ -406,6 +406,25 @@ def check_html(build_dir: str | Path) -> list[dict]:
         for script in soup.find_all("script", src=True):
             if script["src"].startswith(("http://", "https://", "//")):
                 add("loads from the network", f"script {script['src']} (the page breaks offline)")
+    return found + (_layout_defects(root, pages) if layout else [])
+
+
+def _layout_defects(root: Path, pages: list[Path]) -> list[dict]:
+    """Tables wider than their box at 1400 px, measured in headless Chromium (:mod:`umlkit._layout`); nothing (and
+    a line saying so) without a Chromium on the machine."""
+    from umlkit._layout import WINDOW, chromium, wide_tables
+    browser = chromium()
+    if browser is None:
+        print("check-html: no chromium on this machine, so table widths are not measured (apt install chromium)")
+        return []
+    found = []
+    for page in pages:
+        if "<table" not in page.read_text(encoding="utf-8"):   # nothing to measure (a redirect, a text page)
+            continue
+        for t in wide_tables(page, browser):
+            found.append({"page": page.relative_to(root).as_posix(), "defect": "table wider than its box",
+                          "excerpt": f"table {t['index'] + 1}: {t['over']} px too wide at {WINDOW[0]} px "
+                                     f"({' '.join(t['head'].split())[:90]})"})
     return found
 
 

@@ -97,7 +97,7 @@ def submit_to_slurm(args: argparse.Namespace, paper: str, jobs: list[tuple], tit
     print(describe_plan(tasks, settings, title))
     from umlkit.experiments.preflight import preflight
     try:
-        preflight(todo_jobs, args.profile)   # a refused run is found here, not in every task of the array
+        preflight(todo_jobs, args.profile, record=not args.dry_run)   # found here, not in every task of the array
     except ValueError as err:
         if not args.dry_run:
             raise

@@ -59,9 +59,12 @@ def _weights_problem(cfg: dict, hub: list) -> str | None:
             f"checks the pipeline end to end; its numbers are not the paper's)")
 
 
-def problems_of(jobs: list[tuple]) -> dict[str, list[str]]:
-    """Problem message -> labels of the runs it concerns, over every configuration of ``jobs``."""
+def problems_of(jobs: list[tuple], profile: str = "full") -> dict[str, list[str]]:
+    """Problem message -> labels of the runs it concerns, over every configuration of ``jobs``: batches the data
+    cannot fill, weights the hub cannot deliver, and weights files whose SHA-256 is not the expected one
+    (:mod:`umlkit.experiments.weights_identity`)."""
     from umlkit.experiments.table_runs import configs_of
+    from umlkit.experiments.weights_identity import mismatches
     found: dict[str, list[str]] = {}
     batch: dict[str, str | None] = {}
     hub: list = []
@@ -73,15 +76,41 @@ def problems_of(jobs: list[tuple]) -> dict[str, list[str]]:
             for problem in (batch[key], _weights_problem(cfg, hub)):
                 if problem and job[1] not in found.setdefault(problem, []):
                     found[problem].append(job[1])
+    files, labels = weights_files(jobs)
+    for file, problem in mismatches(files, profile).items():
+        found[problem] = labels[file]
     return found
 
 
-def preflight(jobs: list[tuple], profile: str) -> None:
-    """Raise one ValueError naming every problem of the full-profile runs ``jobs`` (none in the quick profile)."""
+def weights_files(jobs: list[tuple]) -> tuple[dict[tuple, list[str]], dict[tuple, list[str]]]:
+    """(backbone, weights file) -> the papers (record folders) whose runs load it, and -> those runs' labels."""
+    from umlkit.experiments.table_runs import configs_of
+    from umlkit.experiments.weights_identity import weights_file
+    papers: dict[tuple, list[str]] = {}
+    labels: dict[tuple, list[str]] = {}
+    for job in jobs:
+        paper = str(job[0]).split("/")[0]
+        for cfg in configs_of(job[2]):
+            found = weights_file(cfg)
+            if found is None:
+                continue
+            if paper not in papers.setdefault(found, []):
+                papers[found].append(paper)
+            if job[1] not in labels.setdefault(found, []):
+                labels[found].append(job[1])
+    return papers, labels
+
+
+def preflight(jobs: list[tuple], profile: str, record: bool = True) -> None:
+    """Raise one ValueError naming every problem of the full-profile runs ``jobs`` (none in the quick profile); when
+    none, and with ``record``, remember the hash of each backbone file seen for the first time."""
     if profile != "full" or not jobs:
         return
-    found = problems_of(jobs)
+    found = problems_of(jobs, profile)
     if not found:
+        if record:
+            from umlkit.experiments.weights_identity import remember
+            remember(weights_files(jobs)[0], profile)
         return
     items = []
     for i, (problem, labels) in enumerate(found.items(), 1):
