@@ -1,0 +1,62 @@
+"""Issue 60 item 6: a full-profile run trains only from the backbone file its paper expects (a pin in
+configs/weights.yaml, else the hash this results folder saw first); a changed file is refused with both hashes."""
+import hashlib
+
+import pytest
+
+from umlkit.experiments import preflight as pf
+from umlkit.experiments import weights_identity as wi
+
+
+@pytest.fixture
+def weights(tmp_path, monkeypatch):
+    monkeypatch.setenv("UMLKIT_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setattr(wi, "_pins", lambda: {})
+    monkeypatch.setattr(pf, "_batch_problem", lambda cfg: None)      # the data side is tested in test_preflight
+    path = tmp_path / "vit_s16.safetensors"
+    path.write_bytes(b"the checkpoint PUMA trained from")
+    cfg = {"model": {"backbone": "vit_small_patch16_224", "weights": str(path), "pretrained": True},
+           "data": {"datasets": ["cub"], "root": "x", "splits": "default", "batch_size": 8, "samples_per_class": 2,
+                    "sampler": "class_random"}}
+    jobs = [("puma/table2", "puma-seed0", cfg, "train"), ("puma/table2", "full-seed0", cfg, "train")]
+    return path, cfg, jobs
+
+
+def test_first_use_is_remembered_and_a_changed_file_refused_with_both_hashes(weights, tmp_path):
+    path, cfg, jobs = weights
+    first = hashlib.sha256(path.read_bytes()).hexdigest()
+    assert wi.weights_file(cfg) == ("vit_small_patch16_224", path)
+    pf.preflight(jobs, "full", record=False)                  # a dry run writes nothing
+    assert not (tmp_path / "results" / "full" / wi.SEEN_FILE).exists()
+    pf.preflight(jobs, "full")                                # the first real run: trust on first use
+    assert wi.expected("vit_small_patch16_224", "full")[0] == first
+    pf.preflight(jobs, "full")                                # the same file again: nothing to say
+    path.write_bytes(b"what the hub name points to now")
+    second = hashlib.sha256(path.read_bytes()).hexdigest()
+    with pytest.raises(ValueError, match="1 problem") as err:
+        pf.preflight(jobs, "full")
+    text = str(err.value)
+    assert f"has sha256 {second}, but puma expect(s) {first} (first seen by this results folder" in text
+    assert "[2 run(s): puma-seed0, full-seed0]" in text and str(path) in text
+
+
+def test_a_pin_wins_over_what_was_seen_and_a_bad_pins_file_is_named(weights, tmp_path, monkeypatch):
+    path, cfg, jobs = weights
+    monkeypatch.setattr(wi, "_pins", lambda: {"vit_small_patch16_224": "0" * 64})
+    found = pf.problems_of(jobs, "full")
+    (message,) = found
+    assert f"expect(s) {'0' * 64} (pinned in configs/weights.yaml)" in message
+    monkeypatch.undo()
+    monkeypatch.setenv("UMLKIT_RESULTS", str(tmp_path / "results"))
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / wi.PINS_FILE).write_text("pins: {vit_small_patch16_224: abc}\n")
+    monkeypatch.setattr("umlkit._paths.repo_folder", lambda *a, **k: tmp_path / "configs")
+    with pytest.raises(ValueError, match=r"weights.yaml: expected 'pins: \{timm model name: sha256"):
+        wi.expected("vit_small_patch16_224", "full")
+
+
+def test_random_init_and_quick_runs_are_not_checked(weights):
+    path, cfg, jobs = weights
+    assert wi.weights_file({**cfg, "model": {**cfg["model"], "weights": None, "pretrained": False}}) is None
+    path.write_bytes(b"anything")
+    pf.preflight(jobs, "quick")   # the quick profile's shipped weights are the records' own business
