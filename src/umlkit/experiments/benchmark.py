@@ -42,9 +42,10 @@ def table1(root, names: Sequence[str] = PUMA_ORDER, expected="auto") -> pd.DataF
     for split in ("train", "test"):
         for unit, col in (("samples", "images"), ("classes", "classes")):
             rows = paper[paper["setting"] == f"split={split};unit={unit}"].set_index("dataset")["value"]
-            out[f"paper {split} {col}"] = [rows.get(_PAPER_NAMES.get(n, n), np.nan) for n in out.index]
+            counts = [rows.get(_PAPER_NAMES.get(n, n), np.nan) for n in out.index]
+            out[f"paper {split} {col}"] = pd.array([None if pd.isna(c) else round(c) for c in counts], dtype="Int64")
     out["train image share %"] = (100 * ours["train images"] / ours.loc["Total", "train images"]).round(1)
-    paper_train = out["paper train images"]
+    paper_train = out["paper train images"].astype(float)   # counts are integers; their shares are not
     out["paper share %"] = (100 * paper_train / paper_train.loc["Total"]).round(1)
     return out
 

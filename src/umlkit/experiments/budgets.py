@@ -11,7 +11,7 @@ from umlkit.models import parameter_budget
 from umlkit.paper import paper_table
 
 __all__ = ["PUMA_SPECS", "VPTSP_SPECS", "EXPLANATIONS", "puma_budget", "vptsp_budget", "uml_vptsp_budget",
-           "budget_facts"]
+           "uml_view", "budget_facts"]
 
 # PUMA Table 2 (c) and Table 3 rows: ViT-S/16 (in21k -> in1k), 128-d linear head
 PUMA_SPECS = {
@@ -91,6 +91,7 @@ def _puma_paper_value(df: pd.DataFrame, table: str, method: str | None, setting:
 
 def _add_match(table: pd.DataFrame, decimals: list[int]) -> None:
     """Round the measured count to the paper's printed precision and compare."""
+    table["exact (M)"] = [float(f"{t / 1e6:.3g}") for t in table["total"]]   # 49,280 is 0.0493, not "0.0"
     table["measured (M)"] = [round(t / 1e6, d) for t, d in zip(table["total"], decimals)]
     table["matches paper"] = table["measured (M)"] == table["paper (M)"]
 
@@ -131,6 +132,12 @@ def uml_vptsp_budget(num_classes: int = 15_952) -> dict[str, float]:
     total = count_trainable(model)
     prompts = sum(p.numel() for p in model.sparse_parameters())
     return {"classes": num_classes, "total (M)": total / 1e6, "class prompts (M)": prompts / 1e6, "paper (M)": 124.8}
+
+
+def uml_view(uml: dict) -> pd.DataFrame:
+    """:func:`uml_vptsp_budget` as a table: the class count as an integer, parameters in millions to one decimal."""
+    return pd.DataFrame({"value": [f"{v:,}" if isinstance(v, int) else f"{v:.1f}" for v in uml.values()]},
+                        index=list(uml))
 
 
 def budget_facts(puma: pd.DataFrame, vptsp: pd.DataFrame, uml: dict) -> dict[str, str]:

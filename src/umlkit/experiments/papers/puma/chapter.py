@@ -647,7 +647,8 @@ def lr_sweep(profile: str = "quick", lrs: dict[str, Sequence[float]] | None = No
     out = pd.DataFrame(rows)
     best = out.loc[out.groupby("method")["val Unified"].idxmax()]
     out["chosen (val Unified)"] = out.index.isin(best.index)
-    return out
+    metrics = ["val Unified", "val Harmonic", "test Unified", "test Harmonic"]
+    return out.round({**dict.fromkeys(metrics, 2), "seconds": 0})   # chosen on the unrounded values above
 
 
 
