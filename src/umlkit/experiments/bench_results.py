@@ -1,6 +1,6 @@
 """Benchmark results as the book shows them: ``benchmarks/bench_eval.py --scales ... --json`` (the retrieval engine
 against pytorch-metric-learning's ``AccuracyCalculator`` at several sizes, each implementation in a fresh process),
-read into one frame for the evaluation chapter's figure. Reading only: the benchmarks write these files.
+read into one frame and drawn for the evaluation chapter. Reading only: the benchmarks write these files.
 
 Why by hand: a pivot of the benchmark's own JSON lines; no library reads this format.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-__all__ = ["speed_by_size", "speed_view"]
+__all__ = ["speed_by_size", "speed_view", "plot_speed_by_size"]
 
 
 def speed_by_size(path) -> tuple[pd.DataFrame, str]:
@@ -38,3 +38,22 @@ def speed_view(speed: pd.DataFrame, reference: str = "umlkit (fp32 search)") -> 
     out[f"max |metric - {reference.split(' (')[0]} fp32| (points)"] = diff.map(lambda d: f"{d:.1e}")
     return out
 
+
+def plot_speed_by_size(frame: pd.DataFrame, machine: str):
+    """Seconds against the number of items (log-log) for PML's AccuracyCalculator and umlkit, each point labelled
+    with umlkit's speed-up (:func:`speed_by_size`); the machine in the title."""
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(7.5, 3.6))
+    for impl, colour, label in (("pml", "tab:gray", "PML AccuracyCalculator"), ("umlkit", "tab:blue", "umlkit")):
+        ax.plot(frame.index, frame[impl], marker="o", color=colour, label=label)
+    for items, r in frame.iterrows():
+        ax.annotate(f"x{r['speed-up']:.1f}", (items, r["umlkit"]), xytext=(0, -14), textcoords="offset points",
+                    ha="center", fontsize=9, color="tab:blue")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("items (query set = gallery), 128-d")
+    ax.set_ylabel("seconds (R@1/2/4/8, MAP@R, RP)")
+    ax.set_title(machine, fontsize=9.5)
+    ax.legend(fontsize=10, frameon=False)
+    fig.tight_layout()
+    return fig

@@ -11,7 +11,7 @@ import pandas as pd
 
 __all__ = ["plot_measured_vs_paper", "plot_seeds", "plot_setting_deltas", "plot_grouped_bars", "plot_heatmap",
            "plot_fid_progression", "plot_metric_vs_fid", "plot_rank_slopes", "plot_retrieved_classes",
-           "plot_source_bias", "plot_gap_map", "plot_probes", "plot_sweep_panels", "plot_speed_by_size"]
+           "plot_source_bias", "plot_gap_map", "plot_probes", "plot_sweep_panels"]
 
 
 _MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "<", ">"]   # one shape per line where colours are many
@@ -148,7 +148,7 @@ def plot_metric_vs_fid(frame: pd.DataFrame, metric: str = "R@1", hue: str = "met
     nrows = -(-len(cols) // ncols)
     fig, grid = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 3.5 * nrows), squeeze=False)
     for ax in grid.flat[len(cols):]:
-        ax.set_visible(False)
+        ax.axis("off")   # a free slot: the first one holds the legend
     axes = [list(grid.flat[:len(cols)])]
     hues = list(dict.fromkeys(frame[hue]))
     palette = dict(zip(hues, sns.color_palette("tab10", len(hues))))
@@ -169,12 +169,9 @@ def plot_metric_vs_fid(frame: pd.DataFrame, metric: str = "R@1", hue: str = "met
     for row in grid[:, :1].flat:
         row.set_ylabel(metric)
     handles, labels = axes[0][0].get_legend_handles_labels()
-    spare = list(grid.flat[len(cols):])
     fig.tight_layout()
-    if spare:   # the free panel beside the last row
-        spare[0].set_visible(True)
-        spare[0].axis("off")
-        spare[0].legend(handles, labels, loc="center", fontsize=10, frameon=False)
+    if len(grid.flat) > len(cols):   # the free panel beside the last row
+        grid.flat[len(cols)].legend(handles, labels, loc="center", fontsize=10, frameon=False)
     else:       # below the panels, in columns that fit their width
         fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(len(labels), 3),
                    fontsize=10, frameon=False)
@@ -601,24 +598,3 @@ def plot_verdicts(board: pd.DataFrame, by: str = "paper", title: str = "verdicts
         ax.spines[side].set_visible(False)
     fig.tight_layout()
     return fig
-
-
-def plot_speed_by_size(frame: pd.DataFrame, machine: str):
-    """Seconds against the number of items (log-log) for PML's AccuracyCalculator and umlkit, each point labelled
-    with umlkit's speed-up (:func:`umlkit.experiments.bench_results.speed_by_size`); the machine in the title."""
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(7.5, 3.6))
-    for impl, colour, label in (("pml", "tab:gray", "PML AccuracyCalculator"), ("umlkit", "tab:blue", "umlkit")):
-        ax.plot(frame.index, frame[impl], marker="o", color=colour, label=label)
-    for items, r in frame.iterrows():
-        ax.annotate(f"x{r['speed-up']:.1f}", (items, r["umlkit"]), xytext=(0, -14), textcoords="offset points",
-                    ha="center", fontsize=9, color="tab:blue")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("items (query set = gallery), 128-d")
-    ax.set_ylabel("seconds (R@1/2/4/8, MAP@R, RP)")
-    ax.set_title(machine, fontsize=9.5)
-    ax.legend(fontsize=10, frameon=False)
-    fig.tight_layout()
-    return fig
-
