@@ -399,8 +399,10 @@ def quoted_rows(spec: Table, cmp: pd.DataFrame, profile: str) -> pd.DataFrame:
     have = set(zip(cmp["method"], cmp["setting"])) if not cmp.empty else set()
     out = res[res["measured"].isna() & res["status"].astype(bool)]
     out = out[[(m, s) not in have for m, s in zip(out["method"], out["setting"])]]
-    return (out.drop_duplicates(["method", "setting"])[["method", "setting", "status"]]
-            .rename(columns={"status": "why not measured here"}).reset_index(drop=True))
+    from umlkit.experiments.labels import readable
+    out = out.drop_duplicates(["method", "setting"])[["method", "setting", "status"]]
+    return (out.assign(setting=out["setting"].map(readable)).rename(columns={"status": "why not measured here"})
+            .reset_index(drop=True))
 
 
 def stale_note(cmp: pd.DataFrame) -> str:
