@@ -51,6 +51,7 @@ def plot_speed_by_size(frame: pd.DataFrame, machine: str):
                     ha="center", fontsize=9, color="tab:blue")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    ax.set_ylim(bottom=frame["umlkit"].min() / 3)   # room for the lowest point's label
     ax.set_xlabel("items (query set = gallery), 128-d")
     ax.set_ylabel("seconds (R@1/2/4/8, MAP@R, RP)")
     ax.set_title(machine, fontsize=9.5)
