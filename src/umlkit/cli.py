@@ -102,7 +102,19 @@ def _cmd_data_check(args: argparse.Namespace) -> int:
         for name, row in table.iterrows():
             if row["detail"]:
                 print(f"\n[{name}] {row['status']}: {row['detail']}")
-    return 0 if (table["status"] == "found").all() else 1
+        weights_ok = _print_weights() if args.weights else True
+    return 0 if (table["status"] == "found").all() and weights_ok else 1
+
+
+def _print_weights() -> bool:
+    """The full profile's pretrained weights per backbone (experiments.weights_identity); False on a mismatch."""
+    from umlkit.experiments.weights_identity import weights_report
+    report, notes = weights_report("full")
+    print("\nweights the full profile trains from (pins: configs/weights.yaml; else the first run's hash):")
+    print(report.to_string(index=False) if not report.empty else "  none listed")
+    for note in notes:
+        print(f"  {note}")
+    return not report["status"].str.startswith("MISMATCH").any()
 
 
 def _cmd_data_make_mini(args: argparse.Namespace) -> int:
@@ -744,6 +756,10 @@ def _add_data(sub) -> None:
     p.add_argument("--verify-images", action="store_true", help="decode every image and report unreadable ones")
     p.add_argument("--on-error", choices=("report", "fail"), default="report",
                    help="with --verify-images: report unreadable images (default) or stop at once")
+    p.add_argument("--weights", action="store_true",
+                   help="also list the pretrained weights each paper's full-profile runs train from: the file, its "
+                        "sha256, and whether it is present, pinned (configs/weights.yaml) or seen before; a file "
+                        "whose hash differs fails the check")
     p.set_defaults(func=_cmd_data_check)
     p = dsub.add_parser("make-mini", help="generate UML-Mini (8 datasets in their real on-disk formats)")
     p.add_argument("--root", default=None, help="output folder (default: <data root>/uml_mini)")

@@ -60,3 +60,32 @@ def test_random_init_and_quick_runs_are_not_checked(weights):
     assert wi.weights_file({**cfg, "model": {**cfg["model"], "weights": None, "pretrained": False}}) is None
     path.write_bytes(b"anything")
     pf.preflight(jobs, "quick")   # the quick profile's shipped weights are the records' own business
+
+
+def test_data_check_lists_each_backbone_its_papers_file_and_state(weights, monkeypatch, capsys):
+    """`umlkit data check --weights`: one line per backbone with the papers that train from it, present / pinned /
+    seen, and a note for a paper whose runs cannot be listed; a changed file makes the check fail."""
+    from umlkit.cli import main
+    from umlkit.experiments import registry
+    path, cfg, jobs = weights
+    hub = {**cfg, "model": {"backbone": "vit_tiny_patch16_224", "weights": None, "pretrained": True}}
+
+    def broken(profile):
+        raise FileNotFoundError("no split files here")
+    toy = {"puma": registry.Paper("puma", lambda p: {}, job_lists={"tables": lambda p: jobs}),
+           "vptsp": registry.Paper("vptsp", lambda p: {}, job_lists={"tables": lambda p: [("vptsp/t", "v", hub)]}),
+           "oodml": registry.Paper("oodml", lambda p: {}, job_lists={"tables": broken})}
+    monkeypatch.setattr(registry, "papers", lambda: toy)
+    monkeypatch.setattr(wi, "weights_file", lambda c: ("vit_small_patch16_224", path) if c is cfg else None)
+    report, notes = wi.weights_report("full")
+    assert report["backbone"].tolist() == ["vit_small_patch16_224", "vit_tiny_patch16_224"]
+    assert report["runs"].tolist() == [2, 1] and report["papers"].tolist() == ["puma", "vptsp"]
+    assert report["status"].iloc[0] == "present, not pinned (its first run pins it)"
+    assert report["status"].iloc[1].startswith("not downloaded (timm fetches ")
+    assert notes == ["oodml: its runs cannot be listed here (no split files here)"]
+    pf.preflight(jobs, "full")                                   # the first run pins it
+    assert wi.weights_report("full")[0]["status"].iloc[0] == "ok, first seen by this results folder"
+    path.write_bytes(b"changed")
+    (path.parent / "data").mkdir()
+    assert main(["data", "check", "--weights", "--datasets", "cub", "--root", str(path.parent / "data")]) == 1
+    assert "MISMATCH with first seen by this results folder" in capsys.readouterr().out

@@ -19,7 +19,8 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["PINS_FILE", "SEEN_FILE", "weights_file", "sha256_of", "expected", "mismatches", "remember"]
+__all__ = ["PINS_FILE", "SEEN_FILE", "weights_file", "sha256_of", "expected", "mismatches", "remember",
+           "weights_report"]
 
 PINS_FILE = "weights.yaml"          # under configs/
 SEEN_FILE = "weights_seen.json"     # under results/<profile>/
@@ -121,3 +122,54 @@ def remember(files: dict[tuple[str, Path], list[str]], profile: str) -> None:
         seen = _seen(profile)
         atomic_write(path, json.dumps({**{k: v for k, v in new.items() if k not in seen}, **seen}, indent=1,
                                       sort_keys=True))
+
+
+def _status(name: str, found, profile: str) -> tuple[str, str, str]:
+    """(file, sha256 prefix, status) of one backbone's weights."""
+    import timm
+
+    from umlkit.models.backbones import hub_source
+    if found is None:
+        return "", "", f"not downloaded (timm fetches {hub_source(timm.models.get_pretrained_cfg(name))})"
+    path, have, want = found[1], sha256_of(found[1]), expected(name, profile)
+    if want is None:
+        return str(path), have[:16], "present, not pinned (its first run pins it)"
+    return str(path), have[:16], ("ok, " if want[0] == have else "MISMATCH with ") + want[1].split(" (")[0]
+
+
+def weights_report(profile: str = "full") -> tuple:
+    """The pretrained weights every registered paper's ``tables`` job list trains from in ``profile``: one line per
+    backbone (the papers, how many runs, the file, its sha256 prefix and whether it is present, pinned or seen
+    before) as a DataFrame, and a note per paper whose job list cannot be built here (e.g. split files not imported
+    yet)."""
+    import pandas as pd
+
+    from umlkit.experiments.registry import papers
+    from umlkit.experiments.table_runs import configs_of
+    from umlkit.models.backbones import resolve_backbone_name
+    lines: dict[str, dict] = {}
+    notes = []
+    for paper_name, paper in papers().items():
+        if paper.own:
+            continue
+        try:
+            jobs = paper.job_list("tables", profile)
+        except (FileNotFoundError, ValueError, KeyError) as err:
+            notes.append(f"{paper_name}: its runs cannot be listed here ({' '.join(str(err).split())[:200]})")
+            continue
+        for job in jobs:
+            for cfg in configs_of(job[2]):
+                if not cfg["model"].get("pretrained") and not cfg["model"].get("weights"):
+                    continue
+                name = resolve_backbone_name(cfg["model"]["backbone"])
+                line = lines.setdefault(name, {"backbone": name, "papers": [], "runs": 0, "found": weights_file(cfg)})
+                line["runs"] += 1
+                if paper_name not in line["papers"]:
+                    line["papers"].append(paper_name)
+    rows = []
+    for name, line in sorted(lines.items()):
+        file, digest, status = _status(name, line["found"], profile)
+        rows.append({"backbone": name, "papers": ", ".join(line["papers"]), "runs": line["runs"], "file": file,
+                     "sha256": digest, "status": status})
+    return pd.DataFrame(rows, columns=["backbone", "papers", "runs", "file", "sha256", "status"]), notes
+
