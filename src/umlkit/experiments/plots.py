@@ -1,13 +1,14 @@
 """The standard figures of the book's tables, for any paper: measured against published values (does the paper's
 ordering carry over?), every seed of a row, the difference between two settings per dataset, grouped bars, and
 annotated heat maps (cross-source matrices, prompt weights), and rank slopes (each row's rank in the paper and
-as measured). Inputs are the frames of
-:mod:`umlkit.experiments.tables` (``measure`` / ``compare``)."""
+as measured). Inputs are the frames of :mod:`umlkit.experiments.tables` (``measure`` / ``compare``)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 import pandas as pd
+
+from umlkit.experiments.labels import readable
 
 __all__ = ["plot_measured_vs_paper", "plot_seeds", "plot_setting_deltas", "plot_grouped_bars", "plot_heatmap",
            "plot_fid_progression", "plot_metric_vs_fid", "plot_rank_slopes", "plot_retrieved_classes",
@@ -47,14 +48,15 @@ def plot_seeds(measured: pd.DataFrame, datasets: Sequence[str] = ("Unified", "Ha
     import matplotlib.pyplot as plt
     import seaborn as sns
     sub = measured[(measured["metric"] == metric) & measured["dataset"].isin(datasets)]
+    sub = sub.assign(row=sub["row"].map(readable), score=sub["dataset"])   # words on the axis; Unified is a score
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 4))
-    sns.barplot(data=sub, x="row", y="value", hue="dataset", ax=ax, errorbar=None, alpha=0.6)
-    sns.stripplot(data=sub, x="row", y="value", hue="dataset", dodge=True, ax=ax, palette="dark:black", size=4,
+    sns.barplot(data=sub, x="row", y="value", hue="score", ax=ax, errorbar=None, alpha=0.6)
+    sns.stripplot(data=sub, x="row", y="value", hue="score", dodge=True, ax=ax, palette="dark:black", size=4,
                   legend=False)
     ax.set_ylabel(f"{metric} (%)")
     ax.set_xlabel("")
-    ax.tick_params(axis="x", rotation=20, labelsize=8)
+    ax.tick_params(axis="x", rotation=20, labelsize=9)
     return ax
 
 
@@ -153,7 +155,8 @@ def plot_metric_vs_fid(frame: pd.DataFrame, metric: str = "R@1", hue: str = "met
     hues = list(dict.fromkeys(frame[hue]))
     palette = dict(zip(hues, sns.color_palette("tab10", len(hues))))
     markers = dict(zip(hues, _MARKERS * (1 + len(hues) // len(_MARKERS))))   # colour and shape tell methods apart
-    for ax, c in zip(axes[0], cols):
+    for i, (ax, c) in enumerate(zip(axes[0], cols)):
+        ax.set_ylabel(metric if i % ncols == 0 else "")
         sub = frame[frame[col] == c]
         for h, g in sub.groupby(hue, sort=False):
             s = g.groupby("fid")["value"].agg(["mean", "min", "max"]).reset_index()
@@ -166,8 +169,6 @@ def plot_metric_vs_fid(frame: pd.DataFrame, metric: str = "R@1", hue: str = "met
             for h, g in paper[paper[col] == c].groupby(hue, sort=False):
                 twin.plot(g["fid"], g["value"], ls="--", lw=0.7, color=palette.get(h, "grey"))
             twin.set_xlabel("paper split FID (dashed)", fontsize=9.5)
-    for row in grid[:, :1].flat:
-        row.set_ylabel(metric)
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.tight_layout()
     if len(grid.flat) > len(cols):   # the free panel beside the last row
@@ -190,7 +191,7 @@ def plot_rank_slopes(views, title: str = "rank in the paper (left) and measured 
     fig, axes = plt.subplots(len(views), 1, figsize=(8, 3.4 * len(views)), squeeze=False)
     for ax, (name, v) in zip(axes[:, 0], views.items()):
         n = int(max(v["paper rank"].max(), v["measured rank"].max()))
-        labels = [str(x) for x in v["row"]]
+        labels = [readable(x) for x in v["row"]]
         tails = {x.rsplit(" / ", 1)[1] if " / " in x else None for x in labels}
         if len(tails) == 1 and None not in tails:  # one shared " / backbone" suffix says nothing: drop it
             labels = [x.rsplit(" / ", 1)[0] for x in labels]
@@ -329,7 +330,8 @@ def plot_curves(frame: pd.DataFrame, x: str = "epoch", y: str = "measured", hue:
     fig, axes = plt.subplots(nrows, ncols, figsize=(min(4.2, 10.5 / ncols) * ncols, 3.4 * nrows), squeeze=False)
     for ax in axes.flat[len(cols):]:
         ax.set_visible(False)
-    for ax, c in zip(axes.flat, cols):
+    for i, (ax, c) in enumerate(zip(axes.flat, cols)):
+        ax.set_ylabel(ylabel if i % ncols == 0 else "")
         for h, sub in frame[frame[col] == c].groupby(hue, sort=False):
             sub = sub.sort_values(x)
             ax.plot(sub[x], sub[y], marker="o", label=h)
@@ -337,8 +339,6 @@ def plot_curves(frame: pd.DataFrame, x: str = "epoch", y: str = "measured", hue:
                 ax.fill_between(sub[x], sub[y] - sub[err], sub[y] + sub[err], alpha=0.15)
         ax.set_title(c)
         ax.set_xlabel(x)
-    for ax in axes[:, 0]:
-        ax.set_ylabel(ylabel)
     handles, labels = axes.flat[0].get_legend_handles_labels()
     fig.tight_layout()
     # one legend below the panels, never over a curve
