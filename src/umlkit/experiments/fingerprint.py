@@ -34,7 +34,7 @@ from pathlib import Path
 from umlkit.results import file_sha256
 
 __all__ = ["code_hash", "data_fingerprint", "weights_fingerprint", "fingerprint", "stale_parts", "CODE_PARTS",
-           "file_sha256"]
+           "file_sha256", "cached_sha256"]
 
 _PKG = Path(__file__).resolve().parents[1]  # src/umlkit
 # the code a training run and its evaluation go through (relative to src/umlkit)
@@ -173,9 +173,14 @@ def _sha256_of(path: str, mtime_ns: int, size: int) -> str:
     return file_sha256(path)
 
 
-def _file_fingerprint(path: Path) -> str:
+def cached_sha256(path: Path) -> str:
+    """``path``'s sha256 (hex), hashed once per version of the file (:func:`_sha256_of`)."""
     st = path.stat()
-    return f"sha256:{_sha256_of(str(path.resolve()), st.st_mtime_ns, st.st_size)}"
+    return _sha256_of(str(path.resolve()), st.st_mtime_ns, st.st_size)
+
+
+def _file_fingerprint(path: Path) -> str:
+    return f"sha256:{cached_sha256(path)}"
 
 
 def weights_fingerprint(cfg: dict) -> str:

@@ -59,10 +59,10 @@ def _weights_problem(cfg: dict, hub: list) -> str | None:
             f"checks the pipeline end to end; its numbers are not the paper's)")
 
 
-def problems_of(jobs: list[tuple], profile: str = "full") -> dict[str, list[str]]:
+def problems_of(jobs: list[tuple], profile: str = "full", files: tuple | None = None) -> dict[str, list[str]]:
     """Problem message -> labels of the runs it concerns, over every configuration of ``jobs``: batches the data
     cannot fill, weights the hub cannot deliver, and weights files whose SHA-256 is not the expected one
-    (:mod:`umlkit.experiments.weights_identity`)."""
+    (:mod:`umlkit.experiments.weights_identity`; ``files``: :func:`weights_files` of ``jobs`` when known)."""
     from umlkit.experiments.table_runs import configs_of
     from umlkit.experiments.weights_identity import mismatches
     found: dict[str, list[str]] = {}
@@ -76,7 +76,7 @@ def problems_of(jobs: list[tuple], profile: str = "full") -> dict[str, list[str]
             for problem in (batch[key], _weights_problem(cfg, hub)):
                 if problem and job[1] not in found.setdefault(problem, []):
                     found[problem].append(job[1])
-    files, labels = weights_files(jobs)
+    files, labels = files or weights_files(jobs)
     for file, problem in mismatches(files, profile).items():
         found[problem] = labels[file]
     return found
@@ -106,11 +106,12 @@ def preflight(jobs: list[tuple], profile: str, record: bool = True) -> None:
     none, and with ``record``, remember the hash of each backbone file seen for the first time."""
     if profile != "full" or not jobs:
         return
-    found = problems_of(jobs, profile)
+    files = weights_files(jobs)
+    found = problems_of(jobs, profile, files)
     if not found:
         if record:
             from umlkit.experiments.weights_identity import remember
-            remember(weights_files(jobs)[0], profile)
+            remember(files[0], profile)
         return
     items = []
     for i, (problem, labels) in enumerate(found.items(), 1):

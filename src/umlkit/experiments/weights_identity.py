@@ -10,13 +10,12 @@ hashed (SHA-256) and compared with what is expected of that backbone:
 A file whose hash differs is refused, naming both hashes, the file and the papers whose runs expect it. A backbone
 without a file yet (the hub downloads it when the model is built) is checked from its next run on.
 
-Why by hand: hashing is hashlib's; the pins and the ledger are this book's bookkeeping.
+Why by hand: the hash is the records' own (:func:`umlkit.experiments.fingerprint.cached_sha256`); the pins and
+the ledger are this book's bookkeeping.
 """
 from __future__ import annotations
 
-import hashlib
 import json
-from functools import lru_cache
 from pathlib import Path
 
 __all__ = ["PINS_FILE", "SEEN_FILE", "weights_file", "sha256_of", "expected", "mismatches", "remember",
@@ -51,19 +50,10 @@ def weights_file(cfg: dict) -> tuple[str, Path] | None:
     return None
 
 
-@lru_cache(maxsize=64)
-def _sha256(path: str, mtime_ns: int, size: int) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def sha256_of(path: Path) -> str:
-    """The file's SHA-256 (hex), computed once per file version."""
-    st = path.stat()
-    return _sha256(str(path.resolve()), st.st_mtime_ns, st.st_size)
+    """The file's SHA-256 (hex), computed once per file version (the records' weights fingerprint's hash)."""
+    from umlkit.experiments.fingerprint import cached_sha256
+    return cached_sha256(path)
 
 
 def _pins() -> dict[str, str]:
