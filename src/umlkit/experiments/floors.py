@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from umlkit.experiments.labels import readable
 from umlkit.experiments.verdicts import NOT_COMPARABLE
 
 __all__ = ["Floor", "FLOOR_NOISE", "BELOW", "COLLAPSED", "SEED_COLLAPSE", "FROZEN_LIKE", "MARKS", "floor_noise",
@@ -197,7 +198,6 @@ def floor_verdict(spec, claim, marked: pd.DataFrame) -> str | None:
     for side in (claim.a, claim.b):
         mark = cell_mark(side, claim.metric, marked)
         if mark:
-            from umlkit.experiments.labels import readable
             setting = readable(side["setting"]) if side["setting"] else ""
             where = setting if f.per_setting and setting else ", ".join(x for x in (setting, side["dataset"]) if x)
             return f"{NOT_COMPARABLE}: {side['method']} ({where}) {_WORDS[mark]}"

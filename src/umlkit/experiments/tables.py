@@ -38,6 +38,7 @@ from umlkit.experiments.floors import (
     floor_verdict,
     mark_floors,
 )
+from umlkit.experiments.labels import readable
 from umlkit.experiments.more_seeds import looks_of, planned_seeds
 from umlkit.experiments.records import MissingSideFile, cached_record, find_record, normalise_key, read_only
 from umlkit.experiments.tuning import NotTuned
@@ -348,7 +349,6 @@ def side_by_side(cmp: pd.DataFrame, metric: str = "R@1", digits: int = 1, column
     to 0; the paper's value only where it has one; a
     stale record is marked with †, a cell
     below its frozen backbone with ↓ and a collapsed one with ⊥ when ``cmp`` went through :func:`mark_floors`)."""
-    from umlkit.experiments.labels import readable
     sub = cmp[cmp["metric"] == metric]
     cols = list(columns or dict.fromkeys(sub["dataset"]))
     lines = {}
@@ -399,7 +399,6 @@ def quoted_rows(spec: Table, cmp: pd.DataFrame, profile: str) -> pd.DataFrame:
     have = set(zip(cmp["method"], cmp["setting"])) if not cmp.empty else set()
     out = res[res["measured"].isna() & res["status"].astype(bool)]
     out = out[[(m, s) not in have for m, s in zip(out["method"], out["setting"])]]
-    from umlkit.experiments.labels import readable
     out = out.drop_duplicates(["method", "setting"])[["method", "setting", "status"]]
     return (out.assign(setting=out["setting"].map(readable)).rename(columns={"status": "why not measured here"})
             .reset_index(drop=True))
