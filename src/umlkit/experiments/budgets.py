@@ -91,7 +91,7 @@ def _puma_paper_value(df: pd.DataFrame, table: str, method: str | None, setting:
 
 def _add_match(table: pd.DataFrame, decimals: list[int]) -> None:
     """Round the measured count to the paper's printed precision and compare."""
-    table["exact (M)"] = [float(f"{t / 1e6:.3g}") for t in table["total"]]   # 49,280 is 0.0493, not "0.0"
+    table["exact (M)"] = [f"{t / 1e6:.3g}" for t in table["total"]]   # 49,280 is 0.0493, not "0.0"
     table["measured (M)"] = [round(t / 1e6, d) for t, d in zip(table["total"], decimals)]
     table["matches paper"] = table["measured (M)"] == table["paper (M)"]
 
