@@ -1,8 +1,10 @@
-"""Freeze the second seed plan (``configs/seed_plan_2.yaml``) from the quick board: the rule of
-:mod:`umlkit.experiments.seed_plan` once more, after the first plan's runs. ooDML's AGS claims (Table S3) pool every
-split of a method in the source's shift table, so they name those rows. Run once; a frozen plan is never edited.
+"""Freeze a later seed plan from the quick board: ``--stage 2`` (``configs/seed_plan_2.yaml``), the rule of
+:mod:`umlkit.experiments.seed_plan` once more after the first plan's runs; ``--stage 3`` (``configs/seed_plan_3.yaml``),
+the claims that had their needed seeds and stayed open, up to the cap (``RULE_3``). ooDML's AGS claims (Table S3)
+pool every split of a method in the source's shift table, so they name those rows. Run once per stage; a frozen plan
+is never edited.
 
-    .venv/bin/python tools/make_seed_plan.py [--dry-run]
+    .venv/bin/python tools/make_seed_plan.py --stage 3 [--dry-run]
 """
 from __future__ import annotations
 
@@ -30,18 +32,20 @@ def _ags_pool(oodml_tables):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
+    ap.add_argument("--stage", type=int, choices=(2, 3), required=True, help="which later plan to freeze")
     args = ap.parse_args(argv)
-    path = plan_path().with_name(SEED_PLAN_FILES[1])
+    path = plan_path().with_name(SEED_PLAN_FILES[args.stage - 1])
     if path.exists() and not args.dry_run:
         sys.exit(f"{path} exists: a frozen plan is not remade")
     board = scoreboard("quick")
     specs = {(name, t): s for name, p in papers().items() for t, s in p.claim_tables("quick").items()}
     oodml = papers()["oodml"].claim_tables("quick")
     pooled = {("oodml", "Table S3"): _ags_pool(oodml)}
-    chosen = seed_plan.choose(board, specs, "quick", pooled=pooled)
+    chosen = seed_plan.choose(board, specs, "quick", pooled=pooled, to_cap=args.stage == 3)
     print(chosen[["paper", "table", "claim", "seeds", "seeds needed", "extra seeds", "hours"]].to_string())
     if not args.dry_run:
-        print("wrote", seed_plan.write(chosen, path, rule=seed_plan.RULE_2))
+        rule = seed_plan.RULE_2 if args.stage == 2 else seed_plan.RULE_3
+        print("wrote", seed_plan.write(chosen, path, rule=rule))
     return 0
 
 

@@ -82,10 +82,15 @@ def test_open_claims_get_their_seeds_at_the_level_holm_leaves_them():
     claims = pd.DataFrame([_claim(9.0, 0.5, 4.0), _claim(0.5, 3.0, 4.3, paper_gap=2.0), _claim(0.4, 2.0, 4.5)])
     board = ev.with_needed_seeds(vd.holm_adjust(claims, "paper"))
     assert board["verdict"].tolist() == [vd.REPRODUCED, vd.INCONCLUSIVE, vd.INCONCLUSIVE]
-    level = 0.05 / (3 - 1)   # one of three decided: the next faces alpha / 2
+    level = 0.05 / (3 - 1) / 2   # one of three decided: alpha / 2, and the extra seeds are the claims' second look
     assert board["seeds needed"].iloc[1] == ev.needed_seeds(3.0, 3, 4.3, level, paper_gap=2.0)
     assert board["seeds needed"].iloc[2] == ev.needed_seeds(2.0, 3, 4.5, level)
     assert np.isnan(board["seeds needed"].iloc[0])
+    # a claim already at its second look plans for its third: p enters Holm times 3 there
+    looked = ev.with_needed_seeds(vd.holm_adjust(pd.DataFrame(
+        [_claim(9.0, 0.5, 4.0), _claim(0.5, 3.0, 4.3, paper_gap=2.0, looks=2), _claim(0.4, 2.0, 4.5)]), "paper"))
+    assert looked["seeds needed"].iloc[1] == ev.needed_seeds(3.0, 3, 4.3, 0.05 / 2 / 3, paper_gap=2.0)
+    assert looked["seeds needed"].iloc[1] > board["seeds needed"].iloc[1]
 
 
 def test_the_sensitivity_table_reruns_the_rule_at_each_margin():

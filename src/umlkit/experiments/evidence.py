@@ -6,7 +6,9 @@ move with the smallest effect size of interest, and what each interval says abou
   (one-sided t-test at the level the claim would face) or show "no effect" within the margin (TOST at a true gap
   of zero, which needs 90 % power on each one-sided test). The level is alpha / (m - r): Holm's threshold for
   the first claim after the r the family has already decided among its m tested (the evidence standard's
-  "plan against the level the claim will actually face"). The noise is the observed one: the standard error
+  "plan against the level the claim will actually face"), divided by the look the extra seeds would give: a claim
+  tested at k looks enters Holm with its p-value times k (:func:`umlkit.experiments.verdicts.holm_adjust`), so its
+  next look faces alpha / ((m - r) (k + 1)). The noise is the observed one: the standard error
   times the square root of the seeds, so the plan scales the present design (Welch two-sample: statsmodels'
   ``TTestIndPower``; a paired test or one exact cell: ``TTestPower``).
 * Sensitivity (:func:`sensitivity`): the verdict counts with the margin halved and doubled.
@@ -64,7 +66,7 @@ def needed_seeds(se: float, n: int, df: float, level: float, paper_gap: float = 
 
 def with_needed_seeds(board: pd.DataFrame, family: str = "paper") -> pd.DataFrame:
     """``board`` (after :func:`umlkit.experiments.verdicts.holm_adjust`) with ``seeds needed`` for each
-    inconclusive claim (NaN for the others, and where no route gets there within :data:`MAX_SEEDS`:
+    inconclusive claim, planned for the level of its next look (NaN for the others, and where no route gets there within :data:`MAX_SEEDS`:
     ``seeds needed`` NaN and ``beyond`` True)."""
     out = board.copy()
     out["seeds needed"], out["beyond"] = np.nan, False
@@ -72,9 +74,10 @@ def with_needed_seeds(board: pd.DataFrame, family: str = "paper") -> pd.DataFram
         sub = out.loc[idx]
         m = int(sub["raw verdict"].isin(VERDICTS).sum())
         r = int((sub["verdict"].isin(DECIDED)).sum())
-        level = ALPHA / max(1, m - r)
         for i in sub.index[sub["verdict"] == INCONCLUSIVE]:
             row = out.loc[i]
+            looks = row.get("looks", 1)
+            level = ALPHA / max(1, m - r) / ((1 if pd.isna(looks) else int(looks)) + 1)   # at the next look
             n = needed_seeds(float(row.get("se", np.nan)), int(row.get("seeds", 0) or 0),
                              float(row.get("df", np.nan)), level, float(row.get("paper gap", np.nan)))
             out.at[i, "seeds needed"] = n if n is not None else np.nan

@@ -33,8 +33,9 @@ __all__ = ["RULE", "LOOKS", "PLAN_FILE", "SEED_PLAN_FILE", "SEED_PLAN_FILES", "s
 
 PLAN_FILE = "more_seeds.yaml"
 SEED_PLAN_FILE = "seed_plan.yaml"   # the later plan (:mod:`umlkit.experiments.seed_plan`), per-claim seeds
-# the seed plans in the order they were frozen: the first, then the one made from the board after its runs
-SEED_PLAN_FILES = (SEED_PLAN_FILE, "seed_plan_2.yaml")
+# the seed plans in the order they were frozen: the first, the one made from the board after its runs, and the one
+# that took claims left open with their needed seeds up to the cap
+SEED_PLAN_FILES = (SEED_PLAN_FILE, "seed_plan_2.yaml", "seed_plan_3.yaml")
 PROFILE = "quick"   # the profile whose scoreboard the plan was made from, and whose tables it extends
 LOOKS = 2
 RULE = (
@@ -129,7 +130,8 @@ def _check_stamp(path: Path, data: Mapping) -> None:
 def stages() -> list[dict]:
     """Every frozen plan, in the order they were made: ``configs/more_seeds.yaml`` (the second look), then
     ``configs/seed_plan.yaml`` (the seeds that decide, :mod:`umlkit.experiments.seed_plan`) and
-    ``configs/seed_plan_2.yaml`` (the same rule on the board after the first plan's runs) when present."""
+    ``configs/seed_plan_2.yaml`` (the same rule on the board after the first plan's runs) and
+    ``configs/seed_plan_3.yaml`` (open claims that had their needed seeds, up to the cap) when present."""
     extra = [plan_path().with_name(name) for name in SEED_PLAN_FILES]
     return [plan(), *(_load(str(path)) for path in extra if path.exists())]
 

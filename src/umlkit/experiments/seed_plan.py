@@ -24,7 +24,7 @@ import yaml
 
 from umlkit.experiments.verdicts import INCONCLUSIVE
 
-__all__ = ["MAX_PLANNED", "BUDGET_HOURS", "WORKERS", "RULE", "RULE_2", "choose", "write", "plan_facts"]
+__all__ = ["MAX_PLANNED", "BUDGET_HOURS", "WORKERS", "RULE", "RULE_2", "RULE_3", "choose", "write", "plan_facts"]
 
 MAX_PLANNED = 10      # seeds per side at most
 BUDGET_HOURS = 3.0    # per paper, of quick-profile runs on WORKERS workers
@@ -39,6 +39,11 @@ RULE_2 = (f"After the first plan's runs, the same rule was applied once more to 
           f"a claim of a table computed from other tables' runs (ooDML's AGS pools every split of a method) gets its "
           f"seeds on every row it pools. The list was fixed before its runs, and a claim tested on them counts one "
           f"look more.")
+RULE_3 = (f"A claim that had the seeds its power calculation asked for and still stayed open (80 % power leaves about "
+          f"one such claim in five open) got, once, seeds up to the budget's cap of {MAX_PLANNED} per side; the "
+          f"calculation itself now plans for the level of the look those seeds give (alpha divided by the look's "
+          f"number as well as by Holm's rank). The list was fixed before its runs, and a claim tested on them counts "
+          f"one look more.")
 
 
 def _row_cost(spec, row, profile: str) -> float:
@@ -71,12 +76,18 @@ def _pooled_extra(source, methods, needed: int, profile: str) -> tuple[list, tup
     return rows, tuple(next(free) for _ in range(max(0, needed - len(common))))
 
 
-def choose(board: pd.DataFrame, specs: dict, profile: str = "quick", pooled: dict | None = None) -> pd.DataFrame:
+def choose(board: pd.DataFrame, specs: dict, profile: str = "quick", pooled: dict | None = None,
+           to_cap: bool = False) -> pd.DataFrame:
     """The claims the rule takes from ``board`` (needs ``seeds needed``), with ``extra seeds`` and ``hours``
     (estimated, on :data:`WORKERS` workers). ``specs``: ``{(paper, table): Table}`` of the board's claims.
     ``pooled``: ``{(paper, table): f(claim) -> (source Table, methods)}`` for tables computed from another table's
-    runs (such a claim gets its seeds on every row of those methods; the entry carries ``pooled rows``)."""
+    runs (such a claim gets its seeds on every row of those methods; the entry carries ``pooled rows``).
+    ``to_cap`` (:data:`RULE_3`): instead, the claims that already have their needed seeds and stayed open, each
+    taken up to :data:`MAX_PLANNED` seeds per side."""
     cand = board[(board["verdict"] == INCONCLUSIVE) & (board["seeds needed"] <= MAX_PLANNED)]
+    if to_cap:
+        cand = cand[(cand["seeds"] >= cand["seeds needed"]) & (cand["seeds"] < MAX_PLANNED)]
+        cand = cand.assign(**{"power seeds": cand["seeds needed"], "seeds needed": MAX_PLANNED})
     chosen, spent = [], {}
     for r in cand.sort_values("seeds needed", kind="stable").to_dict("records"):
         spec = specs.get((r["paper"], r["table"]))
@@ -105,7 +116,7 @@ def write(chosen: pd.DataFrame, path: Path, profile: str = "quick", rule: str = 
     claims: dict = {}
     for r in chosen.to_dict("records"):
         first = {"seeds": int(r["seeds"]), "gap": float(r["gap"]), "p (Holm)": round(float(r["p adjusted"]), 4),
-                 "seeds needed": int(r["seeds needed"])}
+                 "seeds needed": int(r.get("power seeds", r["seeds needed"]))}
         claims.setdefault(r["owner"], {}).setdefault(r["table"], []).append(
             {"claim": r["claim"], "first look": first, "seeds": [int(s) for s in r["extra seeds"]],
              "hours": round(float(r["hours"]), 3), **({"pooled rows": r["pooled rows"]} if r.get("pooled rows")
@@ -119,12 +130,12 @@ def write(chosen: pd.DataFrame, path: Path, profile: str = "quick", rule: str = 
 def plan_facts(board: pd.DataFrame) -> dict[str, str]:
     """Glue for the prose: the plan's claims (``sp_n``), how many have their planned seeds (``sp_done``) and how
     many of those the new look decided (``sp_decided``), the plan's estimated hours (``sp_hours``); the same for the
-    second plan with the prefix ``sp2_``; and on the whole board the claims still inconclusive (``open_n``,
+    second and third plans with the prefixes ``sp2_`` and ``sp3_``; and on the whole board the claims still inconclusive (``open_n``,
     ``open_share`` of the tested ones), how many of them need more than :data:`MAX_PLANNED` seeds per side
     (``open_beyond``; the others, ``open_within``, had the seeds a plan gave them) and the median they need
     (``open_median``)."""
     from umlkit.experiments.verdicts import VERDICTS
-    out = {**_stage_facts(board, 1, "sp"), **_stage_facts(board, 2, "sp2")}
+    out = {**_stage_facts(board, 1, "sp"), **_stage_facts(board, 2, "sp2"), **_stage_facts(board, 3, "sp3")}
     tested = board[board["raw verdict"].isin(VERDICTS)] if "raw verdict" in board else board.iloc[:0]
     open_ = board[board["verdict"] == INCONCLUSIVE]
     need = open_["seeds needed"] if "seeds needed" in open_ else pd.Series(dtype=float)
