@@ -172,9 +172,15 @@ def _record_index(profile: str) -> dict[str, Path]:
 
 
 def find_record(key: dict, profile: str) -> Path | None:
-    """The stored record of ``key`` under any paper and table, or None."""
+    """The stored record of ``key`` under any paper and table, or None. With ``UMLKIT_READ_LOG`` set, each found
+    path is appended to that file: the records a book build reads (``tools/archive_records.py`` moves the others
+    to the archive)."""
     path = _record_index(profile).get(config_hash(normalise_key(key)))
-    return path if path is not None and path.is_file() else None
+    found = path if path is not None and path.is_file() else None
+    if found is not None and os.environ.get("UMLKIT_READ_LOG"):
+        with open(os.environ["UMLKIT_READ_LOG"], "a", encoding="utf-8") as log:   # one short line: an atomic append
+            log.write(f"{found}\n")
+    return found
 
 
 def cached_record(paper: str, table: str, label: str, key: dict, runner: str | Callable[[dict], dict],
