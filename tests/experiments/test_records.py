@@ -45,6 +45,24 @@ def test_cached_record_computes_once_and_is_found_under_any_table(counting_runne
     assert summary.loc[("puma", "table2"), "records"] == 1 and summary.loc[("total", ""), "stale"] == 0
 
 
+def test_an_archived_record_is_never_read_and_the_read_log_lists_what_is(counting_runner, tmp_path, monkeypatch):
+    """tools/archive_records.py moves superseded records to results/<profile>/archive/records/: no look-up finds
+    them there; UMLKIT_READ_LOG lists every record a look-up returns."""
+    key = run_config("quick", method="linear")
+    rc.cached_record("puma", "table2", "row 1", key, "counting", "quick", log=None)
+    log = tmp_path / "reads.txt"
+    monkeypatch.setenv("UMLKIT_READ_LOG", str(log))
+    path = rc.find_record(key, "quick")
+    assert path is not None and log.read_text() == f"{path}\n"
+    archived = tmp_path / "quick" / "archive" / path.relative_to(tmp_path / "quick")
+    archived.parent.mkdir(parents=True)
+    path.rename(archived)
+    assert rc.find_record(key, "quick") is None and rc.list_records("quick") == []
+    assert log.read_text() == f"{path}\n"   # a miss is not logged
+    rc.cached_record("puma", "table2", "row 1", key, "counting", "quick", log=None)
+    assert counting_runner == [0, 0]   # asked again, the run is trained, not taken from the archive
+
+
 def test_edited_or_unreadable_records_raise(counting_runner):
     key = run_config("quick", method="linear")
     rec = rc.cached_record("puma", "t", "r", key, "counting", "quick", log=None)
