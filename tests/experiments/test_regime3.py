@@ -1,0 +1,71 @@
+"""The regime map's third edition (umlkit.experiments.papers.regime.edition3): each row's recipe, the cells, the
+tuning protocol, the rates entered against the tuning records, and the WiSE-FT row's choice of coefficient."""
+import pytest
+
+from umlkit.experiments import source_recipe
+from umlkit.experiments.papers.regime import edition3 as e3
+from umlkit.experiments.tables import Row
+from umlkit.experiments.tuning import NotTuned
+
+CELL = {"split": "hardest", "data": 16}
+
+
+def test_every_row_is_oodmls_recipe_with_its_own_trainable_part():
+    base = source_recipe.run_config("quick", method="Margin (D)", source="cub", split=9, seed=1, lr=1e-3)
+    for name, method in e3.settings()["methods"].items():
+        cfg = e3.run_config(CELL, method, 1, lr=1e-3)
+        assert cfg["data"]["splits"] == base["data"]["splits"] and cfg["data"]["few_shot"] == 16
+        assert cfg["model"]["method"] == ("full" if method == "lpft" else method)
+        assert cfg["objective"][0] == base["objective"][0] and cfg["objective"][1]["name"] == "model_regularizer"
+        assert cfg["optimizer"] == base["optimizer"] and cfg["seed"] == 1
+        assert cfg["train"]["eval_every"] == cfg["train"]["epochs"]
+        assert ("wise_ft" in cfg["train"]) == (method == "full")
+    lp, full = e3.run_config(CELL, "lpft", 0, lr=1e-3), e3.run_config(CELL, "full", 0, lr=1e-3)
+    assert lp["train"]["warmup_epochs"] == e3.settings()["lp_epochs"]
+    assert lp["train"]["epochs"] == full["train"]["epochs"] + e3.settings()["lp_epochs"]
+    assert e3.run_config({**CELL, "data": "all"}, "lora", 0, lr=1e-3)["data"]["few_shot"] is None
+    assert e3.run_config({**CELL, "data": "all"}, "lora", 0, lr=1e-3)["model"]["options"] == {"rank": 8}
+    with pytest.raises(ValueError, match="method must be one of"):
+        e3.run_config(CELL, "vpt", 0, lr=1e-3)
+
+
+def test_the_table_has_a_floor_per_split_and_eight_rows_per_cell():
+    table = e3.MAP3()
+    floors = [r for r in table.rows if r.method == "Zero-Shot"]
+    assert [r.setting for r in floors] == ["split=default", "split=middle", "split=hardest"]
+    assert len(table.rows) == 3 + 9 * 8 and len(table.claims) == 12
+    assert {c.a["method"] for c in table.claims} == {"LayerNorm", "WiSE-FT", "LP-FT", "Full fine-tuning"}
+
+
+def test_tuning_holds_out_validation_classes_at_each_cells_data_level():
+    jobs = e3.tuning_jobs()
+    assert len(jobs) == sum(len(e3.tuning_grid(c, m)) for c in e3.cells() for m in e3.settings()["methods"].values())
+    for folder, label, key, runner in jobs:
+        cell = next(c for c in e3.cells() if label.startswith(f"{c['split']}-{c['data']}-"))
+        split = e3.settings()["splits"][cell["split"]]
+        val = source_recipe.run_config("quick", source="cub", split=split, lr=1e-3, validation=True)
+        assert runner == "train" and folder == e3.TUNING_FOLDER and key["data"]["splits"] == val["data"]["splits"]
+        assert key["data"]["few_shot"] == (None if cell["data"] == "all" else cell["data"]) and key["seed"] == 0
+
+
+def test_rates_are_the_tuning_records_choice_and_missing_ones_say_how_to_make_them():
+    frame = e3.tuning_frame()
+    for r in frame[frame["chosen"]].itertuples():
+        cell = {"split": r.split, "data": r.data if r.data == "all" else int(r.data)}
+        try:
+            assert e3.rate(cell, r.method) == r.lr, f"{r.unit}: the file's rate is not the validation argmax"
+        except NotTuned:
+            pass   # a choice not entered yet: its rows wait (map3_jobs)
+    with pytest.raises(NotTuned, match=r"map3-tuning.*lr\.nowhere\.16\.puma"):
+        e3.rate({**CELL, "split": "nowhere"}, "puma")
+
+
+def test_the_wise_ft_row_reads_the_coefficient_chosen_on_validation(monkeypatch):
+    result = {"test": {"CUB": 50.0}, "wise_ft": [{"alpha": a, "test": {"CUB": 40.0 + 10 * a}} for a in (0, .5, 1)]}
+    row = Row(method=e3.WISE, setting="split=hardest;data=16", spec={"cell": CELL, "method": "full", "wise": True})
+    monkeypatch.setattr(e3, "wise_alpha", lambda cell, profile="quick": 0.5)
+    assert e3.scores(result, row) == {("CUB", "R@1"): 45.0}
+    plain = Row(method="Full fine-tuning", setting=row.setting, spec={"cell": CELL, "method": "full"})
+    assert e3.scores(result, plain) == {("CUB", "R@1"): 50.0}
+    monkeypatch.setattr(e3, "wise_alpha", lambda cell, profile="quick": None)
+    assert e3.scores(result, row) == {}   # no validation curve yet: no value
