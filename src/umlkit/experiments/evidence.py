@@ -66,7 +66,8 @@ def needed_seeds(se: float, n: int, df: float, level: float, paper_gap: float = 
 
 def with_needed_seeds(board: pd.DataFrame, family: str = "paper") -> pd.DataFrame:
     """``board`` (after :func:`umlkit.experiments.verdicts.holm_adjust`) with ``seeds needed`` for each
-    inconclusive claim, planned for the level of its next look (NaN for the others, and where no route gets there within :data:`MAX_SEEDS`:
+    inconclusive claim, planned for the level of its next look (NaN for the others, and where no route gets there
+    within :data:`MAX_SEEDS`:
     ``seeds needed`` NaN and ``beyond`` True)."""
     out = board.copy()
     out["seeds needed"], out["beyond"] = np.nan, False

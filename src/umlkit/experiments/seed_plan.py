@@ -130,7 +130,8 @@ def write(chosen: pd.DataFrame, path: Path, profile: str = "quick", rule: str = 
 def plan_facts(board: pd.DataFrame) -> dict[str, str]:
     """Glue for the prose: the plan's claims (``sp_n``), how many have their planned seeds (``sp_done``) and how
     many of those the new look decided (``sp_decided``), the plan's estimated hours (``sp_hours``); the same for the
-    second and third plans with the prefixes ``sp2_`` and ``sp3_``; and on the whole board the claims still inconclusive (``open_n``,
+    second and third plans with the prefixes ``sp2_`` and ``sp3_``; and on the whole board the claims still
+    inconclusive (``open_n``,
     ``open_share`` of the tested ones), how many of them need more than :data:`MAX_PLANNED` seeds per side
     (``open_beyond``; the others, ``open_within``, had the seeds a plan gave them) and the median they need
     (``open_median``)."""
