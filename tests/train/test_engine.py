@@ -203,7 +203,8 @@ def test_the_full_profile_reads_umlkit_data_when_data_root_is_unset(tmp_path, mo
 
 @pytest.mark.parametrize("config, error, match", [
     # a misspelt key inside a section (from a dict or a YAML file) would be kept beside the default and ignored
-    ({"train": {"epoch": 2}}, KeyError, r"unknown key\(s\) \['epoch'\] in config section train; known: .*epochs"),
+    ({"train": {"epoch": 2}}, KeyError,
+     r"unknown key\(s\) \['epoch'\] in config section train \(did you mean 'epochs'\?\); known: .*epochs"),
     ({"data": {"batchsize": 16}}, KeyError, r"\['batchsize'\] in config section data"),
     ({"optimizer": {"learning_rate": 1e-2}}, KeyError, r"\['learning_rate'\] in config section optimizer"),
     ({"profiles": {"quick": {"clip": {"maximum": 1}}}}, KeyError, r"\['maximum'\] in config section clip"),

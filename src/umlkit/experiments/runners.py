@@ -144,6 +144,9 @@ def _trained(cfg: dict) -> tuple[dict, torch.nn.Module]:
     out["curves"] = _curves(res.history)
     if "val" in res.history[-1]:
         out["val"] = _epoch_scores(res.history[-1], "val")
+    if res.wise_ft:   # train.wise_ft: the weight-space mixtures of the run's start and end
+        out["wise_ft"] = [{"alpha": p["alpha"], **{s: _epoch_scores(p, s) for s in ("test", "val") if s in p}}
+                          for p in res.wise_ft]
     unified = len(cfg["data"]["datasets"]) > 1
     if unified or getattr(res.model.backbone, "prompt_pool", None) is not None:
         test = test_set(cfg)   # loaded once for both analyses

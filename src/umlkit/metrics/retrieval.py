@@ -58,11 +58,13 @@ __all__ = [
     "check_embeddings",
     "check_labels",
     "DEFAULT_KS",
+    "KNOWN_METRICS",
+    "RECALL_NAME",
 ]
 
 DEFAULT_KS = (1, 2, 4, 8)
-_RECALL = re.compile(r"^R@(\d+)$")
-_KNOWN = ("MAP@R", "RP", "mAP@1000", "NMI")
+RECALL_NAME = re.compile(r"^R@(\d+)$")          # R@k: a recall at k
+KNOWN_METRICS = ("MAP@R", "RP", "mAP@1000", "NMI")   # the other metrics the engine computes
 
 
 # --------------------------------------------------------------------------------------------------
@@ -122,17 +124,17 @@ def parse_metrics(metrics: Sequence[str] | None, ks: Sequence[int]) -> tuple[lis
         bad = [k for k in ks if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1]
         if bad:
             raise ValueError(f"ks must be integers >= 1 (the k of R@k), got {list(ks)}")
-        return sorted({int(k) for k in ks}), list(_KNOWN)
+        return sorted({int(k) for k in ks}), list(KNOWN_METRICS)
     recall, other = set(), []
     for name in metrics:
-        match = _RECALL.match(name)
+        match = RECALL_NAME.match(name)
         if match:
             recall.add(int(match.group(1)))
-        elif name in _KNOWN:
+        elif name in KNOWN_METRICS:
             if name not in other:
                 other.append(name)
         else:
-            raise ValueError(f"unknown metric {name!r}; expected 'R@<k>' or one of {_KNOWN}")
+            raise ValueError(f"unknown metric {name!r}; expected 'R@<k>' or one of {KNOWN_METRICS}")
     if any(k < 1 for k in recall):
         raise ValueError("R@k needs k >= 1")
     return sorted(recall), other

@@ -320,6 +320,16 @@ def _vptsp(b: _Build) -> nn.Module:
     return VPTSPModel(body, b.timm_name, b.embed_dim, num_classes, data_config=b.data_config, **b.kw)
 
 
+@register_method("layernorm", cnn=False)
+def _layernorm(b: _Build) -> nn.Module:
+    """LayerNorm tuning (Basu et al., "Strong baselines for parameter-efficient few-shot fine-tuning", AAAI 2024):
+    the backbone frozen except the scale and shift of every LayerNorm (the final norm included), and the head."""
+    for module in b.net.modules():
+        if isinstance(module, nn.LayerNorm):
+            module.requires_grad_(True)
+    return _finish(b, _body(b))
+
+
 METHODS = tuple(_METHODS)  # the built-in methods, in this order
 
 

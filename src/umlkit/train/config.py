@@ -26,6 +26,7 @@ from pathlib import Path
 
 import yaml
 
+from umlkit._yaml import DuplicateKey, nearest, safe_load_unique
 from umlkit.results import config_hash
 
 __all__ = ["DEFAULTS", "load_config", "apply_overrides", "merge", "resolve_config", "config_hash", "legacy_objective"]
@@ -103,7 +104,7 @@ _FREE_FORM = ("model.options.", "optimizer.lr_mult.", "data.splits.", "data.shor
 
 # Keys a configuration may give that DEFAULTS leaves out, so that an earlier configuration resolves (and hashes)
 # as before: data.shortcut, a class-predicting mark on the training images (umlkit.data.shortcut).
-OPTIONAL = {"data": ("shortcut",), "train": ("compile",)}
+OPTIONAL = {"data": ("shortcut",), "train": ("compile", "wise_ft")}
 
 
 def legacy_objective(loss: dict) -> list[dict]:
@@ -152,7 +153,8 @@ def apply_overrides(config: dict, overrides) -> dict:
             else:
                 if not free_form and p not in node:
                     where = ".".join(parts[:depth]) or "the config"
-                    raise KeyError(f"override {key!r}: unknown key {p!r} in {where} (known: {', '.join(sorted(node))})")
+                    raise KeyError(f"override {key!r}: unknown key {p!r} in {where}{nearest(p, node)} (known: "
+                                   f"{', '.join(sorted(node))})")
                 node = node.setdefault(p, {})
             if not isinstance(node, (dict, list)):
                 raise KeyError(f"override {key!r}: {'.'.join(parts[:depth + 1])} is not a section")
@@ -164,7 +166,8 @@ def apply_overrides(config: dict, overrides) -> dict:
             continue
         if not free_form and last not in node and not (len(parts) == 3 and parts[0] == "objective"):
             where = ".".join(parts[:-1]) or "the config"
-            raise KeyError(f"override {key!r}: unknown key {last!r} in {where} (known: {', '.join(sorted(node))})")
+            raise KeyError(f"override {key!r}: unknown key {last!r} in {where}{nearest(last, node)} (known: "
+                           f"{', '.join(sorted(node))})")
         node[last] = value
     return out
 
@@ -176,6 +179,10 @@ def resolve_config(config: dict | None = None, profile: str | None = None, overr
     if not isinstance(profiles, dict) or not all(isinstance(b, dict) for b in profiles.values()):
         raise ValueError(f"profiles = {profiles!r}: expected {{quick: {{...}}, full: {{...}}}}, a mapping of config "
                          f"sections per profile")
+    odd = sorted(set(profiles) - {"quick", "full"})
+    if odd:
+        raise KeyError(f"unknown profile block(s) {odd} under profiles{nearest(odd[0], ('quick', 'full'))}; known: "
+                       f"quick, full (a misspelt block would never be applied)")
     for block in (config, *profiles.values()):
         if "loss" in block:
             if "objective" in block:
@@ -185,8 +192,11 @@ def resolve_config(config: dict | None = None, profile: str | None = None, overr
     if profile not in ("quick", "full"):
         raise ValueError(f"profile must be 'quick' or 'full', got {profile!r}")
     unknown = set(config) - set(DEFAULTS)
+    for block in profiles.values():
+        unknown |= set(block) - set(DEFAULTS)
     if unknown:
-        raise KeyError(f"unknown config section(s) {sorted(unknown)}; known: {sorted(DEFAULTS)}")
+        raise KeyError(f"unknown config section(s) {sorted(unknown)}{nearest(sorted(unknown)[0], DEFAULTS)}; known: "
+                       f"{sorted(DEFAULTS)}")
     out = merge(DEFAULTS, config)
     out = merge(out, profiles.get(profile, {}))
     out["profile"] = profile
@@ -214,7 +224,8 @@ def _check_keys(cfg: dict) -> None:
         unknown = sorted(set(given) - set(known) - set(OPTIONAL.get(section, ())))
         if unknown:
             known = sorted({*known, *OPTIONAL.get(section, ())})
-            raise KeyError(f"unknown key(s) {unknown} in config section {section}; known: {', '.join(known)}")
+            raise KeyError(f"unknown key(s) {unknown} in config section {section}{nearest(unknown[0], known)}; "
+                           f"known: {', '.join(known)}")
     for key, value, expected in (("model.options", cfg["model"]["options"], "a mapping of method options"),
                                  ("data.splits", cfg["data"]["splits"], "a mapping {source: split}"),
                                  ("optimizer.lr_mult", cfg["optimizer"]["lr_mult"], "a mapping {group: multiple}")):
@@ -275,6 +286,11 @@ def _check_values(cfg: dict) -> None:
     if not (isinstance(metrics, list) and metrics and all(isinstance(m, str) for m in metrics)):
         fail("train.metrics", metrics, "a non-empty list of metric names, e.g. [R@1, MAP@R] (the first selects the "
              "best epoch)")
+    from umlkit.metrics.retrieval import KNOWN_METRICS, RECALL_NAME
+    for name in metrics:   # refused here, not at the first evaluation after hours of training
+        if not (RECALL_NAME.match(name) and int(RECALL_NAME.match(name).group(1)) >= 1) and name not in KNOWN_METRICS:
+            fail("train.metrics", metrics, f"metric names: R@<k> (k >= 1) or one of {', '.join(KNOWN_METRICS)}; "
+                 f"{name!r} is none{nearest(name, (*KNOWN_METRICS, 'R@1'))}")
     datasets = data["datasets"]
     if not (isinstance(datasets, list) and datasets and all(isinstance(d, str) for d in datasets)):
         fail("data.datasets", datasets, "a non-empty list of dataset names, e.g. [cub, cars]")
@@ -293,6 +309,9 @@ def _check_values(cfg: dict) -> None:
     if train.get("compile", "off") not in COMPILE_MODES:
         fail("train.compile", train["compile"], f"one of {', '.join(COMPILE_MODES)} (torch.compile of the model's "
              "training forward; reduce-overhead adds CUDA graphs; absent means off)")
+    if train.get("wise_ft") is not None:
+        from umlkit.train.wise_ft import check_alphas
+        check_alphas(train["wise_ft"])
     if cfg.get("precision") not in ("fp32", "bf16", "fp16", "auto"):
         fail("precision", cfg.get("precision"), "fp32, bf16, fp16 or auto (bf16 or fp16 on a GPU, fp32 on the CPU)")
     device = cfg.get("device")
@@ -356,7 +375,9 @@ def _parsed(path: Path) -> dict:
     hit = _PARSED.get(str(path))
     if hit is None or hit[0] != stamp:
         try:
-            raw = coerce_numbers(yaml.safe_load(path.read_text()) or {})
+            raw = coerce_numbers(safe_load_unique(path.read_text()) or {})
+        except DuplicateKey as err:
+            raise ValueError(f"{path}: {err.problem}") from None
         except yaml.YAMLError as err:
             raise ValueError(f"{path} is not valid YAML: {err}") from err
         if not isinstance(raw, dict):

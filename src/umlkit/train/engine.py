@@ -55,6 +55,7 @@ from umlkit.train.config import config_hash, legacy_objective, resolve_config
 from umlkit.train.evaluate import evaluate_model
 from umlkit.train.runtime import AMP_DTYPES, check_batch, resolve_device, resolve_precision, resolve_workers
 from umlkit.train.sparse import RowSparseOptimizer, sparse_grads
+from umlkit.train.wise_ft import initial_state, wise_ft_curve
 
 __all__ = ["FitResult", "TrainingDivergedError", "fit", "build_data", "build_model", "build_optimizer", "param_groups",
            "plot_history", "run_dir_for", "read_log"]
@@ -75,6 +76,7 @@ class FitResult:
     model: nn.Module = field(repr=False)
     loss: nn.Module = field(repr=False)
     seconds: float = 0.0
+    wise_ft: list[dict] | None = None   # train.wise_ft: [{"alpha", "test", "val"}, ...] (umlkit.train.wise_ft)
 
     def summary(self, metric: str = "R@1") -> pd.DataFrame:
         """Last-epoch and best-on-test columns side by side for ``metric``."""
@@ -538,6 +540,7 @@ class _Run:
     wants_index: bool
     amp_dtype: object
     scaler: object
+    initial: dict | None = None   # theta_0 for ``train.wise_ft`` (umlkit.train.wise_ft), else None
 
     @property
     def is_main(self) -> bool:
@@ -652,8 +655,10 @@ def _set_up(cfg: dict, run_dir, resume) -> _Run:
                      find_unused_parameters=True)
     amp_dtype = AMP_DTYPES[precision]
     scaler = torch.amp.GradScaler("cuda") if amp_dtype is torch.float16 else None
+    # WiSE-FT's theta_0: the model as built (a resumed run rebuilds the same one before its checkpoint is loaded)
+    initial = initial_state(model) if cfg["train"].get("wise_ft") else None
     return _Run(cfg, run_dir, device, world, rank, train_set, test_set, val_set, model, loss, groups, opt, sparse,
-                sparse_opt, sched, sampler, loader, runner, wants_index, amp_dtype, scaler)
+                sparse_opt, sched, sampler, loader, runner, wants_index, amp_dtype, scaler, initial)
 
 
 def _compile_forward(model: nn.Module, mode: str) -> None:
@@ -859,13 +864,26 @@ def _checkpoint(run: _Run, progress: _Progress, epoch: int, row: dict) -> None:
                          "config_hash": state["config_hash"]}, run.run_dir / "best.pt", keep_previous=False)
 
 
+def _wise_ft(run: _Run) -> list[dict] | None:
+    """``train.wise_ft``: test (and validation) scores of the weight-space mixtures of the run's start and end."""
+    if run.initial is None or not run.is_main:
+        return None
+
+    def scores(model) -> dict:
+        out = {"test": _frame_to_json(_evaluate(model, run.test_set, run.cfg, run.device, run.amp_dtype))}
+        if run.val_set is not None:
+            out["val"] = _frame_to_json(_evaluate(model, run.val_set, run.cfg, run.device, run.amp_dtype))
+        return out
+    return wise_ft_curve(run.model, run.initial, run.cfg["train"]["wise_ft"], scores)
+
+
 def _finish(run: _Run, progress: _Progress, seconds: float) -> FitResult:
     """The result, ``metrics.json`` (main rank) and, under torchrun, a barrier so that no rank leaves early."""
     last, history = progress.last, progress.history
     if last is None and history and "test" in history[-1]:
         last = _frame_from_json(history[-1]["test"])
     result = FitResult(run.run_dir, run.cfg, history, last, progress.best, progress.best_epoch, run.model, run.loss,
-                       seconds)
+                       seconds, _wise_ft(run))
     if run.is_main and last is not None:
         atomic_write(run.run_dir / "metrics.json", json.dumps(
             {"last_epoch": _frame_to_json(last), "best_on_test": _frame_to_json(progress.best),
