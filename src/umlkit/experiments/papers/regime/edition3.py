@@ -162,7 +162,9 @@ def tuning_jobs(profile: str = "quick", seed: int = 0) -> list[tuple]:
 
 def tuning_frame(profile: str = "quick") -> pd.DataFrame:
     """Per (cell, method) and rate the validation R@1 (and the stored seconds); ``chosen`` marks each unit's best,
-    ``interior`` whether it lies strictly inside the rates tried. Read-only: missing records are skipped."""
+    ``interior`` whether it lies strictly inside the rates tried. Read-only: missing records are skipped. (A tuning
+    run's "test" classes are its split's validation classes: :func:`umlkit.experiments.source_recipe.run_config`
+    with ``validation=True``.)"""
     from umlkit.experiments.records import find_record, load_record
     lines = []
     for unit in tuning_sweep().units(profile):
@@ -173,7 +175,7 @@ def tuning_frame(profile: str = "quick") -> pd.DataFrame:
             rec = load_record(path)
             lines.append({"split": unit[0]["split"], "data": str(unit[0]["data"]), "method": unit[1],
                           "unit": f"{unit[0]['split']}-{unit[0]['data']}-{unit[1]}", "lr": lr,
-                          "val R@1": rec["result"]["val"]["CUB"], "seconds": rec["seconds"]})
+                          "val R@1": rec["result"]["test"]["CUB"], "seconds": rec["seconds"]})
     out = pd.DataFrame(lines, columns=["split", "data", "method", "unit", "lr", "val R@1", "seconds"])
     if out.empty:
         return out.assign(chosen=pd.Series(dtype=bool), interior=pd.Series(dtype=object))
@@ -182,7 +184,7 @@ def tuning_frame(profile: str = "quick") -> pd.DataFrame:
 
 def wise_alpha(cell: dict, profile: str = "quick") -> float | None:
     """The WiSE-FT coefficient of ``cell``: the one with the best validation R@1 on full fine-tuning's tuning run at
-    its chosen rate (None before that run exists)."""
+    its chosen rate, the smallest on a tie (None before that run exists)."""
     from umlkit.experiments.records import find_record, load_record
     try:
         key = run_config(cell, "full", 0, validation=True, profile=profile)
@@ -192,7 +194,7 @@ def wise_alpha(cell: dict, profile: str = "quick") -> float | None:
     if path is None:
         return None
     curve = load_record(path)["result"].get("wise_ft") or []
-    return max(curve, key=lambda p: (p["val"]["CUB"], -p["alpha"]))["alpha"] if curve else None
+    return max(curve, key=lambda p: (p["test"]["CUB"], -p["alpha"]))["alpha"] if curve else None
 
 
 def map3_jobs(profile: str = "quick") -> list[tuple]:
