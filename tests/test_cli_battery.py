@@ -31,6 +31,10 @@ def inputs(tmp_path_factory) -> Path:
     (t / "typo.yaml").write_text("modle:\n  backbone: x\n")
     (t / "subtypo.yaml").write_text("train:\n  epoch: 2\n")
     (t / "list.yaml").write_text("- a\n- b\n")
+    (t / "dupkey.yaml").write_text("model:\n  backbone: vit_tiny_uml\n  backbone: vit_tiny_uml_v2\n")
+    (t / "profiletypo.yaml").write_text("profiles:\n  quik:\n    train: {epochs: 1}\n")
+    (t / "metrictypo.yaml").write_text("train:\n  metrics: [R@1, MAP@RR]\n")
+    (t / "wisetypo.yaml").write_text("train:\n  wise_ft: [2]\n")
     (t / "run").mkdir()
     (t / "run" / "config.json").write_text("{not json")
     (t / "run" / "last.pt").write_bytes(b"junk")
@@ -77,6 +81,18 @@ CASES = [
     (["train", "{t}/bad.yaml"], "{t}/bad.yaml is not valid YAML"),
     (["train", "{t}/typo.yaml"], "{t}/typo.yaml: unknown config section(s) ['modle']"),
     (["train", "{t}/list.yaml"], "{t}/list.yaml must hold a mapping"),
+    # configs checked at load (issue 65 item 4): a repeated key, a misspelt profile block, metric or key
+    (["train", "{t}/dupkey.yaml"], "{t}/dupkey.yaml: key 'backbone' appears twice in one mapping (lines 2 and 3)"),
+    (["train", "{t}/profiletypo.yaml"], "{t}/profiletypo.yaml: unknown profile block(s) ['quik'] under profiles "
+                                        "(did you mean 'quick'?)"),
+    (["train", "{t}/metrictypo.yaml"], "{t}/metrictypo.yaml: config key train.metrics = ['R@1', 'MAP@RR']: expected "
+                                       "metric names"),
+    (["train", CONFIG, "--set", "train.metrics=[R@1,MAPR]"], "'MAPR' is none (did you mean 'MAP@R'?)"),
+    (["train", CONFIG, "--set", "train.epoch=3"], "unknown key 'epoch' in train (did you mean 'epochs'?)"),
+    (["train", "{t}/wisetypo.yaml"], "config key train.wise_ft = [2]: expected a list of mixing coefficients in "
+                                     "[0, 1]"),
+    (["train", CONFIG, "--profile", "quick", "--set", "model.method=layernorm", "--set",
+      "model.options.adapter_dim=3", "--run-dir", "{t}/r"], "unexpected option(s) for method 'layernorm'"),
     (["train", CONFIG, "--set", "noequals"], "override 'noequals' must look like key.sub=value"),
     (["train", CONFIG, "--set", "nosuch.key=1"], "unknown key 'nosuch'"),
     (["train", CONFIG, "--set", "model.backbone=nosuchnet", "--run-dir", "{t}/r"], "unknown backbone 'nosuchnet'"),
