@@ -7,14 +7,14 @@ from umlkit.experiments.papers.regime import edition3 as e3
 from umlkit.experiments.tables import Row
 from umlkit.experiments.tuning import NotTuned
 
-CELL = {"split": "hardest", "data": 16}
+CELL = {"split": "hardest", "data": 2}
 
 
 def test_every_row_is_oodmls_recipe_with_its_own_trainable_part():
     base = source_recipe.run_config("quick", method="Margin (D)", source="cub", split=9, seed=1, lr=1e-3)
     for name, method in e3.settings()["methods"].items():
         cfg = e3.run_config(CELL, method, 1, lr=1e-3)
-        assert cfg["data"]["splits"] == base["data"]["splits"] and cfg["data"]["few_shot"] == 16
+        assert cfg["data"]["splits"] == base["data"]["splits"] and cfg["data"]["few_shot"] == 2
         assert cfg["model"]["method"] == ("full" if method == "lpft" else method)
         assert cfg["objective"][0] == base["objective"][0] and cfg["objective"][1]["name"] == "model_regularizer"
         assert cfg["optimizer"] == base["optimizer"] and cfg["seed"] == 1
@@ -56,13 +56,13 @@ def test_rates_are_the_tuning_records_choice_and_missing_ones_say_how_to_make_th
             assert e3.rate(cell, r.method) == r.lr, f"{r.unit}: the file's rate is not the validation argmax"
         except NotTuned:
             pass   # a choice not entered yet: its rows wait (map3_jobs)
-    with pytest.raises(NotTuned, match=r"map3-tuning.*lr\.nowhere\.16\.puma"):
+    with pytest.raises(NotTuned, match=r"map3-tuning.*lr\.nowhere\.2\.puma"):
         e3.rate({**CELL, "split": "nowhere"}, "puma")
 
 
 def test_the_wise_ft_row_reads_the_coefficient_chosen_on_validation(monkeypatch):
     result = {"test": {"CUB": 50.0}, "wise_ft": [{"alpha": a, "test": {"CUB": 40.0 + 10 * a}} for a in (0, .5, 1)]}
-    row = Row(method=e3.WISE, setting="split=hardest;data=16", spec={"cell": CELL, "method": "full", "wise": True})
+    row = Row(method=e3.WISE, setting="split=hardest;data=2", spec={"cell": CELL, "method": "full", "wise": True})
     monkeypatch.setattr(e3, "wise_alpha", lambda cell, profile="quick": 0.5)
     assert e3.scores(result, row) == {("CUB", "R@1"): 45.0}
     plain = Row(method="Full fine-tuning", setting=row.setting, spec={"cell": CELL, "method": "full"})

@@ -48,3 +48,18 @@ def test_misspelt_keys_and_metrics_name_the_nearest_valid_one():
     assert resolve_config({"train": {"metrics": ["R@16", "NMI", "mAP@1000"]}})["train"]["metrics"] == [
         "R@16", "NMI", "mAP@1000"]
     assert nearest("zzzz", ["quick", "full"]) == ""
+
+
+def test_a_misspelt_model_option_names_the_nearest_one_and_the_list_covers_every_option_read():
+    import re
+    from pathlib import Path
+
+    from umlkit.models import _factory, create_model
+    with pytest.raises(TypeError, match=r"unexpected option\(s\) for method 'puma': \['adaptr_dim'\] \(did you "
+                                        r"mean 'adapter_dim'\?\)"):
+        create_model("vit_tiny_uml", "puma", pretrained=False, adaptr_dim=3)
+    source = Path(_factory.__file__).read_text()
+    read = set(re.findall(r"kw\.pop\(\"(\w+)\"", source))
+    for call in re.findall(r"_pop\((?:b\.)?kw, ([^)]*)\)", source):
+        read |= set(re.findall(r"(\w+)=", call))
+    assert read == set(_factory.OPTION_NAMES)

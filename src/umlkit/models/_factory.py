@@ -122,12 +122,26 @@ def _body(b: _Build, **peft_options) -> nn.Module:
     return PEFTViT(b.net, **peft_options) if b.is_vit else b.net
 
 
+# every method option some builder (or create_model itself) reads: what a misspelt option is compared with
+OPTION_NAMES = ("freeze_bn", "head", "bitfit", "aux_heads", "eval_concat_aux", "checkpoint_blocks", "hidden",
+                "num_prompts", "prompt_depth", "prompt_step", "pool_size", "prompt_length", "identical_init",
+                "use_prompts", "keep_prob", "adapter_dim", "adapter_scale", "skip_dropped", "use_adapters", "rank",
+                "alpha", "layers", "bitfit_backbone", "num_classes")
+
+
+def _option_hint(b: _Build) -> str:
+    """" (did you mean 'adapter_dim'?)": the closest option the methods take, or "" (``model.options`` is checked
+    only here, when the model is built)."""
+    from umlkit._yaml import nearest
+    return nearest(sorted(b.kw)[0], OPTION_NAMES)
+
+
 def _finish(b: _Build, body: nn.Module) -> EmbeddingModel:
     """BitFit, leftover-option check, head and auxiliary heads, and the :class:`EmbeddingModel`."""
     if b.bitfit:
         _enable_bitfit(b.net)
     if b.kw:
-        raise TypeError(f"unexpected option(s) for method {b.method!r}: {sorted(b.kw)}")
+        raise TypeError(f"unexpected option(s) for method {b.method!r}: {sorted(b.kw)}{_option_hint(b)}")
     feat_dim = b.net.num_features
     head = build_head(b.head_kind, feat_dim, b.embed_dim, hidden=b.head_hidden)
     out_dim = feat_dim if b.head_kind == "identity" else b.embed_dim

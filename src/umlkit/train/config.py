@@ -100,7 +100,7 @@ def merge(base: dict, update: dict) -> dict:
     return out
 
 
-_FREE_FORM = ("model.options.", "optimizer.lr_mult.", "data.splits.", "data.shortcut", "train.compile")
+_FREE_FORM = ("model.options.", "optimizer.lr_mult.", "data.splits.", "data.shortcut", "train.compile", "train.wise_ft")
 
 # Keys a configuration may give that DEFAULTS leaves out, so that an earlier configuration resolves (and hashes)
 # as before: data.shortcut, a class-predicting mark on the training images (umlkit.data.shortcut).

@@ -2,7 +2,7 @@
 
 Declared in ``configs/regime/edition3.yaml`` before any of its runs. On ooDML's quick recipe for the CUB-like source
 (:mod:`umlkit.experiments.source_recipe`: the tiny ViT v2, Margin (D), 10 epochs), every cell - one of three
-FID-ordered splits (default, middle, hardest) x 4, 16 or all training images per class - trains seven rows:
+FID-ordered splits (default, middle, hardest) x 2, 4 or all (12) training images per class - trains seven rows:
 the linear probe, LayerNorm tuning (Basu et al., AAAI 2024), BitFit (Ben Zaken et al., ACL 2022), LoRA (Hu et al.,
 ICLR 2022), PUMA, full fine-tuning and LP-FT (Kumar et al., ICLR 2022, the head first: the engine's
 ``train.warmup_epochs``). Full fine-tuning's runs also evaluate WiSE-FT (Wortsman et al., CVPR 2022, Eq. 1: the
