@@ -210,3 +210,28 @@ def map3_jobs(profile: str = "quick") -> list[tuple]:
             continue
         ready.append(row)
     return distinct_jobs({TABLE_NAME: replace(table, rows=ready)}, profile)
+
+
+def _step(lr: float, up: bool) -> float:
+    """The next rate of the 1-3-10 ladder the grids use: 1e-3 -> 3e-3 -> 1e-2 (up) or 1e-3 -> 3e-4 (down)."""
+    import math
+    exp = math.floor(math.log10(lr) + 1e-9)
+    mant = round(lr / 10 ** exp, 6)
+    if up:
+        return (3.0 if mant < 3 else 10.0) * 10 ** exp
+    return (3.0 * 10 ** (exp - 1)) if mant < 3 else 1.0 * 10 ** exp
+
+
+def edge_extensions(frame: pd.DataFrame) -> dict:
+    """``{split: {data: {method: [rate]}}}``: for every unit of :func:`tuning_frame` whose choice sits on its grid's
+    edge and whose grid is below the cap, the next rate beyond that edge (what ``tuning.extra`` gains)."""
+    cap = int(settings()["tuning"]["cap"])
+    out: dict = {}
+    for unit, g in frame.groupby("unit", sort=False):
+        best = g[g["chosen"]].iloc[0]
+        if bool(best["interior"]) or len(g) >= cap:
+            continue
+        up = float(best["lr"]) >= float(g["lr"].max())
+        rate = float(f"{_step(float(best['lr']), up):.0e}")
+        out.setdefault(best["split"], {}).setdefault(str(best["data"]), {})[best["method"]] = [rate]
+    return out
