@@ -83,6 +83,10 @@ def run_config(cell: dict, method: str, seed: int = 0, lr: float | None = None, 
     cfg["model"]["options"] = dict((s.get("options") or {}).get(method, {}))
     cfg["objective"] = [*cfg["objective"], {"name": "model_regularizer", "weight": 1.0, "options": {}}]
     cfg["data"]["few_shot"] = None if cell["data"] == "all" else int(cell["data"])
+    if cfg["data"]["few_shot"]:   # a batch holds at most the images there are (the hardest split's validation
+        images = len(cfg["data"]["splits"][s["source"]]["train"]) * cfg["data"]["few_shot"]   # protocol at k = 2)
+        per_class = int(cfg["data"]["samples_per_class"])
+        cfg["data"]["batch_size"] = min(int(cfg["data"]["batch_size"]), images - images % per_class)
     if method == "lpft":
         cfg["train"]["warmup_epochs"] = int(s["lp_epochs"])
         cfg["train"]["epochs"] += int(s["lp_epochs"])
@@ -229,6 +233,9 @@ def edge_extensions(frame: pd.DataFrame) -> dict:
     out: dict = {}
     for unit, g in frame.groupby("unit", sort=False):
         best = g[g["chosen"]].iloc[0]
+        cell = {"split": best["split"], "data": best["data"] if best["data"] == "all" else int(best["data"])}
+        if len(g) < len(tuning_grid(cell, best["method"])):   # the grid is not measured through yet
+            continue
         if bool(best["interior"]) or len(g) >= cap:
             continue
         up = float(best["lr"]) >= float(g["lr"].max())
