@@ -27,6 +27,7 @@ def test_every_row_is_oodmls_recipe_with_its_own_trainable_part():
     # a batch holds at most the images there are: 48 validation-protocol training classes x 2 images
     assert e3.run_config(CELL, "full", 0, lr=1e-3, validation=True)["data"]["batch_size"] == 96
     assert e3.run_config(CELL, "full", 0, lr=1e-3)["data"]["batch_size"] == 112
+    assert e3.run_config({**CELL, "data": "all"}, "full", 0, lr=1e-3, validation=True)["data"]["batch_size"] == 96
     assert e3.run_config({**CELL, "data": "all"}, "lora", 0, lr=1e-3)["model"]["options"] == {"rank": 8}
     with pytest.raises(ValueError, match="method must be one of"):
         e3.run_config(CELL, "vpt", 0, lr=1e-3)

@@ -83,10 +83,11 @@ def run_config(cell: dict, method: str, seed: int = 0, lr: float | None = None, 
     cfg["model"]["options"] = dict((s.get("options") or {}).get(method, {}))
     cfg["objective"] = [*cfg["objective"], {"name": "model_regularizer", "weight": 1.0, "options": {}}]
     cfg["data"]["few_shot"] = None if cell["data"] == "all" else int(cell["data"])
-    if cfg["data"]["few_shot"]:   # a batch holds at most the images there are (the hardest split's validation
-        images = len(cfg["data"]["splits"][s["source"]]["train"]) * cfg["data"]["few_shot"]   # protocol at k = 2)
-        per_class = int(cfg["data"]["samples_per_class"])
-        cfg["data"]["batch_size"] = min(int(cfg["data"]["batch_size"]), images - images % per_class)
+    # a batch holds at most the images there are and the classes the sampler can fill it with (the hardest split's
+    # 48 validation-protocol training classes: 96 = 48 x 2 images per class)
+    classes, per_class = len(cfg["data"]["splits"][s["source"]]["train"]), int(cfg["data"]["samples_per_class"])
+    images = classes * (cfg["data"]["few_shot"] or per_class)
+    cfg["data"]["batch_size"] = min(int(cfg["data"]["batch_size"]), classes * per_class, images - images % per_class)
     if method == "lpft":
         cfg["train"]["warmup_epochs"] = int(s["lp_epochs"])
         cfg["train"]["epochs"] += int(s["lp_epochs"])
