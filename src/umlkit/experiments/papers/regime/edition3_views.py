@@ -217,7 +217,7 @@ def edition3_facts(decision: pd.DataFrame, quadrants: pd.DataFrame, claims: pd.D
     (``rm3_peft_wins``, ``rm3_separable``), the quadrant tally (``rm3_quadrant_holds`` of ``rm3_quadrant_tested``
     predicted cells, ``rm3_quadrant_against``), the WiSE-FT coefficient chosen most often (``rm3_alpha_mode``) and
     its range (``rm3_alpha_range``), and the claims' verdicts (``rm3_claims``, ``rm3_claims_measured``,
-    ``rm3_verdicts``)."""
+    ``rm3_verdicts``), and the findings box's line (``rm3_findings``)."""
     from umlkit.experiments.verdicts import MISSING
     done = decision[decision["winner"].notna()]
     predicted = quadrants[(quadrants["predicted"] != "") & (quadrants["observed"] != "")]
@@ -228,7 +228,12 @@ def edition3_facts(decision: pd.DataFrame, quadrants: pd.DataFrame, claims: pd.D
     claims = claims if claims is not None else pd.DataFrame(columns=["verdict"])
     measured = claims[~claims["verdict"].astype(str).str.startswith(MISSING)] if len(claims) else claims
     verdicts = measured["verdict"].value_counts()
-    return {"rm3_cells": str(len(decision)), "rm3_cells_done": str(len(done)), "rm3_winners": _winners_text(done),
+    findings = (f"{_winners_text(done)[:-1]} of the {len(done)} decided cells; a parameter-efficient row wins "
+                f"{int(done['winner'].isin(PEFT).sum())}; the published quadrants' prediction is supported in "
+                f"{len(holds)} of {len(predicted)} predicted cells and contradicted in {len(against)}"
+                if len(done) else "no cell has all its records yet")
+    return {"rm3_findings": findings,
+            "rm3_cells": str(len(decision)), "rm3_cells_done": str(len(done)), "rm3_winners": _winners_text(done),
             "rm3_peft_wins": str(int(done["winner"].isin(PEFT).sum())),
             "rm3_separable": str(int(done["separable"].sum())),
             "rm3_quadrant_tested": str(len(predicted)), "rm3_quadrant_holds": str(len(holds)),
