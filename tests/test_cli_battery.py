@@ -56,6 +56,9 @@ def inputs(tmp_path_factory) -> Path:
         (t / name).mkdir()
         (t / name / "_config.yml").write_text(config)
         (t / name / "_toc.yml").write_text(toc)
+    (t / "junksplits").mkdir()
+    for name in ("cub200_splits.pkl", "cars196_splits.pkl", "online_products_splits.pkl"):
+        (t / "junksplits" / name).write_bytes(b"junk")
     (t / "listmanifest").mkdir()
     (t / "listmanifest" / "UML_MINI.json").write_text("[]")
     return t
@@ -154,6 +157,14 @@ CASES = [
      "unknown language_guidance job list 'everything'; choose one of omega_sweep"),
     (["records", "status", "oodml", "everything"],
      "unknown oodml job list 'everything'; choose one of lr_sweep, lr_sweep_cars, lr_sweep_sop, tables"),
+    (["records", "status", "nosuch"], "unknown paper 'nosuch'; registered: puma"),
+    (["records", "status", "oodml"], "give oodml's job list (lr_sweep, lr_sweep_cars"),
+    (["records", "status", "oodml", "tables", "--profile", "weird"], "argument --profile: invalid choice: 'weird'"),
+    (["data", "check", "--root", "{t}/bad.yaml"], "data root {t}/bad.yaml does not exist or is not a folder"),
+    (["book", "check-html", "{t}/bad.yaml"], "{t}/bad.yaml: no built book here"),
+    (["oodml", "import-splits", "{t}/junksplits", "--root", "{t}"], "{t}/junksplits/cub200_splits.pkl: not a "
+                                                                     "readable ooDML split file"),
+    (["plan", "--paper", "puma", "--gpus", "abc"], "argument --gpus: invalid int value: 'abc'"),
     (["reproduce", "--chapters", "nonexistent"], "unknown chapter(s) ['nonexistent']"),
     (["reproduce", "-p", "NOEQUALS"], "-p expects NAME=VALUE"),
     (["reproduce", "-p", "SEEDS=[0,"], "-p 'SEEDS=[0,': the value is not valid YAML"),

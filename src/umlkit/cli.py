@@ -247,14 +247,18 @@ def _cmd_stale(args: argparse.Namespace) -> int:
 def _job_list(paper: str, name: str | None, profile: str, table: str | None = None):
     """A registered paper's named job list (:mod:`umlkit.experiments.registry`), or the runs of one of its tables."""
     from umlkit.experiments.registry import get_paper
+    try:
+        entry = get_paper(paper)   # an unknown paper is named before anything else
+    except KeyError as err:
+        raise ValueError(err.args[0]) from None
     if (name is None) == (table is None):
-        raise ValueError(f"give {paper}'s job list (e.g. tables) or --table NAME, one of the two"
+        raise ValueError(f"give {paper}'s job list ({', '.join(entry.job_list_names)}) or --table NAME, one of the two"
                          + (f"; got both {name!r} and --table {table!r}" if name else ""))
     try:
         if table is not None:
             from umlkit.experiments.table_runs import table_jobs
             return table_jobs(paper, table, profile)
-        return get_paper(paper).job_list(name, profile)
+        return entry.job_list(name, profile)
     except KeyError as err:
         raise ValueError(err.args[0]) from None
 

@@ -164,7 +164,7 @@ def plot_wise_curves(curves: pd.DataFrame, chosen: dict | None = None):
     band: min to max over seeds); a star marks the coefficient chosen on validation classes."""
     import matplotlib.pyplot as plt
     splits = list(e3.settings()["splits"])
-    fig, axes = plt.subplots(1, len(splits), figsize=(13, 3.8), sharey=True)
+    fig, axes = plt.subplots(1, len(splits), figsize=(9.5, 3.6), sharey=True)
     test = curves[curves["seed"] >= 0]
     for ax, split in zip(np.atleast_1d(axes), splits):
         for data in (str(d) for d in e3.settings()["data"]):
@@ -178,7 +178,7 @@ def plot_wise_curves(curves: pd.DataFrame, chosen: dict | None = None):
             if a is not None and a in g.index:
                 ax.plot([a], [g.loc[a, "mean"]], marker="*", markersize=15, color=line.get_color())
         ax.set_title(_row_label(split), fontsize=10)
-        ax.set_xlabel("alpha (0: the weights before fine-tuning, 1: fine-tuned)")
+        ax.set_xlabel("alpha (0: start, 1: fine-tuned)")
         ax.grid(alpha=0.3)
     np.atleast_1d(axes)[0].set_ylabel("test R@1 (CUB-like)")
     np.atleast_1d(axes)[-1].legend(title="images", fontsize=9)
