@@ -21,7 +21,8 @@ from umlkit.experiments.papers.regime import edition3 as e3
 from umlkit.experiments.papers.regime.chapter import _cell_values, _welch_interval
 
 __all__ = ["PEFT", "FULL_LIKE", "decision_frame", "quadrant_frame", "wise_curve_frame", "plot_decision_map",
-           "plot_wise_curves", "edition3_facts", "decision_view"]
+           "plot_wise_curves", "edition3_facts", "decision_view", "level_facts", "design_facts", "tuning_view",
+           "quadrant_view"]
 
 PEFT = ("Linear probe", "LayerNorm", "BitFit", "LoRA", "PUMA")
 FULL_LIKE = ("Full fine-tuning", "LP-FT", e3.WISE)
@@ -242,6 +243,28 @@ def edition3_facts(decision: pd.DataFrame, quadrants: pd.DataFrame, claims: pd.D
             "rm3_alpha_range": f"{min(chosen):g} to {max(chosen):g}" if chosen else "–",
             "rm3_claims": str(len(claims)), "rm3_claims_measured": str(len(measured)),
             "rm3_verdicts": ", ".join(f"{n} {v}" for v, n in verdicts.items()) or "none yet"}
+
+
+def level_facts(cmp: pd.DataFrame) -> dict[str, str]:
+    """Per data level (``rm3_full_<k>``, ``rm3_best_<k>``): full fine-tuning's seed-mean R@1 and the best row's,
+    each as a range over the three splits ("51.6 to 56.4"), and the frozen backbone's (``rm3_frozen``)."""
+    def span(values) -> str:
+        values = [v for v in values if v is not None and np.isfinite(v)]
+        return f"{min(values):.1f} to {max(values):.1f}" if values else "–"
+
+    def mean(where, method):
+        got = _cell_values(cmp, where, method, "CUB")
+        return None if got is None else got[0]
+    rows = [*e3.settings()["methods"], e3.WISE]
+    floors = (mean(e3.setting({"split": s, "data": None}), "Zero-Shot") for s in e3.settings()["splits"])
+    from umlkit.experiments.verdicts import CEILING
+    out = {"rm3_frozen": span(floors), "rm3_ceiling": f"{CEILING:g}"}
+    for data in e3.settings()["data"]:
+        cells = [c for c in e3.cells() if c["data"] == data]
+        out[f"rm3_full_{data}"] = span(mean(e3.setting(c), FULL) for c in cells)
+        best = [max((m for m in (mean(e3.setting(c), r) for r in rows) if m is not None), default=None) for c in cells]
+        out[f"rm3_best_{data}"] = span(best)
+    return out
 
 
 def design_facts(profile: str = "quick") -> dict[str, str]:
