@@ -91,13 +91,20 @@ def check_environment(environ: MutableMapping[str, str] | None = None, cores: in
     return notes
 
 
+def _is_command() -> bool:
+    """Whether this process is the ``umlkit`` command: its console script, or ``python -m umlkit.cli`` (while the
+    package is imported for ``-m``, ``sys.argv[0]`` is still ``"-m"``), as the parallel workers start it."""
+    first = sys.argv[0] if sys.argv else ""
+    return Path(first).name == "umlkit" or first == "-m"
+
+
 def check_at_import() -> None:
     """:func:`check_environment` for ``import umlkit``: warnings as :class:`UserWarning`; a refusal ends the
     ``umlkit`` command with its message and exit status 2, and raises in any other program."""
     try:
         notes = check_environment()
     except EnvironmentProblem as err:
-        if Path(sys.argv[0] if sys.argv else "").name == "umlkit":
+        if _is_command():
             print(f"umlkit: error: {err}", file=sys.stderr)
             raise SystemExit(2) from None
         raise

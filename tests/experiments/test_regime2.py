@@ -104,21 +104,21 @@ def test_welch_interval_of_two_groups_is_scipys_and_of_four_the_hand_formula():
     import numpy as np
     from scipy import stats
 
-    from umlkit.experiments.papers.regime.chapter import _welch_interval
+    from umlkit.experiments.papers.regime.chapter import welch_interval
     a, b = [51.3, 50.97, 53.78], [62.59, 62.08, 60.41, 61.0]
-    value, low, high, n = _welch_interval([(np.mean(a), a, False), (np.mean(b), b, False)], [1, -1])
+    value, low, high, n = welch_interval([(np.mean(a), a, False), (np.mean(b), b, False)], [1, -1])
     ci = stats.ttest_ind(a, b, equal_var=False).confidence_interval(0.95)
     assert (value, low, high, n) == pytest.approx((np.mean(a) - np.mean(b), ci.low, ci.high, 3))
     c, d = [40.0, 42.5, 41.0], [30.0, 33.0]
     groups = [(np.mean(x), x, False) for x in (a, b, c, d)]
-    value, low, high, _ = _welch_interval(groups, [1, -1, -1, 1])
+    value, low, high, _ = welch_interval(groups, [1, -1, -1, 1])
     parts = [np.var(x, ddof=1) / len(x) for x in (a, b, c, d)]
     df = sum(parts) ** 2 / sum(p ** 2 / (len(x) - 1) for p, x in zip(parts, (a, b, c, d)))
     half = stats.t.ppf(0.975, df) * np.sqrt(sum(parts))
     assert value == pytest.approx(np.mean(a) - np.mean(b) - np.mean(c) + np.mean(d))
     assert (low, high) == pytest.approx((value - half, value + half))
     # the frozen backbone: no variance
-    exact = _welch_interval([(44.0, [44.0], True), (np.mean(b), b, False)], [1, -1])
+    exact = welch_interval([(44.0, [44.0], True), (np.mean(b), b, False)], [1, -1])
     assert exact[3] == 4 and exact[2] - exact[1] == pytest.approx(2 * stats.t.ppf(0.975, 3) * np.std(b, ddof=1) / 2)
 
 
@@ -226,7 +226,7 @@ def test_the_second_editions_sentences_hold_in_the_committed_records():
     table = e2.MAP2()
     cmp = tables.compare(tables.measure(table, train=False, progress=False, log=None), "puma")
     tiny = [c for c in e2.cells() if c["backbone"] != "wide"]   # the capacity axis is checked at the end
-    if any(chapter._cell_values(cmp, e2.setting(c), "Full fine-tuning") is None for c in tiny):
+    if any(chapter.cell_values(cmp, e2.setting(c), "Full fine-tuning") is None for c in tiny):
         pytest.skip("the second edition's tiny-backbone records are not all in this checkout")
     claims = family_adjusted(tables.table_claims(table, cmp), "regime", "quick").set_index("claim")["verdict"]
     supported = [c for c, v in claims.items() if v == "reproduced"]
@@ -254,7 +254,7 @@ def test_the_second_editions_sentences_hold_in_the_committed_records():
     # capacity: twice the width lifts every method, the more it trains the more; PUMA's gap does not move measurably;
     # the wide PUMA feature keeps more of the pretraining attributes than full fine-tuning's
     broad, wide = (e2.setting({"backbone": b, "shift": "values", "shortcut": False}) for b in ("broad", "wide"))
-    if chapter._cell_values(cmp, wide, "Full fine-tuning") is None:
+    if chapter.cell_values(cmp, wide, "Full fine-tuning") is None:
         return   # the wide backbone's records are not in this checkout
     gains = [float(f[f"rm2_h_wide_values_{t}"]) - float(f[f"rm2_h_broad_values_{t}"])
              for t in ("zs", "linear", "puma", "lpft", "ft")]

@@ -136,4 +136,6 @@ def test_a_missing_papers_folder_is_named():
     env = {**os.environ, "UMLKIT_PAPERS": "/no/such/folder"}
     run = subprocess.run([sys.executable, "-c", "from umlkit.experiments.registry import papers; papers()"],
                          env=env, capture_output=True, text=True, timeout=300)
-    assert run.returncode != 0 and "UMLKIT_PAPERS='/no/such/folder': no such folder" in run.stderr
+    # refused at import, before the registry looks (umlkit._env), naming the variable and what it expects
+    assert run.returncode != 0 and ("UMLKIT_PAPERS='/no/such/folder': expected existing folders of paper packages"
+                                    in run.stderr)

@@ -12,7 +12,7 @@ TINY = "vit_tiny_uml"
 
 def test_builtin_methods_in_their_order():
     assert METHODS == ("zero_shot", "full", "linear", "mlp3", "vpt", "vpt_deep", "prompt_pool", "adapter",
-                       "stochastic_adapter", "puma", "lora", "adaptformer", "bitfit", "vptsp")
+                       "stochastic_adapter", "puma", "lora", "adaptformer", "bitfit", "vptsp", "layernorm")
     assert [m for m in METHODS if method_entry(m).cnn] == ["zero_shot", "full", "linear", "mlp3", "bitfit"]
     assert [m for m in METHODS if method_entry(m).needs_num_classes] == ["vptsp"]
 

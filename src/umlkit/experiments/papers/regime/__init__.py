@@ -4,7 +4,7 @@ registers it and gives both modules one namespace."""
 from __future__ import annotations
 
 from umlkit.experiments.papers._namespace import chapter_attribute
-from umlkit.experiments.papers.regime import config, edition2, edition3
+from umlkit.experiments.papers.regime import config, edition2, edition3, edition3_views  # noqa: F401 - the views
 from umlkit.experiments.registry import Paper, register_paper
 
 

@@ -149,7 +149,7 @@ def probe_table(forgetting: pd.DataFrame) -> pd.DataFrame:
 
 
 # ------------------------------------------------------------------------------------------------ second edition
-def _cell_values(cmp: pd.DataFrame, setting: str, method: str, dataset: str = "Harmonic"):
+def cell_values(cmp: pd.DataFrame, setting: str, method: str, dataset: str = "Harmonic"):
     """(seed mean, per-seed values, exact) of one cell of the second edition (exact: a seed-free record, the frozen
     backbone), or None when it has no record."""
     hit = cmp[(cmp["setting"] == setting) & (cmp["method"] == method) & (cmp["dataset"] == dataset)
@@ -161,8 +161,8 @@ def _cell_values(cmp: pd.DataFrame, setting: str, method: str, dataset: str = "H
     return float(hit["measured"].iloc[0]), values, bool(hit["seed_free"].iloc[0])
 
 
-def _welch_interval(groups: list[tuple], signs: list[int]) -> tuple[float, float, float, int]:
-    """A signed sum of independent seed means (``groups`` from :func:`_cell_values`, ``signs`` +1/-1) with its 95 %
+def welch_interval(groups: list[tuple], signs: list[int]) -> tuple[float, float, float, int]:
+    """A signed sum of independent seed means (``groups`` from :func:`cell_values`, ``signs`` +1/-1) with its 95 %
     Welch-Satterthwaite interval: (value, low, high, fewest seeds of a trained group). Each trained group adds s²/n
     to the variance and an exact one (seed-free) none; df = (sum s²/n)² / sum (s²/n)² / (n - 1). NaN bounds when a
     trained group has fewer than two seeds. Written out: scipy and statsmodels test two groups, not a difference of
@@ -192,13 +192,13 @@ def axis_frame(cmp: pd.DataFrame, dataset: str = "Harmonic") -> pd.DataFrame:
         for c in axis_cells:
             cell = {"backbone": c["backbone"], "shift": c["shift"], "shortcut": bool(c.get("shortcut", False))}
             where = e2.setting(cell)
-            full = _cell_values(cmp, where, "Full fine-tuning", dataset)
+            full = cell_values(cmp, where, "Full fine-tuning", dataset)
             for method in ("PUMA", "LP-FT", "Linear probe", "Zero-Shot"):
-                mine = _cell_values(cmp, where, method, dataset)
+                mine = cell_values(cmp, where, method, dataset)
                 line = {"axis": axis, "cell": where, "method": method, "gap": np.nan, "low": np.nan,
                         "high": np.nan, "seeds": 0}
                 if mine is not None and full is not None:
-                    gap, low, high, seeds = _welch_interval([mine, full], [1, -1])
+                    gap, low, high, seeds = welch_interval([mine, full], [1, -1])
                     line.update(gap=gap, low=low, high=high, seeds=seeds)
                 lines.append(line)
     return pd.DataFrame(lines, columns=["axis", "cell", "method", "gap", "low", "high", "seeds"])
@@ -217,11 +217,11 @@ def axis_moves(cmp: pd.DataFrame, dataset: str = "Harmonic") -> pd.DataFrame:
         steps = list(zip(where, where[1:])) + ([(where[0], where[-1])] if len(where) > 2 else [])
         for a, b in steps:
             for method in ("PUMA", "LP-FT"):
-                groups = [_cell_values(cmp, w, m, dataset) for w in (a, b) for m in (method, "Full fine-tuning")]
+                groups = [cell_values(cmp, w, m, dataset) for w in (a, b) for m in (method, "Full fine-tuning")]
                 line = {"axis": axis, "from": a, "to": b, "method": method, "move": np.nan, "low": np.nan,
                         "high": np.nan, "seeds": 0}
                 if all(g is not None for g in groups):   # (to: method - full) - (from: method - full)
-                    move, low, high, seeds = _welch_interval([groups[2], groups[3], groups[0], groups[1]],
+                    move, low, high, seeds = welch_interval([groups[2], groups[3], groups[0], groups[1]],
                                                              [1, -1, -1, 1])
                     line.update(move=move, low=low, high=high, seeds=seeds)
                 lines.append(line)
@@ -250,7 +250,7 @@ def backbone_table(cmp: pd.DataFrame) -> pd.DataFrame:
             line["pretrained on"] = (report.get("device") if report.get("device", "cpu") != "cpu"
                                      else f"CPU ({report.get('cpu', '?')}, "
                                           f"{threads} thread{'s' if threads != 1 else ''})")
-        zs = _cell_values(cmp, e2.setting({"backbone": key, "shift": "values", "shortcut": False}), "Zero-Shot")
+        zs = cell_values(cmp, e2.setting({"backbone": key, "shift": "values", "shortcut": False}), "Zero-Shot")
         line["zero-shot Harmonic R@1 (values split)"] = zs[0] if zs is not None else np.nan
         lines.append(line)
     return pd.DataFrame(lines).set_index("backbone")
@@ -263,9 +263,9 @@ def probe_gain_frame(cmp: pd.DataFrame) -> pd.DataFrame:
     lines = []
     for cell in e2.cells():
         where = e2.setting(cell)
-        zs = _cell_values(cmp, where, "Zero-Shot")
+        zs = cell_values(cmp, where, "Zero-Shot")
         for method in ("Zero-Shot", *e2.settings()["methods"]):
-            r = _cell_values(cmp, where, method)
+            r = cell_values(cmp, where, method)
             probe = cmp[(cmp["setting"] == where) & (cmp["method"] == method) & (cmp["dataset"] == "probe: mean")
                         & (cmp["metric"] == PROBE_METRIC)] if not cmp.empty else cmp
             if r is None or zs is None or len(probe) != 1:
@@ -318,13 +318,13 @@ def edition2_facts(axes: pd.DataFrame, moves: pd.DataFrame, claims: pd.DataFrame
         every = {**tags, "Full fine-tuning": "ft"}
         for cell in e2.cells():
             for method, tag in every.items():
-                hit = _cell_values(cmp, e2.setting(cell), method)
+                hit = cell_values(cmp, e2.setting(cell), method)
                 f[f"rm2_h_{_cell_tag(e2.setting(cell))}_{tag}"] = number(hit[0]) if hit is not None else todo
                 probe = cmp[(cmp["setting"] == e2.setting(cell)) & (cmp["method"] == method)
                             & (cmp["dataset"] == "probe: mean")]["measured"]
                 f[f"rm2_probe_{_cell_tag(e2.setting(cell))}_{tag}"] = number(probe.iloc[0]) if len(probe) else todo
         for method, tag in every.items():
-            plain, marked = (_cell_values(cmp, e2.setting({"backbone": "v2", "shift": "families", "shortcut": m}),
+            plain, marked = (cell_values(cmp, e2.setting({"backbone": "v2", "shift": "families", "shortcut": m}),
                                           method) for m in (False, True))
             f[f"rm2_mark_cost_{tag}"] = number(plain[0] - marked[0]) if plain and marked else todo
     f["rm2_findings"] = (f"{f['rm2_claims_measured']} of its {f['rm2_claims']} claims measured "

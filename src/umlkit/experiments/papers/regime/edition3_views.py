@@ -3,7 +3,7 @@ by how much it beats full fine-tuning (the decision map), the WiSE-FT curves, th
 the cells, and the glued facts of its prose.
 
 A row's margin over full fine-tuning is the difference of seed means with a 95 % interval: Welch-Satterthwaite for
-rows trained in their own runs (:func:`umlkit.experiments.papers.regime.chapter._welch_interval`), a paired t
+rows trained in their own runs (:func:`umlkit.experiments.papers.regime.chapter.welch_interval`), a paired t
 interval for WiSE-FT, which is read from full fine-tuning's own runs. A cell's winner is *separable* when the interval
 of its margin over the runner-up excludes zero; the map hatches the others.
 
@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from umlkit.experiments.papers.regime import edition3 as e3
-from umlkit.experiments.papers.regime.chapter import _cell_values, _welch_interval
+from umlkit.experiments.papers.regime.chapter import cell_values, welch_interval
 
 __all__ = ["PEFT", "FULL_LIKE", "decision_frame", "quadrant_frame", "wise_curve_frame", "plot_decision_map",
            "plot_wise_curves", "edition3_facts", "decision_view", "level_facts", "design_facts", "tuning_view",
@@ -53,8 +53,8 @@ def _gap(cmp: pd.DataFrame, where: str, a: str, b: str) -> tuple[float, float, f
     if {a, b} == {e3.WISE, FULL}:
         va, vb = _values(cmp, where, a), _values(cmp, where, b)
         return _paired_interval(va, vb) if va and vb else (np.nan, np.nan, np.nan, 0)
-    ga, gb = _cell_values(cmp, where, a, "CUB"), _cell_values(cmp, where, b, "CUB")
-    return _welch_interval([ga, gb], [1, -1]) if ga and gb else (np.nan, np.nan, np.nan, 0)
+    ga, gb = cell_values(cmp, where, a, "CUB"), cell_values(cmp, where, b, "CUB")
+    return welch_interval([ga, gb], [1, -1]) if ga and gb else (np.nan, np.nan, np.nan, 0)
 
 
 def decision_frame(cmp: pd.DataFrame) -> pd.DataFrame:
@@ -65,7 +65,7 @@ def decision_frame(cmp: pd.DataFrame) -> pd.DataFrame:
     lines = []
     for cell in e3.cells():
         where = e3.setting(cell)
-        means = {m: v[0] for m in rows if (v := _cell_values(cmp, where, m, "CUB")) is not None}
+        means = {m: v[0] for m in rows if (v := cell_values(cmp, where, m, "CUB")) is not None}
         line = {"split": cell["split"], "data": str(cell["data"]), "winner": None, "mean": np.nan,
                 "margin": np.nan, "low": np.nan, "high": np.nan, "runner-up": None, "separable": False}
         if len(means) == len(rows):
@@ -87,8 +87,8 @@ def quadrant_frame(cmp: pd.DataFrame) -> pd.DataFrame:
     lines = []
     for cell in e3.cells():
         where = e3.setting(cell)
-        peft = {m: v[0] for m in PEFT if (v := _cell_values(cmp, where, m, "CUB")) is not None}
-        full = {m: v[0] for m in FULL_LIKE if (v := _cell_values(cmp, where, m, "CUB")) is not None}
+        peft = {m: v[0] for m in PEFT if (v := cell_values(cmp, where, m, "CUB")) is not None}
+        full = {m: v[0] for m in FULL_LIKE if (v := cell_values(cmp, where, m, "CUB")) is not None}
         predicted = ("PEFT" if cell["split"] == "default" and cell["data"] != "all"
                      else "full fine-tuning" if cell["data"] == "all" else "")
         line = {"split": cell["split"], "data": str(cell["data"]), "PEFT row": None, "full-like row": None,
@@ -253,7 +253,7 @@ def level_facts(cmp: pd.DataFrame) -> dict[str, str]:
         return f"{min(values):.1f} to {max(values):.1f}" if values else "–"
 
     def mean(where, method):
-        got = _cell_values(cmp, where, method, "CUB")
+        got = cell_values(cmp, where, method, "CUB")
         return None if got is None else got[0]
     rows = [*e3.settings()["methods"], e3.WISE]
     floors = (mean(e3.setting({"split": s, "data": None}), "Zero-Shot") for s in e3.settings()["splits"])
