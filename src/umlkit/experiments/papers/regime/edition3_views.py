@@ -138,7 +138,8 @@ def plot_decision_map(decision: pd.DataFrame, ax=None):
     if ax is None:
         _, ax = plt.subplots(figsize=(9.5, 4.6))
     bound = max(1.0, float(np.nanmax(np.abs(margin))) if np.isfinite(margin).any() else 1.0)
-    ax.imshow(np.ma.masked_invalid(margin), cmap="RdBu", vmin=-bound, vmax=bound, aspect="auto")
+    image = ax.imshow(np.ma.masked_invalid(margin), cmap="RdBu", vmin=-bound, vmax=bound, aspect="auto")
+    ax.figure.colorbar(image, ax=ax, fraction=0.04, pad=0.02, label="margin over full fine-tuning (R@1 points)")
     ax.set_facecolor("#dddddd")
     for i, s in enumerate(splits):
         for j, d in enumerate(data):
@@ -148,7 +149,8 @@ def plot_decision_map(decision: pd.DataFrame, ax=None):
                 continue
             ci = f"[{r['low']:+.1f}, {r['high']:+.1f}]" if np.isfinite(r["low"]) else ""
             text = f"{r['winner']}\n{r['mean']:.1f} R@1\nvs full: {r['margin']:+.1f} {ci}".rstrip()
-            ax.text(j, i, text, ha="center", va="center", fontsize=10)
+            ax.text(j, i, text, ha="center", va="center", fontsize=10,   # a light box: readable on any colour
+                    bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "none", "boxstyle": "round,pad=0.3"})
             if not r["separable"]:
                 ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="//", edgecolor="#777777",
                                        linewidth=0))
@@ -173,7 +175,7 @@ def plot_wise_curves(curves: pd.DataFrame, chosen: dict | None = None):
             if pts.empty:
                 continue
             g = pts.groupby("alpha")["R@1"].agg(["mean", "min", "max"])
-            line, = ax.plot(g.index, g["mean"], marker="o", label=f"{data} / class" if data != "all" else "all")
+            line, = ax.plot(g.index, g["mean"], marker="o", label=data if data != "all" else "all (12)")
             ax.fill_between(g.index, g["min"], g["max"], color=line.get_color(), alpha=0.15)
             a = (chosen or {}).get((split, data))
             if a is not None and a in g.index:
@@ -182,9 +184,10 @@ def plot_wise_curves(curves: pd.DataFrame, chosen: dict | None = None):
         ax.set_xlabel("alpha (0: start, 1: fine-tuned)")
         ax.grid(alpha=0.3)
     np.atleast_1d(axes)[0].set_ylabel("test R@1 (CUB-like)")
-    np.atleast_1d(axes)[-1].legend(title="images", fontsize=9)
+    handles, labels = np.atleast_1d(axes)[0].get_legend_handles_labels()
+    fig.legend(handles, labels, title="images per class", loc="lower center", ncol=len(labels), fontsize=9)
     fig.suptitle("WiSE-FT along the mixing coefficient (star: chosen on validation classes)", fontsize=11)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
     return fig
 
 
@@ -305,7 +308,8 @@ def tuning_view(frame: pd.DataFrame) -> pd.DataFrame:
         lines.setdefault((best["split"], str(best["data"])), {})[best["method"]] = text
     out = pd.DataFrame.from_dict(lines, orient="index")
     out.index.names = ["split", "images / class"]
-    return out[[m for m in e3.settings()["methods"].values() if m in out.columns]]
+    names = {m: name for name, m in e3.settings()["methods"].items()}
+    return out[[m for m in names if m in out.columns]].rename(columns=names)
 
 
 def quadrant_view(quadrants: pd.DataFrame) -> pd.DataFrame:
