@@ -144,6 +144,10 @@ def test_preempted_task_requeues_and_resumes_to_the_same_record(cluster, local, 
     epoch = json.loads((_latest_checkpoint(tmp_path).parent / "log.jsonl").read_text().splitlines()[0])["epoch"]
     for sig in ("TERM", "USR2"):   # what Slurm sends a preempted job: SIGTERM first, then submitit's signal
         subprocess.run(["scancel", "--signal", sig, ids[0]], check=True)
+        # a pause between the two, as on a cluster: sent back to back, the TERM could still be on its way to the
+        # job's processes when USR2 had submitit start `scontrol requeue`, and reach that child (seen once in CI:
+        # "Command '['scontrol', 'requeue', '5']' died with SIGTERM")
+        time.sleep(2.0)
     _start_when_requeued(ids[0])
     wait_for(ids)
     log = next((tmp_path / "quick" / "slurm" / "oodml").glob("*_0_log.out")).read_text()
