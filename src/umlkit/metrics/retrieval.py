@@ -59,11 +59,10 @@ __all__ = [
     "check_labels",
     "DEFAULT_KS",
     "KNOWN_METRICS",
-    "RECALL_NAME",
 ]
 
 DEFAULT_KS = (1, 2, 4, 8)
-RECALL_NAME = re.compile(r"^R@(\d+)$")          # R@k: a recall at k
+_RECALL = re.compile(r"^R@(\d+)$")          # R@k: a recall at k
 KNOWN_METRICS = ("MAP@R", "RP", "mAP@1000", "NMI")   # the other metrics the engine computes
 
 
@@ -127,7 +126,7 @@ def parse_metrics(metrics: Sequence[str] | None, ks: Sequence[int]) -> tuple[lis
         return sorted({int(k) for k in ks}), list(KNOWN_METRICS)
     recall, other = set(), []
     for name in metrics:
-        match = RECALL_NAME.match(name)
+        match = _RECALL.match(name)
         if match:
             recall.add(int(match.group(1)))
         elif name in KNOWN_METRICS:

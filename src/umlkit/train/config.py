@@ -286,9 +286,11 @@ def _check_values(cfg: dict) -> None:
     if not (isinstance(metrics, list) and metrics and all(isinstance(m, str) for m in metrics)):
         fail("train.metrics", metrics, "a non-empty list of metric names, e.g. [R@1, MAP@R] (the first selects the "
              "best epoch)")
-    from umlkit.metrics.retrieval import KNOWN_METRICS, RECALL_NAME
-    for name in metrics:   # refused here, not at the first evaluation after hours of training
-        if not (RECALL_NAME.match(name) and int(RECALL_NAME.match(name).group(1)) >= 1) and name not in KNOWN_METRICS:
+    from umlkit.metrics.retrieval import KNOWN_METRICS, parse_metrics
+    for name in metrics:   # the evaluation's own parser, here at load and not after hours of training
+        try:
+            parse_metrics([name], ())
+        except ValueError:
             fail("train.metrics", metrics, f"metric names: R@<k> (k >= 1) or one of {', '.join(KNOWN_METRICS)}; "
                  f"{name!r} is none{nearest(name, (*KNOWN_METRICS, 'R@1'))}")
     datasets = data["datasets"]
