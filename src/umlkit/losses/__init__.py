@@ -33,6 +33,11 @@ from umlkit.losses._registry import (
 from umlkit.losses.curricular_face import CurricularFaceLoss
 from umlkit.losses.hyperbolic import HypLoss, poincare_distance_matrix, to_poincare
 from umlkit.losses.language_guidance import LG_MODES, LanguageGuidanceLoss
+from umlkit.losses.language_variants import (
+    LanguageMultiSimilarityLoss,
+    LanguageSlotGuidanceLoss,
+    LanguageTokenPredictionLoss,
+)
 from umlkit.losses.multi_head import DiVALoss, S2SDLoss, UniformPriorLoss, similarity_distillation
 from umlkit.losses.pml_backed import PMLLoss
 from umlkit.losses.proxy_anchor_external import ExternalProxyAnchorLoss
@@ -41,6 +46,7 @@ from umlkit.losses.rho_distance import RhoDistanceMiner
 __all__ = ["INPUTS", "LOSSES", "TERMS", "ModelRegularizer", "aux_heads_for", "create_loss", "loss_entry",
            "loss_inputs", "loss_table", "model_requirements", "register_loss",
            "CurricularFaceLoss", "DiVALoss", "ExternalProxyAnchorLoss", "HypLoss", "LanguageGuidanceLoss", "LG_MODES",
+           "LanguageMultiSimilarityLoss", "LanguageSlotGuidanceLoss", "LanguageTokenPredictionLoss",
            "PMLLoss", "RhoDistanceMiner", "S2SDLoss", "UniformPriorLoss", "poincare_distance_matrix",
            "similarity_distillation", "to_poincare"]
 
@@ -153,6 +159,36 @@ def _language_guidance(num_classes, embedding_size, **options):
     if options.get("per_sample"):
         options["num_classes"] = num_classes
     return LanguageGuidanceLoss(embedding_size=embedding_size, **options)
+
+
+@register_loss("language_guidance_slots", implementation="umlkit LanguageSlotGuidanceLoss",
+               source="Roth et al. 2022, Table S3 'Multi': one row-wise KL per pseudolabel slot, averaged",
+               defaults=dict(shift=1.0, temperature=1.0, direction="backward"))
+def _language_guidance_slots(num_classes, embedding_size, **options):
+    if options.get("language_embeddings") is None:
+        raise ValueError("language_guidance_slots needs language_embeddings=(n_classes, k, d) pseudolabel embeddings")
+    if options.get("per_sample"):
+        options["num_classes"] = num_classes
+    return LanguageSlotGuidanceLoss(embedding_size=embedding_size, **options)
+
+
+@register_loss("language_multisimilarity", implementation="umlkit LanguageMultiSimilarityLoss",
+               source="Roth et al. 2022, Table 4 (b) and Eqs. S1-S3: language similarity in MS mining or scales",
+               defaults=dict(use="mining"))
+def _language_multisimilarity(num_classes, embedding_size, **options):
+    if options.get("language_embeddings") is None:
+        raise ValueError("language_multisimilarity needs language_embeddings=(n_classes, [k,] d)")
+    return LanguageMultiSimilarityLoss(**options)
+
+
+@register_loss("language_token_prediction", implementation="umlkit LanguageTokenPredictionLoss",
+               source="Roth et al. 2022, Table 4 (a) 'ViT Prediction' and Eq. S4: a transformer over the feature map",
+               defaults=dict(heads=4, depth=1))
+def _language_token_prediction(num_classes, embedding_size, **options):
+    if options.get("language_embeddings") is None or options.get("feature_width") is None:
+        raise ValueError("language_token_prediction needs language_embeddings and feature_width (the backbone's "
+                         "channels)")
+    return LanguageTokenPredictionLoss(**options)
 
 
 def _wrapper(name: str, build_wrapped):

@@ -325,6 +325,9 @@ class _TrainStep(nn.Module):
         super().__init__()
         self.model, self.terms = model, terms
         self.weights, self.world_size = weights, world_size
+        for term in terms:   # a term that reads more of the model than forward_train returns (a hook)
+            if hasattr(term, "attach_model"):
+                term.attach_model(model)
 
     def _gather(self, t: torch.Tensor) -> torch.Tensor:
         if self.world_size == 1:

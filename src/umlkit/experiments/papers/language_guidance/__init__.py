@@ -1,11 +1,12 @@
 """Language guidance (Roth, Vinyals, Akata, CVPR 2022). The paper's package: tables.yaml (declarations), config.py
-(runs, scores, row builders), language_store.py (its language files), chapter.py (facts and views of its chapter),
-ceiling_probe.py (the hard-world probe of issue 61, run by tools/ceiling_probe.py, outside the book's records);
-this module registers it, with its job lists, and gives the modules one namespace."""
+(runs, scores, row builders), language_store.py (its language files), wordnet_names.py (WordNet similarities of class
+names for the word-hierarchy rows), chapter.py (facts and views of its chapter), ceiling_probe.py (the hard-world
+probe of issue 61, run by tools/ceiling_probe.py, outside the book's records); this module registers it, with its job
+lists, and gives the modules one namespace."""
 from __future__ import annotations
 
 from umlkit.experiments.papers._namespace import chapter_attribute
-from umlkit.experiments.papers.language_guidance import config
+from umlkit.experiments.papers.language_guidance import config, wordnet_names  # noqa: F401
 from umlkit.experiments.registry import Paper, register_paper
 
 ENTRY = register_paper(Paper(

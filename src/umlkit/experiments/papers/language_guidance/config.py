@@ -104,11 +104,32 @@ def run_config(profile: str = "quick", *, method: str = "Multisimilarity", sourc
     if guidance is not None:
         w = float(omega) if omega is not None else chosen_omega(base, guidance, source, profile)
         ref = language if language is not None else language_ref(source, guidance, profile)
-        out["objective"].append({"name": "language_guidance", "weight": w,
-                                 "options": {**cfg["loss"], **guidance_spec(guidance)["loss"],
-                                             "language_embeddings": ref}})
+        out["objective"].append(_guidance_term(out, guidance, w, ref))
     out["name"] = f"language_guidance-{source}-{method}"
     return out
+
+
+# the terms of the ablation rows (a variant's loss option ``term``; default the row-wise KL of Eq. 2) and whether
+# they take the shared ``loss`` block (shift, temperature, direction)
+_KL_TERMS = ("language_guidance", "language_guidance_slots")
+
+
+def _guidance_term(run: dict, guidance: str, weight: float, ref: dict) -> dict:
+    """The language term of a guided row: the variant's loss (``term``) with its options, the language file, and
+    for the token-prediction term the width of the backbone's last feature map."""
+    opts = dict(guidance_spec(guidance)["loss"])
+    name = opts.pop("term", "language_guidance")
+    shared = lg_config()["loss"] if name in _KL_TERMS else {}
+    opts = {**shared, **opts, "language_embeddings": ref}
+    if name == "language_token_prediction" and "feature_width" not in opts:
+        opts["feature_width"] = feature_width(run["model"]["backbone"])
+    return {"name": name, "weight": weight, "options": opts}
+
+
+def feature_width(backbone: str) -> int:
+    """Channels of a backbone's last feature map (timm's ``feature_info``), from an untrained copy."""
+    from umlkit.models.backbones import create_backbone
+    return int(create_backbone(backbone).feature_info[-1]["num_chs"])
 
 
 def _analysis() -> dict:

@@ -33,8 +33,16 @@ def lg_config() -> dict:
 # UML-Mini's attributes or attribute tree) or per image (captions, captions with the class name inserted, each
 # image's own pseudolabels), the per-image kinds with the loss option per_sample
 NAME_KINDS = ("class", "pseudolabels", "attributes", "hierarchy", "captions", "captions+insertion",
-              "sample pseudolabels")
-PER_IMAGE = ("captions", "captions+insertion", "sample pseudolabels")
+              "sample pseudolabels", "dense pseudolabels", "wordnet", "wordnet hierarchy", "pseudolabels wordnet",
+              "pseudolabels wordnet hierarchy")
+PER_IMAGE = ("captions", "captions+insertion", "sample pseudolabels", "dense pseudolabels")
+# the word-hierarchy kinds (Table 3 (c), Table S3): whose names (the classes' or their pseudolabels') and which
+# WordNet similarity (wordnet_names.KINDS: Wu-Palmer, or the hierarchy height similarity of HierMatch)
+WORDNET_KINDS = {"wordnet": ("class", "wup"), "wordnet hierarchy": ("class", "hierarchy"),
+                 "pseudolabels wordnet": ("pseudolabels", "wup"),
+                 "pseudolabels wordnet hierarchy": ("pseudolabels", "hierarchy")}
+_CLASSIFIED = ("pseudolabels", "sample pseudolabels", "dense pseudolabels", "pseudolabels wordnet",
+               "pseudolabels wordnet hierarchy")
 
 
 def guidance_spec(name: str) -> dict:
@@ -148,6 +156,62 @@ def _quick_logits(name: str, root, split: str):
         return ds, class_logits({n: h(feats) for n, h in heads.items()}).numpy(), labels
 
 
+def _quick_position_logits(name: str, root, split: str):
+    """(dataset, (n_images, positions, 320) log-probabilities): the tiny ViT v2's named classifier applied to each
+    patch token of its last layer instead of the class token (Table S3's "Dense" pseudolabels)."""
+    import torch
+
+    from umlkit.data import build_transforms, load_dataset
+    from umlkit.models.backbones import backbone_data_config, create_backbone
+    from umlkit.models.pretrain import class_logits, load_heads, weight_files
+    from umlkit.train.evaluate import extract_embeddings
+    files = weight_files("v2")
+    model = create_backbone("vit_tiny_uml_patch8_32", weights=files["weights"]).eval()
+    heads = load_heads(files["heads"]).eval()
+    tf = build_transforms("mini", backbone_data_config("vit_tiny_uml_v2"), train=False)
+    ds = load_dataset(name, root, split, transform=tf, cache=True)
+    tokens, _ = extract_embeddings(_PatchTokens(model), ds, batch_size=512)      # (n, positions, width)
+    with torch.no_grad():
+        flat = tokens.reshape(-1, tokens.shape[-1])
+        logits = class_logits({n: h(flat) for n, h in heads.items()})
+    return ds, logits.reshape(tokens.shape[0], tokens.shape[1], -1).numpy()
+
+
+class _PatchTokens:
+    """A ViT's patch tokens after its last layer and norm (the prefix tokens dropped), as a callable model."""
+
+    def __init__(self, vit):
+        self.vit = vit
+        self.training = False
+
+    def eval(self):
+        return self
+
+    def train(self, mode: bool = True):
+        return self
+
+    def __call__(self, x):
+        import torch
+        with torch.no_grad():
+            return self.vit.forward_features(x)[:, self.vit.num_prefix_tokens:]
+
+
+def dense_pseudolabels(position_logits, names: list[str], k: int = 5) -> dict[int, list[str]]:
+    """Each image's ``k`` pseudolabels from its positions: the names most often top-1 over the image's positions,
+    ties broken by the names' summed log-probability over the positions; ``{image index: [k names]}``."""
+    import numpy as np
+    logits = np.asarray(position_logits, dtype=np.float64)
+    if logits.ndim != 3 or logits.shape[2] != len(names):
+        raise ValueError(f"position_logits must be (images, positions, {len(names)}), got {logits.shape}")
+    out = {}
+    for i, img in enumerate(logits):
+        votes = np.bincount(img.argmax(axis=1), minlength=len(names)).astype(np.float64)
+        tie = img.sum(axis=0)
+        order = np.lexsort((-tie, -votes))      # most votes first, then the larger summed log-probability
+        out[i] = [names[j] for j in order[:k]]
+    return out
+
+
 def _image_texts(source: str, profile: str, kind: str, k: int) -> tuple[list[str], list]:
     """(image keys, texts) of every image a per-image language file covers (both loader splits, as
     :func:`_parts_of`): its caption, its caption with the class name inserted
@@ -162,11 +226,15 @@ def _image_texts(source: str, profile: str, kind: str, k: int) -> tuple[list[str
                                   "ImageNet pseudolabels yet")
     root = _source_root(source, profile)
     keys, texts = [], []
-    if kind == "sample pseudolabels":
+    if kind in ("sample pseudolabels", "dense pseudolabels"):
         from umlkit.models.pretrain import class_names
         for name, split in _parts_of(source):
-            ds, logits, labels = _quick_logits(name, root, split)
-            top = pseudolabels(logits, labels, class_names(), k=k, per="sample")
+            if kind == "dense pseudolabels":
+                ds, position_logits = _quick_position_logits(name, root, split)
+                top = dense_pseudolabels(position_logits, class_names(), k=k)
+            else:
+                ds, logits, labels = _quick_logits(name, root, split)
+                top = pseudolabels(logits, labels, class_names(), k=k, per="sample")
             keys += ds.sample_keys
             texts += [top[i] for i in range(len(ds))]
         return keys, texts
@@ -272,12 +340,15 @@ def _identity(source: str, guidance: str, profile: str, model: str, template: st
     g = {"names": spec["names"], "k": spec["k"]}
     parts = {"source": source, "data": data_fingerprint(_base_config(source, profile)), "guidance": g,
              "model": model, "template": template, "shuffle": shuffle_seed, "version": language.FILE_VERSION}
-    if g["names"] in ("attributes", "hierarchy"):   # no language model reads anything: model and primer play no part
+    if g["names"] in ("attributes", "hierarchy", *WORDNET_KINDS):   # no language model reads anything
         parts.update(model=None, template=None)
-    if g["names"] in ("pseudolabels", "sample pseudolabels") and profile == "quick":
+    if g["names"] in WORDNET_KINDS:   # the database's version, not its bytes: reading needs no WordNet installed
+        from umlkit.experiments.papers.language_guidance import wordnet_names
+        parts["wordnet"] = wordnet_names.WORDNET_VERSION
+    if g["names"] in _CLASSIFIED and profile == "quick":
         from umlkit.models.pretrain import weight_files
         parts["classifier"] = {k: sha(weight_files("v2")[k]) for k in ("weights", "heads")}
-    elif g["names"] in ("pseudolabels", "sample pseudolabels"):
+    elif g["names"] in _CLASSIFIED:
         parts["classifier"] = dict(lg_config()["plg_classifier"])
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -344,6 +415,8 @@ def _make(source, guidance, profile, model, template, shuffle_seed, g) -> dict:
     from umlkit.data.language import language_file
     if g["names"] in ("attributes", "hierarchy"):
         return _attribute_file(source, profile, g["names"], shuffle_seed)
+    if g["names"] in WORDNET_KINDS:
+        return _wordnet_file(source, profile, g["names"], int(g["k"]))
     if g["names"] in PER_IMAGE:
         from umlkit.data.language import sample_language_file
         keys, texts = _image_texts(source, profile, g["names"], int(g["k"]))
@@ -383,6 +456,35 @@ def _attribute_file(source: str, profile: str, kind: str, shuffle_seed) -> dict:
     tail = f"-shuffled{shuffle_seed}" if shuffle_seed is not None else ""
     path = results_root(profile) / "language" / f"{source}-{kind}{tail}-{digest[:12]}.npz"
     made = language.embeddings_file(rows, np.round(emb, 5), path)
+    return {"file": _key_path(made["file"], profile), "sha256": made["sha256"]}
+
+
+def _wordnet_file(source: str, profile: str, kind: str, k: int) -> dict:
+    """The word-hierarchy rows' class file (:data:`WORDNET_KINDS`): unit vectors whose cosines are the WordNet
+    similarity of the classes' names (one row per class) or of their top-``k`` pseudolabels (k slots per class,
+    each pseudolabel's vector; the loss averages the slots' cosines), from
+    :func:`~umlkit.experiments.papers.language_guidance.wordnet_names.similarity_matrix`."""
+    import hashlib
+
+    import numpy as np
+
+    from umlkit._paths import results_root
+    from umlkit.data import language
+    from umlkit.experiments.papers.language_guidance import wordnet_names
+    what, sim = WORDNET_KINDS[kind]
+    if what == "class":
+        rows, names, _ = source_classes(source, profile)
+        emb, _ = wordnet_names.unit_embeddings(wordnet_names.similarity_matrix(names, sim))
+    else:
+        rows, slots = _pseudolabel_texts(source, profile, k)
+        vocab = sorted({t for ts in slots for t in ts})
+        vectors, _ = wordnet_names.unit_embeddings(wordnet_names.similarity_matrix(vocab, sim))
+        at = {t: i for i, t in enumerate(vocab)}
+        emb = np.stack([vectors[[at[t] for t in ts]] for ts in slots])
+    emb = np.round(emb, 5)
+    digest = hashlib.sha256(np.ascontiguousarray(emb).tobytes() + "\n".join(rows).encode()).hexdigest()
+    path = results_root(profile) / "language" / f"{source}-{kind.replace(' ', '-')}-{digest[:12]}.npz"
+    made = language.embeddings_file(rows, emb, path)
     return {"file": _key_path(made["file"], profile), "sha256": made["sha256"]}
 
 
