@@ -288,7 +288,7 @@ def test_a_results_folder_that_is_a_file_is_refused_by_name(tmp_path, monkeypatc
     target.write_text("not a folder")
     monkeypatch.setenv("UMLKIT_RESULTS", str(target))
     assert cli.main(["records", "status", "vptsp", "--table", "Table 6"]) == 2
-    assert f"UMLKIT_RESULTS={target} is a file, not a folder" in capsys.readouterr().err
+    assert f"UMLKIT_RESULTS={str(target)!r}: expected a folder (it is a file)" in capsys.readouterr().err
     assert target.read_text() == "not a folder"
 
 

@@ -23,7 +23,7 @@ import re
 from pathlib import Path
 
 __all__ = ["repository", "badge", "setup_source", "sync_colab", "toc_chapters", "book_chapters", "missing_toc_entries",
-           "notebook_parameters",
+           "notebook_parameters", "check_parameter_value",
            "parameters_of", "chapter_parameters", "SETUP_MARKER", "check_html"]
 
 SETUP_MARKER = "# On Colab only: fetch the repository"
@@ -131,10 +131,12 @@ def check_parameters(namespace: dict, declared: tuple[str, ...] | None = None, c
             except yaml.YAMLError as err:
                 raise ValueError(f"parameter {name} = {value!r} is not valid YAML ({' '.join(str(err).split())[:80]}); "
                                  f"pass lists with papermill's -y, e.g. -y \"{name}: [0, 1]\"") from None
-        _check_type(name, value)
+        check_parameter_value(name, value)
 
 
-def _check_type(name: str, value) -> None:
+def check_parameter_value(name: str, value) -> None:
+    """Refuse a chapter parameter of the wrong type (``*SEEDS``, ``TRAIN``/``RERUN``, ``OVERRIDES``), naming it, its
+    value and the expected form; ``reproduce`` calls it before any chapter runs, the set-up cell after papermill."""
     if name.endswith("SEEDS") and value is not None and not (
             isinstance(value, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)):
         raise ValueError(f"parameter {name} = {value!r}: expected None or a list of integer seeds, e.g. "
@@ -178,11 +180,10 @@ def sync_colab(root: str | Path = ".", check: bool = False) -> list[Path]:
     return list(updated)
 
 
-def toc_chapters(root: str | Path = ".") -> list[Path]:
-    """The notebooks of ``_toc.yml`` under ``root``, in the book's order (markdown pages left out); a missing
-    chapter or an unreadable table of contents is an error naming the file."""
+def _toc_files(root: Path) -> tuple[dict, list[str]]:
+    """``(_toc.yml parsed, its root and chapter file entries)``; a missing or unreadable table of contents is an
+    error naming the file and what jupyter-book expects in it."""
     import yaml
-    root = Path(root)
     toc_path = root / "_toc.yml"
     try:
         toc = yaml.safe_load(toc_path.read_text())
@@ -191,6 +192,15 @@ def toc_chapters(root: str | Path = ".") -> list[Path]:
     except (OSError, UnicodeDecodeError, yaml.YAMLError, KeyError, TypeError, AttributeError) as e:
         raise ValueError(f"{toc_path}: cannot read the table of contents ({' '.join(str(e).split())}); expected "
                          f"jupyter-book's root: and chapters: (or parts:) with file: entries") from e
+    return toc, files
+
+
+def toc_chapters(root: str | Path = ".") -> list[Path]:
+    """The notebooks of ``_toc.yml`` under ``root``, in the book's order (markdown pages left out); a missing
+    chapter or an unreadable table of contents is an error naming the file."""
+    root = Path(root)
+    toc_path = root / "_toc.yml"
+    _, files = _toc_files(root)
     # a chapter is a notebook; a markdown page (FILE.md) has no badge to sync; anything else is missing
     paths = [root / (n if n.endswith(".ipynb") else f"{n}.ipynb") for n in files
              if not (root / f"{n}.md").is_file() and not n.endswith(".md")]
@@ -205,13 +215,9 @@ def book_chapters(root: str | Path = ".") -> dict[str, Path]:
     """``{chapter stem: notebook}`` of the whole book in order: ``_toc.yml``'s root and chapters, then every chapter a
     registered paper names that the table of contents lacks (its notebook in ``book/``, else in the paper's package
     folder: a paper outside the source tree, ``UMLKIT_PAPERS``)."""
-    import yaml
-
     from umlkit.experiments.registry import paper_packages, papers
     root = Path(root)
-    toc = yaml.safe_load((root / "_toc.yml").read_text()) or {}
-    files = [toc["root"], *[c["file"] for part in toc.get("parts", [{"chapters": toc.get("chapters", [])}])
-                            for c in part.get("chapters", [])]]
+    _, files = _toc_files(root)
     out = {Path(f).name: root / (f if f.endswith(".ipynb") else f"{f}.ipynb") for f in files}
     folders = [root / "book", *(folder for _, folder in paper_packages())]
     for paper in papers().values():
@@ -228,11 +234,9 @@ def book_chapters(root: str | Path = ".") -> dict[str, Path]:
 def missing_toc_entries(root: str | Path = ".") -> list[str]:
     """The ``file:`` entries (relative to ``root`` where possible) of registered papers' chapters that ``_toc.yml``
     lacks, for ``umlkit book toc``."""
-    import yaml
     root = Path(root).resolve()
-    toc = yaml.safe_load((root / "_toc.yml").read_text()) or {}
-    listed = {Path(c["file"]).name for part in toc.get("parts", [{"chapters": toc.get("chapters", [])}])
-              for c in part.get("chapters", [])} | {Path(toc["root"]).name}
+    _, files = _toc_files(root)
+    listed = {Path(f).name for f in files}
     out = []
     for stem, path in book_chapters(root).items():
         if stem not in listed:
@@ -358,11 +362,15 @@ def check_html(build_dir: str | Path, layout: bool = True) -> list[dict]:
     found = []
     for page in pages:
         rel = page.relative_to(root).as_posix()
-        soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
-        main = soup.find("article") or soup.find("main") or soup.body or soup
 
         def add(defect, text, rel=rel):
             found.append({"page": rel, "defect": defect, "excerpt": " ".join(str(text).split())[:160]})
+        try:
+            soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+        except UnicodeDecodeError as err:   # a page cut short or written in another encoding: named, the rest checked
+            add("not UTF-8 (a half-written or foreign page)", f"{page}: {err}")
+            continue
+        main = soup.find("article") or soup.find("main") or soup.body or soup
 
         text = main.get_text(" ")
         for defect, pat in _PAGE_DEFECTS:
@@ -419,7 +427,7 @@ def _layout_defects(root: Path, pages: list[Path]) -> list[dict]:
         return []
     found = []
     for page in pages:
-        if "<table" not in page.read_text(encoding="utf-8"):   # nothing to measure (a redirect, a text page)
+        if "<table" not in page.read_text(encoding="utf-8", errors="replace"):   # nothing to measure
             continue
         for t in wide_tables(page, browser):
             found.append({"page": page.relative_to(root).as_posix(), "defect": "table wider than its box",

@@ -123,6 +123,9 @@ def _cmd_data_make_mini(args: argparse.Namespace) -> int:
     from umlkit.data import make_mini, mini_table
 
     root = args.root or (data_root() / ("uml_mini" if args.size == "default" else f"uml_mini_{args.size}"))
+    from umlkit.results import check_writable
+    check_writable(Path(root), _MINI_BYTES[args.size], f"data make-mini --root {root}", "the tree needs",
+                   "UML-Mini's images and annotation files", "nothing was generated")
     t0 = time.perf_counter()
     make_mini(root, seed=args.seed, overwrite=args.overwrite, progress=True, size=args.size)
     print(mini_table(args.size).drop(columns=["class-defining", "nuisance"]).to_string())
@@ -133,6 +136,10 @@ def _cmd_data_make_mini(args: argparse.Namespace) -> int:
 def _cmd_data_pretrain_mini(args: argparse.Namespace) -> int:
     from umlkit.models.pretrain import pretrain_tiny_vit
 
+    if args.out is not None:   # the weights, heads and report (about 3 MB) must fit before the training
+        from umlkit.results import check_writable
+        check_writable(Path(args.out), 16 * 2**20, f"data pretrain-mini --out {args.out}", "the files need",
+                       "weights, heads and report", "nothing was trained")
     report = pretrain_tiny_vit(args.out, epochs=args.epochs, seed=args.seed, recipe=args.recipe,
                                overwrite=args.overwrite, device=args.device)
     print(json.dumps(report, indent=1))
@@ -360,6 +367,8 @@ def _cmd_records_verify(args: argparse.Namespace) -> int:
 # free space a run needs before it starts (its checkpoints and records; the full profile's ViT-S/16 checkpoints with
 # optimizer state are ~0.5 GB, the tiny ViT's a few MB)
 _NEED_BYTES = {"quick": 64 * 2**20, "full": 2 * 2**30}
+# UML-Mini's trees on disk with headroom (measured: the default tree is 53 MB)
+_MINI_BYTES = {"default": 128 * 2**20, "large": 256 * 2**20}
 
 
 def _cmd_records_train(args: argparse.Namespace) -> int:
@@ -600,6 +609,11 @@ def _cmd_reproduce_table(args: argparse.Namespace) -> int:
     _print_estimate(status, args.workers)
     from umlkit.experiments.preflight import preflight
     preflight([j for j, stored in zip(jobs, status["stored"]) if not stored], args.profile)
+    if missing:   # before the first run: a finished run must not be lost at its write
+        from umlkit._paths import results_root
+        from umlkit.results import check_writable
+        check_writable(results_root(args.profile) / "records", _NEED_BYTES[args.profile] + missing * 2**20,
+                       f"reproduce --table {args.paper}:{args.table}")
     if missing and args.workers > 1:
         from umlkit.experiments.table_runs import train_in_workers
         train_in_workers(args.paper, args.table, args.profile, args.set, args.workers, jobs)
@@ -815,6 +829,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("umlkit: error: give a command (e.g. umlkit info)", file=sys.stderr)
         return 2
     try:
+        from umlkit._env import check_environment
+        check_environment()   # again here: a script or test may change the variables after the import
         return args.func(args)
     except KeyboardInterrupt:
         print("umlkit: interrupted", file=sys.stderr)

@@ -93,6 +93,9 @@ def reproduce(profile: str = "quick", chapters=None, root: Path | None = None, k
         raise ValueError(f"parameter(s) {', '.join(unknown)} are declared by none of the chapters "
                          f"({', '.join(chapters)}); their parameters: "
                          f"{', '.join(sorted({p for names in declared.values() for p in names}))}")
+    from umlkit._book import check_parameter_value
+    for name, value in (parameters or {}).items():   # a wrong type is refused before the first chapter starts
+        check_parameter_value(name, value)
     out_dir = results_root(profile) / "notebooks"
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = []

@@ -125,7 +125,8 @@ def owner_lock(lock: Path, what: str):
         handle.close()
 
 
-def check_writable(folder: Path, need_bytes: int, what: str) -> None:
+def check_writable(folder: Path, need_bytes: int, what: str, needs: str = "the runs need",
+                   contents: str = "records and checkpoints", nothing: str = "nothing was trained") -> None:
     """Refuse before any work when ``folder`` (or the first existing folder above it) cannot take ``need_bytes``:
     not a folder, not writable, or not enough free space - naming the folder, the free and the needed space."""
     folder = Path(folder)
@@ -135,12 +136,12 @@ def check_writable(folder: Path, need_bytes: int, what: str) -> None:
     if not probe.is_dir():
         raise ValueError(f"{what}: {probe} is not a folder (expected a folder to write {folder} in)")
     if not os.access(probe, os.W_OK | os.X_OK):
-        raise PermissionError(f"{what}: {probe} is not writable; nothing was trained (choose a writable results "
-                              f"folder, e.g. with UMLKIT_RESULTS)")
+        raise PermissionError(f"{what}: {probe} is not writable; {nothing} (choose a writable folder, e.g. for "
+                              f"results with UMLKIT_RESULTS)")
     free = _free_bytes(probe)
     if free < need_bytes:
-        raise OSError(f"{what}: {probe} has {free / 2**20:.0f} MiB free, and the runs need about "
-                      f"{need_bytes / 2**20:.0f} MiB (records and checkpoints); nothing was trained")
+        raise OSError(f"{what}: {probe} has {free / 2**20:.0f} MiB free, and {needs} about "
+                      f"{need_bytes / 2**20:.0f} MiB ({contents}); {nothing}")
 
 
 def _free_bytes(folder: Path) -> int:

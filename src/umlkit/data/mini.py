@@ -623,18 +623,29 @@ def _generate(root: Path, seed: int, names: list, size: str, old: dict | None, p
         folder = root / _FOLDERS[name]
         if folder.exists():
             shutil.rmtree(folder)  # written by UML-Mini: checked by _check_target
-        folder.mkdir(parents=True)
-        (folder / FOLDER_MARKER).write_text("written by umlkit.data.make_mini; regenerating UML-Mini replaces this "
-                                            "folder\n")
-        class_names = dedupe([class_name(name, cls) for cls in data["classes"]])
-        rels = _WRITERS[name](root, data, class_names)
-        _write_text_file(folder, rels, data, class_names, name)
+        try:
+            _write_source(root, folder, name, data)
+        except OSError as err:   # a full disk: no half-written source is left to be read as a dataset
+            shutil.rmtree(folder, ignore_errors=True)
+            raise OSError(f"could not write UML-Mini's {name} under {folder} ({err}); is the disk full? The "
+                          f"half-written folder was removed and {manifest_path} marks the tree incomplete, so the "
+                          f"next make-mini writes it again") from err
         counts, total = _counts(name, size)
         info["datasets"][name] = {"counts": counts, "total_images": total, "mimics": SOURCES[name].mimics}
     info["seconds"] = round(time.perf_counter() - t0, 2)
     info["complete"] = True
     _write_manifest(manifest_path, info)
     return root
+
+
+def _write_source(root: Path, folder: Path, name: str, data: dict) -> None:
+    """One source's folder: its marker, images and annotation files in the real dataset's layout."""
+    folder.mkdir(parents=True)
+    (folder / FOLDER_MARKER).write_text("written by umlkit.data.make_mini; regenerating UML-Mini replaces this "
+                                        "folder\n")
+    class_names = dedupe([class_name(name, cls) for cls in data["classes"]])
+    rels = _WRITERS[name](root, data, class_names)
+    _write_text_file(folder, rels, data, class_names, name)
 
 
 def read_manifest(root: str | Path) -> dict | None:

@@ -60,7 +60,8 @@ class MissingSideFile(RecordError):
 _READ_ONLY: ContextVar[bool] = ContextVar("umlkit_read_only", default=False)
 
 
-_FIX = "delete the file; `umlkit records train` (or the chapter) trains its run again"
+_FIX = ("it is never used; `umlkit records train ... --replace-damaged` trains its run again and keeps the bad file "
+        "beside it (.damaged)")
 
 
 @contextmanager
@@ -128,13 +129,12 @@ def load_record(path: str | Path) -> dict:
             raise DamagedRecord(f"run record {path} has no {field!r} field; {_FIX}")
     if config_hash(rec["key"]) != rec["key_hash"]:
         raise DamagedRecord(f"run record {path}: its stored configuration hashes to {config_hash(rec['key'])}, "
-                            f"not to the recorded {rec['key_hash']}; the file was edited. Delete it or rerun.")
+                            f"not to the recorded {rec['key_hash']}; the file was edited; {_FIX}")
     promised = _named_hash(path)
     if promised is not None and promised != config_hash(normalise_key(rec["key"])):
         raise DamagedRecord(f"run record {path} is named for the run of key {promised} but holds the run of key "
                             f"{config_hash(normalise_key(rec['key']))} (label {rec.get('label', '?')!r}): a copy or "
-                            f"a move under the wrong name. It is never used; {_FIX} (`umlkit records train ... "
-                            f"--replace-damaged` keeps it beside as .damaged)")
+                            f"a move under the wrong name; {_FIX}")
     rec["path"] = str(path)
     try:
         current = fingerprint(rec["key"])

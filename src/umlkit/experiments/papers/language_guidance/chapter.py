@@ -89,7 +89,7 @@ def omega_table(profile: str = "quick", select_on: str = "MAP@R") -> "pd.DataFra
         rec = load_record(path)
         cfg = key["config"]
         source = cfg["data"]["datasets"][0]
-        terms = [t for t in cfg["objective"] if t["name"] == "language_guidance"]
+        terms = [t for t in cfg["objective"] if t["name"].startswith("language_")]   # the guidance term, any kind
         row = label.rsplit("-w", 1)[0] if terms else label.rsplit("-seed", 1)[0]
         row = row.removeprefix(f"{source}-") if source != "cub" else row
         lines.append({"source": source, "row": row, "omega": terms[0]["weight"] if terms else 0.0,
@@ -473,3 +473,26 @@ def validation_view(spec, cmp: pd.DataFrame, sweep: pd.DataFrame, metric: str = 
     return validation_beside(spec, cmp, chosen, metric=metric, value="chosen omega",
                              unit_of=lambda row: (row.spec.get("source", "cub"), row.spec.get("method")),
                              dataset_of=lambda row: SOURCE_NAMES[row.spec.get("source", "cub")])
+
+
+def wordnet_facts(profile: str = "quick", sources=("cub", "cars")) -> dict[str, str]:
+    """The WordNet rows' glued facts: per source, how its class names map to WordNet 3.0
+    (:func:`~umlkit.experiments.papers.language_guidance.wordnet_names.coverage`) - the share of names whose head
+    noun WordNet knows, the distinct head nouns and synset lists, the mean depth of the head nouns' lowest common
+    hypernyms - or, without the database, that it is not installed."""
+    from umlkit.experiments.papers.language_guidance import wordnet_names
+    if not wordnet_names.available():
+        missing = (f"not computed here: WordNet 3.0 is not installed (the {wordnet_names.WORDNET_PACKAGE!r} "
+                   "package); the rows' numbers come from the stored records")
+        return {f"wn_{s}": missing for s in sources}
+    out = {}
+    for s in sources:
+        _, names, _ = source_classes(s, profile)
+        c = wordnet_names.coverage(names)
+        depth = ("there is one head noun, so no pair to compare" if np.isnan(c["lcs_depth"]) else
+                 f"the head nouns' lowest common hypernyms lie at depth {c['lcs_depth']:.1f} below WordNet's root "
+                 "on average")
+        out[f"wn_{s}"] = (f"{c['with_head']:.0%} of its {c['names']} class names have their head noun in WordNet; "
+                          f"they map to {c['head_nouns']} distinct head noun(s) and {c['distinct']} distinct synset "
+                          f"lists (colour words included); {depth}")
+    return out
