@@ -6,7 +6,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.umlkit-installed
 
-.PHONY: test test-fast test-all test-cluster book install clean-book clean bench
+.PHONY: test test-fast test-all test-cluster book install wordnet clean-book clean bench
 
 # TORCH_INDEX: a package index to take torch and torchvision from first, e.g. the CPU builds on a machine without a
 # GPU: make install TORCH_INDEX=https://download.pytorch.org/whl/cpu (PyPI's Linux torch is the CUDA build, ~6 GB)
@@ -23,7 +23,17 @@ $(STAMP): pyproject.toml
 	$(PY) -m umlkit._install_check   # torch and torchvision of one release and build, or stop with the fix
 	@touch $(STAMP)
 
-install: $(STAMP)
+install: $(STAMP) wordnet
+
+# WordNet 3.0's database files for language guidance's word-hierarchy rows (Debian's wordnet-base, read offline by
+# nltk); installed when this is a root shell with apt, else the command to run is printed. Without them the book
+# still builds from the stored records and the rows' language files; only computing those files needs WordNet.
+wordnet:
+	@test -f $${UMLKIT_WORDNET:-/usr/share/wordnet}/data.noun || \
+	{ if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get install -y --no-install-recommends wordnet-base >/dev/null || \
+	    { apt-get update -qq && apt-get install -y --no-install-recommends wordnet-base >/dev/null; }; \
+	  else echo "umlkit: WordNet 3.0 is not installed; for the WordNet rows run: sudo apt-get install wordnet-base"; fi; }
 
 # everything but the recomputations of committed artefacts (their inputs' hashes are compared instead) and the
 # heavy checks at real architectures: <= 8 min

@@ -199,3 +199,18 @@ def test_hierarchy_similarity_is_one_minus_the_lcs_height_over_the_root_height()
     lcs = syn[0].lowest_common_hypernyms(syn[1])
     assert s[0, 1] == pytest.approx(1 - max(heights[c] for c in lcs) / top)
     assert 0 <= s.min() and s.max() <= 1
+
+
+def test_reading_the_wordnet_rows_needs_no_wordnet(tmp_path, monkeypatch):
+    """Without the database (an empty UMLKIT_WORDNET) the stored language files of the WordNet rows are still found:
+    their identity names WordNet's version, not its bytes, so the book builds from the records."""
+    from pathlib import Path
+
+    from umlkit.experiments.papers.language_guidance.language_store import language_ref
+    from umlkit.experiments.records import read_only
+    monkeypatch.setenv("UMLKIT_WORDNET", str(tmp_path))
+    assert not wn_names.available()
+    with read_only():
+        for guidance, stem in (("WordNet", "cub-wordnet-"), ("HierMatch", "cub-wordnet-hierarchy-"),
+                               ("PLG WordNet Top-5", "cub-pseudolabels-wordnet-")):
+            assert Path(language_ref("cub", guidance, "quick")["file"]).name.startswith(stem)

@@ -64,6 +64,7 @@ VARIABLES: dict[str, tuple[Callable[[str], bool], str]] = {
     "UMLKIT_RESULTS": (_not_a_file, "a folder (it is a file)"),
     "UMLKIT_CHECKPOINTS": (_not_a_file, "a folder (it is a file)"),
     "UMLKIT_CACHE": (_not_a_file, "a folder (it is a file)"),
+    "UMLKIT_WORDNET": (_not_a_file, "a folder of the WordNet 3.0 database files (it is a file)"),
     "UMLKIT_SLURM_CONFIG": (lambda v: Path(v).expanduser().is_file(), "an existing YAML file"),
     "UMLKIT_PAPERS": (_folders, f"existing folders of paper packages, separated by {os.pathsep!r}"),
 }
