@@ -241,7 +241,8 @@ def test_ablation_tables_join_the_paper_where_the_row_is_the_papers():
         assert spec.floor is not None and sum(r.method == lg.ZERO_SHOT for r in spec.rows) == 2   # one per source
         assert {r.group for r in spec.rows} == {"cub", "cars"}
     t4 = {r.method for r in lg.ablation_table("Table 4").rows}
-    assert {"Row-wise L2", "Full Similarity", "No stop grad.", "DeVise-Style", "CLIP-style"} <= t4
+    assert {"Row-wise L2", "Full Similarity", "No stop grad.", "DeVise-Style", "CLIP-style", "ViT Prediction",
+            "Mining mask", "Weight scaling"} <= t4
     full3 = {r.method for r in lg.ablation_table("Table 3", "full").rows}
     assert {"Baseline + BERT", "Baseline + GPT2"} <= full3 and "Baseline + MiniLM tokens" not in full3
     controls = lg.ablation_table("Controls")
@@ -255,8 +256,15 @@ def test_unmeasured_paper_rows_say_why(monkeypatch):
                                           "row": "Baseline", "seed": 0, "dataset": "CUB", "metric": "R@1",
                                           "value": 60.0}]), "language_guidance")
     res = tables.results_frame(spec, empty, "quick").set_index(["method", "dataset", "metric"])
-    assert res.loc[("Mining mask", "CUB", "R@1"), "status"].startswith("not built (language similarities")
-    assert res.loc[("Row-wise L2", "CUB", "R@1"), "status"].startswith("not measured: this profile reports")
+    for row in ("Mining mask", "Row-wise L2", "ViT Prediction"):   # rows the profile runs, without records here
+        assert res.loc[(row, "CUB", "R@1"), "status"].startswith("not measured: this profile reports"), row
+    spec3 = lg.ablation_table("Table 3", "quick")
+    res3 = tables.results_frame(spec3, tables.compare(pd.DataFrame([{
+        "table": "Table 3", "section": "", "method": "Baseline", "setting": "", "row": "Baseline", "seed": 0,
+        "dataset": "CUB", "metric": "R@1", "value": 60.0}]), "language_guidance"), "quick")
+    res3 = res3.set_index(["method", "dataset", "metric"])
+    assert res3.loc[("Baseline + Top 3", "CUB", "R@1"), "status"].startswith("needs three language models")
+    assert not res3["status"].fillna("").str.contains("not built").any()
     assert res.loc[("Baseline", "CUB", "R@1"), "paper"] == 62.8
     controls = lg.ablation_table("Controls")
     assert tables.results_frame(controls, tables.compare(pd.DataFrame(
