@@ -227,13 +227,32 @@ def test_rho_miner():
 
 
 # --------------------------------------------------------------------------------------------------- robustness
-LABELLED = [n for n in LOSSES if n not in ("proxy_anchor_external", "language_guidance")]
+_LANGUAGE = ("language_guidance", "language_guidance_slots", "language_multisimilarity", "language_token_prediction")
+LABELLED = [n for n in LOSSES if n not in ("proxy_anchor_external", *_LANGUAGE)]
+
+
+class _Tokens(torch.nn.Module):
+    """A stand-in backbone whose last stage (``norm``) outputs three copies of each embedding as its tokens, so that
+    the token-prediction term's gradient reaches the embeddings."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks, self.norm = torch.nn.Identity(), torch.nn.Identity()
+
+    def forward(self, x):
+        return self.norm(x[:, None, :].repeat(1, 3, 1))
 
 
 def _call(name, x, y, dim=8):
     if name == "proxy_anchor_external":
         return create_loss(name)(x, y, torch.randn(8, dim))
-    if name == "language_guidance":
+    if name == "language_token_prediction":
+        loss, model = create_loss(name, language_embeddings=torch.randn(8, 6), feature_width=dim), _Tokens()
+        loss.attach_model(model)
+        if isinstance(x, torch.Tensor) and x.ndim == 2 and x.shape[0]:
+            model(x)
+        return loss(x, y)
+    if name in _LANGUAGE:
         return create_loss(name, language_embeddings=torch.randn(8, 2, 6))(x, y)
     if name in ("s2sd", "diva"):  # auxiliary embeddings derived from x so the gradient reaches it
         extra = {"target_dims": (12, 16)} if name == "s2sd" else {}

@@ -89,7 +89,9 @@ def test_every_loss_declares_inputs_from_the_vocabulary():
                 "diva": ("embeddings", "labels", "aux", "features", "views"),
                 "model_regularizer": ("model",)}
     for name in [*LOSSES, *TERMS]:
-        extra = {"language_embeddings": torch.randn(4, 6)} if name == "language_guidance" else {}
+        extra = {"language_embeddings": torch.randn(4, 6)} if name.startswith("language_") else {}
+        if name == "language_token_prediction":
+            extra["feature_width"] = 8
         loss = create_loss(name, num_classes=4, embedding_size=8, **extra)
         assert "inputs" in dir(loss), name
         assert loss_inputs(loss) == expected.get(name, ("embeddings", "labels")), name
