@@ -493,6 +493,6 @@ def wordnet_facts(profile: str = "quick", sources=("cub", "cars")) -> dict[str, 
                  f"the head nouns' lowest common hypernyms lie at depth {c['lcs_depth']:.1f} below WordNet's root "
                  "on average")
         out[f"wn_{s}"] = (f"{c['with_head']:.0%} of its {c['names']} class names have their head noun in WordNet; "
-                          f"they map to {c['head_nouns']} distinct head noun(s) and {c['distinct']} distinct synset "
-                          f"lists (colour words included); {depth}")
+                          f"they map to {c['head_nouns']} distinct head noun{'s' if c['head_nouns'] != 1 else ''} "
+                          f"and {c['distinct']} distinct synset lists (colour words included); {depth}")
     return out
