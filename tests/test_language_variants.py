@@ -127,15 +127,33 @@ def test_the_training_step_attaches_a_term_that_reads_the_model():
     assert torch.isfinite(value) and value.requires_grad
 
 
-def test_dense_pseudolabels_vote_over_positions():
-    from umlkit.experiments.papers.language_guidance.language_store import dense_pseudolabels
-    names = ["a", "b", "c", "d"]
-    logp = np.log(np.full((1, 3, 4), 0.1))
-    logp[0, 0, 2] = logp[0, 1, 2] = logp[0, 2, 1] = 0.0      # two positions say c, one says b
-    logp[0, :, 3] = np.log(0.2)                                 # d never wins a position but has the larger sum
-    assert dense_pseudolabels(logp, names, k=3) == {0: ["c", "b", "d"]}
-    with pytest.raises(ValueError, match="positions"):
-        dense_pseudolabels(np.zeros((2, 4)), names)
+def _kl_by_hand(emb, labels, s_lang):
+    """Eq. 2 with the official shift (1), overwrite and backward direction, for a given language similarity."""
+    x = torch.nn.functional.normalize(emb, dim=1)
+    same = labels[:, None] == labels[None, :]
+    img = torch.where(same, torch.tensor(2.0), x @ x.T)
+    lang = torch.where(same, torch.tensor(2.0), s_lang + 1.0)
+    return torch.nn.functional.kl_div(torch.log_softmax(lang, 1), torch.log_softmax(img, 1), log_target=True,
+                                      reduction="sum") / len(labels)
+
+
+def test_dense_pairs_every_slot_with_every_slot():
+    """Supp. B.3 and its footnote 7: Dense uses the similarity of each of the k^2 slot pairings, regardless of order,
+    averaged into one target; Dense + Multi distils each pairing's matrix in a KL of its own."""
+    emb, labels, lang = _batch(seed=11)
+    unit = torch.nn.functional.normalize(lang, dim=-1)[labels]                       # (B, k, d)
+    k = lang.shape[1]
+    matrices = [unit[:, i] @ unit[:, j].T for i in range(k) for j in range(k)]
+    assert len(matrices) == k * k
+    dense = LanguageSlotGuidanceLoss(lang, pairing="all", one_kl=True)(emb, labels)
+    assert torch.allclose(dense, _kl_by_hand(emb, labels, torch.stack(matrices).mean(0)), atol=1e-6)
+    both = LanguageSlotGuidanceLoss(lang, pairing="all")(emb, labels)
+    assert torch.allclose(both, torch.stack([_kl_by_hand(emb, labels, m) for m in matrices]).mean(), atol=1e-6)
+    # aligned pairs in one KL: PLG itself
+    plg = LanguageSlotGuidanceLoss(lang, one_kl=True)(emb, labels)
+    assert torch.allclose(plg, LanguageGuidanceLoss(lang)(emb, labels), atol=1e-6)
+    with pytest.raises(ValueError, match="pairing"):
+        LanguageSlotGuidanceLoss(lang, pairing="diagonal")
 
 
 # ------------------------------------------------------------------------------------------------ WordNet

@@ -4,9 +4,10 @@ Three ways of using the language side that the paper's ablations compare against
 (:class:`~umlkit.losses.language_guidance.LanguageGuidanceLoss`), each mixed into training as
 L_DML + omega * term like every guided row, so that omega is tuned by the same sweep:
 
-* :class:`LanguageSlotGuidanceLoss` ("Multi" of Table S3): one row-wise KL term per pseudolabel slot, averaged,
-  instead of one KL on the slot-averaged language similarity (supp. B.3: "distillation from a single, averaged
-  pseudolabel similarity matrix versus from multiple pseudolabel-specific similarity matrices").
+* :class:`LanguageSlotGuidanceLoss` (Table S3's matching methods, supp. B.3): "Multi" distils each pseudolabel
+  slot's similarity matrix in a row-wise KL of its own, averaged, instead of one KL on their average; "Dense" uses
+  the similarity of every slot pairing, disregarding the order (k^2 = 25 matrices for the top 5, footnote 7),
+  averaged into one target; "Dense + Multi" one KL per pairing.
 * :class:`LanguageMultiSimilarityLoss` (Table 4 (b), "Mining mask" and "Weight scaling"): the Multi-Similarity loss
   (Wang et al. 2019; the official settings alpha 2, beta 40, lambda 0.5, epsilon 0.1) with the language similarity
   either in its mining rule (Eq. S1 with the linear interpolation f = (1 - nu1) S_lang + nu1 S_img of Eq. S2, which
@@ -48,13 +49,37 @@ def _unit_language(language_embeddings) -> torch.Tensor:
 
 
 class LanguageSlotGuidanceLoss(LanguageGuidanceLoss):
-    """Row-wise KL (Eq. 2, the official shift, overwrite and direction) per pseudolabel slot, averaged over slots."""
+    """Row-wise KL (Eq. 2, the official shift, overwrite and direction) on the pseudolabel similarity matrices of
+    several slot pairings: ``pairing="aligned"`` pairs slot i of one image's class with slot i of the other's (k
+    matrices), ``"all"`` pairs every slot with every slot, disregarding their order (k^2 matrices: supp. B.3,
+    footnote 7, "Dense"). ``one_kl=False`` distils each matrix in a KL of its own and averages the KLs ("Multi",
+    "Dense + Multi"); ``one_kl=True`` averages the matrices into one target first ("Dense"; aligned + one KL is PLG
+    itself, :class:`LanguageGuidanceLoss`)."""
 
-    def __init__(self, language_embeddings, **options):
+    def __init__(self, language_embeddings, pairing: str = "aligned", one_kl: bool = False, **options):
         if options.get("mode", "kl_rowwise") != "kl_rowwise":
-            raise ValueError(f"LanguageSlotGuidanceLoss distils row-wise KL per slot; mode={options['mode']!r} "
-                             "is not supported")
+            raise ValueError(f"LanguageSlotGuidanceLoss distils row-wise KL per slot pairing; "
+                             f"mode={options['mode']!r} is not supported")
+        if pairing not in ("aligned", "all"):
+            raise ValueError(f"pairing must be 'aligned' or 'all', got {pairing!r}")
         super().__init__(language_embeddings, **options)
+        self.pairing, self.one_kl = pairing, bool(one_kl)
+
+    def _matrices(self, lang: torch.Tensor) -> list[torch.Tensor]:
+        """The (B, B) language similarities of each slot pairing (before the shift)."""
+        k = lang.shape[1]
+        pairs = ([(i, i) for i in range(k)] if self.pairing == "aligned" else
+                 [(i, j) for i in range(k) for j in range(k)])
+        return [lang[:, i] @ lang[:, j].T for i, j in pairs]
+
+    def _kl(self, log_p_img: torch.Tensor, s_lang: torch.Tensor, fill: torch.Tensor, same: torch.Tensor):
+        t = self.temperature
+        log_p_lang = torch.log_softmax(torch.where(same, fill, s_lang + self.shift) / t, dim=1)
+        if self.direction == "backward":
+            kl = nn.functional.kl_div(log_p_lang, log_p_img, log_target=True, reduction="sum")
+        else:
+            kl = nn.functional.kl_div(log_p_img, log_p_lang, log_target=True, reduction="sum")
+        return kl * t * t / log_p_img.shape[0]
 
     def forward(self, embeddings, labels, indices=None, indices_tuple=None, ref_emb=None,
                 ref_labels=None) -> torch.Tensor:
@@ -66,16 +91,10 @@ class LanguageSlotGuidanceLoss(LanguageGuidanceLoss):
         same = labels[:, None] == labels[None, :]
         fill = torch.full_like(s_img, 1.0 + self.shift)
         log_p_img = torch.log_softmax(torch.where(same, fill, s_img) / self.temperature, dim=1)
-        t, b, total = self.temperature, x.shape[0], 0.0
-        for slot in range(lang.shape[1]):
-            s_lang = lang[:, slot] @ lang[:, slot].T + self.shift
-            log_p_lang = torch.log_softmax(torch.where(same, fill, s_lang) / t, dim=1)
-            if self.direction == "backward":
-                kl = nn.functional.kl_div(log_p_lang, log_p_img, log_target=True, reduction="sum")
-            else:
-                kl = nn.functional.kl_div(log_p_img, log_p_lang, log_target=True, reduction="sum")
-            total = total + kl * t * t / b
-        return total / lang.shape[1]
+        matrices = self._matrices(lang)
+        if self.one_kl:
+            return self._kl(log_p_img, torch.stack(matrices).mean(dim=0), fill, same)
+        return torch.stack([self._kl(log_p_img, m, fill, same) for m in matrices]).mean()
 
 
 class LanguageMultiSimilarityLoss(nn.Module):

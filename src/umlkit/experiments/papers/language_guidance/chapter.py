@@ -494,5 +494,5 @@ def wordnet_facts(profile: str = "quick", sources=("cub", "cars")) -> dict[str, 
                  "on average")
         out[f"wn_{s}"] = (f"{c['with_head']:.0%} of its {c['names']} class names have their head noun in WordNet; "
                           f"they map to {c['head_nouns']} distinct head noun{'s' if c['head_nouns'] != 1 else ''} "
-                          f"and {c['distinct']} distinct synset lists (colour words included); {depth}")
+                          f"and {c['distinct']} distinct sets of synsets (colour words included); {depth}")
     return out

@@ -33,16 +33,15 @@ def lg_config() -> dict:
 # UML-Mini's attributes or attribute tree) or per image (captions, captions with the class name inserted, each
 # image's own pseudolabels), the per-image kinds with the loss option per_sample
 NAME_KINDS = ("class", "pseudolabels", "attributes", "hierarchy", "captions", "captions+insertion",
-              "sample pseudolabels", "dense pseudolabels", "wordnet", "wordnet hierarchy", "pseudolabels wordnet",
+              "sample pseudolabels", "wordnet", "wordnet hierarchy", "pseudolabels wordnet",
               "pseudolabels wordnet hierarchy")
-PER_IMAGE = ("captions", "captions+insertion", "sample pseudolabels", "dense pseudolabels")
+PER_IMAGE = ("captions", "captions+insertion", "sample pseudolabels")
 # the word-hierarchy kinds (Table 3 (c), Table S3): whose names (the classes' or their pseudolabels') and which
 # WordNet similarity (wordnet_names.KINDS: Wu-Palmer, or the hierarchy height similarity of HierMatch)
 WORDNET_KINDS = {"wordnet": ("class", "wup"), "wordnet hierarchy": ("class", "hierarchy"),
                  "pseudolabels wordnet": ("pseudolabels", "wup"),
                  "pseudolabels wordnet hierarchy": ("pseudolabels", "hierarchy")}
-_CLASSIFIED = ("pseudolabels", "sample pseudolabels", "dense pseudolabels", "pseudolabels wordnet",
-               "pseudolabels wordnet hierarchy")
+_CLASSIFIED = ("pseudolabels", "sample pseudolabels", "pseudolabels wordnet", "pseudolabels wordnet hierarchy")
 
 
 def guidance_spec(name: str) -> dict:
@@ -156,62 +155,6 @@ def _quick_logits(name: str, root, split: str):
         return ds, class_logits({n: h(feats) for n, h in heads.items()}).numpy(), labels
 
 
-def _quick_position_logits(name: str, root, split: str):
-    """(dataset, (n_images, positions, 320) log-probabilities): the tiny ViT v2's named classifier applied to each
-    patch token of its last layer instead of the class token (Table S3's "Dense" pseudolabels)."""
-    import torch
-
-    from umlkit.data import build_transforms, load_dataset
-    from umlkit.models.backbones import backbone_data_config, create_backbone
-    from umlkit.models.pretrain import class_logits, load_heads, weight_files
-    from umlkit.train.evaluate import extract_embeddings
-    files = weight_files("v2")
-    model = create_backbone("vit_tiny_uml_patch8_32", weights=files["weights"]).eval()
-    heads = load_heads(files["heads"]).eval()
-    tf = build_transforms("mini", backbone_data_config("vit_tiny_uml_v2"), train=False)
-    ds = load_dataset(name, root, split, transform=tf, cache=True)
-    tokens, _ = extract_embeddings(_PatchTokens(model), ds, batch_size=512)      # (n, positions, width)
-    with torch.no_grad():
-        flat = tokens.reshape(-1, tokens.shape[-1])
-        logits = class_logits({n: h(flat) for n, h in heads.items()})
-    return ds, logits.reshape(tokens.shape[0], tokens.shape[1], -1).numpy()
-
-
-class _PatchTokens:
-    """A ViT's patch tokens after its last layer and norm (the prefix tokens dropped), as a callable model."""
-
-    def __init__(self, vit):
-        self.vit = vit
-        self.training = False
-
-    def eval(self):
-        return self
-
-    def train(self, mode: bool = True):
-        return self
-
-    def __call__(self, x):
-        import torch
-        with torch.no_grad():
-            return self.vit.forward_features(x)[:, self.vit.num_prefix_tokens:]
-
-
-def dense_pseudolabels(position_logits, names: list[str], k: int = 5) -> dict[int, list[str]]:
-    """Each image's ``k`` pseudolabels from its positions: the names most often top-1 over the image's positions,
-    ties broken by the names' summed log-probability over the positions; ``{image index: [k names]}``."""
-    import numpy as np
-    logits = np.asarray(position_logits, dtype=np.float64)
-    if logits.ndim != 3 or logits.shape[2] != len(names):
-        raise ValueError(f"position_logits must be (images, positions, {len(names)}), got {logits.shape}")
-    out = {}
-    for i, img in enumerate(logits):
-        votes = np.bincount(img.argmax(axis=1), minlength=len(names)).astype(np.float64)
-        tie = img.sum(axis=0)
-        order = np.lexsort((-tie, -votes))      # most votes first, then the larger summed log-probability
-        out[i] = [names[j] for j in order[:k]]
-    return out
-
-
 def _image_texts(source: str, profile: str, kind: str, k: int) -> tuple[list[str], list]:
     """(image keys, texts) of every image a per-image language file covers (both loader splits, as
     :func:`_parts_of`): its caption, its caption with the class name inserted
@@ -226,15 +169,11 @@ def _image_texts(source: str, profile: str, kind: str, k: int) -> tuple[list[str
                                   "ImageNet pseudolabels yet")
     root = _source_root(source, profile)
     keys, texts = [], []
-    if kind in ("sample pseudolabels", "dense pseudolabels"):
+    if kind == "sample pseudolabels":
         from umlkit.models.pretrain import class_names
         for name, split in _parts_of(source):
-            if kind == "dense pseudolabels":
-                ds, position_logits = _quick_position_logits(name, root, split)
-                top = dense_pseudolabels(position_logits, class_names(), k=k)
-            else:
-                ds, logits, labels = _quick_logits(name, root, split)
-                top = pseudolabels(logits, labels, class_names(), k=k, per="sample")
+            ds, logits, labels = _quick_logits(name, root, split)
+            top = pseudolabels(logits, labels, class_names(), k=k, per="sample")
             keys += ds.sample_keys
             texts += [top[i] for i in range(len(ds))]
         return keys, texts

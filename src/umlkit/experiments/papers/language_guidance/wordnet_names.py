@@ -218,8 +218,8 @@ def unit_embeddings(similarity: np.ndarray) -> tuple[np.ndarray, float]:
 
 def coverage(names: list[str], wn=None) -> dict:
     """What the name mapping found: the share of names whose head noun is in WordNet, the share with any synset,
-    the number of distinct head nouns and of distinct synset lists, and the mean depth (from the root) of the
-    lowest common hypernyms of the distinct head nouns."""
+    the number of distinct head nouns and of distinct synset sets (order ignored, as the similarity ignores it),
+    and the mean depth (from the root) of the lowest common hypernyms of the distinct head nouns."""
     wn = wn or wordnet()
     parts = [_parts(n, wn) for n in names]
     heads = sorted({h for h, _ in parts if h is not None}, key=str)
@@ -228,5 +228,5 @@ def coverage(names: list[str], wn=None) -> dict:
     return {"names": len(names),
             "with_head": float(np.mean([h is not None for h, _ in parts])) if parts else 0.0,
             "with_synset": float(np.mean([h is not None or bool(c) for h, c in parts])) if parts else 0.0,
-            "head_nouns": len(heads), "distinct": len({(h, tuple(c)) for h, c in parts}),
+            "head_nouns": len(heads), "distinct": len({(h, frozenset(c)) for h, c in parts}),
             "lcs_depth": float(np.mean(depths)) if depths else float("nan")}
