@@ -232,3 +232,19 @@ def test_reading_the_wordnet_rows_needs_no_wordnet(tmp_path, monkeypatch):
         for guidance, stem in (("WordNet", "cub-wordnet-"), ("HierMatch", "cub-wordnet-hierarchy-"),
                                ("PLG WordNet Top-5", "cub-pseudolabels-wordnet-")):
             assert Path(language_ref("cub", guidance, "quick")["file"]).name.startswith(stem)
+
+
+def test_one_kl_per_matrix_and_one_kl_on_their_average_give_the_same_gradient():
+    """With the official direction (KL(P_img || P_lang), the language side held constant) the gradient of the mean
+    of per-matrix KLs equals that of one KL on the averaged similarity: each matrix's log-softmax differs from the
+    average's by a constant per row, which a softmax's gradient ignores. So Multi trains as PLG and Dense + Multi
+    as Dense (up to rounding); the loss values differ."""
+    emb, labels, lang = _batch(seed=13, n=16)
+    grads, values = [], []
+    for one_kl, pairing in ((True, "aligned"), (False, "aligned"), (True, "all"), (False, "all")):
+        x = emb.double().clone().requires_grad_(True)
+        value = LanguageSlotGuidanceLoss(lang.double(), pairing=pairing, one_kl=one_kl)(x, labels)
+        grads.append(torch.autograd.grad(value, x)[0])
+        values.append(float(value))
+    assert torch.allclose(grads[0], grads[1], atol=1e-12) and torch.allclose(grads[2], grads[3], atol=1e-12)
+    assert values[0] != pytest.approx(values[1]) and not torch.allclose(grads[0], grads[2], atol=1e-6)

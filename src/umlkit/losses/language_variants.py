@@ -7,7 +7,10 @@ L_DML + omega * term like every guided row, so that omega is tuned by the same s
 * :class:`LanguageSlotGuidanceLoss` (Table S3's matching methods, supp. B.3): "Multi" distils each pseudolabel
   slot's similarity matrix in a row-wise KL of its own, averaged, instead of one KL on their average; "Dense" uses
   the similarity of every slot pairing, disregarding the order (k^2 = 25 matrices for the top 5, footnote 7),
-  averaged into one target; "Dense + Multi" one KL per pairing.
+  averaged into one target; "Dense + Multi" one KL per pairing. With the official direction (the gradient
+  through the image side only) the mean of per-matrix KLs has the same gradient as one KL on the averaged
+  similarity - the log-softmaxes differ by a constant per row - so Multi trains as PLG and Dense + Multi as Dense;
+  only the loss values differ.
 * :class:`LanguageMultiSimilarityLoss` (Table 4 (b), "Mining mask" and "Weight scaling"): the Multi-Similarity loss
   (Wang et al. 2019; the official settings alpha 2, beta 40, lambda 0.5, epsilon 0.1) with the language similarity
   either in its mining rule (Eq. S1 with the linear interpolation f = (1 - nu1) S_lang + nu1 S_img of Eq. S2, which
