@@ -195,8 +195,8 @@ CASES = [
     Case("records verify", "wrong-type", ["records", "verify", "--profile", "fast"], "invalid choice: 'fast'"),
     Case("records verify", "wrong-place", ["records", "verify"], "UMLKIT_RESULTS='{t}/f': expected a folder",
          setup=lambda t: (t / "f").write_text("x"), env={"UMLKIT_RESULTS": "{t}/f"}),
-    Case("records verify", "interrupted", ["records", "verify", "--paper", "vptsp"], None, setup=_damaged_record,
-         env=RES, code=1),
+    Case("records verify", "interrupted", ["records", "verify", "--paper", "vptsp"],
+         "cub-Hyp-seed0-7ca3864b4018.json", setup=_damaged_record, env=RES, code=1),
     Case("records verify", "full-or-read-only", ["records", "verify", "--paper", "vptsp"], None, fsize=0,
          env={"TMPDIR": "/dev/shm"}),
     # book: reads _config.yml, _toc.yml, chapters and built pages; sync-colab and toc --write write them
@@ -251,8 +251,8 @@ CASES = [
     Case("data make-mini", "malformed", ["data", "make-mini", "--root", "{t}"], "{t}/UML_MINI.json is not a readable "
          "UML-Mini manifest", setup=lambda t: (t / "UML_MINI.json").write_text("{no")),
     Case("data make-mini", "wrong-type", ["data", "make-mini", "--root", "{t}", "--seed", "x"], "--seed"),
-    Case("data make-mini", "wrong-place", ["data", "make-mini", "--root", "{t}"], "{t}",
-         setup=lambda t: (t / "mine.txt").write_text("keep")),
+    Case("data make-mini", "wrong-place", ["data", "make-mini", "--root", "{t}"], "{t} is not empty and is not a "
+         "UML-Mini tree (no UML_MINI.json)", setup=lambda t: (t / "mine.txt").write_text("keep")),
     Case("data make-mini", "full-or-read-only", ["data", "make-mini", "--root", "{t}/m"], "data make-mini --root "
          "{t}/m: {t} has 0 MiB free, and the tree needs about 128 MiB", env=FULL),
     Case("data make-mini", "interrupted", ["data", "make-mini", "--root", "{t}/m"], "could not write UML-Mini's cub "
@@ -278,7 +278,7 @@ NOT_APPLICABLE = {
     ("info", "concurrent"): "info reads no file another process writes",
     ("info", "interrupted"): "info reads no file",
     ("evaluate", "concurrent"): "reads one file and writes none; a writer replaces it atomically or not at all",
-    ("eval", "concurrent"): "reads a finished checkpoint; `train` replaces checkpoints atomically (tests/train)",
+    ("eval", "concurrent"): "reads a finished checkpoint; `train` replaces checkpoints atomically",
     ("eval", "full-or-read-only"): "needs a data root to evaluate on; writes nothing (covered by the read-only "
                                    "book tests, which evaluate stored runs)",
     ("reproduce", "concurrent"): "its records are written under the same per-record lock as `records train` "
@@ -299,14 +299,14 @@ NOT_APPLICABLE = {
                                            "file",
     ("oodml import-splits", "full-or-read-only"): "writes one small JSON file atomically; a failed write leaves the "
                                                   "previous one",
-    ("data check", "malformed"): "a malformed dataset is reported per dataset in the table (tests/data), not an "
-                                 "error",
+    ("data check", "malformed"): "a malformed dataset is a row of its own in the table, not an error "
+                                 "(tests/data/test_loaders.py::test_check_table_and_corrupt_images)",
     ("data check", "concurrent"): "reads only",
-    ("data check", "interrupted"): "a half-extracted dataset is a row of the table (tests/data/test_check.py)",
+    ("data check", "interrupted"): "a half-extracted dataset is a row of the table, as a malformed one",
     ("data check", "full-or-read-only"): "reads only",
     ("data make-mini", "missing"): "makes its root; nothing it reads can be missing",
     ("data make-mini", "concurrent"): "a second generation waits for the first and then finds the tree complete "
-                                      "(file_lock; tests/data)",
+                                      "(tests/data/test_mini.py::test_two_processes_generating_one_tree_take_turns)",
     ("data pretrain-mini", "concurrent"): "its SHA256SUMS is updated under a file lock, keeping both entries",
     ("data pretrain-mini", "interrupted"): "a malformed SHA256SUMS (that row) is what an interrupted write leaves",
     ("plan", "malformed"): "takes names and numbers only (the wrong-type row)",

@@ -126,8 +126,10 @@ def _guidance_term(run: dict, guidance: str, weight: float, ref: dict) -> dict:
     return {"name": name, "weight": weight, "options": opts}
 
 
+@lru_cache(maxsize=8)
 def feature_width(backbone: str) -> int:
-    """Channels of a backbone's last feature map (timm's ``feature_info``), from an untrained copy."""
+    """Channels of a backbone's last feature map (timm's ``feature_info``), from an untrained copy (built once per
+    process: job lists build this row's configuration many times)."""
     from umlkit.models.backbones import create_backbone
     return int(create_backbone(backbone).feature_info[-1]["num_chs"])
 
