@@ -5,8 +5,11 @@ classes, mostly 2-10 items, a tail up to ~100). Metrics: R@1/2/4/8, MAP@R, RP.
 
 Each implementation runs in its own subprocess so that its peak RSS is its own. Printed: seconds, peak RSS,
 the ratio to AccuracyCalculator (baseline, same run), and whether the metrics equal the fp32 exact search.
-``umlkit`` is the default engine, which picks its search by start-up GEMM measurements (printed: int8, bf16 or
-fp32, with the measured speed-ups); ``umlkit-int8`` / ``umlkit-bf16`` / ``umlkit-fp32`` force one.
+``umlkit`` is the default engine, which runs the kernel that finished a representative search first on this
+machine (printed: int8, bf16 or fp32, with the reason; ``umlkit.metrics.kernels``); ``umlkit-int8`` /
+``umlkit-bf16`` / ``umlkit-fp32`` force one. ``pml-default`` / ``pml-m1000`` / ``pml-nmi`` are AccuracyCalculator's
+equals of ``umlkit-default`` / ``umlkit-m1000`` / ``umlkit-nmi`` (NMI alone); each umlkit line's speed-up is against
+its equal.
 ``ONEDNN_MAX_CPU_ISA=AVX512_CORE`` (or ``AVX2``) in the environment makes this CPU's bf16 and int8 GEMMs behave
 like those of a CPU without bf16 (or AVX-512) instructions, to check the choice; fp32 GEMMs are not limited.
 
@@ -49,13 +52,18 @@ DIM = 128
 def run_one(impl: str, scale: float) -> dict:
     x, y = uml_like_embeddings(scale, dim=DIM)
     metrics = ["R@1", "R@2", "R@4", "R@8", "MAP@R", "RP"]
+    choice = None
+    if impl == "umlkit":   # the kernel choice first: its one-off measurement (once per machine) is not timed
+        from umlkit.metrics.knn import explain_search
+        start = time.perf_counter()
+        choice = explain_search(True, x.shape[1], len(y) ** 2)
+        choice_s = time.perf_counter() - start
     start = time.perf_counter()
     search = None
     if impl in ("umlkit", "umlkit-fp32", "umlkit-bf16", "umlkit-int8"):
         from umlkit.metrics import evaluate_retrieval
-        from umlkit.metrics.knn import choose_search_dtype, gemm_speedup
 
-        # "umlkit" is the default: the search this CPU is faster at, chosen by start-up measurements
+        # "umlkit" is the default: the kernel that finished a representative search first on this machine
         dtype = {"umlkit": None, "umlkit-fp32": torch.float32, "umlkit-bf16": torch.bfloat16,
                  "umlkit-int8": torch.int8}[impl]
         from umlkit.metrics.threads import LARGE_SEARCH, search_threads
@@ -63,32 +71,51 @@ def run_one(impl: str, scale: float) -> dict:
         threads = search_threads(threads) if len(y) ** 2 >= LARGE_SEARCH else threads
         res = evaluate_retrieval(x, y, metrics=metrics, search_dtype=dtype)
         out = {m: res[m] for m in metrics}
-        search = f"{threads} thread(s), " + str(dtype or choose_search_dtype(self_search=True)).replace("torch.", "")
-        if dtype is None:
-            search += (f" (GEMM speed-up over fp32: bf16 x{gemm_speedup(torch.bfloat16):.2f},"
-                       f" int8 x{gemm_speedup(torch.int8):.2f})")
+        if choice is not None:
+            search = f"{threads} thread(s), {choice.kernel}: {choice.reason} [choice took {choice_s:.1f} s]"
+        else:
+            search = f"{threads} thread(s), " + str(dtype).replace("torch.", "")
     elif impl in ("umlkit-default", "umlkit-m1000", "umlkit-m1000-search", "umlkit-m1000-r8"):
         out = _default_set(impl, x, y, metrics)
     elif impl == "gemm-bf16":
         out = {"GEMM seconds": _gemm_pass(x)}
     elif impl == "cuda-fp32":
         out, search = _cuda_search(x, y, metrics)
-    elif impl == "pml":
-        from pytorch_metric_learning.utils.accuracy_calculator import AccuracyCalculator
-
-        calc = AccuracyCalculator(
-            include=("precision_at_1", "mean_average_precision_at_r", "r_precision"),
-            k="max_bin_count",
-            device=torch.device("cpu"),
-            label_comparison_fn=lambda a, b: a == b,  # the loop path: avoids the (labels x items) bool matrix
-        )
-        res = calc.get_accuracy(x, y)
-        out = {"R@1": res["precision_at_1"], "MAP@R": res["mean_average_precision_at_r"], "RP": res["r_precision"]}
+    elif impl in _PML:
+        out = _pml(impl, x, y)
+    elif impl == "umlkit-nmi":
+        from umlkit.metrics import evaluate_retrieval
+        out = {"NMI": evaluate_retrieval(x, y, metrics=["NMI"])["NMI"]}
     else:
         raise ValueError(impl)
     seconds = time.perf_counter() - start
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {"impl": impl, "seconds": seconds, "peak_rss_mb": peak_mb, "metrics": out, "search": search}
+
+
+# AccuracyCalculator's metrics and k for each PML implementation: "pml" the six metrics' equal, "pml-default" the
+# default set's (its NMI is faiss's k-means, 20 iterations), "pml-m1000" without NMI, "pml-nmi" NMI alone
+_PML = {
+    "pml": (("precision_at_1", "mean_average_precision_at_r", "r_precision"), "max_bin_count"),
+    "pml-default": (("precision_at_1", "mean_average_precision_at_r", "r_precision", "mean_average_precision",
+                     "NMI"), 1000),
+    "pml-m1000": (("precision_at_1", "mean_average_precision_at_r", "r_precision", "mean_average_precision"), 1000),
+    "pml-nmi": (("NMI",), 1),
+}
+_PML_NAMES = {"precision_at_1": "R@1", "mean_average_precision_at_r": "MAP@R", "r_precision": "RP",
+              "mean_average_precision": "mAP@1000", "NMI": "NMI"}
+
+
+def _pml(impl: str, x, y) -> dict:
+    from pytorch_metric_learning.utils.accuracy_calculator import AccuracyCalculator
+
+    include, k = _PML[impl]
+    # a custom label comparison takes the loop path, which avoids the (labels x items) bool matrix; PML refuses it
+    # with clustering, so the sets with NMI run its default comparison
+    loop = {} if "NMI" in include else {"label_comparison_fn": lambda a, b: a == b}
+    calc = AccuracyCalculator(include=include, k=k, device=torch.device("cpu"), **loop)
+    res = calc.get_accuracy(x, y)
+    return {_PML_NAMES[name]: res[name] for name in include}
 
 
 def _default_set(impl: str, x, y, metrics: list[str]) -> dict:
@@ -187,20 +214,26 @@ def _run_all(args) -> dict:
         results[impl] = json.loads(proc.stdout.strip().splitlines()[-1])
         r = results[impl]
         search = f"   search {r['search']}" if r["search"] else ""
-        print(f"{impl:>12}: {r['seconds']:7.1f} s   peak RSS {r['peak_rss_mb']:7.0f} MB{search}   {r['metrics']}",
+        print(f"{impl:>14}: {r['seconds']:7.1f} s   peak RSS {r['peak_rss_mb']:7.0f} MB{search}   {r['metrics']}",
               flush=True)
     return results
 
 
+# each umlkit implementation's AccuracyCalculator equal (the others: "pml", the six metrics)
+_BASELINE = {"umlkit-default": "pml-default", "umlkit-m1000": "pml-m1000", "umlkit-m1000-search": "pml-m1000",
+             "umlkit-nmi": "pml-nmi"}
+
+
 def _summary(results: dict, args) -> None:
-    base = results.get("pml")
     exact = results.get("umlkit-fp32")
     print(f"\nproblem: {int(N_ITEMS * args.scale)} items x {DIM}-d, ~{int(N_CLASSES * args.scale)} classes, "
           f"torch threads {torch.get_num_threads()}, competing processes {args.compete}")
     for impl, r in results.items():
-        line = f"{impl:>12}: {r['seconds']:7.1f} s"
-        if base:
-            line += f"   speed-up vs AccuracyCalculator x{base['seconds'] / r['seconds']:.2f}"
+        line = f"{impl:>14}: {r['seconds']:7.1f} s"
+        base_name = _BASELINE.get(impl, "pml")
+        base = results.get(base_name)
+        if base and not impl.startswith("pml"):
+            line += f"   speed-up vs AccuracyCalculator ({base_name}) x{base['seconds'] / r['seconds']:.2f}"
         common = [k for k in r["metrics"] if exact and k in exact["metrics"]]
         if common and impl != "umlkit-fp32":
             diff = max(abs(r["metrics"][k] - exact["metrics"][k]) for k in common)

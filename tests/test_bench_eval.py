@@ -31,3 +31,16 @@ def test_the_machine_line_names_the_cpu_its_instruction_sets_and_blas(bench):
     with open("/proc/cpuinfo") as f:
         reported = {w for ln in f if ln.startswith("flags") for w in ln.split(":", 1)[1].split()}
     assert set(flags) == set(machine._ISA) & reported
+
+
+def test_the_default_set_and_its_accuracy_calculator_equal_compute_the_same_metrics(bench):
+    """Issue 62 item 3: ``pml-default`` is the default set's equal (PML's R@1, MAP@R, RP as umlkit's; NMI from its
+    own k-means, close), each umlkit line is compared with its equal, and the six-metric line with ``pml``."""
+    x, y = bench.uml_like_embeddings(0.01, dim=128)   # 1,485 items
+    ours = bench._default_set("umlkit-default", x, y, [])
+    theirs = bench._pml("pml-default", x, y)
+    assert set(theirs) == {"R@1", "MAP@R", "RP", "mAP@1000", "NMI"}
+    assert theirs["R@1"] == ours["R@1"] and abs(theirs["MAP@R"] - ours["MAP@R"]) < 1e-6
+    assert abs(theirs["RP"] - ours["RP"]) < 1e-6 and abs(theirs["NMI"] - ours["NMI"]) < 0.02
+    assert bench._BASELINE["umlkit-default"] == "pml-default" and bench._BASELINE.get("umlkit", "pml") == "pml"
+    assert set(bench._BASELINE.values()) <= set(bench._PML)

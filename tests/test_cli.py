@@ -35,6 +35,34 @@ def test_cli_evaluate(tmp_path, capsys):
     assert out["MAP@R"] is None and out["R@1"] == 0.0
 
 
+def test_cli_evaluate_explain_says_which_kernel_and_why_on_stderr(tmp_path, capsys, monkeypatch):
+    """A small file: fp32 without timing anything (its pair count against the representative search's); a large
+    one (the representative size lowered) names the kernel that finished the representative search first, with the
+    timings; stdout stays the metrics' JSON; UMLKIT_SEARCH_DTYPE is named where it pins the kernel."""
+    from umlkit.metrics import kernels, threads
+    monkeypatch.setenv("UMLKIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("UMLKIT_SEARCH_DTYPE", raising=False)
+    monkeypatch.setattr(kernels, "_MEMO", {})
+    monkeypatch.setattr(threads, "busy_cores", lambda interval=0.1: 0.0)
+    x = np.random.default_rng(0).standard_normal((3000, 16)).astype(np.float32)
+    np.savez(tmp_path / "e.npz", embeddings=x, labels=np.arange(3000) // 3)
+    assert cli.main(["evaluate", str(tmp_path / "e.npz"), "--metrics", "R@1", "--explain"]) == 0
+    out = capsys.readouterr()
+    assert set(json.loads(out.out)) >= {"R@1"}
+    assert "search kernel: fp32 for a self-search of 3,000 x 3,000 items: 9,000,000 query x gallery pairs" in out.err
+    timed = {"fp32": 3.0, "bf16": 1.0, "int8": 2.0}
+    monkeypatch.setattr(kernels, "_measure", lambda dim, self_search, ks, search: timed)
+    monkeypatch.setattr(kernels, "REPRESENTATIVE_ITEMS", 2048)
+    monkeypatch.setattr(kernels, "cpu_flags", lambda: None)
+    assert cli.main(["evaluate", str(tmp_path / "e.npz"), "--metrics", "R@1", "--explain"]) == 0
+    err = capsys.readouterr().err
+    assert "search kernel: bf16 for a self-search" in err and "fp32 3.00 s, bf16 1.00 s, int8 2.00 s" in err
+    monkeypatch.setenv("UMLKIT_SEARCH_DTYPE", "int8")
+    assert cli.main(["evaluate", str(tmp_path / "e.npz"), "--metrics", "R@1", "--explain"]) == 0
+    assert "search kernel: int8 for a self-search of 3,000 x 3,000 items: pinned by UMLKIT_SEARCH_DTYPE" in \
+        capsys.readouterr().err
+
+
 def test_cli_errors_are_one_line_naming_the_input(tmp_path, capsys):
     target = tmp_path / "real"
     target.mkdir()

@@ -71,6 +71,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     gallery = blob["gallery"] if "gallery" in blob else None
     gallery_labels = blob["gallery_labels"] if "gallery_labels" in blob else None
     metrics = args.metrics.split(",") if args.metrics else None
+    if args.explain:
+        _explain_search(blob["embeddings"], gallery)
     try:
         res = evaluate_retrieval(blob["embeddings"], blob["labels"], gallery, gallery_labels, metrics=metrics)
     except (ValueError, TypeError) as err:
@@ -82,6 +84,26 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     # JSON has no NaN (MAP@R of a set without positives): null
     print(json.dumps({k: (None if isinstance(v, float) and v != v else v) for k, v in res.items()}, indent=2))
     return 0
+
+
+def _explain_search(embeddings, gallery) -> None:
+    """Say on stderr which kernel the search will run and why (``evaluate --explain``); stdout keeps the JSON."""
+    from umlkit.metrics.knn import explain_search, forced_search_dtype, self_search_size
+    shape = getattr(embeddings, "shape", ())
+    if len(shape) != 2:
+        return   # the evaluation names the bad array
+    n, dim = shape
+    m = n if gallery is None else getattr(gallery, "shape", (0,))[0]
+    self_search = gallery is None and self_search_size(n)
+    forced = forced_search_dtype()
+    if forced is not None:
+        kernel, reason = str(forced).replace("torch.", ""), "pinned by UMLKIT_SEARCH_DTYPE"
+    else:
+        choice = explain_search(self_search, dim, n * m)
+        kernel, reason = choice.kernel, choice.reason
+    kind = "self-search" if self_search else "search"
+    print(f"search kernel: {kernel} for a {kind} of {n:,} x {m:,} items: {reason}. (mAP@1000 on a gallery of "
+          f"32,000 items or more is read from one streamed bf16 pass instead.)", file=sys.stderr)
 
 
 def _cmd_data_check(args: argparse.Namespace) -> int:
@@ -636,6 +658,8 @@ def _add_run_commands(sub) -> None:
     p = sub.add_parser("evaluate", help="retrieval metrics of embeddings saved in an .npz file")
     p.add_argument("file", help="npz with arrays 'embeddings', 'labels' [, 'gallery', 'gallery_labels']")
     p.add_argument("--metrics", default=None, help="comma-separated, e.g. R@1,MAP@R (default: all)")
+    p.add_argument("--explain", action="store_true",
+                   help="say on stderr which search kernel (fp32, bf16, int8) this machine runs for the file and why")
     p.set_defaults(func=_cmd_evaluate)
 
     p = sub.add_parser("train", help="train one configuration (YAML) and evaluate it")

@@ -575,63 +575,6 @@ def test_second_chance_opens_enough_blocks_for_its_candidates(small_blocks):
     assert torch.equal(i, ri)
 
 
-def test_search_dtype_is_chosen_from_the_machines_speedups(monkeypatch):
-    """search_dtype=None: a self-search takes int8 tiles where the int8 GEMM's speed-up over fp32 reaches 0.5 and
-    bf16's, else bf16 from a bf16/fp32 speed-up of 0.5; a plain search takes bf16 from 1.5, else fp32 (the speed-ups
-    of umlkit.metrics.kernels, for the search's own dimension); UMLKIT_SEARCH_DTYPE overrides (int8 for
-    self-searches only); every choice returns the exact top k."""
-    from umlkit.metrics import kernels, knn
-    monkeypatch.delenv("UMLKIT_SEARCH_DTYPE", raising=False)
-    asked = []
-
-    def fake(bf16, int8):
-        def speedups(dim=128):
-            asked.append(dim)
-            return {"bf16": bf16, "int8": int8}
-        return speedups
-
-    bf, fp, i8 = torch.bfloat16, torch.float32, torch.int8
-    for bf16, int8, self_choice, plain_choice in (
-            (2.4, 4.0, i8, bf), (2.4, 2.0, bf, bf), (1.5, 1.5, i8, bf), (1.0, 1.0, i8, fp), (0.5, 2.0, i8, fp),
-            (0.5, 0.4, bf, fp), (0.45, 0.45, fp, fp), (0.01, 0.0, fp, fp), (0.01, 0.5, i8, fp)):
-        monkeypatch.setattr(kernels, "speedups", fake(bf16, int8))
-        assert knn.gemm_speedup(torch.bfloat16) == pytest.approx(bf16)
-        assert knn.choose_search_dtype(self_search=True, dim=64) == self_choice
-        assert knn.choose_search_dtype(self_search=False) == plain_choice
-    assert set(asked) == {64, 128}
-    # with bf16 at 0.5x and int8 at 0.2x: a self-search runs bf16, a plain search fp32, both exact
-    monkeypatch.setattr(kernels, "speedups", fake(0.5, 0.2))
-    n = knn._TILE + 60  # large enough to count as a self-search
-    x = torch.nn.functional.normalize(torch.randn(n, 16, generator=torch.Generator().manual_seed(0)), dim=1)
-    exact = knn.knn_search(x, x, 7, self_index=torch.arange(n), search_dtype=torch.float32)
-    for query, self_index, dtype in ((x, torch.arange(n), bf), (x[:300], None, fp)):
-        stats = {}
-        got = knn.knn_search(query, x, 7, self_index=self_index, stats=stats)
-        assert stats["search_dtype"] == dtype
-        if self_index is not None:
-            assert torch.equal(got[1], exact[1]) and torch.allclose(got[0], exact[0])
-    for forced, dtype in (("bf16", bf), ("fp32", fp), ("int8", i8)):
-        monkeypatch.setenv("UMLKIT_SEARCH_DTYPE", forced)
-        stats = {}
-        got = knn.knn_search(x, x, 7, self_index=torch.arange(n), stats=stats)
-        assert stats["search_dtype"] == dtype
-        assert torch.equal(got[1], exact[1]) and torch.allclose(got[0], exact[0])
-    # int8 has no plain search: forced or passed, a plain search runs the measured plain choice (fp32 here)
-    for how in ("env", "argument"):
-        stats = {}
-        knn.knn_search(x[:300], x, 7, stats=stats, search_dtype=torch.int8 if how == "argument" else None)
-        assert stats["search_dtype"] == fp and not stats["self_search"]
-    monkeypatch.setenv("UMLKIT_SEARCH_DTYPE", "")     # set but empty (`UMLKIT_SEARCH_DTYPE= cmd`): as unset
-    stats = {}
-    knn.knn_search(x[:300], x, 7, stats=stats)
-    assert stats["search_dtype"] == fp
-    monkeypatch.setenv("UMLKIT_SEARCH_DTYPE", "fp16")
-    with pytest.raises(ValueError, match="UMLKIT_SEARCH_DTYPE='fp16': expected 'bf16', 'fp32' or 'int8'"):
-        knn.knn_search(x, x, 7)
-    with pytest.raises(ValueError, match="search_dtype must be .* got torch.float16"):
-        knn.knn_search(x, x, 7, search_dtype=torch.float16)
-
-
 # ------------------------------------------------------------------------------ int8 self-search tiles
 def _int8_search(knn, x, depth, **kw):
     stats = {}

@@ -1,6 +1,7 @@
 """Benchmark results as the book shows them: ``benchmarks/bench_eval.py --scales ... --json`` (the retrieval engine
 against pytorch-metric-learning's ``AccuracyCalculator`` at several sizes, each implementation in a fresh process),
-read into one frame and drawn for the evaluation chapter. Reading only: the benchmarks write these files.
+read into one frame and drawn for the evaluation chapter, and which search kernel this machine runs at a given size
+(:func:`kernel_choices`). Reading only: the benchmarks write these files, and nothing here times a kernel.
 
 Why by hand: a pivot of the benchmark's own JSON lines; no library reads this format.
 """
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-__all__ = ["speed_by_size", "speed_view", "plot_speed_by_size"]
+__all__ = ["kernel_choices", "speed_by_size", "speed_view", "plot_speed_by_size"]
 
 
 def speed_by_size(path) -> tuple[pd.DataFrame, str]:
@@ -58,3 +59,20 @@ def plot_speed_by_size(frame: pd.DataFrame, machine: str):
     ax.legend(fontsize=10, frameon=False)
     fig.tight_layout()
     return fig
+
+
+def kernel_choices(sizes, dim: int = 128) -> pd.DataFrame:
+    """For self-searches of each number of items in ``sizes``: the kernel the engine runs on this machine and why
+    (:func:`umlkit.metrics.knn.explain_search` with ``measure=False``: a stored measurement is read, none is taken;
+    ``UMLKIT_SEARCH_DTYPE`` pins the kernel where it is set)."""
+    from umlkit.metrics.knn import explain_search, forced_search_dtype, self_search_size
+    forced = forced_search_dtype()
+    rows = []
+    for n in sizes:
+        n = int(n)
+        choice = explain_search(self_search_size(n), dim, n * n, measure=False)
+        kernel, why = choice.kernel, choice.reason
+        if forced is not None:
+            kernel, why = str(forced).replace("torch.", ""), "pinned by UMLKIT_SEARCH_DTYPE"
+        rows.append({"items (query set = gallery)": f"{n:,}", "kernel": kernel, "why": why})
+    return pd.DataFrame(rows).set_index("items (query set = gallery)")

@@ -1,8 +1,8 @@
 """Small, deterministic embedding sets for the book, the tests and the benchmarks (no model needed).
 
 * :func:`circle_example`: five 2-D points whose metric values are worked out by hand in the Evaluation chapter.
-* :func:`uml_like_embeddings`: Gaussian class clusters with a class-size distribution like PUMA's unified test
-  set (148,500 items, about 15,900 classes, mostly 2-10 items and a tail up to ~100), scaled by ``scale``.
+* :func:`uml_like_embeddings` (from :mod:`umlkit.metrics.synthetic`): Gaussian class clusters with a class-size
+  distribution like PUMA's unified test set, scaled by ``scale``.
 * :func:`compare_with_pml`: times :func:`umlkit.metrics.evaluate_retrieval` against pytorch-metric-learning's
   ``AccuracyCalculator`` on the same embeddings and reports both sets of numbers.
 """
@@ -14,41 +14,16 @@ import numpy as np
 import pandas as pd
 import torch
 
+from umlkit.metrics.synthetic import UML_TEST_CLASSES, UML_TEST_ITEMS, uml_like_embeddings
+
 __all__ = ["circle_example", "uml_like_embeddings", "compare_with_pml", "UML_TEST_ITEMS", "UML_TEST_CLASSES"]
 
-UML_TEST_ITEMS, UML_TEST_CLASSES = 148_500, 15_900
 
 
 def circle_example() -> tuple[np.ndarray, np.ndarray]:
     """Five unit vectors at 0, 12, 100, 20 and 93 degrees with labels 0, 0, 0, 1, 1."""
     rad = np.deg2rad(np.array([0.0, 12.0, 100.0, 20.0, 93.0]))
     return np.stack([np.cos(rad), np.sin(rad)], axis=1).astype(np.float32), np.array([0, 0, 0, 1, 1])
-
-
-def uml_like_embeddings(scale: float = 1.0, dim: int = 128, noise: float = 1.6, seed: int = 0
-                        ) -> tuple[torch.Tensor, torch.Tensor]:
-    """L2-normalised (n, dim) embeddings and labels, class sizes like the UML test set, sorted by class."""
-    if not 0 < scale <= 1:
-        raise ValueError(f"scale must be in (0, 1], got {scale}")
-    gen = np.random.default_rng(seed)
-    n_classes = max(10, int(UML_TEST_CLASSES * scale))
-    n_items = int(UML_TEST_ITEMS * scale)
-    tail = gen.random(n_classes) < 0.05
-    sizes = np.where(tail, gen.integers(20, 101, size=n_classes), gen.integers(2, 11, size=n_classes))
-    lo, hi = np.where(tail, 20, 2), np.where(tail, 100, 10)
-    diff = n_items - int(sizes.sum())
-    j = 0
-    while diff != 0:  # nudge sizes one at a time, within each class's range, until the total matches
-        step = 1 if diff > 0 else -1
-        c = j % n_classes
-        if lo[c] <= sizes[c] + step <= hi[c]:
-            sizes[c] += step
-            diff -= step
-        j += 1
-    labels = np.repeat(np.arange(n_classes), sizes)
-    centres = gen.standard_normal((n_classes, dim)).astype(np.float32)
-    x = centres[labels] + noise * gen.standard_normal((labels.size, dim)).astype(np.float32)
-    return torch.nn.functional.normalize(torch.from_numpy(x), dim=1), torch.from_numpy(labels)
 
 
 def compare_with_pml(embeddings: torch.Tensor, labels: torch.Tensor) -> pd.DataFrame:

@@ -1,27 +1,51 @@
-"""Which products the exact search can run fast on this machine: bf16 and int8 GEMM speed-ups over fp32, decided by
-the CPU's instruction set first and then by a measurement at the search's own scale, cached per machine.
+"""Which kernel the exact search runs (fp32, bf16 or int8): the one that finished a representative whole search
+first on this machine, where the search is large enough for the choice to matter, cached per machine.
 
-Why not a one-off timing: :mod:`umlkit.metrics.knn` used to time a 512 x 128 x 512 product once per process. On a
-busy 2-core machine that timing moved with every run (this project's AMD EPYC, two training processes running:
-bf16 x2.0-3.8 and int8 x2.0-7.8 over three processes), so the choice between the int8 and bf16 self-searches
-flipped from one process to the next. Now:
+Why not a GEMM micro-benchmark: the kernel cache used to rank kernels by one 2,048 x ``d`` tile product (int8 x4.5
+and bf16 x2.1 over fp32 on this project's AMD EPYC, a Zen 4), but a search is more than its GEMM: candidate
+blocks, top-k and the exact fp32 re-score. End to end (``benchmarks/bench_kernels.py``, 2026-11-29, quiet, the
+evaluation's depths) the kernels ranked by size, not by the tile: self-searches of 4,455 / 16,335 / 32,670 /
+65,340 / 148,500 UML-like items took fp32 0.14 / 0.62 / 2.96 / 7.84 / 48.1 s, bf16 0.13 / 0.90 / 2.21 / 3.76 /
+14.0 s, int8 0.10 / 0.73 / 1.44 / 3.68 / 13.3 s (a second run gave the same order from 32,670 items on). Below
+about 20,000 items the low-precision paths' block structure does not pay (at 16,335 they ran at 0.7-0.85x fp32);
+above it int8 and bf16 are 2-3.6x faster. Plain searches (half the items against the other half) ranked fp32
+first at 16,335 x 16,335 (0.88 s against bf16's 1.00 s) and bf16 at 74,250 x 74,250 (11.5 s against 14.5 s). So:
 
-1. **Instruction set.** On x86 Linux the CPU flags (``/proc/cpuinfo``) decide whether a kernel can be fast at all:
-   bf16 needs ``avx512_bf16`` or ``amx_bf16`` (without them oneDNN emulates it: 0.09-0.10x fp32 on a Zen 3 EPYC),
-   int8 needs VNNI (``avx512_vnni``, ``avx_vnni`` or ``amx_int8``; ``torch._int_mm`` ran at 0.04x fp32 on the same
-   Zen 3). A kernel the CPU lacks gets speed-up 0 without being timed. Elsewhere (other systems, ARM) every kernel is
-   timed.
-2. **Measurement at scale.** The product the self-search computes, a 2,048 x ``d`` tile times its transpose, in
-   fp32, bf16 and int8, interleaved over rounds; each kernel's fastest round counts (a competing process only ever
-   adds time).
-3. **Per machine.** The speed-ups are stored in ``<cache>/gemm_speedups.json`` (``UMLKIT_CACHE``, else
-   ``$XDG_CACHE_HOME/umlkit``, else ``~/.cache/umlkit``) under the CPU model, torch version, thread count, oneDNN's
-   ISA limit and ``d`` (the configured thread count, also while a busy machine runs the search on fewer); later
-   processes read them instead of timing. Only a measurement taken while the machine was quiet (other processes
-   busy on at most a quarter of a core, :func:`umlkit.metrics.threads.busy_cores`, before and after it) is stored:
-   with two training processes and a spinning one on this 2-core machine, the fastest of five rounds gave bf16
-   x15.9 and int8 x28.2, against x3.7 and x7.7 quiet. A busy process uses its own timing and leaves the file alone.
-   Delete the file to measure again.
+1. **Instruction set first.** On x86 Linux the CPU flags (``/proc/cpuinfo``) decide whether a kernel can be fast at
+   all: bf16 needs ``avx512_bf16`` or ``amx_bf16`` (without them oneDNN emulates it: 0.09-0.10x fp32 on a Zen 3
+   EPYC), int8 needs VNNI (``avx512_vnni``, ``avx_vnni`` or ``amx_int8``; ``torch._int_mm`` ran at 0.04x fp32 on the
+   same Zen 3). ``ONEDNN_MAX_CPU_ISA`` below ``AVX512_CORE_BF16`` takes bf16 away as well (0.08-0.46x fp32 when
+   limited). A kernel the CPU cannot run fast is never timed. Only a self-search has an int8 path.
+2. **Small searches run fp32.** A search with fewer query x gallery pairs than the representative one
+   (:data:`REPRESENTATIVE_ITEMS` squared for a self-search, half of them against the other half for a plain one)
+   runs fp32 without measuring: there the low-precision paths' block structure does not pay (above), and fp32 is
+   exact and at most a few seconds.
+3. **Larger ones: the fastest whole search.** Each kernel runs the engine's own search (:mod:`umlkit.metrics.knn`,
+   same block sizes) on :data:`REPRESENTATIVE_ITEMS` UML-like embeddings of the search's dimension
+   (:func:`umlkit.metrics.synthetic.uml_like_embeddings`: classes of 2-100 items) to the depth the evaluation asks
+   of each query (R, the rest of its class, and at least 8 for R@8), after a warm-up on a small set; fp32 on a
+   quarter of the rows, scaled by four (its cost is linear in the rows). The fastest wins. At 32,768 items this
+   costs a few seconds once per machine, about what the first search of that size it serves takes. Ranked there,
+   the self-search kernels come out in their order at 148,500 items (int8, bf16, fp32 on this CPU). The plain
+   ranking is a near-tie at that size and can pick fp32 where bf16 is 1.25x faster at four times the size.
+4. **Within the memory budget.** A bf16 or int8 self-search holds the maxima of every row's 128-item blocks,
+   n x ceil(m / 128) int16 values (0.35 GB at 148,500 items), besides memory bounded by its group and slab constants
+   and the n x k results. Measured at 148,500 items with the evaluation's depths, the whole search added 1.0 GiB
+   (int8) and 1.1 GiB (bf16) to a process holding torch, faiss and the embeddings (0.67 GiB); fp32 added 0.2 GiB.
+   The default takes the block paths only while the maxima stay within :data:`MAXIMA_BUDGET` (384 MiB: up to about
+   160,000 items against themselves), so the evaluation stays under 2 GB; larger self-searches run fp32, whose
+   memory is bounded by its chunk of 1,024 rows.
+5. **Per machine, quiet only.** The seconds are stored in ``<cache>/search_kernels.json`` (``UMLKIT_CACHE``, else
+   ``$XDG_CACHE_HOME/umlkit``, else ``~/.cache/umlkit``) under the CPU model, torch version, configured thread
+   count, oneDNN's ISA limit, the dimension and the kind of search. Before timing, the other processes' load is
+   read (:func:`umlkit.metrics.threads.busy_cores`): on a busy machine (more than a quarter of a core used by
+   others) nothing is timed and the instruction set's order decides (int8, then bf16, then fp32) for this process
+   only; a machine that turns busy during the timing gets its timing used by this process and never stored (with
+   two training processes and a spinning one on this 2-core machine, a GEMM timing came out 4x off). Delete the
+   file to measure again.
+
+:func:`choose` returns the kernel and a sentence saying why (``umlkit evaluate --explain``, the benchmark's header,
+the Evaluation chapter). ``UMLKIT_SEARCH_DTYPE`` overrides it (:func:`umlkit.metrics.knn.forced_search_dtype`).
 """
 from __future__ import annotations
 
@@ -31,18 +55,32 @@ import os
 import platform
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-__all__ = ["cpu_flags", "native", "speedups", "cache_file"]
+__all__ = ["Choice", "MAXIMA_BUDGET", "REPRESENTATIVE_ITEMS", "cache_file", "choose", "cpu_flags", "native",
+           "representative_pairs"]
 
+REPRESENTATIVE_ITEMS = 32_768   # items of the representative self-search (256 blocks of 128)
 _BF16_FLAGS = {"avx512_bf16", "amx_bf16"}
 _INT8_FLAGS = {"avx512_vnni", "avx_vnni", "amx_int8"}
-_TILE_ROWS = 2048
-_ROUNDS = 5
-_QUIET = 0.25            # cores other processes may keep busy for a measurement to be cached
-_MEMO: dict[str, dict[str, float]] = {}
+_NO_BF16_ISA = {"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI"}
+_FP32_ROW_SHARE = 4        # fp32 is timed on 1/4 of the representative rows
+_WARM_ITEMS = 4096         # the warm-up search (first-call costs: oneDNN's kernel generation, allocations)
+_QUIET = 0.25              # cores other processes may keep busy for a measurement to be stored
+MAXIMA_BUDGET = 384 << 20  # bytes of a self-search's block maxima (n x m / 128 int16) the default allows
+_MEMO: dict[str, dict[str, float] | None] = {}
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The kernel a search runs and why: ``seconds`` holds each kernel's time on the representative search when
+    that decided (None otherwise)."""
+    kernel: str
+    reason: str
+    seconds: dict[str, float] | None = None
 
 
 @functools.lru_cache(maxsize=1)
@@ -71,8 +109,10 @@ def cpu_flags() -> set[str] | None:
 
 
 def native(kind: str, flags: set[str] | None) -> bool:
-    """Whether ``kind`` ("bf16" or "int8") can run natively: the CPU has its instructions, or its flags are unknown
-    (then the measurement alone decides)."""
+    """Whether ``kind`` ("bf16" or "int8") can run natively: the CPU has its instructions (bf16 also needs oneDNN
+    not limited below them by ``ONEDNN_MAX_CPU_ISA``), or its flags are unknown (then the measurement decides)."""
+    if kind == "bf16" and os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in _NO_BF16_ISA:
+        return False
     if flags is None:
         return True
     return bool(flags & (_BF16_FLAGS if kind == "bf16" else _INT8_FLAGS))
@@ -82,44 +122,63 @@ def cache_file() -> Path:
     base = os.environ.get("UMLKIT_CACHE") or (Path(os.environ["XDG_CACHE_HOME"]) / "umlkit"
                                               if os.environ.get("XDG_CACHE_HOME")
                                               else Path.home() / ".cache" / "umlkit")
-    return Path(base) / "gemm_speedups.json"
+    return Path(base) / "search_kernels.json"
 
 
-def _machine_key(dim: int) -> str:
+def representative_pairs(self_search: bool) -> int:
+    """Query x gallery pairs of the representative search: from this size on the measured ranking decides."""
+    half = REPRESENTATIVE_ITEMS // 2
+    return REPRESENTATIVE_ITEMS ** 2 if self_search else half * half
+
+
+def _machine_key(dim: int, self_search: bool) -> str:
     model = _cpuinfo()[0] or platform.processor() or platform.machine()
     from umlkit.metrics.threads import configured_threads  # a busy moment's reduced count would miss the entry
     isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "native")
-    return f"{model} | torch {torch.__version__} | {configured_threads()} threads | oneDNN {isa} | d={dim}"
+    kind = "self" if self_search else "plain"
+    return (f"{model} | torch {torch.__version__} | {configured_threads()} threads | oneDNN {isa} | d={dim} | "
+            f"{kind} search of {REPRESENTATIVE_ITEMS} items")
 
 
-def _products(dim: int, kinds: list[str]) -> dict:
-    a = torch.randn(_TILE_ROWS, dim, generator=torch.Generator().manual_seed(0))
-    out = {"fp32": lambda: a @ a.T}
-    if "bf16" in kinds:
-        b = a.to(torch.bfloat16)
-        out["bf16"] = lambda: b @ b.T
-    if "int8" in kinds:
-        c = (a * 40).round().clamp(-127, 127).to(torch.int8)
-        out["int8"] = lambda: torch._int_mm(c, c.T)
-    return out
+def _kernels(self_search: bool) -> list[str]:
+    flags = cpu_flags()
+    return ["fp32"] + [k for k in ("bf16", "int8") if native(k, flags) and (self_search or k != "int8")]
 
 
-def _measure(dim: int, kinds: list[str]) -> dict[str, float]:
-    """fp32 seconds over each kind's, the fastest of ``_ROUNDS`` interleaved rounds per kernel after one warm-up
-    round; 0 for a kernel this torch lacks on the CPU."""
-    products = _products(dim, kinds)
-    best = {name: float("inf") for name in products}
-    for name, product in list(products.items()):   # warm-up; a missing int8 GEMM raises here
-        try:
-            product()
-        except (RuntimeError, AttributeError):
-            del products[name]
-    for _ in range(_ROUNDS):
-        for name, product in products.items():
-            start = time.perf_counter()
-            product()
-            best[name] = min(best[name], time.perf_counter() - start)
-    return {k: (best["fp32"] / best[k] if k in products else 0.0) for k in ("bf16", "int8")}
+def choose(self_search: bool, pairs: int, dim: int, measure: bool = True, search=None) -> Choice:
+    """The kernel for a search of ``pairs`` query x gallery pairs at dimension ``dim`` (module docstring).
+    ``search`` is the engine's search (:func:`umlkit.metrics.knn.knn_search_checked`, passed in: this module is
+    below it), timed where no measurement is stored. ``measure=False`` (or no ``search``) never times anything:
+    without a stored measurement it says what the first search of that size would do (a page that explains the
+    choice should not spend seconds on it)."""
+    measure = measure and search is not None
+    kernels = _kernels(self_search)
+    if kernels == ["fp32"]:
+        return Choice("fp32", "this CPU has no fast bf16 or int8 kernel for this search (no avx512_bf16/amx_bf16, "
+                              "no VNNI, or oneDNN limited below them)")
+    if self_search and pairs // 64 > MAXIMA_BUDGET:
+        return Choice("fp32", f"the bf16 and int8 self-searches would hold {pairs // 64 / 2**20:,.0f} MiB of block "
+                              f"maxima, over the {MAXIMA_BUDGET >> 20} MiB that keeps the evaluation under 2 GB: fp32, "
+                              f"whose memory is bounded by its chunk of rows (UMLKIT_SEARCH_DTYPE lifts this)")
+    if pairs < representative_pairs(self_search):
+        side = REPRESENTATIVE_ITEMS if self_search else REPRESENTATIVE_ITEMS // 2
+        return Choice("fp32", f"{pairs:,} query x gallery pairs, fewer than the representative search's {side:,} x "
+                              f"{side:,}: fp32 without measuring (the low-precision paths' blocks do not pay at "
+                              f"this size)")
+    seconds = _seconds(dim, self_search, kernels, search if measure else None)
+    if seconds is None and not measure:
+        return Choice("unmeasured", f"not yet measured on this machine: the first search of this size times "
+                                    f"{', '.join(kernels)} on a representative one of {REPRESENTATIVE_ITEMS:,} items "
+                                    f"and runs the fastest")
+    if seconds is None:
+        best = kernels[-1]
+        return Choice(best, f"the machine was busy, so nothing was timed: the instruction set's order "
+                            f"({', '.join(reversed(kernels))}) for this process")
+    best = min(kernels, key=seconds.get)
+    timings = ", ".join(f"{k} {seconds[k]:.2f} s" for k in kernels)
+    kind = "self-search" if self_search else "search"
+    return Choice(best, f"fastest on a representative {kind} of {REPRESENTATIVE_ITEMS:,} items at d={dim} on this "
+                        f"machine ({timings})", seconds)
 
 
 def _read_cache(path: Path) -> dict:
@@ -131,7 +190,7 @@ def _read_cache(path: Path) -> dict:
 
 
 def _write_cache(path: Path, key: str, value: dict) -> None:
-    """Add one machine's speed-ups to the cache file (atomic replace; a cache that cannot be written is skipped)."""
+    """Add one machine's timings to the cache file (atomic replace; a cache that cannot be written is skipped)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         data = _read_cache(path)
@@ -146,26 +205,52 @@ def _write_cache(path: Path, key: str, value: dict) -> None:
         pass
 
 
-def speedups(dim: int = 128) -> dict[str, float]:
-    """{"bf16": x, "int8": y}: each kernel's GEMM speed-up over fp32 on this machine (0 where the CPU lacks it),
-    from this process's memo, the per-machine cache, or a measurement (then cached)."""
-    key = _machine_key(dim)
+def _seconds(dim: int, self_search: bool, kernels: list[str], search) -> dict[str, float] | None:
+    """Each kernel's seconds on the representative search, from this process's memo, the cache or a measurement
+    with ``search`` (stored only when the machine stayed quiet); None on a busy machine (nothing timed) or, without
+    ``search``, where nothing is stored."""
+    key = _machine_key(dim, self_search)
     if key in _MEMO:
         return _MEMO[key]
     path = cache_file()
     cached = _read_cache(path).get(key)
     try:
-        _MEMO[key] = {k: float(cached[k]) for k in ("bf16", "int8")}
+        _MEMO[key] = {k: float(cached[k]) for k in kernels}
         return _MEMO[key]
-    except (TypeError, KeyError, ValueError):   # no entry, or one that is not two numbers: measure
-        pass
+    except (TypeError, KeyError, ValueError):   # no entry, or one that is not a number per kernel: measure
+        if search is None:
+            return None
     from umlkit.metrics.threads import busy_cores
-    flags = cpu_flags()
-    kinds = [k for k in ("bf16", "int8") if native(k, flags)]
     before = busy_cores()
-    value = _measure(dim, kinds)
+    if before is not None and before > _QUIET:
+        _MEMO[key] = None
+        return None
+    value = _measure(dim, self_search, kernels, search)
     after = busy_cores()
-    if all(b is None or b <= _QUIET for b in (before, after)):   # a timing taken while others ran is used, not kept
+    if after is None or after <= _QUIET:   # a timing taken while others ran is used, not kept
         _write_cache(path, key, {**value, "measured": time.strftime("%Y-%m-%d %H:%M")})
     _MEMO[key] = value
     return value
+
+
+def _measure(dim: int, self_search: bool, kernels: list[str], search) -> dict[str, float]:
+    """Seconds of the engine's ``search`` per kernel on UML-like embeddings (module docstring, point 3)."""
+    from umlkit.metrics.synthetic import UML_TEST_ITEMS, uml_like_embeddings
+    dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16, "int8": torch.int8}
+    x, y = uml_like_embeddings(min(1.0, (REPRESENTATIVE_ITEMS + 1) / UML_TEST_ITEMS), dim=dim)
+    y = torch.as_tensor(y)
+    depth = (torch.bincount(y)[y] - 1).clamp(min=8)   # the evaluation's depth: R (MAP@R, RP), at least R@8's
+    warm = x[:_WARM_ITEMS]
+    for k in kernels:
+        search(warm, warm, depth[:_WARM_ITEMS].clamp(max=_WARM_ITEMS - 1),
+                           self_index=torch.arange(len(warm)), search_dtype=dtypes[k])
+    out = {}
+    for k in kernels:
+        q, g, si = (x, x, torch.arange(len(x))) if self_search else (x[: len(x) // 2], x[len(x) // 2:], None)
+        share = _FP32_ROW_SHARE if k == "fp32" else 1
+        rows = len(q) // share
+        start = time.perf_counter()
+        search(q[:rows], g, depth[:rows], self_index=None if si is None else si[:rows],
+                           search_dtype=dtypes[k])
+        out[k] = (time.perf_counter() - start) * len(q) / rows
+    return out

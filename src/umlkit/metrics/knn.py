@@ -46,24 +46,16 @@ against about 0.002 for bf16). The looser bound is paid in the second phase, whi
 its best blocks, takes the k-th best score found there as a real lower bound L, then opens every further block
 whose bound reaches L (:func:`_search_int8`; about 50 blocks per row instead of 36 at PUMA's test size). No second
 candidate pass is needed; a row whose final check fails takes a full fp32 row. int8 GEMMs stay fast where bf16 ones
-are not: on the 512 x 128 x 512 product of :func:`gemm_speedup`, in three benchmark runs here, 2.9-3.2x fp32
-natively, 1.9-2.2x with oneDNN limited to AVX-512 without bf16, 1.6x limited to AVX2 (bf16: 1.8-2.0x, 0.37-0.46x,
-0.08-0.10x).
+are not: on a 512 x 128 x 512 product, in three benchmark runs here, 2.9-3.2x fp32 natively, 1.9-2.2x with oneDNN
+limited to AVX-512 without bf16, 1.6x limited to AVX2 (bf16: 1.8-2.0x, 0.37-0.46x, 0.08-0.10x).
 
-**Which search runs** (``search_dtype=None``, the default). :func:`gemm_speedup` reads the bf16 and int8 GEMM
-speed-ups over fp32 from :mod:`umlkit.metrics.kernels` (the CPU's instruction set, then a measurement of the
-search's own 2,048 x d tile, cached per machine). A self-search takes int8 tiles where the int8 GEMM reaches
-both 0.5x fp32's and bf16's speed-up; otherwise bf16 from a bf16 speed-up of 0.5, and a plain search (no int8
-pass) bf16 from 1.5; else fp32. The thresholds are the break-even speed-ups of two-point fits (time = a / speed-up
-+ c) of measurements on this project's AMD EPYC (avx512_bf16), natively and with oneDNN limited
-(``ONEDNN_MAX_CPU_ISA``), against the fp32 search as it now runs (its rows from faiss, :func:`_exact_rows`):
-
-- self-search of 148,500 items (``benchmarks/bench_eval.py``, search plus about 1 s of metrics): fp32 45 s (the
-  search alone, ``bench_search.py``); bf16 15.5 s at a speed-up of about 2 and 52 s at about 0.4 (limited to
-  AVX-512 without bf16); int8 13.3 s at about 3.0 and 18.4 s at about 1.6 (limited to AVX2). Break-even: 0.47
-  (bf16) and 0.45 (int8);
-- plain search, 14,000 x 60,000, k = 8: fp32 1.6-1.8 s; bf16 1.4-1.5 s natively (about 2) and 4.8 s limited
-  (about 0.4). Break-even: 1.5.
+**Which search runs** (``search_dtype=None``, the default): :func:`explain_search`, from
+:mod:`umlkit.metrics.kernels`. A search smaller than the representative one (32,768 items against themselves, or
+16,384 against 16,384) runs fp32; a larger one the kernel that finished a representative whole search first on this
+machine (the CPU's instruction set decides which kernels are timed; the seconds are cached per machine, and only
+when the machine stayed quiet). Measured end to end, not by a GEMM tile: at 148,500 items the int8 and bf16
+searches took 13-20 s and 14-16 s in different runs on this project's AMD EPYC, fp32 42-48 s, while a 2,048-row
+tile put int8 at 2x bf16's speed; below about 20,000 items fp32 was the fastest.
 
 The int8 self-search ran as fast as bf16 natively and 2.95x faster than it limited (README, Performance). Every
 search returns the exact top k.
@@ -76,7 +68,7 @@ import os
 import numpy as np
 import torch
 
-__all__ = ["bf16_gemm_speedup", "choose_search_dtype", "forced_search_dtype", "gemm_speedup", "knn_search"]
+__all__ = ["choose_search_dtype", "explain_search", "forced_search_dtype", "knn_search", "self_search_size"]
 
 _NEG_INF = float("-inf")
 _INT32_MIN = -(1 << 31)
@@ -467,21 +459,7 @@ def _from_blocks(bm_rows: torch.Tensor, kk: int, n_open: int,
     return cand_v, cand_i, rest
 
 
-_BF16_MIN_SPEEDUP = {True: 0.5, False: 1.5}   # self-search, plain search (see the module docstring)
-_INT8_MIN_SPEEDUP = 0.5                        # self-search only (see the module docstring)
 _DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32, "int8": torch.int8}
-
-
-def gemm_speedup(dtype: torch.dtype = torch.bfloat16, dim: int = 128) -> float:
-    """fp32 time over ``dtype`` time (bf16 or int8) of the search's ``_TILE`` x ``dim`` tile product on this machine
-    (:func:`umlkit.metrics.kernels.speedups`: 0 where the CPU lacks the instructions or this torch the kernel)."""
-    from umlkit.metrics.kernels import speedups
-    return speedups(dim)[{torch.bfloat16: "bf16", torch.int8: "int8"}[dtype]]
-
-
-def bf16_gemm_speedup() -> float:
-    """:func:`gemm_speedup` of bf16."""
-    return gemm_speedup(torch.bfloat16)
 
 
 def forced_search_dtype() -> torch.dtype | None:
@@ -493,28 +471,37 @@ def forced_search_dtype() -> torch.dtype | None:
     return None if forced is None else _DTYPES[forced]
 
 
-def choose_search_dtype(self_search: bool = False, dim: int = 128) -> torch.dtype:
-    """The search :func:`knn_search` runs by default, from :func:`gemm_speedup`: a self-search takes int8 tiles
-    where the int8 GEMM's speed-up reaches both 0.5 and bf16's, else bf16 from a bf16 speed-up of 0.5; a plain search
-    takes bf16 from a speed-up of 1.5; otherwise fp32. (A self-search here: query = gallery, ``self_index`` =
-    ``arange(n)`` and more than ``_TILE`` items; smaller ones follow the plain rule.)
+def choose_search_dtype(self_search: bool = False, dim: int = 128, pairs: int = 0) -> torch.dtype:
+    """The search :func:`knn_search` runs by default for ``pairs`` query x gallery pairs at dimension ``dim``:
+    :func:`explain_search`'s kernel. (A self-search here: query = gallery, ``self_index`` = ``arange(n)`` and more
+    than ``_TILE`` items; smaller ones are plain searches.)
 
-    The environment variable ``UMLKIT_SEARCH_DTYPE`` (``bf16``, ``fp32`` or ``int8``) overrides the measurement,
-    e.g. to compare them or to pin a choice; ``int8`` applies to self-searches (a plain search has no int8 pass
-    and measures as without it).
+    The environment variable ``UMLKIT_SEARCH_DTYPE`` (``bf16``, ``fp32`` or ``int8``) overrides the choice, e.g. to
+    compare kernels or to pin one; ``int8`` applies to self-searches (a plain search has no int8 path and chooses
+    as without it).
     """
     forced = forced_search_dtype()
     if forced is not None and (forced != torch.int8 or self_search):
         return forced
-    bf16 = gemm_speedup(torch.bfloat16, dim)
-    if self_search and gemm_speedup(torch.int8, dim) >= max(_INT8_MIN_SPEEDUP, bf16):
-        return torch.int8
-    return torch.bfloat16 if bf16 >= _BF16_MIN_SPEEDUP[bool(self_search)] else torch.float32
+    return _DTYPES[explain_search(self_search, dim, pairs).kernel]
+
+
+def explain_search(self_search: bool, dim: int, pairs: int, measure: bool = True):
+    """:class:`umlkit.metrics.kernels.Choice`: the kernel a search of ``pairs`` pairs gets on this machine and why
+    (small searches fp32; larger ones the fastest on a representative search, measured once per quiet machine;
+    ``measure=False``: kernel ``"unmeasured"`` where that measurement has not been stored yet)."""
+    from umlkit.metrics.kernels import choose
+    return choose(bool(self_search), int(pairs), int(dim), measure, search=knn_search_checked)
+
+
+def self_search_size(n: int) -> bool:
+    """Whether ``n`` items searched against themselves take the self-search paths (more than one tile)."""
+    return n > _TILE
 
 
 def _is_self_search(query: torch.Tensor, gallery: torch.Tensor, self_index: torch.Tensor | None) -> bool:
     n = query.shape[0]
-    return (self_index is not None and n == gallery.shape[0] and n > _TILE
+    return (self_index is not None and n == gallery.shape[0] and self_search_size(n)
             and torch.equal(self_index.long(), torch.arange(n)) and torch.equal(query, gallery))
 
 
@@ -634,7 +621,7 @@ def knn_search_checked(query, gallery, k, *, self_index=None, chunk_size=1024, c
         raise ValueError(f"search_dtype must be torch.bfloat16, torch.float32, torch.int8 or None, got {search_dtype}")
     self_search = search_dtype != torch.float32 and _is_self_search(query, gallery, self_index)
     if search_dtype is None or (search_dtype == torch.int8 and not self_search):
-        search_dtype = choose_search_dtype(self_search, query.shape[1])
+        search_dtype = choose_search_dtype(self_search, query.shape[1], query.shape[0] * gallery.shape[0])
     n, m = query.shape[0], gallery.shape[0]
     depth = torch.full((n,), int(k), dtype=torch.long) if not isinstance(k, torch.Tensor) else k.to(torch.long)
     if depth.shape != (n,):
