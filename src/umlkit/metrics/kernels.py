@@ -24,10 +24,13 @@ first at 16,335 x 16,335 (0.88 s against bf16's 1.00 s) and bf16 at 74,250 x 74,
    same block sizes) on :data:`REPRESENTATIVE_ITEMS` UML-like embeddings of the search's dimension
    (:func:`umlkit.metrics.synthetic.uml_like_embeddings`: classes of 2-100 items) to the depth the evaluation asks
    of each query (R, the rest of its class, and at least 8 for R@8), after a warm-up on a small set; fp32 on a
-   quarter of the rows, scaled by four (its cost is linear in the rows). The fastest wins. At 32,768 items this
-   costs a few seconds once per machine, about what the first search of that size it serves takes. Ranked there,
-   the self-search kernels come out in their order at 148,500 items (int8, bf16, fp32 on this CPU). The plain
-   ranking is a near-tie at that size and can pick fp32 where bf16 is 1.25x faster at four times the size.
+   quarter of the rows, scaled by four (its cost is linear in the rows). The fastest wins. At 65,536 items this
+   costs about 11 s once per machine, about what the first search of that size it serves takes. Why that size:
+   at 32,768 the three kernels lie within the machine's run-to-run noise (fp32 2.1-3.0 s, bf16 2.0-2.2 s, int8
+   1.4-2.4 s in three runs), and one measurement there chose fp32, which is 3.8x slower than int8 at 148,500
+   items. At 65,536 fp32 took 7.8-11.8 s against 3.7-4.0 s for the other two, the order they keep at full size.
+   The plain ranking (32,768 x 32,768) is a near-tie and can pick fp32 where bf16 is 1.1-1.25x faster at twice
+   the side.
 4. **Within the memory budget.** A bf16 or int8 self-search holds the maxima of every row's 128-item blocks,
    n x ceil(m / 128) int16 values (0.35 GB at 148,500 items), besides memory bounded by its group and slab constants
    and the n x k results. Measured at 148,500 items with the evaluation's depths, the whole search added 1.0 GiB
@@ -63,7 +66,7 @@ import torch
 __all__ = ["Choice", "MAXIMA_BUDGET", "REPRESENTATIVE_ITEMS", "cache_file", "choose", "cpu_flags", "native",
            "representative_pairs"]
 
-REPRESENTATIVE_ITEMS = 32_768   # items of the representative self-search (256 blocks of 128)
+REPRESENTATIVE_ITEMS = 65_536   # items of the representative self-search (512 blocks of 128)
 _BF16_FLAGS = {"avx512_bf16", "amx_bf16"}
 _INT8_FLAGS = {"avx512_vnni", "avx_vnni", "amx_int8"}
 _NO_BF16_ISA = {"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI"}

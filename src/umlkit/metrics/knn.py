@@ -50,12 +50,13 @@ are not: on a 512 x 128 x 512 product, in three benchmark runs here, 2.9-3.2x fp
 limited to AVX-512 without bf16, 1.6x limited to AVX2 (bf16: 1.8-2.0x, 0.37-0.46x, 0.08-0.10x).
 
 **Which search runs** (``search_dtype=None``, the default): :func:`explain_search`, from
-:mod:`umlkit.metrics.kernels`. A search smaller than the representative one (32,768 items against themselves, or
-16,384 against 16,384) runs fp32; a larger one the kernel that finished a representative whole search first on this
+:mod:`umlkit.metrics.kernels`. A search smaller than the representative one (65,536 items against themselves, or
+32,768 against 32,768) runs fp32; a larger one the kernel that finished a representative whole search first on this
 machine (the CPU's instruction set decides which kernels are timed; the seconds are cached per machine, and only
 when the machine stayed quiet). Measured end to end, not by a GEMM tile: at 148,500 items the int8 and bf16
 searches took 13-20 s and 14-16 s in different runs on this project's AMD EPYC, fp32 42-48 s, while a 2,048-row
-tile put int8 at 2x bf16's speed; below about 20,000 items fp32 was the fastest.
+tile put int8 at 2x bf16's speed; below about 20,000 items fp32 was the fastest, and up to about 40,000 the three
+are within run-to-run noise.
 
 The int8 self-search ran as fast as bf16 natively and 2.95x faster than it limited (README, Performance). Every
 search returns the exact top k.
