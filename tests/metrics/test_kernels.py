@@ -32,6 +32,13 @@ def _fixed(**seconds):
     return lambda dim, self_search, ks, search: dict(seconds)
 
 
+def _not_a_search(*args, **kwargs):
+    """A search the measurement's child process cannot import (it is local to this test module's namespace)."""
+
+
+_not_a_search.__qualname__ = "no_such_search"
+
+
 def _no_measuring(*args):
     pytest.fail("measured")
 
@@ -77,6 +84,9 @@ def test_the_fastest_whole_search_is_chosen_measured_for_real_and_read_back(cach
     measuring; a corrupt file or an entry missing a kernel is measured over."""
     monkeypatch.setattr(kernels, "REPRESENTATIVE_ITEMS", 4096)
     monkeypatch.setattr(kernels, "_WARM_ITEMS", 512)
+    failed = kernels.choose(True, 4096 ** 2, 32, search=_not_a_search)       # the child cannot find it: nothing kept
+    assert failed.kernel == "int8" and "the timing failed" in failed.reason and not cache.exists()
+    monkeypatch.setattr(kernels, "_MEMO", {})
     choice = kernels.choose(True, 4096 ** 2, 32, search=knn.knn_search_checked)
     assert kernels.choose(True, 4096 ** 2, 32) == choice                # memo: no search needed to read it
     seconds = choice.seconds
@@ -119,7 +129,7 @@ def test_a_busy_machine_times_nothing_and_a_timing_disturbed_midway_is_used_but_
     monkeypatch.setattr(threads, "busy_cores", lambda interval=0.1: 1.0)
     monkeypatch.setattr(kernels, "_measure", _no_measuring)
     choice = choose(True, BIG, 64)
-    assert choice.kernel == "int8" and "busy" in choice.reason and "int8, bf16, fp32" in choice.reason
+    assert choice.kernel == "int8" and "machine was busy" in choice.reason and "int8, bf16, fp32" in choice.reason
     assert choose(False, BIG, 64).kernel == "bf16"
     assert not cache.exists()
     # quiet before the timing, busy after it: this process uses it, the file never sees it

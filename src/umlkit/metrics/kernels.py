@@ -24,7 +24,8 @@ first at 16,335 x 16,335 (0.88 s against bf16's 1.00 s) and bf16 at 74,250 x 74,
    same block sizes) on :data:`REPRESENTATIVE_ITEMS` UML-like embeddings of the search's dimension
    (:func:`umlkit.metrics.synthetic.uml_like_embeddings`: classes of 2-100 items) to the depth the evaluation asks
    of each query (R, the rest of its class, and at least 8 for R@8), after a warm-up on a small set; fp32 on a
-   quarter of the rows, scaled by four (its cost is linear in the rows). The fastest wins. At 65,536 items this
+   quarter of the rows, scaled by four (its cost is linear in the rows), in a child process (the evaluation's own
+   heap stays as it was; a child that fails leaves nothing stored). The fastest wins. At 65,536 items this
    costs about 11 s once per machine, about what the first search of that size it serves takes. Why that size:
    at 32,768 the three kernels lie within the machine's run-to-run noise (fp32 2.1-3.0 s, bf16 2.0-2.2 s, int8
    1.4-2.4 s in three runs), and one measurement there chose fp32, which is 3.8x slower than int8 at 148,500
@@ -175,8 +176,8 @@ def choose(self_search: bool, pairs: int, dim: int, measure: bool = True, search
                                     f"and runs the fastest")
     if seconds is None:
         best = kernels[-1]
-        return Choice(best, f"the machine was busy, so nothing was timed: the instruction set's order "
-                            f"({', '.join(reversed(kernels))}) for this process")
+        return Choice(best, f"nothing was timed (the machine was busy, or the timing failed): the instruction "
+                            f"set's order ({', '.join(reversed(kernels))}) for this process")
     best = min(kernels, key=seconds.get)
     timings = ", ".join(f"{k} {seconds[k]:.2f} s" for k in kernels)
     kind = "self-search" if self_search else "search"
@@ -229,6 +230,9 @@ def _seconds(dim: int, self_search: bool, kernels: list[str], search) -> dict[st
         _MEMO[key] = None
         return None
     value = _measure(dim, self_search, kernels, search)
+    if value is None:   # the timing failed: this process takes the instruction set's order, nothing is stored
+        _MEMO[key] = None
+        return None
     after = busy_cores()
     if after is None or after <= _QUIET:   # a timing taken while others ran is used, not kept
         _write_cache(path, key, {**value, "measured": time.strftime("%Y-%m-%d %H:%M")})
@@ -236,24 +240,52 @@ def _seconds(dim: int, self_search: bool, kernels: list[str], search) -> dict[st
     return value
 
 
-def _measure(dim: int, self_search: bool, kernels: list[str], search) -> dict[str, float]:
-    """Seconds of the engine's ``search`` per kernel on UML-like embeddings (module docstring, point 3)."""
+def _measure(dim: int, self_search: bool, kernels: list[str], search) -> dict[str, float] | None:
+    """Seconds of the engine's ``search`` per kernel on UML-like embeddings (module docstring, point 3), timed in a
+    child process: a first run on a machine timed the kernels in its own process and its full-size search then
+    peaked 0.1-0.25 GB higher than in later runs (2.09-2.18 GB against 1.91-1.98), the heap shaped by the
+    measurement. None where the child fails (then nothing is stored and the instruction set's order decides)."""
+    import json
+    import subprocess
+    import sys
+
+    from umlkit.metrics.threads import configured_threads
+    args = [dim, self_search, kernels, f"{search.__module__}:{search.__qualname__}", REPRESENTATIVE_ITEMS,
+            _WARM_ITEMS, configured_threads()]
+    code = "import json, sys; from umlkit.metrics.kernels import _time_kernels; " \
+           "print(json.dumps(_time_kernels(*json.loads(sys.argv[1]))))"
+    try:
+        done = subprocess.run([sys.executable, "-c", code, json.dumps(args)], capture_output=True, text=True,
+                              check=True)
+        value = json.loads(done.stdout.strip().splitlines()[-1])
+        return {k: float(value[k]) for k in kernels}
+    except (OSError, subprocess.CalledProcessError, ValueError, KeyError, IndexError):
+        return None
+
+
+def _time_kernels(dim: int, self_search: bool, kernels: list[str], search: str, items: int, warm_items: int,
+                  threads: int) -> dict[str, float]:
+    """The child process of :func:`_measure`: each kernel's seconds on ``items`` UML-like embeddings, searched by
+    the function ``search`` names ("module:name")."""
+    import importlib
+
     from umlkit.metrics.synthetic import UML_TEST_ITEMS, uml_like_embeddings
+    torch.set_num_threads(threads)
+    module, name = search.split(":")
+    search = getattr(importlib.import_module(module), name)
     dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16, "int8": torch.int8}
-    x, y = uml_like_embeddings(min(1.0, (REPRESENTATIVE_ITEMS + 1) / UML_TEST_ITEMS), dim=dim)
+    x, y = uml_like_embeddings(min(1.0, (items + 1) / UML_TEST_ITEMS), dim=dim)
     y = torch.as_tensor(y)
     depth = (torch.bincount(y)[y] - 1).clamp(min=8)   # the evaluation's depth: R (MAP@R, RP), at least R@8's
-    warm = x[:_WARM_ITEMS]
+    warm = x[:warm_items]
     for k in kernels:
-        search(warm, warm, depth[:_WARM_ITEMS].clamp(max=_WARM_ITEMS - 1),
-                           self_index=torch.arange(len(warm)), search_dtype=dtypes[k])
+        search(warm, warm, depth[:warm_items].clamp(max=warm_items - 1), self_index=torch.arange(len(warm)),
+               search_dtype=dtypes[k])
     out = {}
     for k in kernels:
         q, g, si = (x, x, torch.arange(len(x))) if self_search else (x[: len(x) // 2], x[len(x) // 2:], None)
-        share = _FP32_ROW_SHARE if k == "fp32" else 1
-        rows = len(q) // share
+        rows = len(q) // (_FP32_ROW_SHARE if k == "fp32" else 1)
         start = time.perf_counter()
-        search(q[:rows], g, depth[:rows], self_index=None if si is None else si[:rows],
-                           search_dtype=dtypes[k])
+        search(q[:rows], g, depth[:rows], self_index=None if si is None else si[:rows], search_dtype=dtypes[k])
         out[k] = (time.perf_counter() - start) * len(q) / rows
     return out
