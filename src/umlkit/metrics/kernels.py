@@ -7,9 +7,10 @@ blocks, top-k and the exact fp32 re-score. End to end (``benchmarks/bench_kernel
 evaluation's depths) the kernels ranked by size, not by the tile: self-searches of 4,455 / 16,335 / 32,670 /
 65,340 / 148,500 UML-like items took fp32 0.14 / 0.62 / 2.96 / 7.84 / 48.1 s, bf16 0.13 / 0.90 / 2.21 / 3.76 /
 14.0 s, int8 0.10 / 0.73 / 1.44 / 3.68 / 13.3 s (a second run gave the same order from 32,670 items on). Below
-about 20,000 items the low-precision paths' block structure does not pay (at 16,335 they ran at 0.7-0.85x fp32);
-above it int8 and bf16 are 2-3.6x faster. Plain searches (half the items against the other half) ranked fp32
-first at 16,335 x 16,335 (0.88 s against bf16's 1.00 s) and bf16 at 74,250 x 74,250 (11.5 s against 14.5 s). So:
+about 20,000 items the three are within 0.3 s of each other and the block structure does not pay (at 16,335 bf16
+and int8 ran at 0.7-1.04x fp32); at 32,670 int8 was 1.5-2.1x faster than fp32 and bf16 1.0-1.3x, and from 65,340 on
+both were 2.1-4.2x faster. Plain searches (half the items against the other half) ranked fp32 first at 16,335 x
+16,335 (0.79-0.88 s against bf16's 0.97-1.00 s) and bf16 at 74,250 x 74,250 (11.5-12.3 s against 13.5-14.5 s). So:
 
 1. **Instruction set first.** On x86 Linux the CPU flags (``/proc/cpuinfo``) decide whether a kernel can be fast at
    all: bf16 needs ``avx512_bf16`` or ``amx_bf16`` (without them oneDNN emulates it: 0.09-0.10x fp32 on a Zen 3
@@ -30,12 +31,13 @@ first at 16,335 x 16,335 (0.88 s against bf16's 1.00 s) and bf16 at 74,250 x 74,
    at 32,768 the three kernels lie within the machine's run-to-run noise (fp32 2.1-3.0 s, bf16 2.0-2.2 s, int8
    1.4-2.4 s in three runs), and one measurement there chose fp32, which is 3.8x slower than int8 at 148,500
    items. At 65,536 fp32 took 7.8-11.8 s against 3.7-4.0 s for the other two, the order they keep at full size.
-   The plain ranking (32,768 x 32,768) is a near-tie and can pick fp32 where bf16 is 1.1-1.25x faster at twice
-   the side.
+   The plain ranking (32,768 x 32,768) is a near-tie and can pick fp32 where bf16 is 1.1-1.26x faster at 2.3
+   times the side.
 4. **Within the memory budget.** A bf16 or int8 self-search holds the maxima of every row's 128-item blocks,
-   n x ceil(m / 128) int16 values (0.35 GB at 148,500 items), besides memory bounded by its group and slab constants
-   and the n x k results. Measured at 148,500 items with the evaluation's depths, the whole search added 1.0 GiB
-   (int8) and 1.1 GiB (bf16) to a process holding torch, faiss and the embeddings (0.67 GiB); fp32 added 0.2 GiB.
+   n x ceil(m / 128) int16 values (0.34 GB at 148,500 items), besides memory bounded by its group and slab constants
+   and the n x k results. Measured at 148,500 items with the evaluation's depths, the search alone added 0.97 GiB
+   (int8) and 1.05 GiB (bf16) to a process holding torch, faiss and the embeddings (0.67 GiB); fp32, with every row
+   at depth 100, added 0.2 GiB (``benchmarks/results/eval_cpu.txt``, session 38, scratch (b)).
    The default takes the block paths only while the maxima stay within :data:`MAXIMA_BUDGET` (384 MiB: up to about
    160,000 items against themselves), so the evaluation stays under 2 GB; larger self-searches run fp32, whose
    memory is bounded by its chunk of 1,024 rows.
@@ -243,8 +245,9 @@ def _seconds(dim: int, self_search: bool, kernels: list[str], search) -> dict[st
 def _measure(dim: int, self_search: bool, kernels: list[str], search) -> dict[str, float] | None:
     """Seconds of the engine's ``search`` per kernel on UML-like embeddings (module docstring, point 3), timed in a
     child process: a first run on a machine timed the kernels in its own process and its full-size search then
-    peaked 0.1-0.25 GB higher than in later runs (2.09-2.18 GB against 1.91-1.98), the heap shaped by the
-    measurement. None where the child fails (then nothing is stored and the instruction set's order decides)."""
+    peaked 0.11-0.27 GiB higher than in later runs (2,093 MiB against 1,975-1,983 for bf16; 2,179 against
+    1,909-1,911 for int8 with oneDNN limited to AVX2), the heap shaped by the measurement. None where the child
+    fails (then nothing is stored and the instruction set's order decides)."""
     import json
     import subprocess
     import sys

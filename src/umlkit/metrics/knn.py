@@ -54,9 +54,9 @@ limited to AVX-512 without bf16, 1.6x limited to AVX2 (bf16: 1.8-2.0x, 0.37-0.46
 32,768 against 32,768) runs fp32; a larger one the kernel that finished a representative whole search first on this
 machine (the CPU's instruction set decides which kernels are timed; the seconds are cached per machine, and only
 when the machine stayed quiet). Measured end to end, not by a GEMM tile: at 148,500 items the int8 and bf16
-searches took 13-20 s and 14-16 s in different runs on this project's AMD EPYC, fp32 42-48 s, while a 2,048-row
-tile put int8 at 2x bf16's speed; below about 20,000 items fp32 was the fastest, and up to about 40,000 the three
-are within run-to-run noise.
+searches took 13-20 s and 14-16 s in different runs on this project's AMD EPYC, fp32 42-59 s, while a 2,048-row
+tile put int8 at 2x bf16's speed; below about 20,000 items the three were within 0.3 s of each other, and at
+32,768 one measurement ranked fp32 first although int8 had been 1.5-2.1x faster at that size in two others.
 
 The int8 self-search ran as fast as bf16 natively and 2.95x faster than it limited (README, Performance). Every
 search returns the exact top k.
