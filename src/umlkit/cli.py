@@ -88,22 +88,17 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 def _explain_search(embeddings, gallery) -> None:
     """Say on stderr which kernel the search will run and why (``evaluate --explain``); stdout keeps the JSON."""
-    from umlkit.metrics.knn import explain_search, forced_search_dtype, self_search_size
+    from umlkit.metrics.knn import explain_search, self_search_size
     shape = getattr(embeddings, "shape", ())
     if len(shape) != 2:
         return   # the evaluation names the bad array
     n, dim = shape
     m = n if gallery is None else getattr(gallery, "shape", (0,))[0]
     self_search = gallery is None and self_search_size(n)
-    forced = forced_search_dtype()
-    if forced is not None:
-        kernel, reason = str(forced).replace("torch.", ""), "pinned by UMLKIT_SEARCH_DTYPE"
-    else:
-        choice = explain_search(self_search, dim, n * m)
-        kernel, reason = choice.kernel, choice.reason
+    choice = explain_search(self_search, dim, n * m)
     kind = "self-search" if self_search else "search"
-    print(f"search kernel: {kernel} for a {kind} of {n:,} x {m:,} items: {reason}. (mAP@1000 on a gallery of "
-          f"32,000 items or more is read from one streamed bf16 pass instead.)", file=sys.stderr)
+    print(f"search kernel: {choice.kernel} for a {kind} of {n:,} x {m:,} items: {choice.reason}. (mAP@1000 on a "
+          f"gallery of 32,000 items or more is read from one streamed bf16 pass instead.)", file=sys.stderr)
 
 
 def _cmd_data_check(args: argparse.Namespace) -> int:

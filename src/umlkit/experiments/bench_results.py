@@ -65,14 +65,10 @@ def kernel_choices(sizes, dim: int = 128) -> pd.DataFrame:
     """For self-searches of each number of items in ``sizes``: the kernel the engine runs on this machine and why
     (:func:`umlkit.metrics.knn.explain_search` with ``measure=False``: a stored measurement is read, none is taken;
     ``UMLKIT_SEARCH_DTYPE`` pins the kernel where it is set)."""
-    from umlkit.metrics.knn import explain_search, forced_search_dtype, self_search_size
-    forced = forced_search_dtype()
+    from umlkit.metrics.knn import explain_search, self_search_size
     rows = []
     for n in sizes:
         n = int(n)
         choice = explain_search(self_search_size(n), dim, n * n, measure=False)
-        kernel, why = choice.kernel, choice.reason
-        if forced is not None:
-            kernel, why = str(forced).replace("torch.", ""), "pinned by UMLKIT_SEARCH_DTYPE"
-        rows.append({"items (query set = gallery)": f"{n:,}", "kernel": kernel, "why": why})
+        rows.append({"items (query set = gallery)": f"{n:,}", "kernel": choice.kernel, "why": choice.reason})
     return pd.DataFrame(rows).set_index("items (query set = gallery)")

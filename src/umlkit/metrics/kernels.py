@@ -284,9 +284,9 @@ def _time_kernels(dim: int, self_search: bool, kernels: list[str], search: str, 
     for k in kernels:
         search(warm, warm, depth[:warm_items].clamp(max=warm_items - 1), self_index=torch.arange(len(warm)),
                search_dtype=dtypes[k])
+    q, g, si = (x, x, torch.arange(len(x))) if self_search else (x[: len(x) // 2], x[len(x) // 2:], None)
     out = {}
     for k in kernels:
-        q, g, si = (x, x, torch.arange(len(x))) if self_search else (x[: len(x) // 2], x[len(x) // 2:], None)
         rows = len(q) // (_FP32_ROW_SHARE if k == "fp32" else 1)
         start = time.perf_counter()
         search(q[:rows], g, depth[:rows], self_index=None if si is None else si[:rows], search_dtype=dtypes[k])

@@ -481,17 +481,18 @@ def choose_search_dtype(self_search: bool = False, dim: int = 128, pairs: int = 
     compare kernels or to pin one; ``int8`` applies to self-searches (a plain search has no int8 path and chooses
     as without it).
     """
-    forced = forced_search_dtype()
-    if forced is not None and (forced != torch.int8 or self_search):
-        return forced
     return _DTYPES[explain_search(self_search, dim, pairs).kernel]
 
 
 def explain_search(self_search: bool, dim: int, pairs: int, measure: bool = True):
-    """:class:`umlkit.metrics.kernels.Choice`: the kernel a search of ``pairs`` pairs gets on this machine and why
-    (small searches fp32; larger ones the fastest on a representative search, measured once per quiet machine;
-    ``measure=False``: kernel ``"unmeasured"`` where that measurement has not been stored yet)."""
-    from umlkit.metrics.kernels import choose
+    """:class:`umlkit.metrics.kernels.Choice`: the kernel a search of ``pairs`` pairs gets on this machine and why:
+    the one ``UMLKIT_SEARCH_DTYPE`` pins (``int8`` for self-searches only), else small searches fp32 and larger ones
+    the fastest on a representative search, measured once per quiet machine (``measure=False``: kernel
+    ``"unmeasured"`` where that measurement has not been stored yet)."""
+    from umlkit.metrics.kernels import Choice, choose
+    forced = forced_search_dtype()
+    if forced is not None and (forced != torch.int8 or self_search):
+        return Choice(next(k for k, v in _DTYPES.items() if v == forced), "pinned by UMLKIT_SEARCH_DTYPE")
     return choose(bool(self_search), int(pairs), int(dim), measure, search=knn_search_checked)
 
 
