@@ -44,12 +44,19 @@ def test_cli_evaluate_explain_says_which_kernel_and_why_on_stderr(tmp_path, caps
     monkeypatch.delenv("UMLKIT_SEARCH_DTYPE", raising=False)
     monkeypatch.setattr(kernels, "_MEMO", {})
     monkeypatch.setattr(threads, "busy_cores", lambda interval=0.1: 0.0)
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
     x = np.random.default_rng(0).standard_normal((3000, 16)).astype(np.float32)
     np.savez(tmp_path / "e.npz", embeddings=x, labels=np.arange(3000) // 3)
+    # the CPU's flags set here, both kinds: the sentence must not depend on the host's instruction set
+    monkeypatch.setattr(kernels, "cpu_flags", lambda: {"avx2", "avx512f", "avx512_bf16", "avx512_vnni"})   # Zen 4
     assert cli.main(["evaluate", str(tmp_path / "e.npz"), "--metrics", "R@1", "--explain"]) == 0
     out = capsys.readouterr()
     assert set(json.loads(out.out)) >= {"R@1"}
     assert "search kernel: fp32 for a self-search of 3,000 x 3,000 items: 9,000,000 query x gallery pairs" in out.err
+    monkeypatch.setattr(kernels, "cpu_flags", lambda: {"avx2", "fma"})                                     # Zen 3
+    assert cli.main(["evaluate", str(tmp_path / "e.npz"), "--metrics", "R@1", "--explain"]) == 0
+    assert "search kernel: fp32 for a self-search of 3,000 x 3,000 items: this CPU has no fast bf16 or int8 " \
+        "kernel" in capsys.readouterr().err
     timed = {"fp32": 3.0, "bf16": 1.0, "int8": 2.0}
     monkeypatch.setattr(kernels, "_measure", lambda dim, self_search, ks, search: timed)
     monkeypatch.setattr(kernels, "REPRESENTATIVE_ITEMS", 2048)

@@ -25,3 +25,22 @@ def test_a_mismatch_names_both_versions_and_the_fix():
 def test_the_check_passes_on_this_installation():
     out = subprocess.run([sys.executable, "-m", "umlkit._install_check"], capture_output=True, text=True)
     assert out.returncode == 0 and "agree" in out.stdout
+
+
+@pytest.mark.parametrize("package", ["torchvision", "timm"])
+def test_an_import_that_fails_with_runtime_error_prints_the_versions_and_the_fix(tmp_path, package):
+    """A CPU torch beside PyPI's CUDA torchvision fails at import with RuntimeError (not ImportError); the check
+    names the package, the error, the installed versions and the fix in three lines, no traceback. Simulated by a
+    package of that name earlier on the path that raises what the real mismatch raised."""
+    fake = tmp_path / package
+    fake.mkdir()
+    (fake / "__init__.py").write_text('raise RuntimeError("operator torchvision::nms does not exist")\n')
+    env = {**__import__("os").environ, "PYTHONPATH": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-m", "umlkit._install_check"], capture_output=True, text=True, env=env)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 3, out.stderr
+    assert f"import {package} failed: RuntimeError: operator torchvision::nms does not exist" in lines[0]
+    from importlib.metadata import version
+    assert f"torch {version('torch')}, torchvision {version('torchvision')}" in lines[1]
+    assert "--force-reinstall torch torchvision" in lines[2]

@@ -28,8 +28,7 @@ def mismatch(torch_version: str, torchvision_version: str, has_nms: bool = True)
     """Why this torch and torchvision do not belong together, or None when they do."""
     tmaj, tmin, tbuild = _parts(torch_version)
     vmaj, vmin, vbuild = _parts(torchvision_version)
-    fix = ("reinstall both from one index, e.g. `.venv/bin/pip install --force-reinstall torch torchvision "
-           "--index-url https://download.pytorch.org/whl/cpu` (CPU) or without --index-url (PyPI's CUDA build)")
+    fix = _FIX
     if tmaj == 2 and (vmaj, vmin) != (0, tmin + 15):
         return (f"torch {torch_version} goes with torchvision 0.{tmin + 15}, but torchvision {torchvision_version} "
                 f"is installed; {fix}")
@@ -42,13 +41,37 @@ def mismatch(torch_version: str, torchvision_version: str, has_nms: bool = True)
     return None
 
 
-def main() -> int:
+_FIX = ("reinstall both from one index, e.g. `.venv/bin/pip install --force-reinstall torch torchvision "
+        "--index-url https://download.pytorch.org/whl/cpu` (CPU) or without --index-url (PyPI's CUDA build)")
+
+
+def _installed(name: str) -> str:
+    """The installed distribution's version from its metadata (readable where importing it fails)."""
+    from importlib.metadata import PackageNotFoundError, version
     try:
-        import torch
-        import torchvision
-    except ImportError as err:
-        print(f"umlkit install check: {err}; run `make install` again", file=sys.stderr)
-        return 1
+        return version(name)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def _import_failure(name: str, err: BaseException) -> str:
+    """A few lines for a package that fails to import (any exception: a CPU torch beside a CUDA torchvision fails
+    with ``RuntimeError: operator torchvision::nms does not exist``, not ImportError)."""
+    first = (str(err).strip().splitlines() or [""])[0][:300]
+    return (f"import {name} failed: {type(err).__name__}: {first}\n"
+            f"  installed: torch {_installed('torch')}, torchvision {_installed('torchvision')}, "
+            f"timm {_installed('timm')}\n  fix: {_FIX}")
+
+
+def main() -> int:
+    for name in ("torch", "torchvision", "timm"):
+        try:
+            __import__(name)
+        except Exception as err:   # every failure is named, none as a raw traceback
+            print(f"umlkit install check: {_import_failure(name, err)}", file=sys.stderr)
+            return 1
+    import torch
+    import torchvision
     try:
         from torchvision.ops import nms
         boxes = torch.tensor([[0.0, 0.0, 1.0, 1.0]])

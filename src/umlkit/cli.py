@@ -97,8 +97,9 @@ def _explain_search(embeddings, gallery) -> None:
     self_search = gallery is None and self_search_size(n)
     choice = explain_search(self_search, dim, n * m)
     kind = "self-search" if self_search else "search"
+    from umlkit.metrics.deep_ap import STREAM_MIN_GALLERY, streams
     print(f"search kernel: {choice.kernel} for a {kind} of {n:,} x {m:,} items: {choice.reason}. (mAP@1000 on a "
-          f"gallery of 32,000 items or more is read from one streamed bf16 pass instead.)", file=sys.stderr)
+          f"gallery of {STREAM_MIN_GALLERY:,} items or more is read from {streams()[1]}.)", file=sys.stderr)
 
 
 def _cmd_data_check(args: argparse.Namespace) -> int:
@@ -370,15 +371,53 @@ def _report_unreadable(broken: list[str]) -> int:
 
 
 def _cmd_records_verify(args: argparse.Namespace) -> int:
-    """``records verify``: every stored record of the profile (of one paper's folder) that cannot be used."""
+    """``records verify``: every stored record of the profile (of one paper's folder) that cannot be used; with
+    ``--sample N``, N of them retrained here and compared field by field (:mod:`umlkit.experiments.record_check`)."""
     from umlkit.experiments.records import damaged_records, list_records
     folder = _records_folder(args.paper) if args.paper else None
+    if args.sample:
+        return _verify_sample(args, folder)
     found = damaged_records(args.profile, folder)
     for path, why in found:
         print(f"damaged: {path}\n    {why}")
     total = len(list_records(args.profile, folder))
     print(f"{total} record(s) checked, {len(found)} damaged" + (f" ({args.paper})" if args.paper else ""))
     return 1 if found else 0
+
+
+def _verify_sample(args: argparse.Namespace, folder: str | None) -> int:
+    """``records verify --sample N``: retrain N stored records on this machine, each field against its cell's seed
+    spread; exit 1 when a metric lies outside it."""
+    import re
+
+    from umlkit.experiments.record_check import TOLERANCE_SDS, retrain_and_compare, sample_records
+    from umlkit.experiments.records import DamagedRecord, list_records, load_record
+    records = []
+    for path in list_records(args.profile, folder):
+        try:
+            records.append(load_record(path))
+        except DamagedRecord:
+            continue   # listed by `records verify`; never retrained as though it were stored
+    pool = records
+    if args.match:
+        try:
+            pattern = re.compile(args.match)
+        except re.error as err:
+            raise ValueError(f"--match {args.match!r} is not a regular expression: {err}") from err
+        pool = [r for r in records if pattern.search(r["label"])]
+    chosen = sample_records(pool, args.sample, args.seed)
+    found = retrain_and_compare(records, chosen)
+    for c in found:
+        print(f"{c.worst}: {c.label} ({c.differing} of {c.fields} fields differ)  {c.path}")
+        for key, old, new, s, kind in c.judged:
+            spread = "no seed spread" if not s else f"seed s.d. {s:.3g}, tolerance {TOLERANCE_SDS * s:.3g}"
+            print(f"    {key}: stored {old:g}, retrained {new:g} (diff {new - old:+.3g}; {spread}): {kind}")
+    outside = sum(c.worst == "outside the seed spread" for c in found)
+    same = sum(c.worst == "identical" for c in found)
+    print(f"{len(found)} record(s) retrained: {same} identical, {outside} with a metric outside the seed spread "
+          f"(tolerance: {TOLERANCE_SDS:.2f} x the cell's seed s.d., the 95 % range of two independent seeds' "
+          f"difference)")
+    return 1 if outside else 0
 
 
 # free space a run needs before it starts (its checkpoints and records; the full profile's ViT-S/16 checkpoints with
@@ -748,6 +787,11 @@ def _add_records(sub) -> None:
                         "run than the file name promises (exit 1 when there are any)")
     p.add_argument("--paper", default=None, help="only this registered paper's records folder")
     p.add_argument("--profile", choices=("quick", "full"), default="quick")
+    p.add_argument("--sample", type=_positive_int, default=None, metavar="N",
+                   help="retrain N stored records here (one thread, a temporary folder: nothing in results/ changes) "
+                   "and compare every field with the stored one, judged against the cell's seed spread")
+    p.add_argument("--seed", type=int, default=0, help="with --sample: which records are drawn (default 0)")
+    p.add_argument("--match", default=None, metavar="REGEX", help="with --sample: draw among labels matching it")
     p.set_defaults(func=_cmd_records_verify)
 
 

@@ -88,3 +88,72 @@ def test_fingerprint_of_groups_and_stale_parts():
     assert fp.stale_parts(now, now) == []
     assert fp.stale_parts({**now, "code": "000000000000"}, now) == ["code"]
     assert fp.stale_parts(None, now) == ["code", "data", "weights"]
+
+
+_FSTRINGS = '''def g(a, b):
+    x = f"a{b}c" + f'{a!r:>{b}}' + rf"""\\d{a}
+{{not a field}} {f"{b}"}"""
+    return x
+'''
+# this file's normalised tokens on Python 3.10/3.11, where an f-string is one STRING token
+_FSTRINGS_311 = ('def g ( a , b ) : \n      x = f"a{b}c" + f\'{a!r:>{b}}\' + rf"""\\d{a}\n{{not a field}} {f"{b}"}""" '
+                 '\n return x \n ')
+
+_HASH_PACKAGE = """
+import hashlib, importlib.util, sys
+from pathlib import Path
+spec = importlib.util.spec_from_file_location("_source_tokens", sys.argv[1])
+mod = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mod)
+pkg, h = Path(sys.argv[2]), hashlib.sha256()
+for f in sorted(pkg.rglob("*.py")):
+    h.update(f.relative_to(pkg).as_posix().encode())
+    h.update(mod.normalised_tokens(f.read_text()).encode())
+print(h.hexdigest())
+"""
+
+
+def _interpreters() -> dict[str, str]:
+    """One interpreter per Python minor version 3.10-3.13 found on this machine (pyenv's versions, then PATH)."""
+    import glob
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+    found = {f"{sys.version_info[0]}.{sys.version_info[1]}": sys.executable}
+    candidates = sorted(glob.glob(str(Path.home() / ".pyenv" / "versions" / "3.1[0-3]*" / "bin" / "python")))
+    candidates += [p for v in ("3.10", "3.11", "3.12", "3.13") if (p := shutil.which(f"python{v}"))]
+    for exe in candidates:
+        out = subprocess.run([exe, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                             capture_output=True, text=True)
+        if out.returncode == 0:
+            found.setdefault(out.stdout.strip(), exe)
+    return found
+
+
+def test_fstrings_tokenise_as_one_string_on_every_python():
+    """PEP 701 (3.12+) splits f-strings in tokenize; the stream re-joins them into 3.10/3.11's STRING tokens."""
+    assert fp.normalised_tokens(_FSTRINGS) == _FSTRINGS_311
+    assert fp.normalised_tokens(_FSTRINGS.replace('f"a{b}c"', 'f"a{b}d"')) != _FSTRINGS_311
+
+
+def test_package_fingerprint_is_one_value_under_every_installed_python():
+    """The whole package's normalised tokens hash the same under every Python 3.10-3.13 installed here (the records
+    were fingerprinted under 3.11; Colab runs 3.13), and the same as in this process."""
+    import hashlib
+    import subprocess
+    from pathlib import Path
+
+    from umlkit import _source_tokens
+    pkg = fp._PKG
+    h = hashlib.sha256()
+    for f in sorted(pkg.rglob("*.py")):
+        h.update(f.relative_to(pkg).as_posix().encode())
+        h.update(fp.normalised_tokens(f.read_text()).encode())
+    here = h.hexdigest()
+    values = {}
+    for version, exe in _interpreters().items():
+        done = subprocess.run([exe, "-c", _HASH_PACKAGE, str(Path(_source_tokens.__file__)), str(pkg)],
+                              capture_output=True, text=True, check=True)
+        values[version] = done.stdout.strip()
+    assert set(values.values()) == {here}, values

@@ -13,6 +13,14 @@ from umlkit.metrics.examples import uml_like_embeddings
 ALL = ["R@1", "R@2", "R@4", "R@8", "MAP@R", "RP", "mAP@1000"]
 
 
+@pytest.fixture(autouse=True)
+def _streaming_on_any_cpu(request, monkeypatch):
+    """The pass is exact whatever the CPU: its tests take it on every host (the rule that keeps it off emulated bf16
+    has its own tests below, marked ``kernel_rule``)."""
+    if "kernel_rule" not in request.keywords:
+        monkeypatch.setattr(retrieval, "streams", lambda search_dtype=None: (True, "pinned by the test"))
+
+
 def _both(monkeypatch, *args, **kwargs):
     """(streamed, searched) results of the same call: the gallery-size switch moved below and above the set."""
     monkeypatch.setattr(retrieval, "STREAM_MIN_GALLERY", 10)
@@ -99,3 +107,64 @@ def test_gallery_too_large_for_the_keys_is_refused():
     with pytest.raises(ValueError, match="fewer than 2097152 gallery items"):
         next(deep_ap.streamed_matches(x, torch.zeros(deep_ap.STREAM_MAX_GALLERY, 4), torch.zeros(1), torch.zeros(1),
                                       None, torch.ones(1), 10))
+
+
+ZEN4 = {"avx2", "avx512f", "avx512_bf16", "avx512_vnni"}
+ZEN3 = {"avx2", "fma"}
+
+
+@pytest.mark.kernel_rule
+@pytest.mark.parametrize("flags,isa,pinned,expected", [
+    (ZEN4, None, None, True), (ZEN3, None, None, False), (ZEN4, "AVX2", None, False),
+    (ZEN3, None, "bf16", True), (ZEN3, None, "fp32", False)])
+def test_the_streamed_pass_runs_only_where_bf16_is_native_or_pinned(monkeypatch, flags, isa, pinned, expected):
+    """mAP@1000's bf16 pass asks the kernel rule: on an AVX2-only CPU (or oneDNN limited to AVX2) the evaluation
+    takes the exact search instead, with the same values; UMLKIT_SEARCH_DTYPE=bf16 pins the pass anywhere."""
+    from umlkit.metrics import kernels
+    monkeypatch.setattr(kernels, "cpu_flags", lambda: set(flags))
+    for name, value in (("ONEDNN_MAX_CPU_ISA", isa), ("UMLKIT_SEARCH_DTYPE", pinned)):
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    streams, why = deep_ap.streams()
+    assert streams is expected and why
+    calls = []
+    real = retrieval.streamed_matches
+    monkeypatch.setattr(retrieval, "streamed_matches", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(retrieval, "STREAM_MIN_GALLERY", 10)
+    x, y = uml_like_embeddings(0.01, noise=1.6, seed=3)
+    res = evaluate_retrieval(x, y, metrics=ALL)
+    assert bool(calls) is expected
+    monkeypatch.setattr(retrieval, "STREAM_MIN_GALLERY", 10**9)
+    assert res == evaluate_retrieval(x, y, metrics=ALL)
+
+
+@pytest.mark.kernel_rule
+@pytest.mark.parametrize("flags", [ZEN3, ZEN4], ids=["avx2", "avx512_bf16"])
+def test_the_search_behind_map1000_runs_on_every_configured_thread(monkeypatch, flags):
+    """No evaluation path runs single-threaded by accident: on a quiet machine every search and re-score behind a
+    large mAP@1000 evaluation, streamed (native bf16) or not (AVX2), runs on the threads torch is configured with."""
+    from umlkit.metrics import kernels, threads
+    monkeypatch.setattr(kernels, "cpu_flags", lambda: set(flags))
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    monkeypatch.delenv("UMLKIT_SEARCH_DTYPE", raising=False)
+    monkeypatch.setattr(threads, "busy_cores", lambda interval=0.1: 0.0)
+    monkeypatch.setattr(threads, "LARGE_SEARCH", 1)          # this small set counts as a large search
+    monkeypatch.setattr(retrieval, "STREAM_MIN_GALLERY", 10)
+    seen = []
+    for module, name in ((retrieval, "knn_search_checked"), (retrieval, "streamed_matches"),
+                         (deep_ap, "knn_search_checked"), (deep_ap, "rescore")):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, _real=real, _name=name, **k:
+                            seen.append((_name, torch.get_num_threads())) or _real(*a, **k))
+    x, y = uml_like_embeddings(0.01, noise=1.6, seed=3)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        evaluate_retrieval(x, y, metrics=["mAP@1000", "R@1"])
+    finally:
+        torch.set_num_threads(before)
+    names = {n for n, _ in seen}
+    assert ("streamed_matches" in names) is (flags is ZEN4) and seen
+    assert {t for _, t in seen} == {2}, seen

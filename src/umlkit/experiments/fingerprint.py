@@ -23,18 +23,16 @@ no library fingerprints "the code a run depends on"; the hash is over this packa
 """
 from __future__ import annotations
 
-import ast
 import functools
 import hashlib
-import io
 import json
-import tokenize
 from pathlib import Path
 
+from umlkit._source_tokens import normalised_tokens
 from umlkit.results import file_sha256
 
 __all__ = ["code_hash", "data_fingerprint", "weights_fingerprint", "fingerprint", "stale_parts", "CODE_PARTS",
-           "file_sha256", "cached_sha256"]
+           "file_sha256", "cached_sha256", "normalised_tokens"]
 
 _PKG = Path(__file__).resolve().parents[1]  # src/umlkit
 # the code a training run and its evaluation go through (relative to src/umlkit)
@@ -42,32 +40,6 @@ CODE_PARTS = ("data", "models", "losses", "metrics", "train", "experiments/runne
 # generator: versioned in the data fingerprint; check: diagnostics only; language: its output reaches a run only as an
 # embeddings file whose sha256 is part of the record key
 _NOT_CODE = {"data/mini.py", "data/check.py", "data/language.py"}
-
-
-def _docstring_lines(source: str) -> set[int]:
-    """Line numbers of module/class/function docstrings."""
-    lines: set[int] = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
-            first = node.body[0]
-            if (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
-                    and isinstance(first.value.value, str)):
-                lines.update(range(first.lineno, first.end_lineno + 1))
-    return lines
-
-
-def normalised_tokens(source: str) -> str:
-    """The source's tokens without comments, blank lines and docstrings, one per line (layout-independent)."""
-    skip = _docstring_lines(source)
-    drop = {tokenize.COMMENT, tokenize.NL, tokenize.ENCODING, tokenize.ENDMARKER}
-    out = []
-    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
-        if tok.type in drop or (tok.type == tokenize.STRING and tok.start[0] in skip):
-            continue
-        if tok.type == tokenize.NEWLINE and out and out[-1] == "\n":
-            continue  # the NEWLINE that ended a dropped docstring
-        out.append("\n" if tok.type == tokenize.NEWLINE else tok.string)
-    return " ".join(out)
 
 
 def _code_files(pkg: Path = _PKG) -> list[Path]:

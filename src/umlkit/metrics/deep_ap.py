@@ -28,6 +28,13 @@ No library ranks by a threshold filter with an error certificate, so this module
    exact top ``limit``, so R@k, MAP@R, RP and :func:`umlkit.metrics.retrieval.map_at_1000` read from it give the
    engine's values bit for bit.
 
+**Only where bf16 is native** (:func:`streams`): the pass is bf16 GEMMs throughout, and without ``avx512_bf16`` or
+``amx_bf16`` (or with oneDNN limited below them) oneDNN emulates them at 0.09-0.10x fp32, and ATen's fallback ran
+on one thread: on a Zen 3 EPYC (AVX2 only) the default metric set at the unified scale ran 13.7 min single-threaded
+without finishing, where it takes 99 s on a Zen 4. There mAP@1000 takes the engine's exact search to depth 1,000
+(fp32 on such a CPU, :mod:`umlkit.metrics.kernels`), unless bf16 is pinned (``search_dtype`` or
+``UMLKIT_SEARCH_DTYPE=bf16``). Both give the same values; only the time differs.
+
 Queries whose floor is not positive (int16 order breaks for negative floats) or whose certificate fails take the
 exact search (:func:`umlkit.metrics.knn.knn_search_checked`, depth ``limit``): the value never depends on the sample,
 only the speed does. Galleries under :data:`STREAM_MIN_GALLERY` items or of 2^21 items or more (the keys' index field),
@@ -39,7 +46,7 @@ import torch
 
 from umlkit.metrics.knn import bf16_error_bound, knn_search_checked, monotone_bits, rescore, rescore_pairs
 
-__all__ = ["STREAM_MAX_CLASS", "STREAM_MAX_GALLERY", "STREAM_MIN_GALLERY", "streamed_matches"]
+__all__ = ["STREAM_MAX_CLASS", "STREAM_MAX_GALLERY", "STREAM_MIN_GALLERY", "streamed_matches", "streams"]
 
 STREAM_MIN_GALLERY = 32_000   # below this the sample holds too few items for the cut; the engine's search is used
 STREAM_MAX_GALLERY = 1 << 21  # gallery indices fill 21 bits of the ranking keys
@@ -51,6 +58,19 @@ _TILE = 4096                  # gallery items per GEMM tile (8 MB of bf16 scores
 _EXACT_ROWS = 128             # queries per exact search (depth 1,000 reads whole rows: 0.1 GB at 148,500 items)
 _ROUNDING = 2.0 ** -7         # bf16 rounding of the product, relative (see knn.bf16_error_bound)
 _INDEX_FIELD = (1 << 21) - 1  # the keys' gallery-index field (bits 0-20)
+
+
+def streams(search_dtype: torch.dtype | None = None) -> tuple[bool, str]:
+    """Whether a large gallery's mAP@1000 takes the streamed bf16 pass on this machine, and why (the kernel rule of
+    :mod:`umlkit.metrics.kernels`: native bf16, or bf16 pinned by ``search_dtype`` or ``UMLKIT_SEARCH_DTYPE``)."""
+    from umlkit.metrics.kernels import cpu_flags, native
+    from umlkit.metrics.knn import forced_search_dtype
+    if search_dtype == torch.bfloat16 or (search_dtype is None and forced_search_dtype() == torch.bfloat16):
+        return True, "one streamed bf16 pass (bf16 pinned)"
+    if native("bf16", cpu_flags()):
+        return True, "one streamed bf16 pass (this CPU runs bf16 natively)"
+    return False, ("the exact search to depth 1,000, not the streamed bf16 pass: this CPU has no native bf16 "
+                   "(no avx512_bf16/amx_bf16, or oneDNN limited below them), where that pass would be emulated")
 
 
 def streamed_matches(q: torch.Tensor, g: torch.Tensor, ql: torch.Tensor, gl: torch.Tensor,

@@ -41,7 +41,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from umlkit.metrics.deep_ap import STREAM_MAX_CLASS, STREAM_MAX_GALLERY, STREAM_MIN_GALLERY, streamed_matches
+from umlkit.metrics.deep_ap import STREAM_MAX_CLASS, STREAM_MAX_GALLERY, STREAM_MIN_GALLERY, streamed_matches, streams
 from umlkit.metrics.knn import knn_search, knn_search_checked
 from umlkit.metrics.threads import limited_threads
 
@@ -387,7 +387,7 @@ def _matches(q, g, ql, gl, depth, self_index, any_self, others, class_count, sea
     same as in one block)."""
     nq = q.shape[0]
     if "mAP@1000" in others and STREAM_MIN_GALLERY <= g.shape[0] < STREAM_MAX_GALLERY and \
-            int(class_count.max()) <= STREAM_MAX_CLASS:
+            int(class_count.max()) <= STREAM_MAX_CLASS and streams(search_dtype)[0]:
         yield from streamed_matches(q, g, ql, gl, self_index if any_self else None, class_count, int(depth.max()),
                                     progress=progress)
         return
