@@ -15,6 +15,8 @@
 #   profile      where PUMA's step goes against full fine-tuning's (torch.profiler, kernel times and counts)
 #   vptsp-step   VPTSP's Table 10 step times at the full profile (benchmarks/bench_vptsp_step.py)
 #   pretrain-wide  the regime map's wide backbone pretrained on the GPU (its weights go to OUT_DIR/wide/)
+#   cross-cpu    four stored quick records retrained on this machine's host CPU, natively and with the numerics
+#                pinned to AVX2 (benchmarks/cross_cpu_records.py; compare with the AVX2 host's file, issue 74 item 5)
 # Usage: benchmarks/gpu_checks.sh OUT_DIR [CHECK[:SECONDS] ...]   (default: epoch-parts train-step profile full-epoch)
 # pytorch-metric-learning must be importable (umlkit's losses need it; the device image lacks it: carry its wheel).
 # Everything is logged to OUT_DIR/all.log; PYTHON picks the interpreter, SRC the package's folder (default ./src).
@@ -68,8 +70,9 @@ for check in $checks; do
     pretrain-wide) step "$name" "${limit:-300}" "$py" -c \
         'import sys; from umlkit.cli import main; sys.exit(main(sys.argv[1:]))' \
         data pretrain-mini --recipe wide --device cuda --out "$out/wide" ;;
+    cross-cpu) step "$name" "${limit:-240}" "$py" benchmarks/cross_cpu_records.py --out "$out/cross_cpu_device_host.json" ;;
     *) echo "=== unknown check $name (expected full-epoch, epoch-parts, loader, train-step, compile, compile-epoch, capture, eval," \
-        "profile, vptsp-step or pretrain-wide)" >>"$log" ;;
+        "profile, vptsp-step, pretrain-wide or cross-cpu)" >>"$log" ;;
     esac
 done
 echo "=== done $(date -u +%H:%M:%S)" >>"$log"

@@ -35,6 +35,7 @@ def test_cli_evaluate(tmp_path, capsys):
     assert out["MAP@R"] is None and out["R@1"] == 0.0
 
 
+@pytest.mark.kernel_rule
 def test_cli_evaluate_explain_says_which_kernel_and_why_on_stderr(tmp_path, capsys, monkeypatch):
     """A small file: fp32 without timing anything (its pair count against the representative search's); a large
     one (the representative size lowered) names the kernel that finished the representative search first, with the

@@ -11,6 +11,7 @@ umlkit therefore goes through these helpers, which look in this order:
 """
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -23,12 +24,19 @@ def _looks_like_repo(path: Path) -> bool:
     return (path / "_config.yml").is_file() and (path / "book").is_dir()
 
 
+@functools.lru_cache(maxsize=1)
+def _package_checkout() -> Path | None:
+    """The checkout holding this file in an editable (src-layout) install (src/umlkit/_paths.py -> parents[2]), or
+    None; looked up once per process (a scoreboard asks for it about 20,000 times: 5 s of path resolution on a
+    Zen 3)."""
+    candidate = Path(__file__).resolve().parents[2]
+    return candidate if _looks_like_repo(candidate) else None
+
+
 def repo_root() -> Path | None:
     """The umlkit checkout this code runs from, or ``None`` when installed outside a checkout."""
-    here = Path(__file__).resolve()
-    # src/umlkit/_paths.py -> parents[2] is the checkout in an editable (src-layout) install.
-    candidate = here.parents[2]
-    if _looks_like_repo(candidate):
+    candidate = _package_checkout()
+    if candidate is not None:
         return candidate
     cwd = Path.cwd().resolve()
     for folder in (cwd, *cwd.parents):

@@ -414,7 +414,9 @@ def _verify_sample(args: argparse.Namespace, folder: str | None) -> int:
             print(f"    {key}: stored {old:g}, retrained {new:g} (diff {new - old:+.3g}; {spread}): {kind}")
     outside = sum(c.worst == "outside the seed spread" for c in found)
     same = sum(c.worst == "identical" for c in found)
-    print(f"{len(found)} record(s) retrained: {same} identical, {outside} with a metric outside the seed spread "
+    metrics = sum(c.worst.startswith("metrics identical") for c in found) + same
+    print(f"{len(found)} record(s) retrained: {metrics} identical in every metric ({same} in every field), {outside} "
+          f"with a metric outside the seed spread "
           f"(tolerance: {TOLERANCE_SDS:.2f} x the cell's seed s.d., the 95 % range of two independent seeds' "
           f"difference)")
     return 1 if outside else 0

@@ -72,7 +72,7 @@ def test_verify_sample_retrains_in_a_temporary_folder_and_reports_each_field(sto
     assert cli.main(["records", "verify", "--sample", "3"]) == 0
     out = capsys.readouterr().out
     assert stored_cell["calls"] == 3 and out.count("identical: Linear-seed") == 3
-    assert "3 record(s) retrained: 3 identical, 0 with a metric outside the seed spread" in out
+    assert "3 record(s) retrained: 3 identical in every metric (3 in every field), 0 with a metric outside" in out
     stored_cell["value"] = 6.0                     # beyond 5.54 = 2.77 x the cell's s.d. of 2.0
     assert cli.main(["records", "verify", "--sample", "1", "--match", "seed1$"]) == 1
     out = capsys.readouterr().out

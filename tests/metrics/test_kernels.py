@@ -8,6 +8,8 @@ import torch
 
 from umlkit.metrics import kernels, knn, threads
 
+pytestmark = pytest.mark.kernel_rule   # each test sets the CPU's flags itself (tests/test_any_cpu.py)
+
 BIG = 100_000 ** 2   # pairs: above the representative search, within the memory budget
 
 
