@@ -187,11 +187,13 @@ def test_the_parameter_table_is_read_from_every_chapters_parameters_cell():
     parameter says what it does, and the page "Running the book" shows the generated table (so the two never
     disagree)."""
     from umlkit._book import chapter_parameters, parameters_of
-    src = ('# quick or full\nPROFILE = "quick"\nSEEDS = [0,\n         1]  # seeds per cell\nX = 1\n'
-           'import os  # not a parameter\n')
-    assert parameters_of(src) == [{"parameter": "PROFILE", "default": '"quick"', "meaning": "quick or full"},
-                                  {"parameter": "SEEDS", "default": "[0,\n         1]", "meaning": "seeds per cell"},
-                                  {"parameter": "X", "default": "1", "meaning": ""}]
+    src = ('# quick or full\nPROFILE: str = "quick"\nSEEDS = [0,\n         1]  # seeds per cell\nX = 1\n'
+           'ROOT: "str or None" = None  # a folder\nimport os  # not a parameter\n')
+    assert parameters_of(src) == [
+        {"parameter": "PROFILE", "type": "str", "default": '"quick"', "meaning": "quick or full"},
+        {"parameter": "SEEDS", "type": None, "default": "[0,\n         1]", "meaning": "seeds per cell"},
+        {"parameter": "X", "type": None, "default": "1", "meaning": ""},
+        {"parameter": "ROOT", "type": "str or None", "default": "None", "meaning": "a folder"}]
     table = chapter_parameters()
     assert (table["meaning"] != "").all(), table[table["meaning"] == ""]
     assert {"puma", "oodml", "vptsp", "language_guidance", "regime_map"} <= set(table["chapter"])
@@ -199,6 +201,33 @@ def test_the_parameter_table_is_read_from_every_chapters_parameters_cell():
     running = (Path(__file__).resolve().parents[1] / "book" / "running.ipynb").read_text()
     assert "chapter_parameters()" in running
     assert "book/running" in (Path(__file__).resolve().parents[1] / "_toc.yml").read_text()
+
+
+def test_papermill_lists_every_chapters_parameters_with_type_and_default_and_no_warning(caplog):
+    """``papermill --help-notebook`` (papermill's own parser: one ``=`` per line, the type from the annotation)
+    finds every parameter each chapter declares, with its type and default, and warns about no line; the command
+    itself, as the Running page gives it, lists OVERRIDES for a paper chapter."""
+    import logging
+    import subprocess
+    import sys
+
+    import papermill
+
+    from umlkit._book import notebook_parameters, toc_chapters
+    root = Path(__file__).resolve().parents[1]
+    caplog.set_level(logging.WARNING, logger="papermill")
+    for path in toc_chapters(root):
+        declared = notebook_parameters(path)
+        found = papermill.inspect_notebook(str(path))
+        assert list(found) == list(declared), path.name
+        for name, p in found.items():
+            assert p["inferred_type_name"] not in ("None", None), (path.name, name)
+            assert p["default"] is not None, (path.name, name)
+    assert not [r for r in caplog.records if "Unable to parse" in r.getMessage()], caplog.text
+    done = subprocess.run([sys.executable, "-m", "papermill", "--help-notebook", str(root / "book" / "oodml.ipynb")],
+                          capture_output=True, text=True, check=True)
+    assert "OVERRIDES: list (default [])" in done.stdout and "TRAIN: bool (default False)" in done.stdout, done.stdout
+    assert "Unable to parse" not in done.stderr
 
 
 def test_a_corrupt_chapter_stops_the_sync_before_any_chapter_is_written(tmp_path):

@@ -255,8 +255,9 @@ def notebook_parameters(path: str | Path) -> tuple[str, ...]:
 
 
 def parameters_of(source: str) -> list[dict]:
-    """The assignments of a parameters cell: name, default (its source text) and meaning (the comment after it on
-    the same line, else the comment lines right above it)."""
+    """The assignments of a parameters cell: name, type (its annotation's text, ``NAME: int = 2``: what
+    ``papermill --help-notebook`` shows), default (its source text) and meaning (the comment after it on the same
+    line, else the comment lines right above it)."""
     import ast
     import io
     import tokenize
@@ -265,21 +266,25 @@ def parameters_of(source: str) -> list[dict]:
     lines = source.splitlines()
     out = []
     for node in ast.parse(source).body:
-        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            name, kind = node.target.id, ast.get_source_segment(source, node.annotation).strip("\"'")
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            name, kind = node.targets[0].id, None
+        else:
             continue
         after = [comments[n] for n in range(node.lineno, node.end_lineno + 1) if n in comments]
         above, n = [], node.lineno - 1
         while n >= 1 and lines[n - 1].lstrip().startswith("#"):
             above.insert(0, comments[n])
             n -= 1
-        out.append({"parameter": node.targets[0].id, "default": ast.get_source_segment(source, node.value),
+        out.append({"parameter": name, "type": kind, "default": ast.get_source_segment(source, node.value),
                     "meaning": " ".join(after or above)})
     return out
 
 
 def chapter_parameters(root: str | Path | None = None):
     """One line per parameter of every chapter (the cell tagged ``parameters``, what papermill replaces): chapter,
-    parameter, default and meaning, in the book's order - the table of the page "Running the book", generated so
+    parameter, type, default and meaning, in the book's order - the table of the page "Running the book", generated so
     that it never disagrees with the notebooks."""
     import nbformat
     import pandas as pd
@@ -292,7 +297,7 @@ def chapter_parameters(root: str | Path | None = None):
                  if c.cell_type == "code" and "parameters" in c.metadata.get("tags", [])]
         for cell in cells[:1]:
             rows += [{"chapter": path.stem, **p} for p in parameters_of(cell.source)]
-    return pd.DataFrame(rows, columns=["chapter", "parameter", "default", "meaning"])
+    return pd.DataFrame(rows, columns=["chapter", "parameter", "type", "default", "meaning"])
 
 
 def _sync_badge(nb, text: str, path: Path) -> None:
