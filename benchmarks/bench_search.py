@@ -79,12 +79,19 @@ def same_sets(a: torch.Tensor, b: torch.Tensor, depth: torch.Tensor) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scales", default="0.05,0.2,1.0", help="fractions of the 148,500-item problem")
-    parser.add_argument("--impls", default="faiss,umlkit,umlkit-int8,umlkit-bf16,umlkit-fp32")
+    parser.add_argument("--impls", default=None, help="default: faiss,umlkit,umlkit-int8,umlkit-bf16,umlkit-fp32, "
+                        "less the kernels this CPU cannot run natively (the kernel rule: umlkit.metrics.kernels)")
     parser.add_argument("--data", choices=("uml", "collapsed", "random"), default="uml")
     parser.add_argument("--items", default="20000", help="sizes of the collapsed or random sets (comma-separated)")
     parser.add_argument("--dim", type=int, default=128)
     args = parser.parse_args()
-    impls = args.impls.split(",")
+    impls = (args.impls or "faiss,umlkit,umlkit-int8,umlkit-bf16,umlkit-fp32").split(",")
+    if args.impls is None:   # forced kernels an AVX2-only CPU emulates would run for many minutes
+        from umlkit.metrics.kernels import cpu_flags, native
+        slow = [i for i, kind in (("umlkit-int8", "int8"), ("umlkit-bf16", "bf16")) if not native(kind, cpu_flags())]
+        if slow:
+            impls = [i for i in impls if i not in slow]
+            print(f"# left out: {', '.join(slow)} (no native kernel on this CPU; name them in --impls to time them)")
     unknown = [i for i in impls if i != "faiss" and i not in DTYPES]
     if unknown:
         parser.error(f"--impls: unknown {unknown}; expected faiss or one of {sorted(DTYPES)}")

@@ -20,7 +20,17 @@ def test_auto_precision_follows_the_device(monkeypatch):
     assert resolve_precision("auto", torch.device("cuda")) == "bf16"
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: False)
     assert resolve_precision("auto", torch.device("cuda")) == "fp16"
-    assert resolve_precision("bf16", torch.device("cpu")) == "bf16"     # an explicit choice is kept
+    from umlkit.metrics import kernels
+    monkeypatch.setattr(kernels, "cpu_flags", lambda: {"avx2", "avx512f", "avx512_bf16", "avx512_vnni"})   # Zen 4
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    assert resolve_precision("bf16", torch.device("cpu")) == "bf16"     # an explicit choice is kept where native
+    monkeypatch.setattr(kernels, "cpu_flags", lambda: {"avx2", "fma"})                                     # Zen 3
+    with pytest.warns(UserWarning, match="no native bf16.*training in fp32 instead"):
+        assert resolve_precision("bf16", torch.device("cpu")) == "fp32"
+    monkeypatch.setattr(kernels, "cpu_flags", lambda: {"avx2", "avx512f", "avx512_bf16"})
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")                    # oneDNN limited below bf16
+    with pytest.warns(UserWarning, match="no native bf16"):
+        assert resolve_precision("bf16", torch.device("cpu")) == "fp32"
     with pytest.raises(ValueError, match="precision = 'fp16' needs a GPU.*--set precision=auto"):
         resolve_precision("fp16", torch.device("cpu"))
 

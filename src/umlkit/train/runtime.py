@@ -5,7 +5,8 @@ The papers trained on GPUs in 16-bit mixed precision (PUMA: fp16 autocast; VPTSP
 workers; the same configuration on a CPU, a GPU without bf16 or a two-core machine should run (``auto``) or stop
 at once with the fix, never after the data loaded or an epoch in. ``auto`` resolves as: device - the first GPU
 when torch sees one, else the CPU; precision - bf16 on a GPU that supports it, fp16 on an older GPU, fp32 on the
-CPU (bf16 autocast on a CPU without native bf16 matrix units is slower than fp32); loader workers - one per core
+CPU (bf16 autocast on a CPU without native bf16 matrix units is slower than fp32, so an explicit bf16 takes fp32
+there, with a warning); loader workers - one per core
 but one, at most 8.
 
 Why by hand: these are a few checks of torch's device queries; no library owns them.
@@ -34,11 +35,21 @@ def resolve_device(name: str) -> torch.device:
 
 
 def resolve_precision(name: str, device: torch.device) -> str:
-    """``auto`` -> bf16 / fp16 / fp32 for ``device`` (see the module docstring); fp16 on the CPU is an error."""
+    """``auto`` -> bf16 / fp16 / fp32 for ``device`` (see the module docstring); fp16 on the CPU is an error; bf16
+    on a CPU without native bf16 (the kernel rule of :mod:`umlkit.metrics.kernels`: no avx512_bf16/amx_bf16, or
+    oneDNN limited below them) runs fp32 and says so: oneDNN emulates bf16 there at about 0.1x fp32."""
     if name == "auto":
         if device.type != "cuda":
             return "fp32"
         return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    if name == "bf16" and device.type == "cpu":
+        from umlkit.metrics.kernels import cpu_flags, native
+        if not native("bf16", cpu_flags()):
+            import warnings
+            warnings.warn("config key precision = 'bf16': this CPU has no native bf16 (no avx512_bf16/amx_bf16, or "
+                          "ONEDNN_MAX_CPU_ISA below them), where bf16 autocast is emulated at about 0.1x fp32; "
+                          "training in fp32 instead", stacklevel=2)
+            return "fp32"
     if name == "fp16" and device.type != "cuda":
         raise ValueError(f"config key precision = 'fp16' needs a GPU and this run is on {device}; use precision: auto "
                          f"(fp32 on the CPU) or bf16 (--set precision=auto)")
