@@ -43,7 +43,7 @@ def _child(mode: str, paths: list[str]) -> dict:
     if mode == "pinned":
         torch.use_deterministic_algorithms(True)
     os.environ["UMLKIT_RESULTS"] = tempfile.mkdtemp(prefix="umlkit-cross-cpu-")
-    from umlkit.experiments.runners import run
+    from umlkit.experiments.runs.runners import run
     out, seconds = {}, {}
     for p in paths:
         rec = json.loads((ROOT / p).read_text())
@@ -72,7 +72,7 @@ def _run(modes: list[str], paths: list[str]) -> dict:
 
 def _compare(files: list[str]) -> None:
     sys.path.insert(0, str(ROOT / "src"))
-    from umlkit.experiments.record_check import flatten
+    from umlkit.experiments.runs.record_check import flatten
     runs = {}
     for f in files:
         data = json.loads(Path(f).read_text())

@@ -3,7 +3,7 @@
 What a user's first GPU hour spends: PUMA's Table 2 unified run (``Ours``: ViT-S/16 at 224 px, stochastic adapters
 + conditional prompt pool, CurricularFace, all eight sources, batch 180) and, as the baseline measured in the same
 run, Table 2's full fine-tuning with the same loss (``CurricularFace``), each taken from PUMA's full-profile job
-list (``umlkit.experiments.registry.papers()["puma"].job_list("tables", "full")``) unchanged except: ``--epochs``
+list (``umlkit.experiments.tables.registry.papers()["puma"].job_list("tables", "full")``) unchanged except: ``--epochs``
 epochs (2 by default: the first holds cuDNN's autotuning and the loader's start), one evaluation after the last
 epoch, random-init weights (the hub cannot be reached; the weights do not change the time), and the data root.
 The data are UML-Mini written in each real dataset's on-disk layout (``make_mini(size="large")``: 100 classes of
@@ -45,8 +45,8 @@ def job_config(label: str, epochs: int, device: str, workers: str | None = None,
                seed: int | None = None) -> dict:
     """The first configuration of PUMA's full-profile Table 2 job ``label``, cut to ``epochs`` epochs (and
     ``workers`` loader processes, ``train.compile`` and the seed where given)."""
-    from umlkit.experiments.registry import papers
-    from umlkit.experiments.table_runs import configs_of
+    from umlkit.experiments.ops.table_runs import configs_of
+    from umlkit.experiments.tables.registry import papers
     jobs = [j for j in papers()["puma"].job_list("tables", "full") if j[0] == "table2" and j[1] == label]
     if not jobs:
         raise SystemExit(f"--jobs: no job {label!r} in PUMA's full-profile Table 2 job list")

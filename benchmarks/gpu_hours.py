@@ -49,8 +49,8 @@ def main() -> None:
     import tempfile
 
     from tests.full.world import full_jobs, make_world
-    from umlkit.experiments.gpu_budget import REFERENCE_BACKBONE, backbone_cost, price
-    from umlkit.experiments.table_runs import configs_of
+    from umlkit.experiments.ops.gpu_budget import REFERENCE_BACKBONE, backbone_cost, price
+    from umlkit.experiments.ops.table_runs import configs_of
     mp = pytest.MonkeyPatch()
     make_world(Path(tempfile.mkdtemp(prefix="umlkit_gpu_hours_")), mp)
     r = rates()

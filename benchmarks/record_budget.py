@@ -59,8 +59,8 @@ def _work(args):
     job, runner = args
     import torch
 
-    from umlkit.experiments import runners
-    from umlkit.experiments.records import find_record, load_record, normalise_key
+    from umlkit.experiments.runs import runners
+    from umlkit.experiments.runs.records import find_record, load_record, normalise_key
     torch.set_num_threads(1)
     t0 = time.perf_counter()
     result = runners.run(runner, job[2])
@@ -81,7 +81,7 @@ def main() -> None:
     args = parser.parse_args()
     from umlkit.experiments.papers import language_guidance, oodml, vptsp
     module = {"oodml": oodml, "language_guidance": language_guidance, "vptsp": vptsp}[args.paper]
-    from umlkit.experiments.records import config_hash, normalise_key
+    from umlkit.experiments.runs.records import config_hash, normalise_key
     jobs, seen = [], set()
     for name in args.jobs:   # a run listed by two job lists is one record
         for job in module.job_list(name, "quick"):

@@ -18,9 +18,9 @@ STORE = Path(__file__).resolve().parent / "artefact_inputs.json"
 # weights are added to every hash
 # (a ``path.py:f,g`` entry hashes only those top-level functions of a module that also holds unrelated code)
 ARTEFACTS = {
-    "oodml_quick_splits": ["src/umlkit/experiments/split_making.py:make_splits,source_class_means,fid_progression,"
-                           "_jsonable", "src/umlkit/experiments/source_recipe.py:methods_config",
-                           "src/umlkit/experiments/splits.py", "src/umlkit/metrics/distribution.py",
+    "oodml_quick_splits": ["src/umlkit/experiments/papers/oodml/split_making.py:make_splits,source_class_means,"
+                           "fid_progression,_jsonable", "src/umlkit/experiments/recipes/source.py:methods_config",
+                           "src/umlkit/experiments/splits/features.py", "src/umlkit/metrics/distribution.py",
                            "src/umlkit/train/evaluate.py",
                            "configs/oodml/methods.yaml"],
 }
@@ -43,7 +43,7 @@ def _text(entry: str) -> str:
 def _normalised(rel: str, text: str) -> str:
     """What of a file counts: a module's tokens (no comments or docstrings), a YAML file's parsed content (its
     comments do not count), any other file's text."""
-    from umlkit.experiments.fingerprint import normalised_tokens
+    from umlkit.experiments.runs.fingerprint import normalised_tokens
     if rel.endswith(".py"):
         return normalised_tokens(text)
     if rel.endswith((".yaml", ".yml")):

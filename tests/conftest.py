@@ -26,14 +26,14 @@ def bench(request):
 @pytest.fixture(scope="session")
 def quick_board():
     """The quick profile's scoreboard from the committed records, computed once per test session (read-only)."""
-    from umlkit.experiments.scoreboard import scoreboard
+    from umlkit.experiments.views.scoreboard import scoreboard
     return scoreboard("quick")
 
 
 @pytest.fixture()
 def no_training(monkeypatch):
     """Every registered runner refuses: a test that reads records must not train."""
-    from umlkit.experiments import runners
+    from umlkit.experiments.runs import runners
 
     def refuse(key):
         raise AssertionError("reading records must not train")

@@ -47,7 +47,7 @@ def test_the_root_modules_import_no_layer():
     """Root helpers (paths, hub probe, results I/O, registries, progress) sit below every layer; the entry points
     (cli and its cluster side, reproduce, the book tools, the package's own __init__) are above them all and
     excluded."""
-    entry = {"cli.py", "cli_cluster.py", "reproduce.py", "_book.py", "__init__.py", "paper.py"}
+    entry = {"cli.py", "cli_cluster.py", "reproduce.py", "_book.py", "__init__.py"}
     bad = [f"{p.name} imports {m}" for p in SRC.glob("*.py") if p.name not in entry for m in _imports(p)
            if _layer(m)]
     assert not bad, bad
@@ -70,8 +70,9 @@ def _paper_packages() -> list[Path]:
 
 # the packages that hold a module beyond the fixed shape, and why (the regime map's second and third editions are
 # further tables of the book's own experiment, sharing the first edition's helpers; language guidance's
-# language files are its alone)
+# language files are its alone; ooDML's split making is its own protocol, the splits it writes are shared)
 EXTRA_MODULES = {"regime": {"edition2.py", "edition3.py", "edition3_views.py"},
+                 "oodml": {"split_making.py"},
                  "language_guidance": {"language_store.py", "ceiling_probe.py", "wordnet_names.py"}}
 
 
@@ -79,7 +80,7 @@ def test_every_paper_is_a_package_of_the_fixed_shape():
     """``experiments/papers/<paper>/`` holds exactly tables.yaml, config.py, chapter.py and the registering
     __init__.py (plus the listed exceptions, each imported by its __init__); the registry discovers every package
     and each registers itself."""
-    from umlkit.experiments.registry import papers
+    from umlkit.experiments.tables.registry import papers
     found = {p.name: {f.name for f in p.iterdir() if not f.name.startswith((".", "__pycache__"))}
              for p in _paper_packages()}
     assert found and all(files == PAPER_FILES | EXTRA_MODULES.get(name, set()) for name, files in found.items()), found
@@ -206,7 +207,7 @@ def _config_calls(path: Path) -> list[str]:
 
 
 def test_a_papers_config_builds_no_table_or_claim_and_reads_no_file():
-    """Tables and claims are declared in tables.yaml and built by umlkit.experiments.table_builder; files are read by
+    """Tables and claims are declared in tables.yaml and built by umlkit.experiments.tables.builder; files are read by
     the shared services (paper_configs, splits, results). config.py keeps the genuine logic: row builders, record
     keys, scores."""
     bad = [c for pkg in _paper_packages() for c in _config_calls(pkg / "config.py")]
@@ -256,3 +257,56 @@ def test_no_function_is_longer_than_80_lines():
            for p in sorted(SRC.rglob("*.py")) for n in ast.walk(ast.parse(p.read_text()))
            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno + 1 > 80]
     assert not bad, bad
+
+
+EXPERIMENTS = SRC / "experiments"
+ROOMS = sorted(p.name for p in EXPERIMENTS.iterdir() if (p / "__init__.py").is_file() and p.name != "papers")
+
+
+def _may_import(room: str) -> tuple[str, ...]:
+    """The ``MAY_IMPORT`` tuple a room's ``__init__.py`` declares (read from its source, not imported)."""
+    for node in ast.parse((EXPERIMENTS / room / "__init__.py").read_text()).body:
+        if isinstance(node, ast.AnnAssign | ast.Assign):
+            target = node.target if isinstance(node, ast.AnnAssign) else node.targets[0]
+            if getattr(target, "id", "") == "MAY_IMPORT":
+                return tuple(ast.literal_eval(node.value))
+    raise AssertionError(f"experiments/{room}/__init__.py declares no MAY_IMPORT")
+
+
+def test_experiments_holds_rooms_and_papers_only():
+    """No shared module lies loose in experiments/: each sits in a named room (a package that says what it may
+    import), beside papers/."""
+    loose = sorted(p.name for p in EXPERIMENTS.glob("*.py") if p.name != "__init__.py")
+    assert not loose, loose
+    assert {"splits", "runs", "recipes", "claims", "tables", "views", "ops", "pages"} <= set(ROOMS), ROOMS
+
+
+@pytest.mark.parametrize("room", ROOMS)
+def test_a_room_imports_only_the_rooms_it_declares(room):
+    """Every import of a room's modules (module level or inside a function) into another room is one its
+    ``MAY_IMPORT`` names; no room imports a paper (papers register themselves)."""
+    allowed = set(_may_import(room)) | {room}
+    assert set(_may_import(room)) <= set(ROOMS), _may_import(room)
+    bad = []
+    for path in sorted((EXPERIMENTS / room).rglob("*.py")):
+        for module in _imports(path):
+            parts = module.split(".")
+            if parts[:2] == ["umlkit", "experiments"] and len(parts) > 2 and parts[2] not in allowed:
+                bad.append(f"{path.relative_to(SRC)} imports {module}")
+    assert not bad, "\n".join(sorted(set(bad)))
+
+
+def test_the_room_rules_form_floors():
+    """The declared rules have no circle, so the rooms stack in floors (splits at the bottom) and a new function
+    goes to the lowest room whose imports it needs."""
+    assert _cycles({r: set(_may_import(r)) for r in ROOMS}) == []
+    assert _may_import("splits") == ()
+
+
+def test_the_room_check_sees_a_forbidden_import(tmp_path):
+    """The room rule reads imports as test_a_room_imports_only_the_rooms_it_declares does: a lazy import of views
+    from claims would be caught."""
+    f = tmp_path / "m.py"
+    f.write_text("def f():\n    from umlkit.experiments.views.prose import fmt\n")
+    assert "umlkit.experiments.views.prose" in _imports(f)
+    assert "views" not in _may_import("claims")

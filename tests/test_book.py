@@ -26,7 +26,7 @@ def test_every_paper_is_linked_from_the_front_page_and_its_chapters_opening_and_
     (the first markdown cell) of each of its chapters; the Colab badge is the book's own image, which exists."""
     import re
 
-    from umlkit.experiments.registry import papers
+    from umlkit.experiments.tables.registry import papers
     first = {p.stem: "".join(json.loads(p.read_text())["cells"][0]["source"]) for p in (ROOT / "book").glob("*.ipynb")}
     linked = [p for p in papers().values() if p.link]
     assert {p.name for p in linked} == {"puma", "oodml", "vptsp", "language_guidance"}

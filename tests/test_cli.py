@@ -86,7 +86,7 @@ def test_cli_errors_are_one_line_naming_the_input(tmp_path, capsys):
 
 def test_cli_records_status_counts_the_stored_records_of_a_job_list(capsys):
     from umlkit.experiments.papers import oodml
-    from umlkit.experiments.records import find_record, normalise_key
+    from umlkit.experiments.runs.records import find_record, normalise_key
     jobs = oodml.ENTRY.job_list("lr_sweep")
     have = sum(find_record(normalise_key(k), "quick") is not None for _, _, k in jobs)
     assert cli.main(["records", "status", "oodml", "lr_sweep"]) == 0
@@ -120,8 +120,8 @@ def test_one_tables_runs_are_selected_by_its_declaration_not_by_labels(capsys):
     out = capsys.readouterr().out.splitlines()
     listed = [line.split(None, 1)[1] for line in out if line.startswith(("stored", "missing"))]
     # 3 rows x 3 seeds, and seeds 3 and 4 of the rows the extra-seed plan (configs/more_seeds.yaml) extends
-    from umlkit.experiments import more_seeds
-    from umlkit.experiments.table_runs import table_jobs, table_spec
+    from umlkit.experiments.claims import more_seeds
+    from umlkit.experiments.ops.table_runs import table_jobs, table_spec
     extra = len(more_seeds.jobs({"t": table_spec("vptsp", "Table 6")}))
     assert len(listed) == 9 + extra and len(set(listed)) == len(listed) and extra > 0
     assert {x.rsplit("-seed", 1)[1] for x in listed} == {"0", "1", "2", "3", "4"}
@@ -139,7 +139,7 @@ def test_one_tables_runs_are_selected_by_its_declaration_not_by_labels(capsys):
 def test_reproduce_table_dry_run_lists_and_trains_nothing(capsys, no_training):
     assert cli.main(["reproduce", "--paper", "vptsp", "--table", "Table 7", "--dry-run"]) == 0
     out = capsys.readouterr().out.splitlines()
-    from umlkit.experiments.table_runs import table_jobs
+    from umlkit.experiments.ops.table_runs import table_jobs
     n = len(table_jobs("vptsp", "Table 7"))   # 5 rows x 3 seeds + its floor, and the seed plans' extra seeds
     assert n > 16 and out[-1] == f"vptsp Table 7 (quick): {n} runs, 0 to train; nothing was run"
     assert out[-2].startswith("stored runs took ") and out[-2].endswith(" min in all")
@@ -162,7 +162,7 @@ def test_reproduce_table_estimates_the_missing_runs_from_the_stored_wall_times(c
     import json
     import shutil
 
-    from umlkit.experiments.table_runs import job_status, table_jobs
+    from umlkit.experiments.ops.table_runs import job_status, table_jobs
     status = job_status(table_jobs("vptsp", "Table 7"))
     keep = status.iloc[[0, 1]]
     monkeypatch.setenv("UMLKIT_RESULTS", str(tmp_path))
@@ -191,7 +191,7 @@ def test_reproduce_table_estimates_the_missing_runs_from_the_stored_wall_times(c
 def test_time_estimate_by_hand():
     import pandas as pd
 
-    from umlkit.experiments.table_runs import time_estimate
+    from umlkit.experiments.ops.table_runs import time_estimate
     status = pd.DataFrame({"label": ["a-seed0", "a-seed1", "b-seed0", "a-seed2", "b-seed1", "c-seed0", "x"],
                            "runner": [""] * 7,   # runners not known
                            "stored": [True, True, True, False, False, False, False],
@@ -209,14 +209,14 @@ def test_time_estimate_by_hand():
 
 
 def test_table_names_match_whatever_their_spelling_and_an_ambiguous_or_unknown_name_lists_them():
-    from umlkit.experiments.table_runs import table_spec
+    from umlkit.experiments.ops.table_runs import table_spec
     assert table_spec("vptsp", "table6").table == table_spec("vptsp", "TABLE_6").table == "Table 6"
     with pytest.raises(KeyError, match="its tables: Table 1, Table 2"):
         table_spec("vptsp", "table66")
     import types
     import unittest.mock
 
-    from umlkit.experiments import table_runs
+    from umlkit.experiments.ops import table_runs
     # two names that differ only in punctuation: the same slug
     specs = {name: types.SimpleNamespace(table=name, slug="table6") for name in ("Table 6", "Table-6")}
     paper = types.SimpleNamespace(claim_tables=lambda profile: specs)
@@ -230,7 +230,7 @@ def test_a_failing_worker_is_named_with_the_end_of_its_output(tmp_path, monkeypa
     """The workers of reproduce --table --workers train in processes of their own: one that stops (here: the data
     root is a file) fails the command with its exit status, and the end of its output goes to stderr, not a silent
     gap in the table; the other worker is stopped."""
-    from umlkit.experiments.table_runs import table_jobs, train_in_workers
+    from umlkit.experiments.ops.table_runs import table_jobs, train_in_workers
     monkeypatch.setenv("UMLKIT_RESULTS", str(tmp_path / "results"))
     (tmp_path / "not_a_folder").write_text("x")
     monkeypatch.setenv("UMLKIT_DATA", str(tmp_path / "not_a_folder"))

@@ -239,7 +239,7 @@ def test_an_unexpected_exception_is_one_line_naming_its_type(monkeypatch, capsys
 
 def test_an_unreadable_stored_record_is_reported_not_counted(tmp_path, monkeypatch, capsys):
     """A truncated record file is neither "stored" nor silently skipped by ``records train``: both commands name it."""
-    from umlkit.experiments.records import find_record, normalise_key
+    from umlkit.experiments.runs.records import find_record, normalise_key
     job = cli._job_list("oodml", "tables", "quick")[0]
     source = find_record(normalise_key(job[2]), "quick")
     target = tmp_path / "quick" / source.relative_to(source.parents[3])
@@ -293,7 +293,8 @@ def test_a_results_folder_that_is_a_file_is_refused_by_name(tmp_path, monkeypatc
 
 
 def test_split_files_with_a_duplicate_id_or_a_nan_are_neither_written_nor_read(tmp_path, monkeypatch):
-    from umlkit.experiments import class_splits, split_making
+    from umlkit.experiments.papers.oodml import split_making
+    from umlkit.experiments.splits import committed as class_splits
     good = {"sources": {"cub": {"splits": [{"id": 1, "fid": 1.5}, {"id": 2, "fid": 3.0}]}}}
     path = tmp_path / "splits_quick.json"
     assert split_making.splits_json(good, path).startswith('{"sources":')
@@ -321,7 +322,7 @@ def test_split_files_with_a_duplicate_id_or_a_nan_are_neither_written_nor_read(t
 def test_imported_full_profile_splits_live_beside_the_users_data(tmp_path, monkeypatch):
     """`umlkit oodml import-splits` wrote into configs/ of the installed source tree; the full profile's split file
     is now the user's: <UMLKIT_DATA>/oodml/splits_full.json (the quick profile's stays committed in configs/)."""
-    from umlkit.experiments import class_splits
+    from umlkit.experiments.splits import committed as class_splits
     monkeypatch.setenv("UMLKIT_DATA", str(tmp_path))
     assert class_splits.splits_path("full") == tmp_path.resolve() / "oodml" / "splits_full.json"
     assert class_splits.splits_path("quick").parts[-3:] == ("configs", "oodml", "splits_quick.json")
@@ -338,7 +339,7 @@ def test_set_overrides_every_job_and_makes_them_runs_of_their_own(capsys):
 
 
 def test_full_profile_jobs_of_absent_datasets_are_skipped_with_one_line(tmp_path, monkeypatch, capsys):
-    from umlkit.experiments.table_runs import absent_datasets, drop_absent
+    from umlkit.experiments.ops.table_runs import absent_datasets, drop_absent
     (tmp_path / "CUB_200_2011").mkdir()
     monkeypatch.setenv("UMLKIT_DATA", str(tmp_path))
     assert cli.main(["records", "status", "vptsp", "tables", "--profile", "full"]) == 0
@@ -352,7 +353,7 @@ def test_full_profile_jobs_of_absent_datasets_are_skipped_with_one_line(tmp_path
     assert [j[1] for j in kept] == ["b"] and absent == {"cars": 1}
     specialists = {src: {**full, "data": {"root": None, "datasets": [src]}} for src in ("cub", "sop")}
     assert absent_datasets(specialists) == ["sop"]     # one configuration per source, each checked
-    from umlkit.experiments.table_runs import with_overrides
+    from umlkit.experiments.ops.table_runs import with_overrides
     (_, _, both), = with_overrides([("t", "s", specialists)], ["data.root=/d"])
     assert [c["data"]["root"] for c in both.values()] == ["/d", "/d"] and specialists["cub"]["data"]["root"] is None
 

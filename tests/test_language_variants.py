@@ -224,7 +224,7 @@ def test_reading_the_wordnet_rows_needs_no_wordnet(tmp_path, monkeypatch):
     from pathlib import Path
 
     from umlkit.experiments.papers.language_guidance.language_store import language_ref
-    from umlkit.experiments.records import read_only
+    from umlkit.experiments.runs.records import read_only
     monkeypatch.setenv("UMLKIT_WORDNET", str(tmp_path))
     assert not wn_names.available()
     with read_only():

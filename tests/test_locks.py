@@ -69,7 +69,7 @@ def _key(lr: float) -> dict:
 
 
 def test_a_record_another_process_trains_is_left_to_it(tmp_path, holder, monkeypatch):
-    from umlkit.experiments import records
+    from umlkit.experiments.runs import records
     monkeypatch.setenv("UMLKIT_RESULTS", str(tmp_path / "results"))
     key = _key(1e-3)
     pid = holder(tmp_path / "results" / "quick" / ".locks" / f"{records.config_hash(records.normalise_key(key))}.lock")
@@ -80,7 +80,7 @@ def test_a_record_another_process_trains_is_left_to_it(tmp_path, holder, monkeyp
 
 
 def test_a_record_finished_by_another_process_while_waiting_is_read_not_retrained(tmp_path, monkeypatch):
-    from umlkit.experiments import records
+    from umlkit.experiments.runs import records
     monkeypatch.setenv("UMLKIT_RESULTS", str(tmp_path / "results"))
     key = _key(2e-3)
     records.cached_record("p", "t", "a", key, lambda k: {"test": {"v": 1}}, "quick", log=None)

@@ -1,7 +1,7 @@
-"""umlkit.paper: the papers' tables as data."""
+"""umlkit.experiments.tables.paper_cells: the papers' tables as data."""
 import pytest
 
-from umlkit.paper import paper_table
+from umlkit.experiments.tables.paper_cells import paper_table
 
 
 def test_paper_table_lookup():
@@ -18,7 +18,7 @@ def test_a_table_takes_the_cells_its_text_lost_from_the_table_of_the_same_runs()
     agree, and the four Table 2 cells missing in the text come from Table S1, noted as such."""
     import pandas as pd
 
-    from umlkit.paper import paper_table, paper_tables_dir
+    from umlkit.experiments.tables.paper_cells import paper_table, paper_tables_dir
     raw = pd.read_csv(paper_tables_dir() / "language_guidance.csv", dtype={"setting": str, "section": str})
     raw = raw.fillna({"section": "", "setting": ""})
     keys = ["method", "setting", "dataset"]

@@ -40,6 +40,6 @@ def test_repo_folder_names_what_needs_it_outside_a_checkout(monkeypatch):
     with pytest.raises(FileNotFoundError, match="the ooDML experiments read configs/nowhere/"):
         paths.repo_folder("configs", "nowhere", what="the ooDML experiments")
     monkeypatch.setattr(paths, "repo_root", lambda: None)
-    from umlkit.paper import paper_tables_dir
+    from umlkit.experiments.tables.paper_cells import paper_tables_dir
     with pytest.raises(FileNotFoundError, match="the papers' tables read data/paper_tables/"):
         paper_tables_dir()

@@ -1,7 +1,7 @@
 """Move superseded quick-profile records (earlier learning rates, first versions of a row) out of the folders the
 tables read, into ``results/quick/archive/records/`` (issue 61, item 5). A record stays where it is when
 
-* a book build read it: ``UMLKIT_READ_LOG=FILE`` makes :func:`umlkit.experiments.records.find_record` list every
+* a book build read it: ``UMLKIT_READ_LOG=FILE`` makes :func:`umlkit.experiments.runs.records.find_record` list every
   record it returns; build the book with it first (after removing ``_build/.jupyter_cache`` so that every chapter
   executes), or
 * any job list of any registered paper names its key (what ``umlkit records train`` would train or skip; a run
@@ -22,8 +22,8 @@ import sys
 from pathlib import Path
 
 from umlkit._paths import repo_root, results_root
-from umlkit.experiments.records import find_record, read_only
-from umlkit.experiments.registry import papers
+from umlkit.experiments.runs.records import find_record, read_only
+from umlkit.experiments.tables.registry import papers
 
 
 def job_records(profile: str = "quick") -> set[Path]:

@@ -17,7 +17,7 @@ def main() -> int:
     args = p.parse_args()
     from umlkit.experiments.papers.language_guidance import ceiling_probe as cp
     os.environ["UMLKIT_RESULTS"] = str(cp.probe_root())   # its records: results/ceiling_probe/quick/records
-    from umlkit.experiments.records import cached_record, find_record, normalise_key
+    from umlkit.experiments.runs.records import cached_record, find_record, normalise_key
     i, n = (int(x) for x in args.worker.split("/"))
     profile = "quick"
 

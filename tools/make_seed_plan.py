@@ -1,5 +1,6 @@
 """Freeze a later seed plan from the quick board: ``--stage 2`` (``configs/seed_plan_2.yaml``), the rule of
-:mod:`umlkit.experiments.seed_plan` once more after the first plan's runs; ``--stage 3`` (``configs/seed_plan_3.yaml``),
+:mod:`umlkit.experiments.claims.seed_plan` once more after the first plan's runs; ``--stage 3``
+(``configs/seed_plan_3.yaml``),
 the claims that had their needed seeds and stayed open, up to the cap (``RULE_3``). ooDML's AGS claims (Table S3)
 pool every split of a method in the source's shift table, so they name those rows. Run once per stage; a frozen plan
 is never edited.
@@ -11,10 +12,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from umlkit.experiments import seed_plan
-from umlkit.experiments.more_seeds import SEED_PLAN_FILES, plan_path
-from umlkit.experiments.registry import papers
-from umlkit.experiments.scoreboard import scoreboard
+from umlkit.experiments.claims import seed_plan
+from umlkit.experiments.claims.more_seeds import SEED_PLAN_FILES, plan_path
+from umlkit.experiments.tables.registry import papers
+from umlkit.experiments.views.scoreboard import scoreboard
 
 
 def _ags_pool(oodml_tables):

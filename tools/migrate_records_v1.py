@@ -1,5 +1,5 @@
 """One-off migration of the version-1 PUMA run records (``results/quick/records/<kind>/``) to the layout of
-:mod:`umlkit.experiments.records` (``results/quick/records/puma/<table>/``), without retraining.
+:mod:`umlkit.experiments.runs.records` (``results/quick/records/puma/<table>/``), without retraining.
 
 A version-1 record is moved only when nothing that decides its numbers changed:
 
@@ -22,9 +22,9 @@ import json
 import sys
 
 from umlkit._paths import results_root
-from umlkit.experiments.fingerprint import fingerprint
 from umlkit.experiments.papers import puma
-from umlkit.experiments.records import normalise_key, record_path
+from umlkit.experiments.runs.fingerprint import fingerprint
+from umlkit.experiments.runs.records import normalise_key, record_path
 from umlkit.results import atomic_write, config_hash
 from umlkit.train.config import resolve_config
 

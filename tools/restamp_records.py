@@ -3,12 +3,12 @@
 Usage: python tools/restamp_records.py --reason "what was compared" [--paper P] [--parts code]
 
 Run the old and the new code on the same configurations first (a few records of each runner, e.g. with
-``umlkit.experiments.records.recompute`` in a scratch results folder) and compare the results; the reason is stored
-in every restamped record (:func:`umlkit.experiments.records.restamp`).
+``umlkit.experiments.runs.records.recompute`` in a scratch results folder) and compare the results; the reason is stored
+in every restamped record (:func:`umlkit.experiments.runs.records.restamp`).
 """
 import argparse
 
-from umlkit.experiments.records import restamp
+from umlkit.experiments.runs.records import restamp
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--reason", required=True)

@@ -65,7 +65,7 @@ def setup_source(repo: dict, chapter_dir: str = "book", parameters: tuple[str, .
                  chapter: str = "") -> str:
     """The Colab set-up cell: clone the repository, install umlkit with the book extras, work from the chapters'
     folder (outside Colab, where ``google.colab`` is missing, none of that), then the book's table display
-    (:func:`umlkit.experiments.prose.book_display`) in every chapter."""
+    (:func:`umlkit.experiments.views.prose.book_display`) in every chapter."""
     return "\n".join([
         f"{SETUP_MARKER} (chapters read its data/ folder) and install umlkit into this kernel",
         "try:",   # imports in the order ruff's isort keeps (make test lints the chapters)
@@ -80,7 +80,7 @@ def setup_source(repo: dict, chapter_dir: str = "book", parameters: tuple[str, .
         "except ImportError:",
         "    pass",
         "from umlkit._book import check_parameters",
-        "from umlkit.experiments.prose import book_display",
+        "from umlkit.experiments.views.prose import book_display",
         "",
         (_check_call(parameters, chapter) if parameters is not None else
          "check_parameters(globals())  # papermill's values: a list or bool given as text is parsed, a bad value "
@@ -215,7 +215,7 @@ def book_chapters(root: str | Path = ".") -> dict[str, Path]:
     """``{chapter stem: notebook}`` of the whole book in order: ``_toc.yml``'s root and chapters, then every chapter a
     registered paper names that the table of contents lacks (its notebook in ``book/``, else in the paper's package
     folder: a paper outside the source tree, ``UMLKIT_PAPERS``)."""
-    from umlkit.experiments.registry import paper_packages, papers
+    from umlkit.experiments.tables.registry import paper_packages, papers
     root = Path(root)
     _, files = _toc_files(root)
     out = {Path(f).name: root / (f if f.endswith(".ipynb") else f"{f}.ipynb") for f in files}

@@ -1,5 +1,5 @@
 """A Python source's statements as one token stream, the same on every supported Python (3.10-3.13): what the code
-fingerprint of a record hashes (:mod:`umlkit.experiments.fingerprint`).
+fingerprint of a record hashes (:mod:`umlkit.experiments.runs.fingerprint`).
 
 Why not ``tokenize`` as it is: since Python 3.12 (PEP 701) ``tokenize`` splits an f-string into ``FSTRING_START``,
 ``FSTRING_MIDDLE``, the replacement fields' own tokens and ``FSTRING_END``, where 3.10 and 3.11 give the whole

@@ -126,7 +126,7 @@ def _cmd_data_check(args: argparse.Namespace) -> int:
 
 def _print_weights() -> bool:
     """The full profile's pretrained weights per backbone (experiments.weights_identity); False on a mismatch."""
-    from umlkit.experiments.weights_identity import weights_report
+    from umlkit.experiments.ops.weights_identity import weights_report
     report, notes = weights_report("full")
     print("\nweights the full profile trains from (pins: configs/weights.yaml; else the first run's hash):")
     print(report.to_string(index=False) if not report.empty else "  none listed")
@@ -253,7 +253,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 def _cmd_stale(args: argparse.Namespace) -> int:
     """Retrain exactly the stored records whose data, weights or code fingerprint changed."""
     from umlkit._progress import tqdm
-    from umlkit.experiments.records import recompute, stale_records
+    from umlkit.experiments.runs.records import recompute, stale_records
     stale = stale_records(args.profile, _records_folder(args.paper) if args.paper else None)
     if not stale:
         print(f"no stale records in the {args.profile} profile" + (f" of {args.paper}" if args.paper else ""))
@@ -270,8 +270,9 @@ def _cmd_stale(args: argparse.Namespace) -> int:
 
 
 def _job_list(paper: str, name: str | None, profile: str, table: str | None = None):
-    """A registered paper's named job list (:mod:`umlkit.experiments.registry`), or the runs of one of its tables."""
-    from umlkit.experiments.registry import get_paper
+    """A registered paper's named job list (:mod:`umlkit.experiments.tables.registry`), or the runs of one of its
+    tables."""
+    from umlkit.experiments.tables.registry import get_paper
     try:
         entry = get_paper(paper)   # an unknown paper is named before anything else
     except KeyError as err:
@@ -281,7 +282,7 @@ def _job_list(paper: str, name: str | None, profile: str, table: str | None = No
                          + (f"; got both {name!r} and --table {table!r}" if name else ""))
     try:
         if table is not None:
-            from umlkit.experiments.table_runs import table_jobs
+            from umlkit.experiments.ops.table_runs import table_jobs
             return table_jobs(paper, table, profile)
         return entry.job_list(name, profile)
     except KeyError as err:
@@ -294,7 +295,7 @@ def _jobs_name(args: argparse.Namespace) -> str:
 
 def _records_folder(paper: str) -> str:
     """The records folder a registered paper's job lists write to (the regime map's records live with PUMA's)."""
-    from umlkit.experiments.registry import get_paper
+    from umlkit.experiments.tables.registry import get_paper
     return get_paper(paper).records_folder
 
 
@@ -311,7 +312,7 @@ def _parse_worker(text: str) -> tuple[int, int]:
 def _prepared_jobs(args: argparse.Namespace) -> list[tuple]:
     """The selected job list with the ``--set`` overrides applied, less the full-profile jobs whose datasets are
     absent (one line says which and how many)."""
-    from umlkit.experiments.table_runs import drop_absent, with_overrides
+    from umlkit.experiments.ops.table_runs import drop_absent, with_overrides
     jobs = with_overrides(_job_list(args.paper, args.jobs, args.profile, args.table), args.set)
     jobs, absent = drop_absent(jobs)
     if absent:
@@ -329,7 +330,7 @@ def _cmd_records_status(args: argparse.Namespace) -> int:
     queued = ""
     if args.list:
         from umlkit.cli_cluster import print_queue
-        from umlkit.experiments.table_runs import job_status
+        from umlkit.experiments.ops.table_runs import job_status
         counts = print_queue(jobs, job_status(jobs, args.profile), args.profile)
         queued = "".join(f", {n} {state}" for state, n in sorted(counts.items())
                          if state not in ("stored", "missing", "damaged"))
@@ -348,7 +349,7 @@ def _print_job_status(status) -> None:
 def _stored(jobs, profile) -> tuple[list[Path], list[tuple[Path, str]]]:
     """The usable stored records of ``jobs``, and (path, why) of each damaged one (truncated, edited, or another run
     than its name promises: counted as neither stored nor to train)."""
-    from umlkit.experiments.records import DamagedRecord, find_record, load_record, normalise_key
+    from umlkit.experiments.runs.records import DamagedRecord, find_record, load_record, normalise_key
     stored, damaged = [], []
     for job in jobs:
         path = find_record(normalise_key(job[2]), profile)
@@ -372,8 +373,9 @@ def _report_unreadable(broken: list[str]) -> int:
 
 def _cmd_records_verify(args: argparse.Namespace) -> int:
     """``records verify``: every stored record of the profile (of one paper's folder) that cannot be used; with
-    ``--sample N``, N of them retrained here and compared field by field (:mod:`umlkit.experiments.record_check`)."""
-    from umlkit.experiments.records import damaged_records, list_records
+    ``--sample N``, N of them retrained here and compared field by field
+    (:mod:`umlkit.experiments.runs.record_check`)."""
+    from umlkit.experiments.runs.records import damaged_records, list_records
     folder = _records_folder(args.paper) if args.paper else None
     if args.sample:
         return _verify_sample(args, folder)
@@ -390,8 +392,8 @@ def _verify_sample(args: argparse.Namespace, folder: str | None) -> int:
     spread; exit 1 when a metric lies outside it."""
     import re
 
-    from umlkit.experiments.record_check import TOLERANCE_SDS, retrain_and_compare, sample_records
-    from umlkit.experiments.records import DamagedRecord, list_records, load_record
+    from umlkit.experiments.runs.record_check import TOLERANCE_SDS, retrain_and_compare, sample_records
+    from umlkit.experiments.runs.records import DamagedRecord, list_records, load_record
     records = []
     for path in list_records(args.profile, folder):
         try:
@@ -436,7 +438,7 @@ def _cmd_records_train(args: argparse.Namespace) -> int:
     import torch
 
     from umlkit._progress import tqdm
-    from umlkit.experiments.records import cached_record, find_record, normalise_key
+    from umlkit.experiments.runs.records import cached_record, find_record, normalise_key
     i, n = _parse_worker(args.worker)
     torch.set_num_threads(args.threads)
     import re
@@ -460,7 +462,7 @@ def _cmd_records_train(args: argparse.Namespace) -> int:
     if damaged and not args.replace_damaged:   # before training: the user decides what to do with them
         _report_unreadable([why for _, why in damaged])
     if damaged and not args.dry_run:
-        from umlkit.experiments.records import set_aside
+        from umlkit.experiments.runs.records import set_aside
         for path, _ in damaged:
             print(f"damaged {path.name}: kept beside as {set_aside(path).name}; its run is trained again")
     gone = {str(p) for p, _ in damaged}
@@ -468,12 +470,12 @@ def _cmd_records_train(args: argparse.Namespace) -> int:
     folder = _records_folder(args.paper)
     print(f"worker {i}/{n}: {len(jobs)} jobs, {len(jobs) - len(todo)} already stored, {len(todo)} to train")
     if args.dry_run:   # what the list, --match and --worker select
-        from umlkit.experiments.table_runs import job_status
+        from umlkit.experiments.ops.table_runs import job_status
         _print_job_status(job_status(jobs, args.profile))
         print(f"worker {i}/{n}: nothing was run (--dry-run)")
         return 0
     from umlkit._paths import results_root
-    from umlkit.experiments.preflight import preflight
+    from umlkit.experiments.ops.preflight import preflight
     from umlkit.results import Busy, check_writable
     preflight(todo, args.profile)   # every reason a run would be refused, at once, before the first one trains
     if todo:   # before the first run: a finished run must not be lost at its write
@@ -553,7 +555,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
             raise ValueError("--executor slurm goes with --table PAPER:TABLE or --paper PAPER (its tables' missing "
                              "runs), without --stale or --chapters")
         from umlkit.cli_cluster import submit_to_slurm
-        from umlkit.experiments.table_runs import drop_absent, with_overrides
+        from umlkit.experiments.ops.table_runs import drop_absent, with_overrides
         jobs, absent = drop_absent(with_overrides(_job_list(args.paper, "tables", args.profile), args.set))
         if absent:
             print(f"skipped, dataset absent: {', '.join(f'{d} ({n} runs)' for d, n in sorted(absent.items()))}")
@@ -570,7 +572,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
             return code
     chapters = args.chapters.split(",") if args.chapters else None
     if args.paper and not args.stale:   # the registered paper's chapters
-        from umlkit.experiments.registry import get_paper
+        from umlkit.experiments.tables.registry import get_paper
         try:
             chapters = list(get_paper(args.paper).chapters)
         except KeyError as err:
@@ -604,7 +606,7 @@ def _minutes(seconds: float) -> str:
 
 def _print_estimate(status, workers: int = 1) -> None:
     """The stored runs' wall time and what the missing ones should take by it (:func:`time_estimate`)."""
-    from umlkit.experiments.table_runs import time_estimate
+    from umlkit.experiments.ops.table_runs import time_estimate
     est = time_estimate(status)
     missing, stored = int((~status["stored"]).sum()), int(status["stored"].sum())
     line = (f"stored runs took {_minutes(est['stored'])} in all" + (f" ({est['timed']} of {stored} timed)"
@@ -625,7 +627,7 @@ def _cmd_reproduce_table(args: argparse.Namespace) -> int:
     """``reproduce --table [PAPER:]TABLE``: train exactly the table's missing runs (in ``--workers`` processes), then
     save and print its cells and claims (``--dry-run``: list its runs, stored or missing, with the time the stored
     wall times predict, and train nothing)."""
-    from umlkit.experiments.table_runs import (
+    from umlkit.experiments.ops.table_runs import (
         drop_absent,
         job_status,
         reproduce_table,
@@ -665,7 +667,7 @@ def _cmd_reproduce_table(args: argparse.Namespace) -> int:
         return 0
     print(f"{args.paper} {args.table} ({args.profile}): {len(jobs)} runs, {missing} to train")
     _print_estimate(status, args.workers)
-    from umlkit.experiments.preflight import preflight
+    from umlkit.experiments.ops.preflight import preflight
     preflight([j for j, stored in zip(jobs, status["stored"]) if not stored], args.profile)
     if missing:   # before the first run: a finished run must not be lost at its write
         from umlkit._paths import results_root
@@ -673,7 +675,7 @@ def _cmd_reproduce_table(args: argparse.Namespace) -> int:
         check_writable(results_root(args.profile) / "records", _NEED_BYTES[args.profile] + missing * 2**20,
                        f"reproduce --table {args.paper}:{args.table}")
     if missing and args.workers > 1:
-        from umlkit.experiments.table_runs import train_in_workers
+        from umlkit.experiments.ops.table_runs import train_in_workers
         train_in_workers(args.paper, args.table, args.profile, args.set, args.workers, jobs)
     path, cmp, claims = reproduce_table(args.paper, args.table, args.profile, overrides=args.set)
     print(f"wrote {path} ({len(cmp)} measured cells)")

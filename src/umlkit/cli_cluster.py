@@ -1,7 +1,7 @@
 """The command line's cluster side: ``--executor slurm`` for ``reproduce --table/--paper`` and ``records train``,
 the queue columns of ``records status``, and ``umlkit plan`` (what a paper or table costs before it is submitted).
 
-The work is :mod:`umlkit.experiments.cluster` (submitit) and :mod:`umlkit.experiments.gpu_budget`; this module
+The work is :mod:`umlkit.experiments.ops.cluster` (submitit) and :mod:`umlkit.experiments.ops.gpu_budget`; this module
 turns arguments into those calls and prints what they return.
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ def add_slurm_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def slurm_settings(args: argparse.Namespace):
-    from umlkit.experiments.cluster import load_settings
+    from umlkit.experiments.ops.cluster import load_settings
     return load_settings(args.slurm_config, {
         "partition": args.slurm_partition, "account": args.slurm_account, "gpus": args.slurm_gpus,
         "cpus": args.slurm_cpus, "mem_gb": args.slurm_mem, "time_min": args.slurm_time,
@@ -41,10 +41,10 @@ def slurm_settings(args: argparse.Namespace):
 def _estimates(jobs: list[tuple], status, profile: str) -> list[float]:
     """Each job's expected seconds: its stored wall time or its table's rule; in the full profile, where nothing is
     stored, the GPU-time estimate."""
-    from umlkit.experiments.table_runs import job_seconds
+    from umlkit.experiments.ops.table_runs import job_seconds
     seconds = job_seconds(status)
     if profile == "full":
-        from umlkit.experiments.gpu_budget import gpu_seconds
+        from umlkit.experiments.ops.gpu_budget import gpu_seconds
         seconds = [s if not math.isnan(s) else gpu_seconds(job[2]) for s, job in zip(seconds, jobs)]
     return seconds
 
@@ -52,7 +52,7 @@ def _estimates(jobs: list[tuple], status, profile: str) -> list[float]:
 def _prepare_data(jobs: list[tuple], profile: str) -> None:
     """Generate UML-Mini once here, before the array starts (the tasks then find it complete; its lock covers a
     second submission doing the same); in the full profile, check the data folder exists."""
-    from umlkit.experiments.table_runs import configs_of
+    from umlkit.experiments.ops.table_runs import configs_of
     from umlkit.train.engine import data_root_of
     roots = set()
     for job in jobs:
@@ -66,9 +66,9 @@ def _prepare_data(jobs: list[tuple], profile: str) -> None:
 def submit_to_slurm(args: argparse.Namespace, paper: str, jobs: list[tuple], title: str) -> int:
     """Submit the jobs of ``jobs`` that are neither stored nor queued (pending or running) as one array; with
     ``--dry-run`` print the array and submit nothing."""
-    from umlkit.experiments.cluster import describe_plan, plan_tasks, queue_states, submit
-    from umlkit.experiments.registry import get_paper
-    from umlkit.experiments.table_runs import job_status
+    from umlkit.experiments.ops.cluster import describe_plan, plan_tasks, queue_states, submit
+    from umlkit.experiments.ops.table_runs import job_status
+    from umlkit.experiments.tables.registry import get_paper
     settings = slurm_settings(args)
     status = job_status(jobs, args.profile)
     damaged = status[status["damaged"] != ""]
@@ -95,7 +95,7 @@ def submit_to_slurm(args: argparse.Namespace, paper: str, jobs: list[tuple], tit
         print("nothing to submit")
         return 0
     print(describe_plan(tasks, settings, title))
-    from umlkit.experiments.preflight import preflight
+    from umlkit.experiments.ops.preflight import preflight
     try:
         preflight(todo_jobs, args.profile, record=not args.dry_run)   # found here, not in every task of the array
     except ValueError as err:
@@ -118,7 +118,7 @@ def submit_to_slurm(args: argparse.Namespace, paper: str, jobs: list[tuple], tit
 def print_queue(jobs: list[tuple], status, profile: str) -> dict[str, int]:
     """One line per job: stored / missing / damaged, or its Slurm state with the job id and the log; returns the
     count per state."""
-    from umlkit.experiments.cluster import queue_states
+    from umlkit.experiments.ops.cluster import queue_states
     try:
         queued = queue_states(jobs, profile)
     except RuntimeError as err:
@@ -159,8 +159,8 @@ _CHECKPOINT_MB = {"quick": 15.0, "full": 3 * 300.0}
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from umlkit.experiments.registry import get_paper
-    from umlkit.experiments.table_runs import job_status, table_jobs, table_spec
+    from umlkit.experiments.ops.table_runs import job_status, table_jobs, table_spec
+    from umlkit.experiments.tables.registry import get_paper
     if args.gpus < 1:
         raise ValueError(f"--gpus {args.gpus}: expected 1 or more")
     try:
@@ -192,5 +192,5 @@ def cmd_plan(args: argparse.Namespace) -> int:
           f"{_CHECKPOINT_MB[args.profile]:.0f} MB each, removed when their record is written)")
     if args.profile == "full":
         print("  estimate: the measured H200 epoch pace x the real datasets' image counts, within about a factor of "
-              "two (umlkit.experiments.gpu_budget)")
+              "two (umlkit.experiments.ops.gpu_budget)")
     return 0

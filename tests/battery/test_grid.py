@@ -95,7 +95,7 @@ def _one_vptsp_job():
 
 def _record_lock(t: Path) -> list[Path]:
     """The lock of every run `records train vptsp --table 'Table 6' --match seed0$` would train."""
-    from umlkit.experiments.records import normalise_key
+    from umlkit.experiments.runs.records import normalise_key
     from umlkit.results import config_hash
     locks = t / "res" / "quick" / ".locks"
     return [locks / f"{config_hash(k)}.lock" for _, _, key, *_ in _one_vptsp_job()
@@ -104,7 +104,7 @@ def _record_lock(t: Path) -> list[Path]:
 
 def _damaged_record(t: Path) -> None:
     """A record cut in half where `records train vptsp --table 'Table 6'` stores its first seed-0 run."""
-    from umlkit.experiments.records import normalise_key, record_path
+    from umlkit.experiments.runs.records import normalise_key, record_path
     table, label, key, *_ = _one_vptsp_job()[0]
     path = record_path("vptsp", table, label, normalise_key(key), "quick")
     path.parent.mkdir(parents=True, exist_ok=True)

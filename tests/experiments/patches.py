@@ -1,7 +1,7 @@
 """Test helpers that replace a configuration block where every consumer reads it (the shared recipe modules), so a
 paper package that imported the reader by name sees the replacement too."""
-from umlkit.experiments import unified_recipe
 from umlkit.experiments.papers.language_guidance import language_store
+from umlkit.experiments.recipes import unified as unified_recipe
 
 
 def use_second_pass(monkeypatch, second_pass: dict) -> None:

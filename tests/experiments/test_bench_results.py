@@ -7,7 +7,7 @@ import pytest
 def test_speed_by_size_reads_the_benchmark_at_several_sizes(tmp_path):
     """bench_eval.py --scales ... --json: seconds per size and implementation, speed-up = PML / umlkit; a file
     without one of the two implementations is named; no file gives an empty frame."""
-    from umlkit.experiments.bench_results import speed_by_size
+    from umlkit.experiments.pages.bench_results import speed_by_size
     runs = [{"scale": s, "items": n, "impl": i, "seconds": t, "peak_rss_mb": 1.0, "search": None}
             for s, n, i, t in ((0.1, 100, "pml", 2.0), (0.1, 100, "umlkit", 4.0), (1, 1000, "umlkit", 5.0),
                                (1, 1000, "pml", 20.0))]
@@ -25,7 +25,7 @@ def test_speed_by_size_reads_the_benchmark_at_several_sizes(tmp_path):
 def test_speed_view_shows_points_with_two_decimals_and_the_largest_difference():
     import pandas as pd
 
-    from umlkit.experiments.bench_results import speed_view
+    from umlkit.experiments.pages.bench_results import speed_view
     speed = pd.DataFrame({"R@1": [0.913812, 0.913812], "MAP@R": [0.641234, 0.641236], "RP": [0.68, 0.68],
                           "seconds": [0.0912, 0.04], "speed-up vs PML": [0.4386, 1.0]},
                          index=["umlkit (fp32 search)", "PML AccuracyCalculator"])

@@ -1,5 +1,5 @@
-"""umlkit.experiments.budgets: trainable-parameter budgets against the papers."""
-from umlkit.experiments import budgets
+"""umlkit.experiments.pages.budgets: trainable-parameter budgets against the papers."""
+from umlkit.experiments.pages import budgets
 
 
 def test_puma_budget_matches_paper_except_documented_row():
@@ -19,7 +19,7 @@ def test_budget_facts_from_hand_made_counts():
     adapters = stochastic adapter - head, pool = PUMA - stochastic adapter, ratio = 8 full models / PUMA."""
     import pandas as pd
 
-    from umlkit.experiments.budgets import budget_facts
+    from umlkit.experiments.pages.budgets import budget_facts
     head = 384 * 128 + 128                       # 49,280: the linear head of a 384-d backbone to 128-d
     adapters = 12 * 2 * (384 * 128 + 128 * 384)  # 2,359,296
     puma = pd.DataFrame({"total": [21_714_944, head, head + adapters, head + adapters + 76_800]},

@@ -7,7 +7,7 @@ import pickle
 import pandas as pd
 import pytest
 
-from umlkit.experiments.cluster import (
+from umlkit.experiments.ops.cluster import (
     SlurmSettings,
     describe_plan,
     load_settings,
@@ -68,7 +68,7 @@ def test_settings_file_then_flags_and_clear_errors(tmp_path):
 
 def _ledger(tmp_path, monkeypatch, job, outcome):
     """A ledger entry of ``job`` whose Slurm job has ended with ``outcome`` (None: no result file)."""
-    from umlkit.experiments.cluster import _ledger_path
+    from umlkit.experiments.ops.cluster import _ledger_path
     monkeypatch.setenv("UMLKIT_RESULTS", str(tmp_path / "results"))
     result = tmp_path / "7_0_0_result.pkl"
     if outcome is not None:
@@ -89,14 +89,14 @@ def test_ledger_states_of_ended_jobs(tmp_path, monkeypatch):
 
 
 def test_each_job_is_estimated_by_its_own_time_else_its_row():
-    from umlkit.experiments.table_runs import job_seconds
+    from umlkit.experiments.ops.table_runs import job_seconds
     status = pd.DataFrame({"label": ["a-seed0", "a-seed1", "b-seed0"], "runner": ["train"] * 3,
                            "stored": [True, False, False], "seconds": [30.0, float("nan"), float("nan")]})
     assert job_seconds(status) == [30.0, 30.0, 30.0]   # a-seed1 by its row, b by the runner's median
 
 
 def test_gpu_budget_prices_a_full_profile_configuration_by_images_and_rate():
-    from umlkit.experiments.gpu_budget import H200_RATES, images, price
+    from umlkit.experiments.ops.gpu_budget import H200_RATES, images, price
     from umlkit.train.config import resolve_config
     cfg = resolve_config({"profile": "full", "data": {"datasets": ["cub"]}, "model": {"method": "full",
                           "backbone": "vit_s16_in21k_ft_in1k"}, "train": {"epochs": 2, "eval_every": 1}})

@@ -4,9 +4,9 @@ import shutil
 
 import pytest
 
-from umlkit.experiments import code_reach as cr
-from umlkit.experiments import fingerprint as fp
 from umlkit.experiments.papers.puma import run_config
+from umlkit.experiments.runs import code_reach as cr
+from umlkit.experiments.runs import fingerprint as fp
 
 NEW_LOSS = '''"""A user's loss."""
 import torch

@@ -6,8 +6,8 @@ import shutil
 from pathlib import Path
 
 from umlkit._paths import results_root
-from umlkit.experiments.scoreboard import declared_claims, missing_records, scoreboard
-from umlkit.experiments.tables import MISSING
+from umlkit.experiments.tables.table import MISSING
+from umlkit.experiments.views.scoreboard import declared_claims, missing_records, scoreboard
 
 UNIFIED_ELG = "PUMA + ELG beats PUMA in the unified setting (Unified)"
 
@@ -51,7 +51,7 @@ def test_a_removed_record_or_side_file_is_reported_missing(no_training, tmp_path
     # one record of the unified PUMA + ELG row removed (the current one: the first pass's stays beside it, under
     # its own key): its row and seed are named, the claims stay on the board
     from umlkit.experiments.papers import language_guidance as lg
-    from umlkit.experiments.records import record_path
+    from umlkit.experiments.runs.records import record_path
     spec = lg.TABLES("quick")["Unified setting"]
     row = next(r for r in spec.rows if r.method == "PUMA + ELG")
     gone = record_path("language_guidance", "unified", f"{row.label}-seed1", spec.config(row, 1, "quick"), "quick")
@@ -85,9 +85,9 @@ def test_every_paper_cell_is_measured_or_says_why(no_training):
     UML-Mini chapter's and is listed here by name so that a new undeclared table fails."""
     import pandas as pd
 
-    from umlkit.experiments import tables
-    from umlkit.experiments.records import read_only
-    from umlkit.experiments.registry import papers
+    from umlkit.experiments.runs.records import read_only
+    from umlkit.experiments.tables import table as tables
+    from umlkit.experiments.tables.registry import papers
     declared, unaccounted = {}, []
     with read_only():
         for paper in papers().values():
@@ -111,8 +111,8 @@ def test_no_decided_verdict_rests_on_a_marked_or_saturated_cell(no_training, qui
     paper's) compares no cell below its floor, collapsed, with a collapsed seed or that never moved from the frozen
     backbone - unless the claim is about that fall (it pairs a run with itself, or a side is the floor row itself,
     whose mark is then empty) - and no two cells both at the R@k ceiling; every claim with a test has an interval."""
-    from umlkit.experiments.tables import at_ceiling
-    from umlkit.experiments.verdicts import DECIDED, VERDICTS
+    from umlkit.experiments.claims.verdicts import DECIDED, VERDICTS
+    from umlkit.experiments.tables.table import at_ceiling
     board = quick_board
     decided = board[board["verdict"].isin(DECIDED)]
     assert len(decided) > 50

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from umlkit.cli import main
-from umlkit.experiments.records import (
+from umlkit.experiments.runs.records import (
     DamagedRecord,
     cached_record,
     damaged_records,
@@ -60,8 +60,8 @@ def test_a_truncated_record_is_damaged(results):
 
 
 def test_status_dry_run_and_verify_show_it_and_train_refuses(results, capsys):
-    from umlkit.experiments.registry import get_paper
-    from umlkit.experiments.table_runs import job_status
+    from umlkit.experiments.ops.table_runs import job_status
+    from umlkit.experiments.tables.registry import get_paper
     jobs = [j for j in get_paper("vptsp").job_list("tables") if j[1] in ("cub-Hyp-ViT-seed0", "cub-Hyp-ViT-seed1")]
     status = job_status(jobs, "quick").set_index("label")
     assert status.loc["cub-Hyp-ViT-seed0", "stored"] and not status.loc["cub-Hyp-ViT-seed1", "stored"]

@@ -1,8 +1,8 @@
 """tables.yaml as data: the loader's loops, defaults and aliases give exactly the claims written out by hand."""
 import pytest
 
-from umlkit.experiments.declarations import claims_of, expand, load_declarations
-from umlkit.experiments.tables import Claim
+from umlkit.experiments.tables.declarations import claims_of, expand, load_declarations
+from umlkit.experiments.tables.table import Claim
 
 
 def test_for_loops_expand_like_nested_comprehensions_first_key_outermost():

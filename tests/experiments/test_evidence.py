@@ -10,10 +10,10 @@ import pytest
 from scipy import stats
 from statsmodels.stats.power import TTestIndPower, TTestPower
 
-from umlkit.experiments import evidence as ev
-from umlkit.experiments import more_seeds as ms
-from umlkit.experiments import tables as tb
-from umlkit.experiments import verdicts as vd
+from umlkit.experiments.claims import evidence as ev
+from umlkit.experiments.claims import more_seeds as ms
+from umlkit.experiments.claims import verdicts as vd
+from umlkit.experiments.tables import table as tb
 
 A = [61.2, 63.0, 62.1, 60.4]
 B = [58.0, 59.9, 57.2]
@@ -125,7 +125,7 @@ def test_two_cells_at_the_ceiling_get_no_verdict_and_the_map_r_comparison():
 def test_a_seed_plan_edited_after_it_was_frozen_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(ms, "plan_path", lambda: tmp_path / "more_seeds.yaml")
     ms._load.cache_clear()
-    from umlkit.experiments import seed_plan
+    from umlkit.experiments.claims import seed_plan
     chosen = pd.DataFrame([{"owner": "p", "table": "Table 1", "claim": "A beats B", "seeds": 3, "gap": 0.4,
                             "p adjusted": 0.7, "seeds needed": 6, "extra seeds": (3, 4, 5), "hours": 0.1}])
     path = seed_plan.write(chosen, tmp_path / "seed_plan.yaml")
@@ -147,7 +147,7 @@ def test_a_seed_plan_edited_after_it_was_frozen_is_refused(tmp_path, monkeypatch
 def test_a_second_plan_extends_the_rows_a_pooled_claim_pools_and_counts_its_look(tmp_path, monkeypatch):
     """Stage 3 (``seed_plan_2.yaml``): a claim of a derived table (AGS-like, no rows of its own) gets its seeds on
     every row of the named methods in the source table; only the first seeds every pooled row lacks are chosen."""
-    from umlkit.experiments import seed_plan
+    from umlkit.experiments.claims import seed_plan
     monkeypatch.setattr(ms, "plan_path", lambda: tmp_path / "more_seeds.yaml")
     ms._load.cache_clear()
     cell = {"section": "", "dataset": "X"}
@@ -193,7 +193,7 @@ def _board_rows():
 def test_the_forest_frame_and_plot_draw_every_claim_with_an_interval():
     import matplotlib
     matplotlib.use("Agg")
-    from umlkit.experiments.forest import forest_frame, plot_forest
+    from umlkit.experiments.views.forest import forest_frame, plot_forest
     f = forest_frame(_board_rows())
     assert f["label"].tolist()[:2] == ["Table 1: a beats b", "Table 1: c beats d"]   # two tables: named
     assert f["group"].tolist() == [vd.REPRODUCED, vd.INCONCLUSIVE, vd.AT_CEILING, vd.NOT_COMPARABLE]
@@ -205,7 +205,7 @@ def test_the_forest_frame_and_plot_draw_every_claim_with_an_interval():
 
 
 def test_the_summary_box_counts_what_the_board_says():
-    from umlkit.experiments.report_card import summary_facts
+    from umlkit.experiments.views.report_card import summary_facts
     f = summary_facts(_board_rows())
     assert f["rs_scope"] == "4 claims declared from 2 tables (Table 1, Table 2); 3 have two measured cells and a test"
     assert f["rs_yes"] == "1 reproduced" and f["rs_no"].startswith("0 contradicted")

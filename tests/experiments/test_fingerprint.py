@@ -1,12 +1,12 @@
-"""umlkit.experiments.fingerprint: normalised code hash, data and weights fingerprints, staleness."""
+"""umlkit.experiments.runs.fingerprint: normalised code hash, data and weights fingerprints, staleness."""
 from __future__ import annotations
 
 import hashlib
 
 import pytest
 
-from umlkit.experiments import fingerprint as fp
 from umlkit.experiments.papers.puma import run_config
+from umlkit.experiments.runs import fingerprint as fp
 
 SRC = '''"""Module doc."""
 # a comment
@@ -31,8 +31,8 @@ def test_normalised_tokens_ignore_docs_comments_and_layout_but_not_code():
 def test_code_hash_covers_the_training_path_only():
     files = {f.relative_to(fp._PKG).as_posix() for f in fp._code_files()}
     assert {"train/engine.py", "losses/_registry.py", "models/_factory.py", "metrics/retrieval.py",
-            "experiments/runners.py", "data/datasets.py"} <= files
-    assert not files & {"data/mini.py", "experiments/tables.py", "cli.py", "experiments/papers/puma/config.py",
+            "experiments/runs/runners.py", "data/datasets.py"} <= files
+    assert not files & {"data/mini.py", "experiments/tables/table.py", "cli.py", "experiments/papers/puma/config.py",
                         "losses/__init__.py", "losses/hyperbolic.py"}    # per loss: test_code_reach.py
     assert len(fp.code_hash()) == 12 and fp.code_hash() == fp.code_hash()
 

@@ -4,8 +4,8 @@ is about the floor (a floor row is a side of it) or compares a run with itself (
 import pandas as pd
 import pytest
 
-from umlkit.experiments import tables as tb
-from umlkit.experiments.floors import FROZEN_LIKE, SEED_COLLAPSE, Floor, mark_floors
+from umlkit.experiments.tables import table as tb
+from umlkit.experiments.tables.floors import FROZEN_LIKE, SEED_COLLAPSE, Floor, mark_floors
 
 ROWS = ["Frozen", "Random", "Good", "Weak", "Dead"]
 

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 from statsmodels.stats.multitest import multipletests
 
-from umlkit.experiments import tables as tb
+from umlkit.experiments.tables import table as tb
 
 
 def _claims(p, against, verdict, paper):
@@ -59,8 +59,8 @@ def test_holm_equals_statsmodels_on_random_families(seed, monkeypatch):
 def test_a_chapters_claims_get_the_boards_adjusted_verdicts(quick_board):
     """family_adjusted on a chapter's own claims table gives the verdicts the scoreboard reports for them."""
     from umlkit.experiments.papers import oodml
-    from umlkit.experiments.scoreboard import family_adjusted
-    from umlkit.experiments.tables import compare, measure, table_claims
+    from umlkit.experiments.tables.table import compare, measure, table_claims
+    from umlkit.experiments.views.scoreboard import family_adjusted
     spec = oodml.TABLES("quick")["Table S7"]
     claims = table_claims(spec, compare(measure(spec, "quick", seeds=range(10), train=False, progress=False, log=None),
                                         "oodml"))

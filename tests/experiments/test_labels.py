@@ -1,7 +1,7 @@
 """Readable labels (issue 59, item 5): a paper's declared words for a setting, else "key value" pairs."""
 import pytest
 
-from umlkit.experiments import labels
+from umlkit.experiments.tables import labels
 
 
 def test_declared_words_then_the_generic_spelling():
@@ -14,8 +14,8 @@ def test_declared_words_then_the_generic_spelling():
 
 def test_every_declared_label_names_a_setting_a_table_uses():
     """A label for a setting no table row or claim has would be dead words (a renamed setting)."""
-    from umlkit.experiments.registry import papers
-    from umlkit.experiments.tables import paper_table
+    from umlkit.experiments.tables.registry import papers
+    from umlkit.experiments.tables.table import paper_table
     used = {r.setting for p in papers().values() for spec in p.claim_tables("quick").values() for r in spec.rows}
     used |= set(paper_table("vptsp", "Table 2")["setting"]) | set(paper_table("puma", "Table 3")["setting"])
     assert set(labels.label_map()) <= used, set(labels.label_map()) - used

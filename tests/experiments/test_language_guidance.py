@@ -14,7 +14,7 @@ from umlkit.data import language
 from umlkit.experiments.papers import language_guidance as lg
 from umlkit.experiments.papers import oodml
 from umlkit.experiments.papers.language_guidance import language_store
-from umlkit.paper import paper_table
+from umlkit.experiments.tables.paper_cells import paper_table
 
 
 def test_a_guided_row_is_its_base_configuration_plus_one_language_term():
@@ -55,7 +55,7 @@ def test_each_source_trains_at_the_rate_and_omega_chosen_on_its_own_validation_c
     """A row's learning rate is the base method's choice on that source (configs/oodml/methods.yaml lr_sources: the
     Cars- and SOP-like Multi-Similarity rates differ from the CUB-like one), and the omega sweep validates every
     guided row of a table on each source the table trains it on, at that rate."""
-    from umlkit.experiments import source_recipe
+    from umlkit.experiments.recipes import source as source_recipe
     for source in ("cub", "cars", "sop"):
         for row, base in (("Multisimilarity", "Multisimilarity"), ("Margin + ELG", "Margin (D)")):
             cfg = lg.run_config(method=row, source=source, omega=1.0)
@@ -130,7 +130,7 @@ def test_language_files_are_found_again_without_the_language_model(tmp_path, mon
 def test_reading_never_makes_a_language_file(tmp_path, monkeypatch):
     """Inside read_only() a language file that is not stored is a MissingSideFile; no folder, lock or index is
     written and no language model is loaded."""
-    from umlkit.experiments.records import MissingSideFile, read_only
+    from umlkit.experiments.runs.records import MissingSideFile, read_only
     monkeypatch.setenv("UMLKIT_RESULTS", str(tmp_path))
     language_store._REFS.clear()
 
@@ -250,7 +250,7 @@ def test_ablation_tables_join_the_paper_where_the_row_is_the_papers():
 
 
 def test_unmeasured_paper_rows_say_why(monkeypatch):
-    from umlkit.experiments import tables
+    from umlkit.experiments.tables import table as tables
     spec = lg.ablation_table("Table 4", "quick")
     empty = tables.compare(pd.DataFrame([{"table": "Table 4", "section": "", "method": "Baseline", "setting": "",
                                           "row": "Baseline", "seed": 0, "dataset": "CUB", "metric": "R@1",

@@ -5,8 +5,8 @@ import pandas as pd
 import pytest
 from statsmodels.stats.multitest import multipletests
 
-from umlkit.experiments import more_seeds as ms
-from umlkit.experiments import tables as tb
+from umlkit.experiments.claims import more_seeds as ms
+from umlkit.experiments.tables import table as tb
 
 
 @pytest.fixture
@@ -90,7 +90,7 @@ def test_a_second_look_doubles_the_decision_p_before_holm():
 def test_the_committed_plan_names_declared_claims_only():
     """Every claim of configs/more_seeds.yaml is a declared claim of the table it is filed under, and each one
     with rows of its own reaches at least one run in its paper's more_seeds job list."""
-    from umlkit.experiments.registry import papers
+    from umlkit.experiments.tables.registry import papers
     planned = ms.plan()["claims"]
     assert planned, "configs/more_seeds.yaml lists no claims"
     found = {}

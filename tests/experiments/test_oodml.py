@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 import torch
 
-from umlkit.experiments import split_making
 from umlkit.experiments.papers import oodml
-from umlkit.paper import paper_table
+from umlkit.experiments.papers.oodml import split_making
+from umlkit.experiments.tables.paper_cells import paper_table
 
 
 def test_committed_splits_follow_table_s1_layout():
@@ -127,7 +127,7 @@ def test_ags_frame_by_hand():
 
 
 def test_fixed_class_recall_is_the_mean_over_class_subsets():
-    from umlkit.experiments.runners import fixed_class_recall
+    from umlkit.experiments.runs.runners import fixed_class_recall
     from umlkit.metrics import evaluate_retrieval
     rng = np.random.default_rng(0)
     labels = np.repeat(np.arange(8), 5)
@@ -149,14 +149,14 @@ def test_mini_alias_names_the_generated_world_without_a_path():
     from umlkit.data.mini import mini_alias
     assert mini_alias("uml_mini") == "default" and mini_alias("uml_mini:large") == "large"
     assert mini_alias("uml_mini:huge") is None and mini_alias("/data/uml_mini") is None and mini_alias(None) is None
-    from umlkit.experiments.fingerprint import data_fingerprint
+    from umlkit.experiments.runs.fingerprint import data_fingerprint
     cfg = oodml.run_config("quick", method="Margin (D)", lr=1e-3)
     assert data_fingerprint(cfg) == "uml_mini:v2:large:seed0"
 
 
 @pytest.mark.slow
 def test_train_analysis_measures_what_its_key_asks(mini_root):
-    from umlkit.experiments.runners import run
+    from umlkit.experiments.runs.runners import run
     from umlkit.train.config import DEFAULTS, merge
     cfg = merge(DEFAULTS, {"data": {"root": str(mini_root), "datasets": ["cub"], "batch_size": 16,
                                     "sampler": "m_per_class", "samples_per_class": 2,
@@ -203,7 +203,8 @@ def _fake_pickles(mini_root, folder):
 
 def test_published_split_files_map_onto_the_loaders_class_keys(mini_root, tmp_path, monkeypatch):
     made = _fake_pickles(mini_root, tmp_path)
-    from umlkit.experiments import class_splits, split_making
+    from umlkit.experiments.papers.oodml import split_making
+    from umlkit.experiments.splits import committed as class_splits
     path_of = lambda profile: tmp_path / f"splits_{profile}.json"  # noqa: E731
     monkeypatch.setattr(class_splits, "splits_path", path_of)
     monkeypatch.setattr(split_making, "splits_path", path_of)

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from tests.full.world import make_world
-from umlkit.experiments import class_splits, split_making
+from umlkit.experiments.papers.oodml import split_making
+from umlkit.experiments.splits import committed as class_splits
 
 
 @pytest.fixture()
@@ -24,7 +25,7 @@ def _raw(data, src="cub"):
 
 
 def test_published_validation_classes_drive_the_tuning_runs(world):
-    from umlkit.experiments.source_recipe import run_config
+    from umlkit.experiments.recipes.source import run_config
     split = class_splits.split_of("cub", 3, "full")
     raw = _raw(world)[3]
     assert len(split["val"]) == len(raw["split_val"]) == 1 and len(split["val_train"]) == len(raw["split_train"])
@@ -36,7 +37,7 @@ def test_published_validation_classes_drive_the_tuning_runs(world):
 def test_published_episodes_are_the_support_sets_of_the_few_shot_analysis(world):
     from umlkit.data import load_dataset
     from umlkit.experiments.papers.oodml.config import analysis_for
-    from umlkit.experiments.runners import _published_supports
+    from umlkit.experiments.runs.runners import _published_supports
     ana = analysis_for("ArcFace", "cub", 3, "full")
     assert ana["few_shot"]["published"] == {"source": "cub", "split": 3}
     stored = json.loads(class_splits.episodes_path().read_text())

@@ -3,8 +3,8 @@ import matplotlib
 import pandas as pd
 import pytest
 
-from umlkit.experiments import plots
-from umlkit.experiments.tables import rank_view, rank_views
+from umlkit.experiments.tables.table import rank_view, rank_views
+from umlkit.experiments.views import plots
 
 matplotlib.use("Agg")
 
@@ -27,7 +27,7 @@ def test_rank_slopes_join_paper_rank_to_measured_rank():
 def test_the_books_tables_write_a_dash_for_a_missing_value_and_keep_whole_texts():
     import pandas as pd
 
-    from umlkit.experiments.prose import frame_html
+    from umlkit.experiments.views.prose import frame_html
     long = "PUMA beats unified full fine-tuning after 15 epochs of training (Harmonic)"
     df = pd.DataFrame({"value": [1.25, float("nan")], "interior": [True, None], "claim": [long, None]})
     html = frame_html(df)
@@ -39,7 +39,7 @@ def test_the_books_tables_write_a_dash_for_a_missing_value_and_keep_whole_texts(
 def test_a_sweep_with_highlights_colours_only_those_and_greys_the_rest():
     import matplotlib
     matplotlib.use("Agg")
-    from umlkit.experiments import plots
+    from umlkit.experiments.views import plots
     rows = [{"unit": u, "lr": lr, "val": v, "chosen": v == best}
             for u, vals in {"a": [1, 3, 2], "b": [2, 1, 0], "c": [0, 1, 5]}.items()
             for lr, v, best in zip((1e-4, 1e-3, 1e-2), vals, [max(vals)] * 3)]
@@ -55,7 +55,7 @@ def test_similarity_panels_share_one_colour_bar_and_have_equal_sizes():
     import numpy as np
     import pandas as pd
 
-    from umlkit.experiments.plots import plot_similarity_panels
+    from umlkit.experiments.views.plots import plot_similarity_panels
     rng = np.random.default_rng(0)
     mats = {n: pd.DataFrame(np.corrcoef(rng.standard_normal((5, 8))), index=[f"c{i}" for i in range(5)])
             for n in ("ELG", "PLG", "CLIP")}
@@ -91,7 +91,7 @@ def test_measured_vs_paper_labels_do_not_overlap():
     import numpy as np
     import pandas as pd
 
-    from umlkit.experiments import plots
+    from umlkit.experiments.views import plots
     rng = np.random.default_rng(0)
     n = 12
     cmp = pd.DataFrame({"dataset": "Harmonic", "metric": "R@1", "section": ["(a) x"] * 6 + ["(b) y"] * 6,
@@ -120,7 +120,7 @@ def test_verdict_bars_count_each_group_and_keep_the_legend_inside_the_figure(gro
     import matplotlib
     import pandas as pd
     matplotlib.use("Agg")
-    from umlkit.experiments.plots import plot_verdicts
+    from umlkit.experiments.views.plots import plot_verdicts
     rows = [{"where": f"g{i}", "verdict": v} for i in range(groups)
             for v in ["reproduced"] * (i % 4 + 1) + ["inconclusive"] * 2 + ["contradicted"]]
     fig = plot_verdicts(pd.DataFrame(rows), by="where", title="t")

@@ -2,8 +2,8 @@
 real layouts with the hub unreachable."""
 import pytest
 
-from umlkit.experiments.preflight import preflight
-from umlkit.experiments.table_runs import drop_absent, table_jobs, with_overrides
+from umlkit.experiments.ops.preflight import preflight
+from umlkit.experiments.ops.table_runs import drop_absent, table_jobs, with_overrides
 
 
 @pytest.fixture()

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from tests.experiments.patches import use_second_pass
-from umlkit.experiments import runners
-from umlkit.experiments import tables as tb
 from umlkit.experiments.papers import puma
+from umlkit.experiments.runs import runners
+from umlkit.experiments.tables import table as tb
 from umlkit.metrics import harmonic_mean
 
 BEFORE = Path(__file__).parent / "data" / "puma_v1_tables"
@@ -278,7 +278,7 @@ def test_tuning_frame_picks_the_best_harmonic_and_says_whether_it_is_interior(mo
     from umlkit.experiments.papers.puma import chapter  # the tuning views are the chapter's
     monkeypatch.setattr(chapter, "sweep_jobs", lambda profile="quick": jobs)
     monkeypatch.setattr(chapter, "cached_record", fake_record)
-    monkeypatch.setattr("umlkit.experiments.records.find_record", lambda key, profile: True)
+    monkeypatch.setattr("umlkit.experiments.runs.records.find_record", lambda key, profile: True)
     out = puma.tuning_frame()
     chosen = out[out["chosen"]].set_index("unit")
     assert chosen.loc["puma", "lr"] == 1e-3 and bool(chosen.loc["puma", "interior"])
@@ -292,7 +292,7 @@ def test_tuning_frame_picks_the_best_harmonic_and_says_whether_it_is_interior(mo
 def test_specialists_runner_keeps_each_models_curves_and_held_out_score(mini_root):
     """With per-epoch evaluation and held-out classes, each dataset-specific model's curve and its score on its own
     source's validation classes (the tuning criterion); a record of one evaluation keeps neither, as before."""
-    from umlkit.experiments import runners
+    from umlkit.experiments.runs import runners
     over = [f"data.root={mini_root}", "train.epochs=2", "train.eval_every=1", "data.batch_size=32",
             "data.val_fraction=0.3"]
     key = {s: puma.run_config("quick", method="linear", datasets=[s], lr=1e-3, stage="second", overrides=over)
@@ -382,7 +382,7 @@ def test_second_pass_tables_use_the_chosen_rates_and_three_seeds(monkeypatch):
                                                      # Table 2's)
     n5 = 3 * 2 * 3 + 1 + 2 * 3                       # 3 other backbones x (full, PUMA) x 3 seeds; the pretrained
                                                      # v1's zero-shot once, the unpretrained ones' per seed
-    from umlkit.experiments import more_seeds  # plus the extra seeds configs/more_seeds.yaml plans
+    from umlkit.experiments.claims import more_seeds  # plus the extra seeds configs/more_seeds.yaml plans
     extra = len(more_seeds.jobs(specs, "quick"))
     assert len(jobs) == n2 + n3 + n4 + n5 + extra and n2 + n3 + n4 + n5 == 105 and extra > 0
     sp["tables"] = "first"   # the second pass's list can be trained before the switch, and only it changes
@@ -522,7 +522,7 @@ def test_the_puma_chapters_sentences_hold_in_the_committed_records():
     sources far more often than the unified model's; PUMA gains more than full fine-tuning from 45 epochs yet stays
     behind (contradicted); the stochastic adapter rows are the lower pair of the adapter rows and lose most on the
     three sources every row finds hardest; full fine-tuning's lead over PUMA grows with the pretraining."""
-    from umlkit.experiments.prose import cell
+    from umlkit.experiments.views.prose import cell
     t2 = puma.measure(puma.TABLE2, "quick", progress=False, log=None, train=False)
     budget = puma.measure(puma.BUDGET(), "quick", progress=False, log=None, train=False)
     if puma.tables_stage() != "second" or len(t2[["section", "row"]].drop_duplicates()) < 26 \
@@ -534,7 +534,7 @@ def test_the_puma_chapters_sentences_hold_in_the_committed_records():
     xs = puma.cross_source_facts(puma.cross_source_view(t2))
     assert float(xs["xs_ens"]) > 10 * float(xs["xs_ft"]) and float(xs["xs_ft"]) < float(xs["xs_puma"])
     cmp_b = puma.compare(budget, "puma")
-    from umlkit.experiments.scoreboard import family_board
+    from umlkit.experiments.views.scoreboard import family_board
     fb = puma.budget_facts(cmp_b, family_board("puma", "quick"))
     har = {k: float(fb[k].split(" / ")[1].split(" ")[0])
            for k in ("bud_puma_15", "bud_puma_45", "bud_ft_15", "bud_ft_45")}

@@ -3,8 +3,8 @@ in columns that fit (issue 40's page audit)."""
 import pandas as pd
 import pytest
 
-from umlkit.experiments import tables
-from umlkit.experiments.prose import fmt, frame_html, gap, number, signed
+from umlkit.experiments.tables import table as tables
+from umlkit.experiments.views.prose import fmt, frame_html, gap, number, signed
 
 
 def test_signed_values_never_read_minus_zero():
@@ -26,7 +26,7 @@ def test_headers_over_text_only_are_set_left_and_over_numbers_right():
 
 
 def test_degrees_of_freedom_print_whole_numbers_as_such():
-    from umlkit.experiments.verdicts import dof_text
+    from umlkit.experiments.claims.verdicts import dof_text
     assert dof_text(2.0) == "2" and dof_text(3.14) == "3.1"
 
 
@@ -46,7 +46,7 @@ def test_seed_counts_read_as_a_range_where_rows_differ():
 
 def test_the_papers_table5_fits_in_twelve_short_lines():
     from umlkit.experiments.papers.puma.chapter import paper_table5
-    from umlkit.paper import paper_table
+    from umlkit.experiments.tables.paper_cells import paper_table
     view = paper_table5()
     assert view.shape == (12, 10) and max(len(b) for b, _ in view.index) <= 32
     raw = paper_table("puma", "Table 5")

@@ -1,4 +1,5 @@
-"""umlkit records verify --sample N (umlkit.experiments.record_check): stored records retrained in a temporary folder,
+"""umlkit records verify --sample N (umlkit.experiments.runs.record_check): stored records retrained in a temporary
+folder,
 every field compared, each metric's difference judged against its cell's seed spread (statistics.stdev)."""
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ import statistics
 import pytest
 
 from umlkit import cli
-from umlkit.experiments import record_check as chk
-from umlkit.experiments import records as rc
-from umlkit.experiments import runners
 from umlkit.experiments.papers.puma import run_config
+from umlkit.experiments.runs import record_check as chk
+from umlkit.experiments.runs import records as rc
+from umlkit.experiments.runs import runners
 
 STORED = {0: 50.0, 1: 54.0, 2: 52.0}      # R@1 per seed as stored: s.d. 2.0
 

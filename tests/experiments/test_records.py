@@ -1,4 +1,4 @@
-"""umlkit.experiments.records: computed once, found by hash under any table, edits detected, staleness and
+"""umlkit.experiments.runs.records: computed once, found by hash under any table, edits detected, staleness and
 recomputation, and the committed quick-profile records (none stale; one retrained to the same numbers)."""
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from umlkit.experiments import fingerprint as fp
-from umlkit.experiments import records as rc
-from umlkit.experiments import runners
 from umlkit.experiments.papers.puma import run_config
+from umlkit.experiments.runs import fingerprint as fp
+from umlkit.experiments.runs import records as rc
+from umlkit.experiments.runs import runners
 
 
 @pytest.fixture()

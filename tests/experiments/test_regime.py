@@ -7,8 +7,8 @@ import pytest
 
 from tests.experiments.patches import use_second_pass
 from umlkit.data.mini import SHAPES, class_attributes
-from umlkit.experiments import tables
 from umlkit.experiments.papers import puma, regime
+from umlkit.experiments.tables import table as tables
 
 
 def _chosen_rates(monkeypatch):
@@ -22,7 +22,7 @@ def test_committed_splits_are_the_generated_ones_and_follow_their_rules():
     assert json.loads(json.dumps(made, default=int)) == regime.load_splits()
     cfg = regime.settings()
     assert set(cfg["attributes"]) == set(cfg["datasets"]) and "inshop" not in cfg["datasets"]
-    from umlkit.experiments.splits import attribute_level
+    from umlkit.experiments.splits.features import attribute_level
     for shift, per_source in made.items():
         assert set(per_source) == set(cfg["datasets"])
         for src, split in per_source.items():
@@ -121,7 +121,7 @@ def test_map_job_list_has_every_cell_at_three_seeds_and_one_floor_per_shift(monk
     _chosen_rates(monkeypatch)
     jobs = regime.ENTRY.job_list("map")
     c = regime.settings()
-    from umlkit.experiments import more_seeds  # plus the extra seeds configs/more_seeds.yaml plans for the map
+    from umlkit.experiments.claims import more_seeds  # plus the extra seeds configs/more_seeds.yaml plans for the map
     extra = len(more_seeds.jobs({"map": regime.MAP()}, "quick"))
     assert len(jobs) - extra == len(c["shifts"]) * (1 + len(c["shots"]) * len(c["methods"]) * len(c["seeds"])) == 75
     assert regime.map_runs() == 75   # the chapter glues it
@@ -180,7 +180,7 @@ def test_heat_frame_gives_the_gap_and_its_welch_interval():
 def test_probed_runner_trains_on_the_shift_and_probes_the_embedding(mini_root):
     """A two-source run on the values split: the test set is the split's test classes, and every probe is there."""
     from umlkit.data.mini import PRETRAIN_HEADS
-    from umlkit.experiments import runners
+    from umlkit.experiments.runs import runners
     key = regime.map_config("values", 1, "puma")
     cfg = key["config"]
     cfg["data"].update(root=str(mini_root), datasets=["cub", "cars"], batch_size=16,
@@ -200,7 +200,7 @@ def test_probed_runner_trains_on_the_shift_and_probes_the_embedding(mini_root):
 def test_gap_map_and_probe_figures_draw_every_cell():
     import matplotlib
     matplotlib.use("Agg")
-    from umlkit.experiments.plots import plot_gap_map, plot_probes
+    from umlkit.experiments.views.plots import plot_gap_map, plot_probes
     c = regime.settings()
     gaps = {(s, str(k)): float(i) - 5 for i, (s, k) in enumerate((s, k) for s in c["shifts"] for k in c["shots"])}
     heat = regime.heat_frame(_cmp(gaps))

@@ -5,8 +5,8 @@ import pytest
 
 from umlkit.experiments.papers.regime import config as first
 from umlkit.experiments.papers.regime import edition2 as e2
-from umlkit.experiments.records import normalise_key
-from umlkit.experiments.tuning import NotTuned
+from umlkit.experiments.recipes.tuning import NotTuned
+from umlkit.experiments.runs.records import normalise_key
 
 V2_VALUES = {"backbone": "v2", "shift": "values", "shortcut": False}
 
@@ -40,7 +40,7 @@ def test_each_method_is_the_declared_recipe():
 
 
 def test_rates_come_from_the_puma_chapter_or_the_editions_own_choice(monkeypatch):
-    from umlkit.experiments import unified_recipe
+    from umlkit.experiments.recipes import unified as unified_recipe
     assert e2.rate("v2", "puma") == unified_recipe.chosen_lr("puma")
     assert e2.rate("v2", "full") == unified_recipe.chosen_lr("full-curricularface")
     settings = {**e2.settings(), "lr": {"narrow": {"full": 3e-4}}}
@@ -78,16 +78,16 @@ def test_the_map2_job_list_waits_for_untuned_rows(monkeypatch):
     first_edition = [c for c in e2.cells() if c["backbone"] == "v2" and not c["shortcut"]]
     assert len(first_edition) == 2 and len(table.claims) == 2 * len(e2.cells()) - len(first_edition)
     assert table.in_progress is None   # every run is stored: the edition is no longer under way
-    from umlkit.experiments.registry import get_paper
+    from umlkit.experiments.tables.registry import get_paper
     with pytest.raises(KeyError, match="map2-tuning"):
         get_paper("regime").job_list("nope")
 
 
 def test_rows_without_a_rate_read_as_missing_and_say_why(monkeypatch):
     _untuned(monkeypatch, "narrow")
-    from umlkit.experiments.records import read_only
-    from umlkit.experiments.scoreboard import missing_records
-    from umlkit.experiments.tables import measure
+    from umlkit.experiments.runs.records import read_only
+    from umlkit.experiments.tables.table import measure
+    from umlkit.experiments.views.scoreboard import missing_records
     table = e2.MAP2()
     untuned = [r for r in table.rows if r.spec["cell"]["backbone"] == "narrow" and r.spec["method"] == "puma"]
     with read_only():
@@ -123,8 +123,8 @@ def test_welch_interval_of_two_groups_is_scipys_and_of_four_the_hand_formula():
 
 
 def test_the_axis_frame_of_a_first_edition_cell_is_the_first_editions_interval():
-    from umlkit.experiments import tables
     from umlkit.experiments.papers import regime
+    from umlkit.experiments.tables import table as tables
     two = tables.compare(tables.measure(regime.edition2.MAP2(), train=False, progress=False, log=None), "puma")
     one = tables.compare(tables.measure(regime.MAP(), train=False, progress=False, log=None), "puma")
     heat = regime.heat_frame(one).set_index(["shift", "shots"])
@@ -193,7 +193,7 @@ def test_rows_of_a_backbone_not_yet_pretrained_wait(monkeypatch):
 
 
 def test_the_board_says_a_missing_claim_of_a_table_in_progress_is_under_way():
-    from umlkit.experiments.scoreboard import board_table, scoreboard
+    from umlkit.experiments.views.scoreboard import board_table, scoreboard
     board = scoreboard(papers=["regime"])
     table = board_table(board)
     missing = table[table["verdict"] == "missing records"]
@@ -203,7 +203,7 @@ def test_the_board_says_a_missing_claim_of_a_table_in_progress_is_under_way():
 
 
 def test_the_front_page_counts_claims_of_a_table_in_progress_apart():
-    from umlkit.experiments.scoreboard import paper_summaries
+    from umlkit.experiments.views.scoreboard import paper_summaries
     board = pd.DataFrame({"paper": ["regime"] * 4, "claim": list("abcd"),
                           "verdict": ["reproduced", "missing records", "missing records", "contradicted"],
                           "in_progress": ["", "declared before its runs", "", ""]})
@@ -220,9 +220,9 @@ def test_the_second_editions_sentences_hold_in_the_committed_records():
     than v2's and better than the narrow one's; the mark costs full fine-tuning and LP-FT more than 5 points, PUMA less
     than 3 and the linear probe less than 0.5; PUMA's gap closes with the mark (interval above zero) but stays
     negative; no PUMA claim is supported."""
-    from umlkit.experiments import tables
     from umlkit.experiments.papers.regime import chapter
-    from umlkit.experiments.scoreboard import family_adjusted
+    from umlkit.experiments.tables import table as tables
+    from umlkit.experiments.views.scoreboard import family_adjusted
     table = e2.MAP2()
     cmp = tables.compare(tables.measure(table, train=False, progress=False, log=None), "puma")
     tiny = [c for c in e2.cells() if c["backbone"] != "wide"]   # the capacity axis is checked at the end

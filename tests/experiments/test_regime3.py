@@ -2,10 +2,10 @@
 tuning protocol, the rates entered against the tuning records, and the WiSE-FT row's choice of coefficient."""
 import pytest
 
-from umlkit.experiments import source_recipe
 from umlkit.experiments.papers.regime import edition3 as e3
-from umlkit.experiments.tables import Row
-from umlkit.experiments.tuning import NotTuned
+from umlkit.experiments.recipes import source as source_recipe
+from umlkit.experiments.recipes.tuning import NotTuned
+from umlkit.experiments.tables.table import Row
 
 CELL = {"split": "hardest", "data": 2}
 

@@ -1,6 +1,6 @@
 """The claims scoreboard reads stored records only: it never trains, and covers every declared claim."""
-from umlkit.experiments.scoreboard import declared_claims, scoreboard, scoreboard_summary
-from umlkit.experiments.tables import VERDICTS, is_final
+from umlkit.experiments.tables.table import VERDICTS, is_final
+from umlkit.experiments.views.scoreboard import declared_claims, scoreboard, scoreboard_summary
 
 
 def test_scoreboard_checks_every_declared_claim_from_records(no_training, quick_board):
@@ -52,7 +52,7 @@ def test_a_profile_without_records_keeps_every_claim_as_missing(no_training, mon
     times, benchmarks/results) are checked; every other declared claim stays on the board as "missing records",
     naming its cells, and counts in the summary. Nothing is written into the empty results folder."""
     from umlkit.experiments.papers import vptsp
-    from umlkit.experiments.tables import MISSING
+    from umlkit.experiments.tables.table import MISSING
     monkeypatch.setenv("UMLKIT_RESULTS", str(tmp_path))
     board = scoreboard("quick")
     declared = declared_claims("quick")
@@ -72,7 +72,7 @@ def test_a_profile_without_records_keeps_every_claim_as_missing(no_training, mon
 def test_the_view_shows_gaps_seeds_the_test_and_the_verdict():
     import pandas as pd
 
-    from umlkit.experiments.scoreboard import scoreboard_view
+    from umlkit.experiments.views.scoreboard import scoreboard_view
     board = pd.DataFrame({"paper": ["p", "p"], "table": ["T", "T"], "claim": ["a", "b"], "paper A": [80.0, 70.0],
                           "paper B": [70.0, 75.0], "gap": [3.2, -1.0], "seeds": [3, 1], "p": [0.0123, float("nan")],
                           "test": ["Welch t: t=4.10, df=3.1, p=0.0123", "none (fewer than 3 seeds)"],
@@ -86,7 +86,7 @@ def test_the_view_shows_gaps_seeds_the_test_and_the_verdict():
 def test_the_view_names_the_cells_of_a_claim_with_missing_records():
     import pandas as pd
 
-    from umlkit.experiments.scoreboard import scoreboard_summary, scoreboard_view
+    from umlkit.experiments.views.scoreboard import scoreboard_summary, scoreboard_view
     board = pd.DataFrame({"paper": ["p", "p"], "table": ["T", "T"], "claim": ["a", "b"], "paper A": [80.0, 70.0],
                           "paper B": [70.0, 75.0], "gap": [3.2, float("nan")], "seeds": [3, 0],
                           "p": [0.0123, float("nan")], "test": ["Welch t: t=4.10, df=3.1, p=0.0123", float("nan")],
@@ -100,7 +100,7 @@ def test_the_view_names_the_cells_of_a_claim_with_missing_records():
 def test_the_board_page_has_no_raw_missing_values_and_a_reason_column():
     import pandas as pd
 
-    from umlkit.experiments.scoreboard import board_table
+    from umlkit.experiments.views.scoreboard import board_table
     board = pd.DataFrame({"paper": ["p", "p"], "table": ["T", "T"], "claim": ["a beats b", "c beats d"],
                           "paper A": [80.0, float("nan")], "paper B": [70.0, float("nan")], "gap": [3.24, -1.0],
                           "seeds": [3, 3], "p": [0.0123, 0.9], "test": ["Welch t: p=0.0123", "Welch t: p=0.9"],
@@ -125,8 +125,8 @@ def test_the_board_page_has_no_raw_missing_values_and_a_reason_column():
 
 
 def test_the_front_pages_sentences_name_each_papers_counts_and_headline(quick_board):
-    from umlkit.experiments.registry import papers
-    from umlkit.experiments.scoreboard import paper_summaries
+    from umlkit.experiments.tables.registry import papers
+    from umlkit.experiments.views.scoreboard import paper_summaries
     facts = paper_summaries(quick_board)
     for name, paper in papers().items():
         n = int((quick_board["paper"] == name).sum())
@@ -142,8 +142,8 @@ def test_each_comparison_of_runs_is_declared_once_per_paper():
     """Two claims of one paper that compare the same runs (the same record keys on both sides) on the same dataset
     and metric count one comparison twice in the Holm family and in the verdict totals (VPTSP's Table 6 once
     repeated Table 2's "VPTSP-G beats Hyp-ViT (CUB)")."""
-    from umlkit.experiments.records import normalise_key
-    from umlkit.experiments.registry import get_paper, papers
+    from umlkit.experiments.runs.records import normalise_key
+    from umlkit.experiments.tables.registry import get_paper, papers
     from umlkit.results import config_hash
 
     def side(spec, cell):
@@ -178,8 +178,8 @@ def test_a_chapter_holding_the_whole_family_gets_the_boards_verdicts(monkeypatch
     import pandas as pd
     import pytest
 
-    from umlkit.experiments import scoreboard as sb
-    from umlkit.experiments.tables import holm_adjust
+    from umlkit.experiments.tables.table import holm_adjust
+    from umlkit.experiments.views import scoreboard as sb
     raw = pd.DataFrame({"paper": ["p"] * 4, "claim": ["a", "b", "c", "d"], "p": [0.001, 0.012, 0.02, 0.6],
                         "p against": [0.999, 0.988, 0.98, 0.4], "looks": [1, 1, 2, 1],
                         "verdict": ["reproduced", "reproduced", "reproduced", "inconclusive"]})
@@ -197,7 +197,7 @@ def test_a_chapter_holding_the_whole_family_gets_the_boards_verdicts(monkeypatch
 def test_linked_board_links_each_paper_to_its_chapter_and_escapes_the_rest():
     import pandas as pd
 
-    from umlkit.experiments.scoreboard import linked
+    from umlkit.experiments.views.scoreboard import linked
     view = pd.DataFrame({"where": ["puma · Table 2", "regime · Table 1", "nowhere · T"],
                          "claim": ["a < b", "x", "y"], "seeds": [3, 3, 3]})
     out = linked(view)
@@ -207,7 +207,7 @@ def test_linked_board_links_each_paper_to_its_chapter_and_escapes_the_rest():
 
 
 def test_a_claim_links_to_the_chapter_that_shows_its_table():
-    from umlkit.experiments.scoreboard import _chapter_of
+    from umlkit.experiments.views.scoreboard import _chapter_of
     assert _chapter_of("puma", "Table 2") == "puma"
     assert _chapter_of("puma", "Table 3") == "puma_ablations" and _chapter_of("puma", "Few-shot") == "puma_ablations"
     assert _chapter_of("oodml", "Table S4") == "oodml" and _chapter_of("nowhere", "Table 1") is None
@@ -218,7 +218,7 @@ def test_moved_view_shows_the_raw_verdicts_p_and_says_when_it_was_doubled():
     0.03 with the doubling named, never 0.06 beside 'reproduced'."""
     import pandas as pd
 
-    from umlkit.experiments.scoreboard import moved_view
+    from umlkit.experiments.views.scoreboard import moved_view
     board = pd.DataFrame({"paper": ["p", "p", "p"], "table": ["T1", "T1", "T2"], "claim": ["a", "b", "c"],
                           "raw verdict": ["reproduced", "contradicted", "reproduced"],
                           "verdict": ["inconclusive", "inconclusive", "reproduced"],
@@ -238,7 +238,7 @@ def test_every_table_a_paper_declares_claims_for_is_on_the_board_once():
     repeated Table 2's, now declared only there)."""
     import importlib
 
-    from umlkit.experiments.registry import papers
+    from umlkit.experiments.tables.registry import papers
     for name, paper in papers().items():
         declared = importlib.import_module(f"umlkit.experiments.papers.{name}.config").DECLARED
         with_claims = {t for top in ("tables", "ablations") for t, v in (declared.get(top) or {}).items()

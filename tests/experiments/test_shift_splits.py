@@ -1,11 +1,12 @@
-"""ooDML's swap and removal splits (umlkit.experiments.splits) against a brute-force re-statement of the official
+"""ooDML's swap and removal splits (umlkit.experiments.splits.features) against a brute-force re-statement of the
+official
 rules."""
 import math
 
 import numpy as np
 import pytest
 
-from umlkit.experiments.splits import removal_progression, split_fid, swap_progression
+from umlkit.experiments.splits.features import removal_progression, split_fid, swap_progression
 from umlkit.metrics.distribution import frechet_distance
 
 
@@ -93,12 +94,12 @@ def test_two_swaps_per_iteration_take_the_next_candidates_of_one_ranking():
 
 
 def _split(fid, name=""):
-    from umlkit.experiments.splits import Split
+    from umlkit.experiments.splits.features import Split
     return Split([name + "a", name + "b"], [name + "c", name + "d"], fid)
 
 
 def test_select_splits_takes_the_nearest_fid_to_evenly_spaced_targets():
-    from umlkit.experiments.splits import select_splits
+    from umlkit.experiments.splits.features import select_splits
     prog = [_split(f, str(i)) for i, f in enumerate([10.0, 12.0, 19.0, 31.0, 33.0, 40.0, 52.0, 70.0])]
     # targets from the default (10, excluded) to the largest (70): 30, 50, 70 -> 31, 52, 70
     chosen = select_splits(prog, 4)
@@ -111,7 +112,7 @@ def test_select_splits_takes_the_nearest_fid_to_evenly_spaced_targets():
 
 
 def test_select_splits_never_uses_a_split_twice_and_says_when_too_few():
-    from umlkit.experiments.splits import select_splits
+    from umlkit.experiments.splits.features import select_splits
     prog = [_split(f, str(i)) for i, f in enumerate([1.0, 2.0, 100.0])]
     chosen = select_splits(prog, 3)  # targets 50.5 and 100: 100 goes to the first, 2 to the second
     assert sorted(s.fid for s in chosen) == [1.0, 2.0, 100.0]
@@ -122,7 +123,7 @@ def test_select_splits_never_uses_a_split_twice_and_says_when_too_few():
 
 
 def test_iid_fid_matches_the_fid_of_the_two_halves_by_hand():
-    from umlkit.experiments.splits import iid_fid
+    from umlkit.experiments.splits.features import iid_fid
     rng = np.random.default_rng(3)
     labels = np.repeat(np.arange(6), 4)
     feats = rng.normal(size=(24, 3)) + labels[:, None]
@@ -139,7 +140,7 @@ def test_iid_fid_matches_the_fid_of_the_two_halves_by_hand():
 
 
 # ------------------------------------------------------------------------------------------ attribute splits
-from umlkit.experiments.splits import attribute_level, attribute_split  # noqa: E402
+from umlkit.experiments.splits.features import attribute_level, attribute_split  # noqa: E402
 
 _LEVELS = {"shape": ["disc", "square", "ring", "star"], "texture": ["plain", "striped", "checkered"],
            "hue": {"inside": [0.5, 0.75]}, "sat": {"inside": [0.6, 1.01]}}

@@ -1,4 +1,4 @@
-"""umlkit.experiments.tables: the exact join with the paper, the saved long format with status, the paper-layout
+"""umlkit.experiments.tables.table: the exact join with the paper, the saved long format with status, the paper-layout
 view and the claims' verdicts, on hand-made frames."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from umlkit.experiments import tables as tb
 from umlkit.experiments.papers import puma
+from umlkit.experiments.tables import table as tb
 
 B = puma.SECTIONS["b"]
 C = puma.SECTIONS["c"]
@@ -201,7 +201,7 @@ def test_a_seed_free_cell_counts_as_exact():
 def test_rank_view_by_hand():
     import pandas as pd
 
-    from umlkit.experiments.tables import rank_view
+    from umlkit.experiments.tables.table import rank_view
     cmp = pd.DataFrame({"section": ["", "(b) x", "(c) y", "(c) y"], "row": ["Zero-Shot", "FT", "A", "B"],
                         "dataset": "Harmonic", "metric": "R@1",
                         "paper": [60.0, 80.0, 85.0, 70.0], "measured": [30.0, 50.0, 40.0, 45.0]})
@@ -216,7 +216,7 @@ def test_rank_view_by_hand():
 
 def test_distinct_jobs_lists_each_configuration_once_with_per_row_seeds():
     """Seed-major; a configuration two tables share is one job; a row's own seeds win; a seed-free row once."""
-    from umlkit.experiments.tables import Row, Table, distinct_jobs
+    from umlkit.experiments.tables.table import Row, Table, distinct_jobs
 
     def config(row, seed, profile, overrides):
         return {"m": row.spec["m"], "seed": 0 if row.seed_free else seed}
@@ -235,8 +235,8 @@ def test_distinct_jobs_lists_each_configuration_once_with_per_row_seeds():
 def test_measure_reads_a_seed_free_row_at_its_first_seed_only(tmp_path, monkeypatch):
     """A seed-free row (a frozen backbone) is one exact record: measure() must not train it again per seed, as
     distinct_jobs() does not list it per seed."""
-    from umlkit.experiments.runners import RUNNERS
-    from umlkit.experiments.tables import Row, Table, measure
+    from umlkit.experiments.runs.runners import RUNNERS
+    from umlkit.experiments.tables.table import Row, Table, measure
     monkeypatch.setenv("UMLKIT_RESULTS", str(tmp_path))
     calls = []
     from umlkit.experiments.papers.puma import run_config
@@ -255,8 +255,8 @@ def test_run_table_measures_compares_marks_and_saves_like_a_chapter(tmp_path, mo
     """The chapters' one helper: VPTSP Table 10 (derived from its benchmark file, no records) measured, compared with
     the paper's printed times and saved as results/<profile>/vptsp_table10.csv; an unmeasured table is saved only
     when asked and when it has no rows of its own."""
-    from umlkit.experiments import tables
     from umlkit.experiments.papers import vptsp
+    from umlkit.experiments.tables import table as tables
     monkeypatch.setenv("UMLKIT_RESULTS", str(tmp_path))
     spec = vptsp.TABLES("quick")["Table 10"]
     m, cmp = tables.run_table(spec, "quick", floors=False)

@@ -10,7 +10,7 @@ import pytest
      "not measured: the paper prints Params(M) here (the parameter-budget chapter counts them)"),
 ])
 def test_unmeasured_cells_of_measured_rows_carry_the_tables_reason(no_training, table, metric, reason):
-    from umlkit.experiments.table_runs import reproduce_table
+    from umlkit.experiments.ops.table_runs import reproduce_table
     path = reproduce_table("vptsp", table, "quick", train=False, progress=False)[0]
     df = pd.read_csv(path)
     ran = set(df.loc[df["measured"].notna(), "method"])   # rows the book trains (not other works' quoted rows)

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 INIT = '''
 """A toy paper (registered from outside the source tree)."""
-from umlkit.experiments.registry import Paper, register_paper
+from umlkit.experiments.tables.registry import Paper, register_paper
 from toy_paper import config
 
 ENTRY = register_paper(Paper(name="toy_paper", title="Toy paper (Doe, 2026)", claim_tables=config.tables,
@@ -29,9 +29,9 @@ CONFIG = '''
 import sys
 from pathlib import Path
 
-from umlkit.experiments.declarations import load_declarations
-from umlkit.experiments.table_builder import build_tables
-from umlkit.experiments.tables import Row, distinct_jobs
+from umlkit.experiments.tables.declarations import load_declarations
+from umlkit.experiments.tables.builder import build_tables
+from umlkit.experiments.tables.table import Row, distinct_jobs
 from umlkit.train.config import load_config
 
 DECLARED = load_declarations(__file__)
@@ -82,7 +82,7 @@ CSV = "table,section,method,setting,dataset,metric,value,std,note\n" \
 DRIVER = '''
 import json, sys
 from umlkit.cli import main
-from umlkit.experiments.scoreboard import scoreboard
+from umlkit.experiments.views.scoreboard import scoreboard
 from umlkit._book import book_chapters, missing_toc_entries
 out = {}
 out["status"] = main(["records", "status", "toy_paper", "tables"])
@@ -104,7 +104,7 @@ def _write_toy(folder: Path) -> Path:
         (pkg / name).write_text(textwrap.dedent(text).lstrip())
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell('PROFILE = "quick"', metadata={"tags": ["parameters"]}),
-                nbformat.v4.new_code_cell('from umlkit.experiments.registry import get_paper\n'
+                nbformat.v4.new_code_cell('from umlkit.experiments.tables.registry import get_paper\n'
                                           'print(get_paper("toy_paper").title)')]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, pkg / "toy_paper.ipynb")
@@ -134,7 +134,7 @@ def test_a_toy_paper_from_a_temporary_folder_reaches_every_consumer(tmp_path):
 
 def test_a_missing_papers_folder_is_named():
     env = {**os.environ, "UMLKIT_PAPERS": "/no/such/folder"}
-    run = subprocess.run([sys.executable, "-c", "from umlkit.experiments.registry import papers; papers()"],
+    run = subprocess.run([sys.executable, "-c", "from umlkit.experiments.tables.registry import papers; papers()"],
                          env=env, capture_output=True, text=True, timeout=300)
     # refused at import, before the registry looks (umlkit._env), naming the variable and what it expects
     assert run.returncode != 0 and ("UMLKIT_PAPERS='/no/such/folder': expected existing folders of paper packages"

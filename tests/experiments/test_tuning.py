@@ -4,7 +4,7 @@ import pytest
 from umlkit.experiments.papers import language_guidance as lg
 from umlkit.experiments.papers import oodml, puma, vptsp
 from umlkit.experiments.papers.language_guidance import language_store
-from umlkit.experiments.tuning import NotTuned, chosen
+from umlkit.experiments.recipes.tuning import NotTuned, chosen
 
 
 def test_the_most_specific_path_wins_and_a_mapping_does_not_count():

@@ -1,7 +1,7 @@
 """The UML-Mini chapter's shares are computed from its Table 1, never typed."""
 import pandas as pd
 
-from umlkit.experiments.benchmark import share_facts
+from umlkit.experiments.pages.benchmark import share_facts
 
 
 def test_share_facts_by_hand():

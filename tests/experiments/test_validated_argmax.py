@@ -6,7 +6,7 @@ import collections
 
 import pytest
 
-from umlkit.experiments.registry import get_paper
+from umlkit.experiments.tables.registry import get_paper
 
 # rows that train at a rate other than their own sweep's choice, by design
 EXCEPTIONS = {

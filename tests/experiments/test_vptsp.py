@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from umlkit.experiments import tables
 from umlkit.experiments.papers import oodml, vptsp
-from umlkit.paper import paper_table
+from umlkit.experiments.tables import table as tables
+from umlkit.experiments.tables.paper_cells import paper_table
 
 
 def test_run_config_composes_row_source_and_classes():
@@ -185,7 +185,7 @@ def test_table10_reads_a_benchmark_file(tmp_path):
     assert ratio.loc["VPTSP", "measured"] == pytest.approx(0.8) and ratio.loc["VPTSP", "spread"] == pytest.approx(0.0)
     # round 1 ran everything but full fine-tuning and VPTSP twice as fast: the ratio follows the round's own baseline
     assert ratio.loc["VPT", "values"] == pytest.approx({0: 0.5, 1: 0.25, 2: 0.5})
-    # the paper's ratio is derived from its printed times (umlkit.paper.RATIO_OF), never typed
+    # the paper's ratio is derived from its printed times (umlkit.experiments.tables.paper_cells.RATIO_OF), never typed
     assert (ratio.loc["VPTSP", "paper"] == pytest.approx(166 / 191)
             and ratio.loc["linear", "paper"] == pytest.approx(115 / 191))
     ms = frame[frame["metric"] == "Latency(ms)"].set_index("method")
@@ -253,7 +253,7 @@ def test_separate_proxy_group_changes_no_update():
 def test_train_analysis_scores_validation_classes_and_inshop_query_against_gallery(mini_root):
     """A tuning run (``evaluate: val``) is scored on the held-out training classes only; In-shop's test split is
     searched query against gallery, as unified_evaluation (and every In-shop table) does."""
-    from umlkit.experiments.runners import run
+    from umlkit.experiments.runs.runners import run
     from umlkit.metrics import evaluate_retrieval
     from umlkit.models import create_model
     from umlkit.models.backbones import backbone_data_config

@@ -4,8 +4,8 @@ import hashlib
 
 import pytest
 
-from umlkit.experiments import preflight as pf
-from umlkit.experiments import weights_identity as wi
+from umlkit.experiments.ops import preflight as pf
+from umlkit.experiments.ops import weights_identity as wi
 
 
 @pytest.fixture
@@ -66,7 +66,7 @@ def test_data_check_lists_each_backbone_its_papers_file_and_state(weights, monke
     """`umlkit data check --weights`: one line per backbone with the papers that train from it, present / pinned /
     seen, and a note for a paper whose runs cannot be listed; a changed file makes the check fail."""
     from umlkit.cli import main
-    from umlkit.experiments import registry
+    from umlkit.experiments.tables import registry
     path, cfg, jobs = weights
     hub = {**cfg, "model": {"backbone": "vit_tiny_patch16_224", "weights": None, "pretrained": True}}
 

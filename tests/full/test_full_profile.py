@@ -11,12 +11,12 @@ import pytest
 import torch
 
 from tests.full.world import covering_jobs, full_jobs, job_features, make_world, step_each
-from umlkit.experiments.table_runs import configs_of
+from umlkit.experiments.ops.table_runs import configs_of
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    from umlkit.experiments import class_splits
+    from umlkit.experiments.splits import committed as class_splits
     mp = pytest.MonkeyPatch()
     data = make_world(tmp_path_factory.mktemp("full_world"), mp)
     yield data
@@ -30,7 +30,7 @@ def jobs(world):
 
 
 def test_every_full_profile_job_resolves_and_builds_at_its_real_architecture(world, jobs):
-    from umlkit.experiments.registry import papers
+    from umlkit.experiments.tables.registry import papers
     from umlkit.train.config import resolve_config
     from umlkit.train.engine import build_model
     lists = {(p, jl) for p, jl, _ in jobs}

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from umlkit.experiments.code_reach import _option_strings
-from umlkit.experiments.table_runs import configs_of
+from umlkit.experiments.ops.table_runs import configs_of
+from umlkit.experiments.runs.code_reach import _option_strings
 
 QUICK_ONLY = ("quick profile's", "is the quick profile")   # job lists that exist in the quick profile only
 
@@ -27,7 +27,7 @@ def _published_pickles(data: Path, folder: Path) -> None:
     source (CUB's default is split 3, Cars' and SOP's split 1), each with ``split_train``/``split_val`` and, for CUB
     and Cars, ``test_episodes`` (2 episodes of 2 and 5 shots: {class name: [support file names]})."""
     from umlkit.data import load_dataset
-    from umlkit.experiments import split_making
+    from umlkit.experiments.papers.oodml import split_making
     for src, name in split_making.PUBLISHED_FILES.items():
         names, files = {}, {}
         for part in ("train", "test"):
@@ -87,7 +87,7 @@ class _StandInClassifier:
 def make_world(base: Path, mp: pytest.MonkeyPatch) -> Path:
     """Write the world under ``base`` and enter it (:func:`enter_world`, undone with ``mp``)."""
     from umlkit.data import make_mini
-    from umlkit.experiments import split_making
+    from umlkit.experiments.papers.oodml import split_making
     tiny = make_mini(base / "tiny", size="tiny")
     data = base / "data"
     data.mkdir()
@@ -106,8 +106,8 @@ def enter_world(data: Path, mp: pytest.MonkeyPatch) -> None:
     """Point UMLKIT_DATA at ``data`` and UMLKIT_RESULTS beside it, and stand in for the hub's language models and
     PLG's ImageNet classifier (undone with ``mp``; a worker process enters a world its parent wrote)."""
     from umlkit.data import language
-    from umlkit.experiments import class_splits
     from umlkit.experiments.papers.language_guidance import language_store
+    from umlkit.experiments.splits import committed as class_splits
     mp.setenv("UMLKIT_DATA", str(data))
     mp.setenv("UMLKIT_RESULTS", str(data.parent / "results"))
     class_splits.load_splits.cache_clear()
@@ -120,7 +120,7 @@ def enter_world(data: Path, mp: pytest.MonkeyPatch) -> None:
 def full_jobs() -> list[tuple[str, str, tuple]]:
     """(paper, job list, job) of every job of every registered paper's full-profile job lists (the quick-only
     lists are left out; they say so)."""
-    from umlkit.experiments.registry import papers
+    from umlkit.experiments.tables.registry import papers
     out = []
     for name, paper in papers().items():
         for jl in paper.job_list_names:
@@ -247,7 +247,7 @@ def _enter_small_world(data: str, size: int) -> None:
 
 def _step_or_error(job: tuple) -> str | None:
     """None when the job's one-step run returns its scores and a finite loss, else what went wrong."""
-    from umlkit.experiments.runners import run
+    from umlkit.experiments.runs.runners import run
     try:
         out = run(job[3] if len(job) > 3 else "train_analysis", one_step(job[2]))
         assert "test" in out or "own" in out, f"no scores in the result: {sorted(out)}"

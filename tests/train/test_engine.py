@@ -398,7 +398,7 @@ def test_train_compile_is_optional_checked_and_leaves_unset_keys_alone():
     """``train.compile`` (issue 60 item 7) is an optional key: a configuration that does not set it resolves, and
     hashes, exactly as before it existed (the committed records keep their keys); a bad mode names the key, the value
     and the modes; ``--set train.compile=...`` reaches it."""
-    from umlkit.experiments.records import normalise_key
+    from umlkit.experiments.runs.records import normalise_key
     from umlkit.train.engine import run_dir_for
     plain = resolve_config({"name": "t"})
     assert "compile" not in plain["train"] and "compile" not in normalise_key(plain)["train"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from umlkit.experiments.papers._namespace import chapter_attribute
 from umlkit.experiments.papers.language_guidance import config, wordnet_names  # noqa: F401
-from umlkit.experiments.registry import Paper, register_paper
+from umlkit.experiments.tables.registry import Paper, register_paper
 
 ENTRY = register_paper(Paper(
     name="language_guidance", link="https://arxiv.org/abs/2203.08543",

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from umlkit.experiments.verdicts import CEILING, claim_test
+from umlkit.experiments.claims.verdicts import CEILING, claim_test
 
 __all__ = ["HARD_ROOT", "SOURCES", "ROWS", "probe_jobs", "omega_jobs", "frozen_jobs", "probe_frame", "probe_claims",
            "chosen_omegas", "probe_root"]
@@ -37,7 +37,7 @@ def _hard(key: dict) -> dict:
 def frozen_jobs(profile: str = "quick") -> list[tuple]:
     """(label, key) of the frozen backbone on each source's hard test classes."""
     from umlkit.experiments.papers.language_guidance import config as lg
-    from umlkit.experiments.tables import Row
+    from umlkit.experiments.tables.table import Row
     return [(f"{s}-zero_shot", _hard(lg.config_for(Row(spec={"zero_shot": True, "source": s}), 0, profile)))
             for s in SOURCES]
 
@@ -57,7 +57,7 @@ def omega_jobs(profile: str = "quick") -> list[tuple]:
 def probe_jobs(omegas: dict[str, float], profile: str = "quick", seeds=(0, 1, 2)) -> list[tuple]:
     """(label, key) of the test runs: both rows on both sources, ``seeds``, ELG at ``omegas[source]``."""
     from umlkit.experiments.papers.language_guidance import config as lg
-    from umlkit.experiments.tables import Row
+    from umlkit.experiments.tables.table import Row
     out = []
     for s in SOURCES:
         analysis = lg.config_for(Row(spec={"method": "Multisimilarity", "source": s}), 0, profile)["analysis"]

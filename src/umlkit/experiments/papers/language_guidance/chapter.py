@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from umlkit.experiments import source_recipe, unified_recipe
 from umlkit.experiments.papers.language_guidance.config import (
     ABLATIONS,
     BASELINE,
@@ -32,12 +31,14 @@ from umlkit.experiments.papers.language_guidance.config import (
     unified_table,
 )
 from umlkit.experiments.papers.language_guidance.language_store import source_classes
-from umlkit.experiments.prose import method_value as _value
-from umlkit.experiments.prose import number as _num
-from umlkit.experiments.prose import signed
-from umlkit.experiments.prose import verdict_counts as _verdict_counts
-from umlkit.experiments.runners import SOURCE_NAMES
-from umlkit.paper import paper_table
+from umlkit.experiments.recipes import source as source_recipe
+from umlkit.experiments.recipes import unified as unified_recipe
+from umlkit.experiments.runs.runners import SOURCE_NAMES
+from umlkit.experiments.tables.paper_cells import paper_table
+from umlkit.experiments.views.prose import method_value as _value
+from umlkit.experiments.views.prose import number as _num
+from umlkit.experiments.views.prose import signed
+from umlkit.experiments.views.prose import verdict_counts as _verdict_counts
 
 
 def quoted_table(name: str = "Table 1") -> "pd.DataFrame":  # noqa: F821
@@ -80,7 +81,7 @@ def omega_table(profile: str = "quick", select_on: str = "MAP@R") -> "pd.DataFra
     row (the best validation ``select_on``) and whether it is interior to that source's grid."""
     import pandas as pd
 
-    from umlkit.experiments.records import find_record, load_record, normalise_key
+    from umlkit.experiments.runs.records import find_record, load_record, normalise_key
     lines = []
     for _, label, key in omega_jobs(profile):
         path = find_record(normalise_key(key), profile)
@@ -154,7 +155,7 @@ def paper_equivalence_gaps() -> dict[str, float]:
 def detectable_margin(claims, alpha: float = 0.05) -> float:
     """The median, over the equivalence claims with a test, of the smallest margin their TOST could have supported:
     |gap| + t_(1-alpha, df) x se, from each claim's measured gap and the test's standard error and degrees of
-    freedom (:func:`umlkit.experiments.tables.check_claims`)."""
+    freedom (:func:`umlkit.experiments.tables.table.check_claims`)."""
     import numpy as np
     from scipy import stats
     if claims.empty:
@@ -408,7 +409,7 @@ def unified_sweep(profile: str = "quick") -> "pd.DataFrame":  # noqa: F821
     it is configured in ``unified.omega``)."""
     import pandas as pd
 
-    from umlkit.experiments.records import find_record, load_record, normalise_key
+    from umlkit.experiments.runs.records import find_record, load_record, normalise_key
     lines = []
     for _, label, cfg, _ in unified_sweep_jobs(profile):
         path = find_record(normalise_key(cfg), profile)
@@ -438,7 +439,7 @@ def semantic_counts(profile: str = "quick", queries: int = 4) -> "pd.DataFrame":
     import numpy as np
     import pandas as pd
 
-    from umlkit.experiments.records import find_record, load_record
+    from umlkit.experiments.runs.records import find_record, load_record
     spec = semantic_table(profile)
     src = SEMANTIC["source"]
     sim = class_similarity(src, SEMANTIC["judge"], profile)
@@ -465,9 +466,9 @@ def semantic_counts(profile: str = "quick", queries: int = 4) -> "pd.DataFrame":
 
 def validation_view(spec, cmp: pd.DataFrame, sweep: pd.DataFrame, metric: str = "MAP@R") -> pd.DataFrame:
     """Each guided row of ``spec`` with its chosen omega, the validation ``metric`` it was chosen on and its test
-    ``metric`` (:func:`umlkit.experiments.tuning.validation_beside`)."""
-    from umlkit.experiments.runners import SOURCE_NAMES
-    from umlkit.experiments.tuning import validation_beside
+    ``metric`` (:func:`umlkit.experiments.recipes.tuning.validation_beside`)."""
+    from umlkit.experiments.recipes.tuning import validation_beside
+    from umlkit.experiments.runs.runners import SOURCE_NAMES
     best = sweep[sweep["chosen"]] if not sweep.empty else sweep
     chosen = {(s, r): (w, v) for s, r, w, v in zip(best["source"], best["row"], best["omega"], best[metric])}
     return validation_beside(spec, cmp, chosen, metric=metric, value="chosen omega",

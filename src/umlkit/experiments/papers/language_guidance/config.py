@@ -30,8 +30,6 @@ from functools import lru_cache
 
 import pandas as pd
 
-from umlkit.experiments import source_recipe, unified_recipe
-from umlkit.experiments.declarations import load_declarations
 from umlkit.experiments.papers.language_guidance.language_store import (
     UNIFIED,
     class_similarity,
@@ -39,11 +37,14 @@ from umlkit.experiments.papers.language_guidance.language_store import (
     language_ref,
     lg_config,
 )
-from umlkit.experiments.runners import SOURCE_NAMES
-from umlkit.experiments.table_builder import build_tables
-from umlkit.experiments.tables import Row, Table
-from umlkit.experiments.tuning import Sweep, chosen
-from umlkit.paper import paper_table
+from umlkit.experiments.recipes import source as source_recipe
+from umlkit.experiments.recipes import unified as unified_recipe
+from umlkit.experiments.recipes.tuning import Sweep, chosen
+from umlkit.experiments.runs.runners import SOURCE_NAMES
+from umlkit.experiments.tables.builder import build_tables
+from umlkit.experiments.tables.declarations import load_declarations
+from umlkit.experiments.tables.paper_cells import paper_table
+from umlkit.experiments.tables.table import Row, Table
 
 PAPER = "language_guidance"
 DECLARED = load_declarations(__file__)   # tables.yaml: the paper's rows, claims and reasons
@@ -251,7 +252,8 @@ def table2_rows() -> list[Row]:
 
 def table2_env(metric: str = "R@1") -> dict:
     """Table 2's claim environment: the (guided, unguided) pairs where the paper prints both cells (Table 2,
-    completed from Table S1: :data:`umlkit.paper.FILL_FROM`) and guidance wins there (``gains``; Sec. 4.2: clear
+    completed from Table S1: :data:`umlkit.experiments.tables.paper_cells.FILL_FROM`) and guidance wins there
+    (``gains``; Sec. 4.2: clear
     gains on CUB and Cars, small ones on SOP, where MS + ELG equals MS), and the (PLG Top-5, ELG) pairs the paper
     prints (``matches``), each with its cells' settings."""
     p = paper_table(PAPER, "Table 2").fillna({"section": "", "setting": ""})
@@ -454,7 +456,7 @@ def unified_jobs(profile: str = "quick") -> list[tuple]:
 def unified_config(profile: str = "quick", *, method: str = "PUMA", guidance: str | None = None, seed: int = 0,
                    omega: float | None = None, validation: bool = False) -> dict:
     """Beyond the paper: one row of the unified setting - the PUMA tables' configuration of ``method`` ("PUMA" or
-    "full fine-tuning", :func:`umlkit.experiments.unified_recipe.tables_config`: in the quick profile's second pass
+    "full fine-tuning", :func:`umlkit.experiments.recipes.unified.tables_config`: in the quick profile's second pass
     the v2 backbone at the method's chosen rate) and, with ``guidance``, the language term over the eight sources'
     training classes with weight ``omega`` (default: the chosen one). Without guidance the configuration is PUMA
     Table 2's own, so the PUMA chapter's records serve."""

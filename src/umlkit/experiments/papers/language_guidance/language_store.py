@@ -12,16 +12,17 @@ A file is written once under ``results/<profile>/language/`` and found again thr
 *identity*: a hash of its inputs (the data fingerprint, guidance, model, primer, shuffle seed, classifier weights)
 and ``umlkit.data.language.FILE_VERSION``, never of code bytes. Inside ``records.read_only()`` a missing file is
 reported (``MissingSideFile``), never computed. The classes a file covers are those of a run's data: the
-single-source recipe's default split (:mod:`umlkit.experiments.source_recipe`) or, for the unified setting, the
-training classes of the unified recipe's eight sources (:mod:`umlkit.experiments.unified_recipe`).
+single-source recipe's default split (:mod:`umlkit.experiments.recipes.source`) or, for the unified setting, the
+training classes of the unified recipe's eight sources (:mod:`umlkit.experiments.recipes.unified`).
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from umlkit.experiments import source_recipe, unified_recipe
-from umlkit.experiments.paper_configs import read_yaml
-from umlkit.experiments.records import MissingSideFile, is_read_only
+from umlkit.experiments.recipes import source as source_recipe
+from umlkit.experiments.recipes import unified as unified_recipe
+from umlkit.experiments.recipes.paper_configs import read_yaml
+from umlkit.experiments.runs.records import MissingSideFile, is_read_only
 
 
 def lg_config() -> dict:
@@ -273,7 +274,7 @@ def _identity(source: str, guidance: str, profile: str, model: str, template: st
     import json
 
     from umlkit.data import language
-    from umlkit.experiments.fingerprint import data_fingerprint
+    from umlkit.experiments.runs.fingerprint import data_fingerprint
     from umlkit.results import file_sha256 as sha
     spec = guidance_spec(guidance)
     g = {"names": spec["names"], "k": spec["k"]}
@@ -303,8 +304,8 @@ def language_ref(source: str, guidance: str, profile: str = "quick", model: str 
     ``results/<profile>/language/index.json`` maps what decides a file (:func:`_identity`: data, guidance,
     classifier weights, language model, primer) to its name, so a chapter or the scoreboard finds a stored file
     without loading the language model or recomputing pseudolabels; the file's own sha256 stays its identity in
-    the record key. Inside :func:`umlkit.experiments.records.read_only` a file that is not stored raises
-    :class:`~umlkit.experiments.records.MissingSideFile` (its rows count as missing records) and nothing is
+    the record key. Inside :func:`umlkit.experiments.runs.records.read_only` a file that is not stored raises
+    :class:`~umlkit.experiments.runs.records.MissingSideFile` (its rows count as missing records) and nothing is
     written."""
     import json
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from umlkit.experiments.papers._namespace import chapter_attribute
 from umlkit.experiments.papers.oodml import config
-from umlkit.experiments.registry import Paper, register_paper
+from umlkit.experiments.tables.registry import Paper, register_paper
 
 ENTRY = register_paper(Paper(
     name="oodml", link="https://arxiv.org/abs/2107.09562",

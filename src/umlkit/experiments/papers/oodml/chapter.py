@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from umlkit.experiments.floors import MARKS
 from umlkit.experiments.papers.oodml.config import (
     PAPER,
     SEEDS,
@@ -20,9 +19,10 @@ from umlkit.experiments.papers.oodml.config import (
     split_ids,
     tuned_methods,
 )
-from umlkit.experiments.prose import signed
-from umlkit.experiments.runners import SOURCE_NAMES
-from umlkit.experiments.tables import Table
+from umlkit.experiments.runs.runners import SOURCE_NAMES
+from umlkit.experiments.tables.floors import MARKS
+from umlkit.experiments.tables.table import Table
+from umlkit.experiments.views.prose import signed
 
 
 # ------------------------------------------------------------------------------------------------ analyses
@@ -58,7 +58,7 @@ def trend_table(measured: pd.DataFrame, metric: str = "R@1", profile: str = "qui
 
 def record_results(spec: Table, profile: str = "quick", seeds=SEEDS, rows=None):
     """(row, seed, result) of every stored record of ``spec``'s rows (nothing is trained)."""
-    from umlkit.experiments.records import find_record, load_record, normalise_key
+    from umlkit.experiments.runs.records import find_record, load_record, normalise_key
     out = []
     for row in rows if rows is not None else spec.rows:
         for seed in seeds:
@@ -138,7 +138,7 @@ def split_view(cmp: pd.DataFrame, metric: str = "R@1", digits: int = 1, profile:
     zero/few), one column per split ("split i: FID <this profile's> (paper <the paper's>)"), each cell "measured
     ±spread (paper)", the spread left out where it rounds to zero (a frozen backbone's seeds); † marks a stale
     record, and ↓ / ⊥ a run below its frozen backbone or collapsed
-    when ``cmp`` went through :func:`umlkit.experiments.tables.mark_floors`."""
+    when ``cmp`` went through :func:`umlkit.experiments.tables.table.mark_floors`."""
     sub = with_fid(cmp[cmp["metric"] == metric], profile)
     if sub.empty:
         return pd.DataFrame()
@@ -166,9 +166,10 @@ def split_view(cmp: pd.DataFrame, metric: str = "R@1", digits: int = 1, profile:
 
 def _flat_rows(sub: pd.DataFrame) -> list[str]:
     """The methods that trained yet stayed at the frozen backbone's level: marked "≈ frozen" by
-    :func:`umlkit.experiments.floors.mark_floors` (every split within noise of it; a claim won against them is won
+    :func:`umlkit.experiments.tables.floors.mark_floors` (every split within noise of it; a claim won against them is
+    won
     against the backbone)."""
-    from umlkit.experiments.floors import FROZEN_LIKE
+    from umlkit.experiments.tables.floors import FROZEN_LIKE
     if not len(sub) or "floor" not in sub:
         return []
     return sorted(set(sub.loc[sub["floor"] == FROZEN_LIKE, "row"]))
@@ -176,10 +177,11 @@ def _flat_rows(sub: pd.DataFrame) -> list[str]:
 
 def floor_facts(floors: pd.DataFrame, profile: str = "quick") -> dict[str, str]:
     """Per source, the methods with a split whose R@1 fell below the frozen backbone or collapsed to random
-    initialisation (``floors``: the shift tables through :func:`umlkit.experiments.tables.mark_floors`), those that
+    initialisation (``floors``: the shift tables through :func:`umlkit.experiments.tables.table.mark_floors`), those
+    that
     stayed at its level on every split (``<src>_flat_rows``), and the R@1 span over the splits and methods without
     the marked ones."""
-    from umlkit.experiments.floors import BELOW, COLLAPSED, FROZEN_LIKE, SEED_COLLAPSE
+    from umlkit.experiments.tables.floors import BELOW, COLLAPSED, FROZEN_LIKE, SEED_COLLAPSE
     out = {}
     for src in SOURCES:
         name = SOURCE_NAMES[src]
@@ -208,8 +210,8 @@ def floor_facts(floors: pd.DataFrame, profile: str = "quick") -> dict[str, str]:
 def _split_fid_facts(data: dict) -> dict[str, str]:
     """The chapter's facts about the splits' FIDs: the paper's default / i.i.d. ratio, the easiest CUB-like split,
     the cross-source FIDs against the largest split FID."""
-    from umlkit.experiments.prose import fmt
-    from umlkit.paper import paper_table
+    from umlkit.experiments.tables.paper_cells import paper_table
+    from umlkit.experiments.views.prose import fmt
     f = {}
     t1 = paper_table(PAPER, "Table 1").pivot_table(index="dataset", columns="setting", values="value")
     ratio = t1[T1["default"]] / t1[T1["iid"]]
@@ -232,7 +234,7 @@ def chapter_facts(measured: pd.DataFrame, trends: dict, ags: pd.DataFrame, corr:
                   transfer: pd.DataFrame, gains: pd.DataFrame, claims: pd.DataFrame, profile: str = "quick") -> dict:
     """The numbers the ooDML chapter's discussion states, from its tables (glued into the text; every fact is
     computed from whatever records exist, and says how many there are)."""
-    from umlkit.experiments.prose import fmt
+    from umlkit.experiments.views.prose import fmt
     data = load_splits(profile)
     f: dict[str, str] = {k: "n/a" for k in (
         "transfer_own", "transfer_cross", "fs_points", "fs_positive", "fs_gain_first", "fs_gain_last", "fs5_gain_first",
@@ -290,7 +292,7 @@ def chapter_facts(measured: pd.DataFrame, trends: dict, ags: pd.DataFrame, corr:
             f[f"{tag}_gain_first"] = fmt(lo.mean()) if len(lo) else "n/a"
             f[f"{tag}_gain_last"] = fmt(hi.mean()) if len(hi) else "n/a"
     if not claims.empty:
-        from umlkit.experiments.tables import verdict_group
+        from umlkit.experiments.tables.table import verdict_group
         counts = claims["verdict"].map(verdict_group).value_counts()
         f["claims_n"] = str(len(claims))
         f["claims_summary"] = "; ".join(f"{v} {k}" for k, v in counts.items())
@@ -300,7 +302,7 @@ def chapter_facts(measured: pd.DataFrame, trends: dict, ags: pd.DataFrame, corr:
 def paper_curves(metric: str = "R@1") -> pd.DataFrame:
     """The paper's Tables S4-S6 as curves (dataset, method, split, fid = the paper's split FID, value): Fig. 2 as
     published, for a figure beside the measured one."""
-    from umlkit.paper import paper_table
+    from umlkit.experiments.tables.paper_cells import paper_table
     parts = []
     for table in SHIFT_TABLES.values():
         p = paper_table(PAPER, table)
@@ -317,7 +319,7 @@ def rate_table(profile: str = "quick") -> pd.DataFrame:
     """Per method and source: the rate that source's own validation sweep chose (whether it lies inside the grid)
     and the rate the source's table trains with (``lr_sources``, else the CUB-like choice)."""
     from umlkit.experiments.papers.oodml.config import lr_sweep
-    from umlkit.experiments.source_recipe import chosen_lr
+    from umlkit.experiments.recipes.source import chosen_lr
     rows = []
     for src in SOURCES:
         sweep = lr_sweep(profile, source=src)

@@ -3,13 +3,14 @@ learning", NeurIPS 2021): its splits, configurations, tables and analyses as dat
 
 * **Splits** (Sec. 3, official ``split_helpers.py``): classes are the mean frozen feature of a backbone without
   metric training (paper: ImageNet ResNet-50; quick: the shipped tiny ViT v2 on the large UML-Mini); swapping and
-  removal (:mod:`umlkit.experiments.splits`) raise the class-mean FID; :mod:`umlkit.experiments.split_making` keeps
+  removal (:mod:`umlkit.experiments.splits.features`) raise the class-mean FID;
+  :mod:`umlkit.experiments.papers.oodml.split_making` keeps
   Table S1's layout and commits them (``configs/oodml/splits_quick.json``); the full profile reads the published
-  ``datasplits/*.pkl`` instead; every chapter reads them through :mod:`umlkit.experiments.class_splits`. The i.i.d.
+  ``datasplits/*.pkl`` instead; every chapter reads them through :mod:`umlkit.experiments.splits.committed`. The i.i.d.
   FID of Table 1 halves every class's images at random (five draws).
-* **Runs**: the single-source recipe (:mod:`umlkit.experiments.source_recipe`, shared with language guidance)
+* **Runs**: the single-source recipe (:mod:`umlkit.experiments.recipes.source`, shared with language guidance)
   composes ``configs/oodml/{oodml,methods}.yaml`` with a split's class lists (they enter the record key); every run
-  is a ``train_analysis`` record (:mod:`umlkit.experiments.runners`): the
+  is a ``train_analysis`` record (:mod:`umlkit.experiments.runs.runners`): the
   last-epoch model's R@1, mAP@1000 and MAP@R, R@1 at a fixed class count, embedding structure, few-shot adaptation
   (Tables S7/S8 methods) and transfer to the other sources (default splits). The official pipeline keeps the
   epoch with the best *test* score; the book reports the last epoch, as it never selects on test data.
@@ -27,11 +28,7 @@ import sys
 
 import pandas as pd
 
-from umlkit.experiments.class_splits import default_split_id, episodes_path, load_splits, split_ids, split_of  # noqa: F401
-from umlkit.experiments.declarations import load_declarations
-from umlkit.experiments.runners import SOURCE_NAMES
-from umlkit.experiments.source_recipe import chosen_lr, lr_grid, methods_config, run_config, tuned_methods  # noqa: F401
-from umlkit.experiments.split_making import (  # noqa: F401
+from umlkit.experiments.papers.oodml.split_making import (  # noqa: F401
     fid_facts,
     fid_range,
     import_published_splits,
@@ -39,9 +36,13 @@ from umlkit.experiments.split_making import (  # noqa: F401
     read_published_splits,
     write_splits,
 )
-from umlkit.experiments.table_builder import build_tables
-from umlkit.experiments.tables import Row, Table, measure
-from umlkit.experiments.tuning import Sweep, lr_sweep_frame
+from umlkit.experiments.recipes.source import chosen_lr, lr_grid, methods_config, run_config, tuned_methods  # noqa: F401
+from umlkit.experiments.recipes.tuning import Sweep, lr_sweep_frame
+from umlkit.experiments.runs.runners import SOURCE_NAMES
+from umlkit.experiments.splits.committed import default_split_id, episodes_path, load_splits, split_ids, split_of  # noqa: F401
+from umlkit.experiments.tables.builder import build_tables
+from umlkit.experiments.tables.declarations import load_declarations
+from umlkit.experiments.tables.table import Row, Table, measure
 
 PAPER = "oodml"
 DECLARED = load_declarations(__file__)   # tables.yaml: the paper's rows, claims and reasons
@@ -61,7 +62,7 @@ def sweep_key(method: str, lr: float, profile: str = "quick", seed: int = 0, sou
 
 def sweep(source: str = "cub", methods=None, grid=None) -> Sweep:
     """The learning-rate sweep on ``source``'s validation split: each method x each rate of ``grid`` (default:
-    :func:`umlkit.experiments.source_recipe.lr_grid`). Labels of sources other than CUB start with the source."""
+    :func:`umlkit.experiments.recipes.source.lr_grid`). Labels of sources other than CUB start with the source."""
     prefix = "" if source == "cub" else f"{source}-"
     return Sweep("lr_sweep", units=lambda profile: list(methods or methods_config()["methods"]),
                  grid=lambda m: grid or lr_grid(m, source),
@@ -95,7 +96,7 @@ AGS_NAMES = DECLARED["ags_names"]  # Table S3 spells one method differently from
 
 def _paper_settings(table: str) -> dict[int, str]:
     """Split id -> the paper's setting cell of a split table ('split=3;FID=52.6')."""
-    from umlkit.paper import paper_table
+    from umlkit.experiments.tables.paper_cells import paper_table
     out = {}
     for s in paper_table(PAPER, table)["setting"].dropna().unique():
         parts = dict(p.split("=", 1) for p in s.split(";"))

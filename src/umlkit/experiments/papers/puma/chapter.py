@@ -38,13 +38,13 @@ from umlkit.experiments.papers.puma.config import (
     table_claims,
     tuning_units,
 )
-from umlkit.experiments.prose import signed
-from umlkit.experiments.records import cached_record, load_record
-from umlkit.experiments.runners import SOURCE_NAMES
-from umlkit.experiments.tables import Row, compare, measure
-from umlkit.experiments.tuning import mark_choice
+from umlkit.experiments.recipes.tuning import mark_choice
+from umlkit.experiments.runs.records import cached_record, load_record
+from umlkit.experiments.runs.runners import SOURCE_NAMES
+from umlkit.experiments.tables.paper_cells import paper_table
+from umlkit.experiments.tables.table import Row, compare, measure
+from umlkit.experiments.views.prose import signed
 from umlkit.metrics import harmonic_mean
-from umlkit.paper import paper_table
 
 
 def seed_range(seeds: pd.Series) -> str:
@@ -70,7 +70,7 @@ def few_shot_curves(cmp: pd.DataFrame, datasets: Sequence[str] = ("Unified", "Ha
 def few_shot_facts(cmp: pd.DataFrame, claims: pd.DataFrame, tuning: pd.DataFrame | None = None) -> dict[str, str]:
     """The numbers the few-shot discussion states (glued): each method's Unified / Harmonic at every k, the floor,
     PUMA's Harmonic gap to full fine-tuning per k, the verdicts and the tuned rates."""
-    from umlkit.experiments.prose import cell, fmt, verdict, verdict_counts
+    from umlkit.experiments.views.prose import cell, fmt, verdict, verdict_counts
     f: dict[str, str] = {}
     f["fs_zs"] = f"{fmt(cell(cmp, 'Zero-Shot', 'Unified'))} / {fmt(cell(cmp, 'Zero-Shot', 'Harmonic'))}"
     gaps = {}
@@ -96,7 +96,7 @@ def tuning_curves(profile: str = "quick", chosen_only: bool = True) -> pd.DataFr
     """Per tuning unit (at its chosen rate, or every rate), the validation Unified and Harmonic R@1 and the training
     loss after every epoch, from the tuning records (dataset-specific units: the harmonic mean of their models'
     held-out scores, and the mean of their losses)."""
-    from umlkit.experiments.records import find_record, normalise_key
+    from umlkit.experiments.runs.records import find_record, normalise_key
     sweep = tuning_frame(profile)
     if sweep.empty:
         return pd.DataFrame()
@@ -165,8 +165,8 @@ def budget_claim(epochs: int, dataset: str) -> tuple[str, str]:
 def budget_facts(cmp: pd.DataFrame, board: pd.DataFrame) -> dict[str, str]:
     """The longer-budget section's numbers (glued): each method's Unified / Harmonic at every budget, the gap and the
     verdict of "PUMA beats unified full fine-tuning" per budget and dataset (``board``: PUMA's claims with their
-    tables, :func:`umlkit.experiments.scoreboard.family_board`)."""
-    from umlkit.experiments.prose import cell, fmt, verdict
+    tables, :func:`umlkit.experiments.views.scoreboard.family_board`)."""
+    from umlkit.experiments.views.prose import cell, fmt, verdict
     f: dict[str, str] = {}
     for e in BUDGET_EPOCHS:
         for name, tag in (("Ours", "puma"), ("CurricularFace", "ft")):
@@ -308,9 +308,9 @@ def figure3_pairs(weights: dict[int, pd.DataFrame], pairs=FIGURE3_PAIRS) -> pd.D
 
 def figure3_observation(pairs: pd.DataFrame) -> dict:
     """The paper's observation "CUB's prompts are closer to NABirds' than to In-shop's", tested over the seeds with
-    the book's rule (:func:`umlkit.experiments.tables.claim_test`, paired: both correlations come from the same
+    the book's rule (:func:`umlkit.experiments.tables.table.claim_test`, paired: both correlations come from the same
     runs)."""
-    from umlkit.experiments.tables import claim_test
+    from umlkit.experiments.tables.table import claim_test
     a, b = pairs["CUB–NABirds"].to_dict(), pairs["CUB–InShop"].to_dict()
     return claim_test(a, b, paired=True)
 
@@ -363,7 +363,7 @@ def source_bias(cmp: pd.DataFrame, sizes: pd.Series, loss: str = "CurricularFace
     PUMA, section (c)), measured (``sizes``: the profile's training images) and in the paper (its Table 1 sizes). The
     paper predicts that full fine-tuning's change grows with the source's size and PUMA's does not
     (:func:`size_correlation`)."""
-    from umlkit.experiments.prose import cell
+    from umlkit.experiments.views.prose import cell
     paper_sizes = train_sizes("full")
     rows = []
     for d in SOURCE_NAMES.values():
@@ -460,7 +460,7 @@ def table2_facts(cmp: pd.DataFrame, claims: pd.DataFrame) -> dict[str, str]:
     """Every number the Table 2 discussion states (glued into the text)."""
     from scipy.stats import spearmanr
 
-    from umlkit.experiments.prose import cell, fmt, verdict
+    from umlkit.experiments.views.prose import cell, fmt, verdict
 
     def v(row, ds, sec=None, field="measured"):
         return cell(cmp, row, ds, section=sec, field=field)
@@ -532,7 +532,7 @@ def ablation_facts(cmp3=None, claims3=None, cmp4=None, claims4=None, cmp5=None, 
     if cmp5 is not None:
         f.update(_table5_facts(cmp5, claims5))
     if weights is not None:  # {seed: prompt weights}
-        from umlkit.experiments.prose import fmt
+        from umlkit.experiments.views.prose import fmt
         pairs = figure3_pairs(weights)
         for col in pairs:
             a, b = col.split("–")
@@ -546,7 +546,7 @@ def ablation_facts(cmp3=None, claims3=None, cmp4=None, claims4=None, cmp5=None, 
 
 
 def _table3_facts(cmp3, claims3) -> dict[str, str]:
-    from umlkit.experiments.prose import cell, fmt, verdict
+    from umlkit.experiments.views.prose import cell, fmt, verdict
     f: dict[str, str] = {}
     t3 = {"sing": "prompt=Sing.;adapter=none", "cond": "prompt=Cond.;adapter=none", "stat": "prompt=none;adapter=Stat.",
           "stoc": "prompt=none;adapter=Stoc.", "singstat": "prompt=Sing.;adapter=Stat.",
@@ -564,7 +564,7 @@ def _table3_facts(cmp3, claims3) -> dict[str, str]:
 
 
 def _table4_facts(cmp4, claims4) -> dict[str, str]:
-    from umlkit.experiments.prose import cell, fmt, verdict
+    from umlkit.experiments.views.prose import cell, fmt, verdict
     f: dict[str, str] = {}
     for name in ("CurricularFace", "PA", "Ours"):
         k = name.lower()
@@ -590,13 +590,13 @@ _T2_OWN = {"puma": "PUMA beats unified full fine-tuning (Unified)",
 def _table2_verdict(text: str, profile: str = "quick") -> str:
     """The Holm-adjusted verdict of Table 2's claim ``text``, from the paper's board (the ablation chapter states
     the verdicts of comparisons that Table 2 declares)."""
-    from umlkit.experiments.prose import verdict
-    from umlkit.experiments.scoreboard import family_board
+    from umlkit.experiments.views.prose import verdict
+    from umlkit.experiments.views.scoreboard import family_board
     return verdict(family_board("puma", profile), text)
 
 
 def _table5_facts(cmp5, claims5, profile: str = "quick") -> dict[str, str]:
-    from umlkit.experiments.prose import cell, fmt, verdict
+    from umlkit.experiments.views.prose import cell, fmt, verdict
     f: dict[str, str] = {}
     for b, bb in backbones_quick(profile).items():
         k = bb["fact"]
@@ -661,7 +661,7 @@ def tuning_frame(profile: str = "quick", train: bool = False) -> pd.DataFrame:
 
 
 def _selection_frame(jobs, profile: str, train: bool) -> pd.DataFrame:
-    from umlkit.experiments.records import find_record, normalise_key
+    from umlkit.experiments.runs.records import find_record, normalise_key
     select = second_pass()["tuning"]["select_on"]
     lines = []
     for table, label, key, runner in jobs:

@@ -1,5 +1,5 @@
 """PUMA (Kim et al., "Learning Unified Distance Metric Across Diverse Data Distributions with Parameter-Efficient
-Transfer Learning", WACV'25): Tables 2-5 and Figure 3 as data for :mod:`umlkit.experiments.tables`.
+Transfer Learning", WACV'25): Tables 2-5 and Figure 3 as data for :mod:`umlkit.experiments.tables.table`.
 
 What each table needs (paper section / official code):
 
@@ -15,7 +15,7 @@ What each table needs (paper section / official code):
   per source (the raw cosine weights of ``PromptPool.weights``, stored by the ``train`` runner).
 
 The rows, claims, grids and reasons are ``tables.yaml`` beside this module; run settings come from
-``configs/puma/{full_finetune,puma,methods}.yaml`` (the unified recipe, :mod:`umlkit.experiments.unified_recipe`,
+``configs/puma/{full_finetune,puma,methods}.yaml`` (the unified recipe, :mod:`umlkit.experiments.recipes.unified`,
 only composes them; it is shared with language guidance's unified section and the regime map). In
 the quick profile the tiny ViT on UML-Mini stands in for ViT-S/16 on the real data: its rows are keyed by the
 paper's ViT-S/16 cells, so that the long results join the paper; the chapters say which profile measured them.
@@ -30,13 +30,8 @@ from collections.abc import Sequence
 import pandas as pd
 
 from umlkit.data.unified import PUMA_ORDER
-from umlkit.experiments import table_builder
-from umlkit.experiments.declarations import load_declarations
-from umlkit.experiments.runners import SOURCE_NAMES
-from umlkit.experiments.tables import Row, Table
-from umlkit.experiments.tables import table_claims as _table_claims
-from umlkit.experiments.tuning import Sweep
-from umlkit.experiments.unified_recipe import (  # noqa: F401
+from umlkit.experiments.recipes.tuning import Sweep
+from umlkit.experiments.recipes.unified import (  # noqa: F401
     chosen_lr,
     few_shot_block,
     few_shot_config,
@@ -47,6 +42,11 @@ from umlkit.experiments.unified_recipe import (  # noqa: F401
     tables_stage,
     unit_name,
 )
+from umlkit.experiments.runs.runners import SOURCE_NAMES
+from umlkit.experiments.tables import builder as table_builder
+from umlkit.experiments.tables.declarations import load_declarations
+from umlkit.experiments.tables.table import Row, Table
+from umlkit.experiments.tables.table import table_claims as _table_claims
 from umlkit.metrics import harmonic_mean
 from umlkit.train.config import resolve_config
 
@@ -206,7 +206,7 @@ def TABLE5(profile: str = "quick") -> Table:  # noqa: N802 - the rows depend on 
 def table_jobs(profile: str = "quick", specs: dict[str, Table] | None = None) -> list[tuple]:
     """(record folder, label, key, runner) of every run of Tables 2-5 in the profile's current stage (or of
     ``specs``), each configuration once (Table 3's PUMA is Table 2's, Table 4's unified rows are Table 2 (b)'s)."""
-    from umlkit.experiments.tables import distinct_jobs
+    from umlkit.experiments.tables.table import distinct_jobs
     return distinct_jobs(specs or TABLES(profile), profile)
 
 
@@ -216,7 +216,7 @@ def TABLES(profile: str = "quick") -> dict[str, Table]:  # noqa: N802
 
 def table_claims(spec: Table, cmp: pd.DataFrame) -> pd.DataFrame:
     """The table's declared claims whose two cells were measured, with verdicts
-    (:func:`umlkit.experiments.tables.table_claims`)."""
+    (:func:`umlkit.experiments.tables.table.table_claims`)."""
     return _table_claims(spec, cmp)
 
 

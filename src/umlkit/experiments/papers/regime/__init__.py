@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from umlkit.experiments.papers._namespace import chapter_attribute
 from umlkit.experiments.papers.regime import config, edition2, edition3, edition3_views  # noqa: F401 - the views
-from umlkit.experiments.registry import Paper, register_paper
+from umlkit.experiments.tables.registry import Paper, register_paper
 
 
 def claim_tables(profile: str = "quick") -> dict:

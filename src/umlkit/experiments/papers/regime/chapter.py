@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from umlkit.experiments.papers.regime.config import PROBE_METRIC, load_splits, setting_of, settings
-from umlkit.experiments.tables import MISSING, NOT_COMPARABLE
+from umlkit.experiments.tables.table import MISSING, NOT_COMPARABLE
 
 # verdict -> the glue-key tag the chapter's prose uses (the keys kept their first-edition names)
 _VERDICT_TAGS = {"reproduced": "supported", "inconclusive": "inconclusive", "contradicted": "contradicted"}
@@ -25,11 +25,12 @@ def cell_words(cell: str) -> str:
 # ------------------------------------------------------------------------------------------------ views
 def heat_frame(cmp: pd.DataFrame, dataset: str = "Harmonic") -> pd.DataFrame:
     """PUMA - full fine-tuning in ``dataset`` R@1 per (shift, shots): the seed means' gap, its 95 % Welch interval
-    (from :func:`umlkit.experiments.tables.claim_test`'s standard error and degrees of freedom; NaN with fewer than
+    (from :func:`umlkit.experiments.tables.table.claim_test`'s standard error and degrees of freedom; NaN with fewer
+    than
     the claim test's seeds) and the seeds, in the configuration's order."""
     from scipy import stats
 
-    from umlkit.experiments.tables import claim_test
+    from umlkit.experiments.tables.table import claim_test
     c = settings()
     sub = cmp[(cmp["dataset"] == dataset) & (cmp["metric"] == "R@1")]
     lines = []
@@ -74,7 +75,7 @@ def regime_facts(heat: pd.DataFrame, claims: pd.DataFrame, forgetting: pd.DataFr
     losses against the frozen backbone, full fine-tuning's most-forgotten attribute, the held-out-value probes and
     the forgetting claims' verdicts; with ``cmp`` every cell's Harmonic R@1
     (``rm_h_<zs|puma|ft>_<shift>[_<shots>]``)."""
-    from umlkit.experiments.prose import number
+    from umlkit.experiments.views.prose import number
     f: dict[str, str] = {}
     if cmp is not None:
         tags = {"Zero-Shot": "zs", "PUMA": "puma", "Full fine-tuning": "ft"}
@@ -290,7 +291,7 @@ def edition2_facts(axes: pd.DataFrame, moves: pd.DataFrame, claims: pd.DataFrame
     (``rm2_best_<puma|lpft>``); with ``cmp`` every cell's Harmonic R@1 and mean probe accuracy per method
     (``rm2_h_<cell tag>_<method>``, ``rm2_probe_...``) and the mark's cost to each method (``rm2_mark_cost_<method>``:
     Harmonic R@1 without the mark - with it)."""
-    from umlkit.experiments.prose import number
+    from umlkit.experiments.views.prose import number
     tags = {"PUMA": "puma", "LP-FT": "lpft", "Linear probe": "linear", "Zero-Shot": "zs"}
     todo = "not measured yet"
 
@@ -365,7 +366,7 @@ def tuning_view(frame: pd.DataFrame) -> pd.DataFrame:
 
 def moves_view(moves: pd.DataFrame) -> pd.DataFrame:
     """:func:`axis_moves` with short cell labels ("v2 / values") and the interval in one column."""
-    from umlkit.experiments.plots import cell_label
+    from umlkit.experiments.views.plots import cell_label
     return pd.DataFrame({"axis": moves["axis"], "from": moves["from"].map(cell_label),
                          "to": moves["to"].map(cell_label), "method": moves["method"],
                          "move": moves["move"].round(1),

@@ -10,13 +10,14 @@ where the paper's ordering appears instead of assuming it. Everything it runs is
   README's few-shot training, and Table 2's second-pass recipe on all images), and the kind of shift between
   training and test classes (``shifts``: the loaders' split; test classes whose attribute *combinations* never
   occur in training; test classes with attribute *values* no training class is defined by, seen in pretraining).
-  The shifted splits come from the classes' generator attributes (:func:`umlkit.experiments.splits.attribute_split`),
+  The shifted splits come from the classes' generator attributes
+  (:func:`umlkit.experiments.splits.features.attribute_split`),
   generated once and committed (``configs/regime/splits_quick.json``); every row trains and tests on the seven
   sources that can be split so (In-shop-like, whose query/gallery protocol takes no class split, is left out);
 * cells: PUMA and full fine-tuning at each point, 3 seeds, the rates chosen by the book's one protocol on the
   default split's validation classes (the few-shot rates and the second pass's), the zero-shot backbone per shift
   as the floor; the map is PUMA - full fine-tuning with a Welch interval
-  (:func:`umlkit.experiments.tables.claim_test`);
+  (:func:`umlkit.experiments.tables.table.claim_test`);
 * forgetting, measured: linear probes of the pretraining attributes (shape, texture, period, aspect, disc position,
   hue, disc hue, scale) on each trained model's backbone feature (the frozen backbone's own level, same width; the
   retrieval embedding's mean is kept beside it) (runner ``probed``, :func:`umlkit.metrics.attribute_probes`),
@@ -38,10 +39,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from umlkit.experiments import paper_configs, unified_recipe
-from umlkit.experiments.declarations import load_declarations
-from umlkit.experiments.table_builder import build_tables
-from umlkit.experiments.tables import Row, Table
+from umlkit.experiments.recipes import paper_configs
+from umlkit.experiments.recipes import unified as unified_recipe
+from umlkit.experiments.tables.builder import build_tables
+from umlkit.experiments.tables.declarations import load_declarations
+from umlkit.experiments.tables.table import Row, Table
 
 PAPER = "puma"
 DECLARED = load_declarations(__file__)   # tables.yaml: the table's name, metric and claim texts
@@ -68,7 +70,7 @@ def make_splits(root=None) -> dict:
     from umlkit.data import ensure_mini, load_dataset
     from umlkit.data.datasets import MINI_MANIFEST
     from umlkit.data.mini import class_attributes, read_manifest
-    from umlkit.experiments.splits import attribute_split
+    from umlkit.experiments.splits.features import attribute_split
     c = settings()
     root = Path(root or ensure_mini())
     manifest = root / MINI_MANIFEST
@@ -100,13 +102,13 @@ def _splits_path():
 def write_splits(root=None) -> str:
     """Generate the shifted splits and write ``configs/regime/splits_quick.json`` (atomically); returns the path.
     A file already there is replaced only by an identical one: the committed splits define the map's records."""
-    from umlkit.experiments.splits import write_split_file
+    from umlkit.experiments.splits.features import write_split_file
     return str(write_split_file(_splits_path(), make_splits(root), "the map's records"))
 
 
 @lru_cache(maxsize=1)
 def load_splits() -> dict:
-    from umlkit.experiments.splits import read_split_file
+    from umlkit.experiments.splits.features import read_split_file
     return read_split_file(_splits_path(), "umlkit.experiments.papers.regime.write_splits()")
 
 
@@ -192,7 +194,7 @@ def scores(result: dict, row: Row) -> dict:
 
 def columns() -> list[str]:
     from umlkit.data.mini import PRETRAIN_HEADS
-    from umlkit.experiments.runners import SOURCE_NAMES
+    from umlkit.experiments.runs.runners import SOURCE_NAMES
     restrict = list((settings()["probes"].get("restrict") or {}))
     return (["Unified", "Harmonic", *(SOURCE_NAMES[s] for s in settings()["datasets"]), "probe: mean",
              *(f"probe: {h}" for h in PRETRAIN_HEADS), *(f"probe: {h} (held-out)" for h in restrict),
@@ -207,7 +209,7 @@ def MAP() -> Table:  # noqa: N802 - built from the configuration, like puma.FEW_
 
 def table_claims(cmp: pd.DataFrame) -> pd.DataFrame:
     """The map's declared claims whose cells were measured, with verdicts (the book's rule)."""
-    from umlkit.experiments.tables import table_claims as _claims_of
+    from umlkit.experiments.tables.table import table_claims as _claims_of
     return _claims_of(MAP(), cmp)
 
 
@@ -220,7 +222,7 @@ def map_runs() -> int:
 
 def map_jobs(profile: str = "quick") -> list[tuple]:
     """Every run of the map, seed-major (``umlkit records train regime map``)."""
-    from umlkit.experiments.tables import distinct_jobs
+    from umlkit.experiments.tables.table import distinct_jobs
     return distinct_jobs({TABLE_NAME: MAP()}, profile)
 
 

@@ -31,11 +31,12 @@ from functools import lru_cache
 
 import pandas as pd
 
-from umlkit.experiments import paper_configs, unified_recipe
 from umlkit.experiments.papers.regime import config as first
-from umlkit.experiments.table_builder import build_tables
-from umlkit.experiments.tables import Row, Table
-from umlkit.experiments.tuning import Sweep, chosen
+from umlkit.experiments.recipes import paper_configs
+from umlkit.experiments.recipes import unified as unified_recipe
+from umlkit.experiments.recipes.tuning import Sweep, chosen
+from umlkit.experiments.tables.builder import build_tables
+from umlkit.experiments.tables.table import Row, Table
 
 PAPER = "puma"
 DECLARED = first.DECLARED["edition2"]
@@ -198,9 +199,9 @@ def tuning_frame(profile: str = "quick", train: bool = False) -> pd.DataFrame:
     """Per unit and rate the validation Harmonic R@1 (over the cell's sources) and Unified R@1 after the last
     epoch; ``chosen`` marks each unit's best by ``tuning.select_on`` and ``interior`` whether it lies strictly
     inside the rates tried. Missing records are skipped unless ``train``."""
-    from umlkit.experiments.records import cached_record, find_record, normalise_key
-    from umlkit.experiments.runners import SOURCE_NAMES
-    from umlkit.experiments.tuning import mark_choice
+    from umlkit.experiments.recipes.tuning import mark_choice
+    from umlkit.experiments.runs.records import cached_record, find_record, normalise_key
+    from umlkit.experiments.runs.runners import SOURCE_NAMES
     from umlkit.metrics import harmonic_mean
     lines = []
     for folder, label, key, runner in tuning_jobs(profile):
@@ -223,8 +224,8 @@ def map2_jobs(profile: str = "quick") -> list[tuple]:
     """Every run of the second edition whose backbone and rate are ready, seed-major."""
     from dataclasses import replace
 
-    from umlkit.experiments.tables import distinct_jobs
-    from umlkit.experiments.tuning import NotTuned
+    from umlkit.experiments.recipes.tuning import NotTuned
+    from umlkit.experiments.tables.table import distinct_jobs
     table, ready = MAP2(), []
     for row in table.rows:   # a row waits for its backbone's pretraining and its rate's tuning runs
         if not backbone_ready(row.spec["cell"]["backbone"]):
@@ -240,8 +241,8 @@ def map2_jobs(profile: str = "quick") -> list[tuple]:
 def run_status(profile: str = "quick") -> dict[str, str]:
     """``{"rm2_runs": declared (row, seed) runs, "rm2_runs_stored": those with a stored record, "rm2_tuning_runs",
     "rm2_tuning_stored"}`` as text, read-only: how far the edition's runs have come."""
-    from umlkit.experiments.records import find_record, normalise_key
-    from umlkit.experiments.scoreboard import missing_records
+    from umlkit.experiments.runs.records import find_record, normalise_key
+    from umlkit.experiments.views.scoreboard import missing_records
     table = MAP2()
     total = sum(1 if r.seed_free else len(table.seeds_of(r, profile)) for r in table.rows)
     missing = missing_records(profile, papers=["regime"])

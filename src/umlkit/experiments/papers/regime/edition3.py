@@ -1,7 +1,7 @@
 """The regime map, third edition: the cheap remedies on ooDML's FID axis x images per class.
 
 Declared in ``configs/regime/edition3.yaml`` before any of its runs. On ooDML's quick recipe for the CUB-like source
-(:mod:`umlkit.experiments.source_recipe`: the tiny ViT v2, Margin (D), 10 epochs), every cell - one of three
+(:mod:`umlkit.experiments.recipes.source`: the tiny ViT v2, Margin (D), 10 epochs), every cell - one of three
 FID-ordered splits (default, middle, hardest) x 2, 4 or all (12) training images per class - trains seven rows:
 the linear probe, LayerNorm tuning (Basu et al., AAAI 2024), BitFit (Ben Zaken et al., ACL 2022), LoRA (Hu et al.,
 ICLR 2022), PUMA, full fine-tuning and LP-FT (Kumar et al., ICLR 2022, the head first: the engine's
@@ -24,11 +24,12 @@ from functools import lru_cache
 
 import pandas as pd
 
-from umlkit.experiments import paper_configs, source_recipe
 from umlkit.experiments.papers.regime import config as first
-from umlkit.experiments.table_builder import build_tables
-from umlkit.experiments.tables import Row, Table
-from umlkit.experiments.tuning import NotTuned, Sweep, chosen, mark_choice
+from umlkit.experiments.recipes import paper_configs
+from umlkit.experiments.recipes import source as source_recipe
+from umlkit.experiments.recipes.tuning import NotTuned, Sweep, chosen, mark_choice
+from umlkit.experiments.tables.builder import build_tables
+from umlkit.experiments.tables.table import Row, Table
 
 PAPER = "puma"
 DECLARED = first.DECLARED["edition3"]
@@ -168,9 +169,9 @@ def tuning_jobs(profile: str = "quick", seed: int = 0) -> list[tuple]:
 def tuning_frame(profile: str = "quick") -> pd.DataFrame:
     """Per (cell, method) and rate the validation R@1 (and the stored seconds); ``chosen`` marks each unit's best,
     ``interior`` whether it lies strictly inside the rates tried. Read-only: missing records are skipped. (A tuning
-    run's "test" classes are its split's validation classes: :func:`umlkit.experiments.source_recipe.run_config`
+    run's "test" classes are its split's validation classes: :func:`umlkit.experiments.recipes.source.run_config`
     with ``validation=True``.)"""
-    from umlkit.experiments.records import find_record, load_record
+    from umlkit.experiments.runs.records import find_record, load_record
     lines = []
     for unit in tuning_sweep().units(profile):
         for lr in tuning_grid(*unit):
@@ -190,7 +191,7 @@ def tuning_frame(profile: str = "quick") -> pd.DataFrame:
 def wise_alpha(cell: dict, profile: str = "quick") -> float | None:
     """The WiSE-FT coefficient of ``cell``: the one with the best validation R@1 on full fine-tuning's tuning run at
     its chosen rate, the smallest on a tie (None before that run exists)."""
-    from umlkit.experiments.records import find_record, load_record
+    from umlkit.experiments.runs.records import find_record, load_record
     try:
         key = run_config(cell, "full", 0, validation=True, profile=profile)
     except NotTuned:
@@ -206,7 +207,7 @@ def map3_jobs(profile: str = "quick") -> list[tuple]:
     """Every run of the third edition whose rate is chosen, seed-major (WiSE-FT shares full fine-tuning's)."""
     from dataclasses import replace
 
-    from umlkit.experiments.tables import distinct_jobs
+    from umlkit.experiments.tables.table import distinct_jobs
     table, ready = MAP3(), []
     for row in table.rows:
         try:

@@ -106,8 +106,8 @@ def quadrant_frame(cmp: pd.DataFrame) -> pd.DataFrame:
 def wise_curve_frame(profile: str = "quick") -> pd.DataFrame:
     """Every stored WiSE-FT point: per cell, seed (``-1``: the validation run of the tuning, whose held-out classes
     chose the coefficient) and alpha, the R@1 on the CUB-like test classes (or validation classes)."""
-    from umlkit.experiments.records import find_record, load_record
-    from umlkit.experiments.tuning import NotTuned
+    from umlkit.experiments.recipes.tuning import NotTuned
+    from umlkit.experiments.runs.records import find_record, load_record
     lines = []
     for cell in e3.cells():
         for seed in (-1, *e3.settings()["seeds"]):
@@ -222,7 +222,7 @@ def edition3_facts(decision: pd.DataFrame, quadrants: pd.DataFrame, claims: pd.D
     predicted cells, ``rm3_quadrant_against``), the WiSE-FT coefficient chosen most often (``rm3_alpha_mode``) and
     its range (``rm3_alpha_range``), and the claims' verdicts (``rm3_claims``, ``rm3_claims_measured``,
     ``rm3_verdicts``), and the findings box's line (``rm3_findings``)."""
-    from umlkit.experiments.verdicts import MISSING
+    from umlkit.experiments.claims.verdicts import MISSING
     done = decision[decision["winner"].notna()]
     predicted = quadrants[(quadrants["predicted"] != "") & (quadrants["observed"] != "")]
     holds = predicted[predicted["observed"] == predicted["predicted"]]
@@ -260,7 +260,7 @@ def level_facts(cmp: pd.DataFrame) -> dict[str, str]:
         return None if got is None else got[0]
     rows = [*e3.settings()["methods"], e3.WISE]
     floors = (mean(e3.setting({"split": s, "data": None}), "Zero-Shot") for s in e3.settings()["splits"])
-    from umlkit.experiments.verdicts import CEILING
+    from umlkit.experiments.claims.verdicts import CEILING
     out = {"rm3_frozen": span(floors), "rm3_ceiling": f"{CEILING:g}"}
     for data in e3.settings()["data"]:
         cells = [c for c in e3.cells() if c["data"] == data]
@@ -273,9 +273,9 @@ def level_facts(cmp: pd.DataFrame) -> dict[str, str]:
 def design_facts(profile: str = "quick") -> dict[str, str]:
     """Glue for the design paragraph: each split's id and measured FID (``rm3_split_<name>``), the data levels, the
     LP-FT head epochs, the WiSE-FT coefficients, the seeds, and the stored runs against the declared ones."""
-    from umlkit.experiments.class_splits import load_splits
-    from umlkit.experiments.records import find_record
-    from umlkit.experiments.tuning import NotTuned
+    from umlkit.experiments.recipes.tuning import NotTuned
+    from umlkit.experiments.runs.records import find_record
+    from umlkit.experiments.splits.committed import load_splits
     s = e3.settings()
     fid = {int(x["id"]): float(x["fid"]) for x in load_splits(profile)["sources"][s["source"]]["splits"]}
     out = {f"rm3_split_{name}": f"split {i}, FID {fid[int(i)]:.1f}" for name, i in s["splits"].items()}

@@ -22,17 +22,17 @@ from umlkit.experiments.papers.vptsp.config import (
     run_config,
     sweep_jobs,
 )
-from umlkit.experiments.prose import method_value as _value
-from umlkit.experiments.prose import number, verdict_counts
-from umlkit.experiments.runners import SOURCE_NAMES
-from umlkit.experiments.tuning import lr_sweep_frame
+from umlkit.experiments.recipes.tuning import lr_sweep_frame
+from umlkit.experiments.runs.runners import SOURCE_NAMES
+from umlkit.experiments.views.prose import method_value as _value
+from umlkit.experiments.views.prose import number, verdict_counts
 
 
 # ------------------------------------------------------------------------------------------------ prose
 def floor_facts(t2) -> dict[str, str]:
     """Table 2's floors for the prose: the frozen backbone's R@1 per source and VPTSP-G's / VPTSP-M's on the SOP- and
-    In-shop-like sources, and which rows fell below it (:func:`umlkit.experiments.tables.mark_floors`)."""
-    from umlkit.experiments.prose import number
+    In-shop-like sources, and which rows fell below it (:func:`umlkit.experiments.tables.table.mark_floors`)."""
+    from umlkit.experiments.views.prose import number
     out = {f"t2_zs_{s}": number(_value(t2, ZERO_SHOT, SOURCE_NAMES[s])) for s in ALL_SOURCES}
     for m, tag in (("VPTSP-G", "g"), ("VPTSP-M", "m"), ("VPT-Base", "vpt"), ("Hyp-ViT", "hypvit")):
         for s in ("sop", "inshop"):
@@ -45,7 +45,7 @@ def floor_facts(t2) -> dict[str, str]:
 
 def _paper(table: str, method: str, dataset: str, metric: str = "R@1", setting: str | None = None) -> float:
     """One of the paper's cells (NaN when it has none): the prose quotes the paper whether or not a cell was run."""
-    from umlkit.paper import paper_table
+    from umlkit.experiments.tables.paper_cells import paper_table
     p = paper_table(PAPER, table)
     hit = p[(p["method"] == method) & (p["dataset"] == dataset) & (p["metric"] == metric)
             & ((p["setting"].fillna("") == setting) if setting is not None else True)]
@@ -54,7 +54,7 @@ def _paper(table: str, method: str, dataset: str, metric: str = "R@1", setting: 
 
 def _span(values, signed: bool = True) -> str:
     """"a to b" of the finite values (one decimal), one number when they round alike, "–" when there are none."""
-    from umlkit.experiments.prose import number
+    from umlkit.experiments.views.prose import number
     v = [float(x) for x in values if x is not None and x == x]
     if not v:
         return "–"
@@ -284,8 +284,9 @@ def lr_sweep(profile: str = "quick", train: bool = False, select_on: str = "MAP@
 
 def validation_view(spec, cmp: pd.DataFrame, sweep: pd.DataFrame, metric: str = "MAP@R") -> pd.DataFrame:
     """Each tuned row of ``spec`` with its chosen rate, the validation ``metric`` it was chosen on and its test
-    ``metric`` (:func:`umlkit.experiments.tuning.validation_beside`); rows that name their own rate are left out."""
-    from umlkit.experiments.tuning import validation_beside
+    ``metric`` (:func:`umlkit.experiments.recipes.tuning.validation_beside`); rows that name their own rate are left
+    out."""
+    from umlkit.experiments.recipes.tuning import validation_beside
     best = sweep[sweep["chosen"]] if not sweep.empty else sweep
     chosen = {(s, r): (lr, v) for s, r, lr, v in zip(best["source"], best["row"], best["lr"], best[f"val {metric}"])}
     return validation_beside(

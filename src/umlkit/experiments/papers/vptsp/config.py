@@ -34,13 +34,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from umlkit.experiments import class_splits
-from umlkit.experiments.declarations import load_declarations
-from umlkit.experiments.paper_configs import base_config, read_yaml
-from umlkit.experiments.runners import SOURCE_NAMES
-from umlkit.experiments.table_builder import build_tables
-from umlkit.experiments.tables import Row, Table
-from umlkit.experiments.tuning import Sweep, chosen
+from umlkit.experiments.recipes.paper_configs import base_config, read_yaml
+from umlkit.experiments.recipes.tuning import Sweep, chosen
+from umlkit.experiments.runs.runners import SOURCE_NAMES
+from umlkit.experiments.splits import committed as class_splits
+from umlkit.experiments.tables.builder import build_tables
+from umlkit.experiments.tables.declarations import load_declarations
+from umlkit.experiments.tables.table import Row, Table
 from umlkit.results import load_benchmark
 
 PAPER = "vptsp"
@@ -222,7 +222,7 @@ def scores(result: dict, row: Row) -> dict:
 @lru_cache(maxsize=None)
 def _paper_setting(table: str, method: str) -> str:
     """The paper's setting cell of a row (Table 1 spells the modules' sizes there, e.g. "L=12;N=10")."""
-    from umlkit.paper import paper_table
+    from umlkit.experiments.tables.paper_cells import paper_table
     p = paper_table(PAPER, table)
     settings = p.loc[p["method"] == method, "setting"].fillna("").unique()
     return str(settings[0]) if len(settings) == 1 else ""
@@ -421,6 +421,6 @@ def TABLES(profile: str = "quick") -> dict[str, Table]:
 def table_jobs(profile: str = "quick", seeds=SEEDS, tables=None) -> list[tuple]:
     """(record folder, label, key, runner) of every training run of the tables, seed-major; a run two tables share
     (the same configuration) is listed once."""
-    from umlkit.experiments.tables import distinct_jobs
+    from umlkit.experiments.tables.table import distinct_jobs
     specs = {n: t for n, t in TABLES(profile).items() if tables is None or n in tables}
     return distinct_jobs(specs, profile, seeds)

@@ -1,0 +1,61 @@
+"""A paper chapter's reproducibility summary, in the shape of the ML Reproducibility Challenge's one-page summary:
+the scope of the claims tested, the methodology, what reproduced, what did not and what cannot be tested here. The
+counts come from the paper's family on the board (:func:`umlkit.experiments.views.scoreboard.family_board`) and are
+glued
+into the chapter's box; what was easy and what was hard stays the chapter's own prose.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from umlkit.experiments.claims.verdicts import (
+    AT_CEILING,
+    CONTRADICTED,
+    INCONCLUSIVE,
+    MISSING,
+    NO_EFFECT,
+    NOT_COMPARABLE,
+    REPRODUCED,
+    SESOI,
+    SMALLER,
+    VERDICTS,
+    verdict_group,
+)
+
+__all__ = ["summary_facts"]
+
+
+def _n(counts: pd.Series, key: str) -> int:
+    return int(counts.get(key, 0))
+
+
+def summary_facts(board: pd.DataFrame) -> dict[str, str]:
+    """Glue for a chapter's summary box from one paper's rows of the board: ``rs_scope`` (claims and the tables
+    they come from), ``rs_method`` (profile, seeds, tests), and ``rs_yes`` (reproduced), ``rs_no`` (contradicted,
+    smaller than the paper's, no effect), ``rs_untestable`` (at ceiling, not comparable, inconclusive with the
+    seeds beyond the plan, missing records)."""
+    if board.empty:
+        empty = "no claims on the board yet"
+        return {k: empty for k in ("rs_scope", "rs_method", "rs_yes", "rs_no", "rs_untestable")}
+    counts = board["verdict"].map(verdict_group).value_counts()
+    tables = list(dict.fromkeys(board["table"]))
+    tested = board[board["raw verdict"].isin(VERDICTS)] if "raw verdict" in board else board.iloc[:0]
+    seeds = tested["seeds"].astype(int) if len(tested) else pd.Series([0])
+    open_ = board[board["verdict"] == INCONCLUSIVE]
+    need = open_["seeds needed"].dropna() if "seeds needed" in open_ else pd.Series(dtype=float)
+    need_text = (f", needing {int(need.min())}–{int(need.max())} seeds per side where a number exists"
+                 if len(need) else "")
+    return {
+        "rs_scope": f"{len(board)} claims declared from {len(tables)} tables ({', '.join(tables)}); "
+                    f"{len(tested)} have two measured cells and a test",
+        "rs_method": f"the quick profile (UML-Mini, the shipped tiny ViT, CPU); {seeds.min()}–{seeds.max()} seeds "
+                     f"per compared cell; one-sided Welch or paired t-tests with 95 % intervals, Holm over the "
+                     f"paper's {len(tested)} tested claims, a ±{SESOI:g}-point margin for 'no effect'",
+        "rs_yes": f"{_n(counts, REPRODUCED)} reproduced",
+        "rs_no": (f"{_n(counts, CONTRADICTED)} contradicted, {_n(counts, SMALLER)} smaller than the paper's, "
+                  f"{_n(counts, NO_EFFECT)} no effect"),
+        "rs_untestable": (f"{_n(counts, AT_CEILING)} at the R@1 ceiling, {_n(counts, NOT_COMPARABLE)} not "
+                          f"comparable (a compared run below, or never off, its frozen backbone), "
+                          f"{_n(counts, INCONCLUSIVE)} inconclusive{need_text}, {_n(counts, MISSING)} "
+                          f"missing records"),
+    }
