@@ -22,6 +22,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from umlkit._yaml import read_yaml, safe_load_unique
+
 __all__ = ["repository", "badge", "setup_source", "sync_colab", "toc_chapters", "book_chapters", "missing_toc_entries",
            "notebook_parameters", "check_parameter_value",
            "parameters_of", "chapter_parameters", "SETUP_MARKER", "check_html"]
@@ -39,7 +41,7 @@ def repository(config: str | Path) -> dict:
     import yaml
     path = Path(config)
     try:
-        config = yaml.safe_load(path.read_text()) or {}
+        config = read_yaml(path, {})
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
         raise ValueError(f"{path}: cannot read the book configuration ({' '.join(str(e).split())})") from e
     if not isinstance(config, dict):
@@ -127,7 +129,7 @@ def check_parameters(namespace: dict, declared: tuple[str, ...] | None = None, c
         value = namespace[name]
         if isinstance(value, str) and (value.strip().startswith(_YAML_TEXT) or value.strip() in _YAML_WORDS):
             try:   # (YAML reads "None" as text; papermill users write Python's None)
-                namespace[name] = value = None if value.strip() in ("None", "none") else yaml.safe_load(value)
+                namespace[name] = value = None if value.strip() in ("None", "none") else safe_load_unique(value)
             except yaml.YAMLError as err:
                 raise ValueError(f"parameter {name} = {value!r} is not valid YAML ({' '.join(str(err).split())[:80]}); "
                                  f"pass lists with papermill's -y, e.g. -y \"{name}: [0, 1]\"") from None
@@ -186,7 +188,7 @@ def _toc_files(root: Path) -> tuple[dict, list[str]]:
     import yaml
     toc_path = root / "_toc.yml"
     try:
-        toc = yaml.safe_load(toc_path.read_text())
+        toc = read_yaml(toc_path)
         files = [toc["root"], *[c["file"] for part in toc.get("parts", [{"chapters": toc.get("chapters", [])}])
                                 for c in part.get("chapters", [])]]
     except (OSError, UnicodeDecodeError, yaml.YAMLError, KeyError, TypeError, AttributeError) as e:

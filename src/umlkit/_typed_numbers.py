@@ -19,6 +19,8 @@ import json
 import re
 from pathlib import Path
 
+from umlkit._yaml import read_yaml
+
 __all__ = ["typed_numbers", "unexplained_numbers", "ALLOW_FILE"]
 
 ALLOW_FILE = "book/_typed_numbers.yaml"
@@ -74,10 +76,9 @@ def _known_numbers(root: Path) -> set[str]:
 
 def unexplained_numbers(root: str | Path = ".") -> tuple[list[dict], list[str]]:
     """(typed numbers that are neither known nor allowed, allow-list entries no chapter uses any more)."""
-    import yaml
     root = Path(root)
     allow_path = root / ALLOW_FILE
-    allowed = yaml.safe_load(allow_path.read_text(encoding="utf-8")) if allow_path.exists() else {}
+    allowed = read_yaml(allow_path) if allow_path.exists() else {}
     if not isinstance(allowed, dict) or not all(isinstance(v, dict) and all(isinstance(r, str) and r.strip()
                                                                             for r in v.values())
                                                 for v in allowed.values()):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import umlkit
 from umlkit._paths import data_root, repo_root, results_root
+from umlkit._yaml import safe_load_unique
 
 
 def _positive_int(text: str) -> int:
@@ -590,7 +591,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         if name.strip() == "PROFILE":   # reproduce sets it from --profile; the -p value was dropped without a word
             raise ValueError(f"-p {item!r}: choose the profile with --profile {value.strip() or 'quick|full'}")
         try:
-            params[name.strip()] = yaml.safe_load(value)
+            params[name.strip()] = safe_load_unique(value)
         except yaml.YAMLError as err:
             raise ValueError(f"-p {item!r}: the value is not valid YAML ({' '.join(str(err).split())})") from err
     table = reproduce(profile=args.profile, chapters=chapters, parameters=params)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import yaml
 
-from umlkit._yaml import DuplicateKey, nearest, safe_load_unique
+from umlkit._yaml import DuplicateKey, nearest, read_yaml, safe_load_unique
 from umlkit.results import config_hash
 
 __all__ = ["DEFAULTS", "load_config", "apply_overrides", "merge", "resolve_config", "config_hash", "legacy_objective"]
@@ -136,7 +136,7 @@ def apply_overrides(config: dict, overrides) -> dict:
             raise ValueError(f"override {item!r} must look like key.sub=value")
         key, raw = item.split("=", 1)
         try:
-            value = coerce_numbers(yaml.safe_load(raw))
+            value = coerce_numbers(safe_load_unique(raw))
         except yaml.YAMLError as err:
             raise ValueError(f"override {item!r}: the value is not valid YAML ({' '.join(str(err).split())})") from None
         key = key.strip()
@@ -377,7 +377,7 @@ def _parsed(path: Path) -> dict:
     hit = _PARSED.get(str(path))
     if hit is None or hit[0] != stamp:
         try:
-            raw = coerce_numbers(safe_load_unique(path.read_text()) or {})
+            raw = coerce_numbers(read_yaml(path, {}))
         except DuplicateKey as err:
             raise ValueError(f"{path}: {err.problem}") from None
         except yaml.YAMLError as err:

@@ -25,6 +25,7 @@ import pandas as pd
 import yaml
 
 from umlkit._paths import repo_folder
+from umlkit._yaml import read_yaml
 from umlkit.experiments.claims.verdicts import signed
 
 __all__ = ["RULE", "LOOKS", "PLAN_FILE", "SEED_PLAN_FILE", "SEED_PLAN_FILES", "stages", "plan_stamp",
@@ -82,7 +83,7 @@ def _load(path: str) -> dict:
     p = Path(path)
     if not p.exists():
         return {"seeds": [], "claims": {}, "first": {}, "profile": PROFILE}
-    data = yaml.safe_load(p.read_text()) or {}
+    data = read_yaml(p, {})
     raw = data.get("claims") or {}
     if not isinstance(raw, Mapping) or not all(isinstance(s, int) for s in data.get("seeds", [])) or not all(
             isinstance(t, Mapping) for t in raw.values()):

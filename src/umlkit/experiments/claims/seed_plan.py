@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from umlkit._yaml import read_yaml
 from umlkit.experiments.claims.verdicts import INCONCLUSIVE
 
 __all__ = ["MAX_PLANNED", "BUDGET_HOURS", "WORKERS", "RULE", "RULE_2", "RULE_3", "choose", "write", "plan_facts"]
@@ -162,5 +163,5 @@ def _stage_facts(board: pd.DataFrame, stage: int, prefix: str) -> dict[str, str]
 
 def _entries(path: Path) -> list:
     """A seed plan's raw entries (with their estimated hours), read from its file."""
-    data = (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
+    data = read_yaml(path, {}) if path.exists() else {}
     return [entries for tables in (data.get("claims") or {}).values() for entries in tables.values()]

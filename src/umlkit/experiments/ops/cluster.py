@@ -32,9 +32,8 @@ import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-import yaml
-
 from umlkit._paths import results_root
+from umlkit._yaml import read_yaml
 from umlkit.experiments.runs.records import cached_record, find_record, normalise_key
 from umlkit.results import atomic_write, config_hash
 
@@ -80,7 +79,7 @@ def load_settings(path: str | Path | None = None, overrides: dict | None = None,
         if not path.is_file():
             raise FileNotFoundError(f"Slurm settings file {path} does not exist (expected a YAML file with a "
                                     f"`slurm:` block, e.g. slurm: {{partition: gpu, account: mylab}})")
-        doc = yaml.safe_load(path.read_text()) or {}
+        doc = read_yaml(path, {})
         if not isinstance(doc, dict) or not isinstance(doc.get("slurm"), dict):
             raise ValueError(f"{path}: expected a `slurm:` block (a mapping), e.g. slurm: {{partition: gpu}}")
         given = dict(doc["slurm"])

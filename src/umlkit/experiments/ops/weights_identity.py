@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from umlkit._yaml import read_yaml
+
 __all__ = ["PINS_FILE", "SEEN_FILE", "weights_file", "sha256_of", "expected", "mismatches", "remember",
            "weights_report"]
 
@@ -57,11 +59,10 @@ def sha256_of(path: Path) -> str:
 
 
 def _pins() -> dict[str, str]:
-    import yaml
 
     from umlkit._paths import repo_folder
     path = repo_folder("configs", what="the weights pins") / PINS_FILE
-    data = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}) if path.is_file() else {}
+    data = read_yaml(path, {}) if path.is_file() else {}
     pins = data.get("pins") or {}
     if not isinstance(pins, dict) or not all(isinstance(v, str) and len(v) == 64 for v in pins.values()):
         raise ValueError(f"{path}: expected 'pins: {{timm model name: sha256 (64 hex digits)}}'")

@@ -14,6 +14,7 @@ from pathlib import Path
 import yaml
 
 from umlkit._paths import repo_folder
+from umlkit._yaml import read_yaml as read_yaml_file
 
 __all__ = ["config_dir", "read_yaml", "base_config"]
 
@@ -29,7 +30,7 @@ def read_yaml(folder: str, name: str, numbers: bool = False) -> dict:
     Callers must not mutate the returned mapping."""
     path = config_dir(folder) / name
     try:
-        data = yaml.safe_load(path.read_text())
+        data = read_yaml_file(path)
     except FileNotFoundError:
         raise FileNotFoundError(f"{path} is missing: the {folder} experiments read their settings from it") from None
     except yaml.YAMLError as err:

@@ -22,8 +22,7 @@ import itertools
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
-
+from umlkit._yaml import read_yaml
 from umlkit.experiments.tables.table import Claim
 
 __all__ = ["load_declarations", "expand", "claims_of"]
@@ -33,7 +32,7 @@ CELL_FIELDS = ("section", "method", "setting", "dataset")
 
 @lru_cache(maxsize=16)
 def _read(path: str) -> dict:
-    return yaml.safe_load(Path(path).read_text()) or {}
+    return read_yaml(path, {})
 
 
 def load_declarations(package_file: str) -> dict:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from umlkit._yaml import read_yaml
+
 __all__ = ["readable", "label_map"]
 
 _SETTING = re.compile(r"[\w.]+=[^;=]+(?:;[\w.]+=[^;=]+)*")
@@ -21,13 +23,12 @@ _SETTING = re.compile(r"[\w.]+=[^;=]+(?:;[\w.]+=[^;=]+)*")
 @lru_cache(maxsize=1)
 def label_map() -> dict[str, str]:
     """Every paper's declared ``labels`` (the discovered paper packages' ``tables.yaml``), merged."""
-    import yaml
 
     from umlkit.experiments.tables.registry import paper_packages
     merged: dict[str, str] = {}
     for _, folder in paper_packages():
         path = folder / "tables.yaml"
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
+        data = read_yaml(path) if path.is_file() else None
         labels = (data or {}).get("labels") or {}
         if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
             raise ValueError(f"{path}: 'labels' must map a setting to its words, e.g. {{'prompt=Sing.': 'single "

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from umlkit._registry import add_entry
+from umlkit._yaml import read_yaml
 
 __all__ = ["Paper", "register_paper", "papers", "get_paper", "paper_packages", "PAPERS_ENV"]
 
@@ -115,14 +116,13 @@ def _discover() -> None:
 
 def _book_order() -> list[str]:
     """The chapter stems of the book's ``_toc.yml``, in order (empty outside a checkout)."""
-    import yaml
 
     from umlkit._paths import repo_root
     root = repo_root()
     toc = root / "_toc.yml" if root is not None else None
     if toc is None or not toc.is_file():
         return []
-    data = yaml.safe_load(toc.read_text()) or {}
+    data = read_yaml(toc, {})
     parts = data.get("parts") or [{"chapters": data.get("chapters") or []}]
     return [Path(str(c.get("file", ""))).stem for part in parts for c in part.get("chapters") or []]
 
