@@ -13,11 +13,10 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "umlkit"
 def test_the_registry_discovers_every_paper_package_in_the_books_order():
     """Every package under experiments/papers/ is registered (no list to keep), ordered by its first chapter's
     place in _toc.yml, the book's own experiments after the papers."""
-    import yaml
     reg = papers()
     packages = sorted(p.name for p in (SRC / "experiments" / "papers").iterdir() if (p / "tables.yaml").is_file())
     assert sorted(reg) == packages
-    toc = yaml.safe_load((SRC.parents[1] / "_toc.yml").read_text())
+    toc = read_yaml(SRC.parents[1] / "_toc.yml")
     stems = [c["file"].split("/")[-1] for c in toc["chapters"]]
     place = [(p.own, stems.index(p.chapters[0])) for p in reg.values()]
     assert place == sorted(place) and reg["regime"].own and not reg["puma"].own
@@ -44,7 +43,7 @@ def test_the_cli_reads_the_registry(capsys):
     assert "give --paper or --chapters" in capsys.readouterr().err
 
 
-PAPER_MODULES = {"puma", "oodml", "vptsp", "language_guidance", "regime"}
+PAPER_MODULES = set(papers())   # every registered paper package, from the registry
 
 
 def _paper_imports(node) -> set[str]:

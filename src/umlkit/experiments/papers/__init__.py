@@ -7,6 +7,7 @@
 * ``__init__.py``: the registry entry (:class:`umlkit.experiments.tables.registry.Paper`) and one namespace over both
   modules, so a chapter writes ``from umlkit.experiments.papers import puma`` and ``puma.<name>``.
 
-No paper package imports another: what two papers share (class splits, the single-source and unified recipes, the
-language file store) lives in ``umlkit.experiments`` beside the tables and records services.
+No paper package imports another: what two papers share (class splits, the single-source and unified recipes, tuned
+values) lives in the shared rooms of ``umlkit.experiments`` (``splits``, ``recipes``, ...); what is one paper's alone
+stays in its package (ooDML's split making, language guidance's language file store).
 """
