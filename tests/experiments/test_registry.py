@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from umlkit._yaml import read_yaml
 from umlkit.cli import main
 from umlkit.experiments.tables.registry import Paper, get_paper, papers, register_paper
 

@@ -565,7 +565,8 @@ class _Progress:
 
 
 def fit(config: dict | None = None, *, run_dir: str | Path | None = None, resume: bool | str | Path = False,
-        overrides=None, _fail_at_step: int | None = None, _poison_at_step: int | None = None) -> FitResult:
+        overrides=None, resolved: bool = False, data: tuple | None = None, _fail_at_step: int | None = None,
+        _poison_at_step: int | None = None) -> FitResult:
     """Train and evaluate one configuration (see :mod:`umlkit.train.config` for the keys).
 
     Args:
@@ -574,13 +575,17 @@ def fit(config: dict | None = None, *, run_dir: str | Path | None = None, resume
             ``results/<profile>/runs/<name>-<hash>``).
         resume: ``True`` continues from ``run_dir/latest.pt`` when it exists; a path resumes from that file.
         overrides: dotted ``key=value`` strings applied on top of ``config``.
+        resolved: ``config`` is already the output of :func:`~umlkit.train.config.resolve_config` (a record key's
+            configuration): it is used as given, not resolved again (a partial configuration is refused).
+        data: the ``(train, test, validation)`` datasets :func:`build_data` gives for this configuration, when the
+            caller has built them already (a runner that also analyses them); they are not built again.
 
     The phases: :func:`_set_up` (data, model, objective, optimiser, sampler), :func:`_restore` (resume),
     :func:`_start_files`, then per epoch :func:`_train_epoch`, :func:`_evaluate_epoch` and :func:`_checkpoint`,
     and :func:`_finish`.
     """
-    cfg = resolve_config(config, overrides=overrides)
-    run = _set_up(cfg, run_dir, resume)
+    cfg = _as_given(config) if resolved and not overrides else resolve_config(config, overrides=overrides)
+    run = _set_up(cfg, run_dir, resume, data)
     progress = _restore(run, resume)
     _start_files(run, progress)
     epochs = int(cfg["train"]["epochs"])
@@ -601,7 +606,17 @@ def fit(config: dict | None = None, *, run_dir: str | Path | None = None, resume
     return _finish(run, progress, time.perf_counter() - t0)
 
 
-def _set_up(cfg: dict, run_dir, resume) -> _Run:
+def _as_given(config: dict) -> dict:
+    """A configuration the caller resolved: every section of DEFAULTS and nothing else (no ``profiles`` block)."""
+    from umlkit.train.config import DEFAULTS
+    if not isinstance(config, dict) or set(config) != set(DEFAULTS):
+        got = sorted(config) if isinstance(config, dict) else type(config).__name__
+        raise ValueError(f"fit(resolved=True) takes a resolved configuration (umlkit.train.resolve_config) with the "
+                         f"sections {sorted(DEFAULTS)}; got {got}")
+    return config
+
+
+def _set_up(cfg: dict, run_dir, resume, data: tuple | None = None) -> _Run:
     """Seeds, data, model, objective, optimisers, schedule, sampler and loader, in the order that fixes the random
     streams (a change of this order changes every run's numbers)."""
     world, rank = _world()
@@ -628,7 +643,7 @@ def _set_up(cfg: dict, run_dir, resume) -> _Run:
 
     # model and loss (the loss needs the class count, the model needs its auxiliary heads)
     m = cfg["model"]
-    train_set, test_set, val_set = build_data(cfg, backbone_data_config(m["backbone"]))
+    train_set, test_set, val_set = data if data is not None else build_data(cfg, backbone_data_config(m["backbone"]))
     d = cfg["data"]
     check_batch(d["batch_size"], train_set, d["samples_per_class"], d["sampler"])
     rows = [*test_set.source_names, "Unified", "Harmonic"]

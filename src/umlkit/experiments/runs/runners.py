@@ -119,15 +119,16 @@ def resumable_runs(folder: Path | None):
         _RUN_FOLDER.reset(token)
 
 
-def _fit(cfg: dict):
+def _fit(cfg: dict, data: tuple | None = None):
+    """Train a record key's configuration, its weights resolved by the caller (:func:`weights_for`, once): resolved
+    when the key was made, so ``fit`` takes it as given; ``data``: the datasets the runner built from it."""
     from umlkit.train import fit
     folder = _RUN_FOLDER.get()
     if folder is not None:
         from umlkit.results import config_hash
-        cfg = weights_for(cfg)
-        return fit(cfg, run_dir=folder / config_hash(cfg), resume=True)
+        return fit(cfg, run_dir=folder / config_hash(cfg), resume=True, resolved=True, data=data)
     with tempfile.TemporaryDirectory() as tmp:
-        return fit(weights_for(cfg), run_dir=tmp)
+        return fit(cfg, run_dir=tmp, resolved=True, data=data)
 
 
 @register_runner("train")
@@ -137,7 +138,7 @@ def train_run(cfg: dict) -> dict:
 
 def _trained(cfg: dict) -> tuple[dict, torch.nn.Module]:
     """The ``train`` runner's result and the trained model."""
-    res = _fit(cfg)
+    res = _fit(weights_for(cfg))
     out = {"test": _scores(res.last), "loss": [round(h["loss"], 4) for h in res.history],
            "trainable_model": count_trainable(res.model), "trainable_total": count_trainable(res.model, res.loss),
            "train_seconds": round(res.seconds, 1)}
@@ -276,7 +277,7 @@ def specialists_run(cfgs: dict[str, dict]) -> dict:
                              "every source's default test split, so explicit class splits are not supported here")
         if test is None:
             test = test_set(cfg)
-        res = _fit(cfg)
+        res = _fit(weights_for(cfg))
         emb, labels = extract_embeddings(res.model, test, batch_size=512, device=_device_of(res.model))
         frame = unified_evaluation(emb, labels, test.sources, is_query=test.is_query, is_gallery=test.is_gallery,
                                    source_names=test.source_names)
@@ -379,7 +380,8 @@ def train_analysis_run(key: dict) -> dict:
     part = ana.get("evaluate", "test")
     if part not in ("test", "val"):
         raise ValueError(f"analysis.evaluate must be 'test' or 'val', got {part!r}")
-    train, test, val = build_data(resolved, backbone_data_config(cfg["model"]["backbone"]))
+    built = build_data(resolved, backbone_data_config(cfg["model"]["backbone"]))   # once: training gets these
+    train, test, val = built
     if part == "val":  # a tuning run: scored on the held-out training classes, never on test
         if val is None:
             raise ValueError("analysis.evaluate='val' needs validation classes (data.val_fraction or "
@@ -395,7 +397,7 @@ def train_analysis_run(key: dict) -> dict:
         model = create_model(m["backbone"], "zero_shot", pretrained=bool(m["pretrained"]), weights=m["weights"])
         out = {"trainable_model": 0}
     else:
-        res = _fit(cfg)
+        res = _fit(resolved, data=built)
         model = res.model
         out = {"loss": [round(h["loss"], 4) for h in res.history], "trainable_model": count_trainable(res.model),
                "train_seconds": round(res.seconds, 1),
