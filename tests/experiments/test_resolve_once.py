@@ -99,3 +99,17 @@ def test_every_papers_record_key_resolves_each_of_its_configurations_once(monkey
             seen += 1
             break
     assert seen == len(papers())   # every registered paper was counted
+
+
+def test_a_stored_keys_configuration_is_taken_as_given_with_its_progress_default():
+    """A record key leaves out train.progress (records.normalise_key); anything else missing is refused."""
+    from umlkit.experiments.runs.records import normalise_key
+    from umlkit.train.config import DEFAULTS, resolve_config
+    from umlkit.train.engine import _as_given
+    stored = normalise_key(resolve_config({"model": {"method": "full"}}))
+    assert "progress" not in stored["train"]
+    given = _as_given(stored)
+    assert given["train"]["progress"] == DEFAULTS["train"]["progress"] and "progress" not in stored["train"]
+    del stored["optimizer"]["lr"]
+    with pytest.raises(ValueError, match="optimizer.lr"):
+        _as_given(stored)

@@ -607,12 +607,20 @@ def fit(config: dict | None = None, *, run_dir: str | Path | None = None, resume
 
 
 def _as_given(config: dict) -> dict:
-    """A configuration the caller resolved: every section of DEFAULTS and nothing else (no ``profiles`` block)."""
+    """A configuration the caller resolved: every section and setting of DEFAULTS (no ``profiles`` block), except
+    ``train.progress``, which a record key leaves out (no number depends on it) and which takes its default here."""
     from umlkit.train.config import DEFAULTS
     if not isinstance(config, dict) or set(config) != set(DEFAULTS):
         got = sorted(config) if isinstance(config, dict) else type(config).__name__
         raise ValueError(f"fit(resolved=True) takes a resolved configuration (umlkit.train.resolve_config) with the "
                          f"sections {sorted(DEFAULTS)}; got {got}")
+    missing = [f"{s}.{k}" for s, block in DEFAULTS.items() if isinstance(block, dict) and isinstance(config[s], dict)
+               for k in block if k not in config[s] and (s, k) != ("train", "progress")]
+    if missing:
+        raise ValueError(f"fit(resolved=True): the configuration lacks {', '.join(missing[:8])}; resolve it first "
+                         f"(umlkit.train.resolve_config)")
+    if "progress" not in config["train"]:
+        config = {**config, "train": {**config["train"], "progress": DEFAULTS["train"]["progress"]}}
     return config
 
 

@@ -54,7 +54,9 @@ def key(spec, profile: str, seeds, overrides, rows) -> tuple:
     """The memo key of a reading of ``spec`` under the records as they are now (take it before reading, so that a
     record another process writes meanwhile makes the next reading read again)."""
     from umlkit._paths import results_root
-    text = repr((spec, seeds, tuple(overrides or ()), rows))
+    if rows is not None and list(rows) == list(spec.rows):   # every row, named one by one: the whole table
+        rows = None
+    text = repr((spec, seeds, tuple(overrides or ()), None if rows is None else list(rows)))
     return (hashlib.sha256(text.encode()).hexdigest(), profile, str(results_root(profile)), signature(profile))
 
 

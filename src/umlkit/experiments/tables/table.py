@@ -261,16 +261,18 @@ def _measure_one(spec: Table, row: Row, seed: int, profile: str, cols, rerun: bo
 
 
 def run_table(spec: Table, profile: str = "quick", *, seeds=None, train: bool = False,
-              overrides: Sequence[str] = (), floors: bool = True, save_unmeasured: bool = False):
-    """One table as a chapter runs it: measured (missing records trained when ``train``), compared with the paper,
-    floors marked (``floors``) and saved; an unmeasured table only with ``save_unmeasured`` and no rows of its own.
-    Returns (measured, compared)."""
-    m = measure(spec, profile, seeds=seeds, train=train, progress=False, overrides=overrides)
+              overrides: Sequence[str] = (), floors: bool = True, save_unmeasured: bool = False,
+              rows: Sequence[Row] | None = None, rerun: bool = False):
+    """One table as a chapter runs it: measured (missing records trained when ``train``; ``rows``: some rows only;
+    ``rerun``: retrained even when stored), compared with the paper, floors marked (``floors``) and saved; an
+    unmeasured table only with ``save_unmeasured`` and no rows of its own. Returns (measured, compared)."""
+    m = measure(spec, profile, rows=rows, seeds=seeds, train=train, rerun=rerun, progress=False,
+                overrides=overrides)
     cmp = compare(m, spec.paper) if not m.empty else m
     if floors and not m.empty:
         cmp = mark_floors(spec, cmp)
     if not m.empty or (save_unmeasured and not spec.rows):
-        save_results(spec, cmp, profile)
+        save_results(spec, cmp, profile, rows)
     return m, cmp
 
 

@@ -1,0 +1,73 @@
+"""Issue 73 item 4: the chapter helper (umlkit.experiments.views.chapter.Chapter) shows a table in the paper's shape
+with its claims block right below, and gathers the page's claims; every paper chapter uses it."""
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from umlkit._paths import results_root
+from umlkit.experiments.tables import memo
+from umlkit.experiments.tables import table as tables
+from umlkit.experiments.tables.registry import papers
+from umlkit.experiments.views import chapter as chapter_module
+from umlkit.experiments.views.chapter import CLAIMS_HEADING, Chapter
+from umlkit.experiments.views.scoreboard import family_adjusted, verdicts_beside
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def shown(monkeypatch, tmp_path):
+    """What the helper displays, collected; the chapter's CSVs go to a copy of VPTSP's records."""
+    shutil.copytree(ROOT / "results" / "quick" / "records" / "vptsp", tmp_path / "quick" / "records" / "vptsp")
+    monkeypatch.setenv("UMLKIT_RESULTS", str(tmp_path))
+    memo.forget()
+    out = []
+    monkeypatch.setattr(chapter_module, "_display", out.append)
+    yield out
+    memo.forget()
+
+
+def test_show_gives_one_side_by_side_per_metric_then_the_claims_block(shown, capsys):
+    from umlkit.experiments.papers import vptsp
+    T = vptsp.TABLES("quick")
+    ch = Chapter("vptsp", T, "quick")
+    cmp = ch.run("Table 7")
+    assert not cmp.empty and (results_root("quick") / "vptsp_table7.csv").is_file()   # saved, as a chapter does
+    assert ch.show("Table 7", ["R@1", ("MAP@R", 2)]) is True
+    printed = capsys.readouterr().out.splitlines()
+    assert printed == ["R@1", "MAP@R", CLAIMS_HEADING]
+    pd.testing.assert_frame_equal(shown[0], tables.side_by_side(cmp, "R@1"))
+    pd.testing.assert_frame_equal(shown[1], tables.side_by_side(cmp, "MAP@R", digits=2))
+    pd.testing.assert_frame_equal(shown[2], verdicts_beside(T["Table 7"], cmp, "vptsp", "quick"))
+    manual = family_adjusted(tables.table_claims(T["Table 7"], cmp), "vptsp", "quick")
+    pd.testing.assert_frame_equal(ch.claims(), manual)
+
+
+def test_a_table_without_records_says_so_and_an_unrun_one_is_an_error(shown, capsys, tmp_path, monkeypatch):
+    from umlkit.experiments.papers import vptsp
+    monkeypatch.setenv("UMLKIT_RESULTS", str(tmp_path / "empty"))
+    ch = Chapter("vptsp", vptsp.TABLES("quick"), "quick")
+    assert ch.run("Table 7").empty
+    assert ch.show("Table 7") is False and capsys.readouterr().out == "no records yet\n" and not shown
+    assert ch.claims().empty
+    with pytest.raises(KeyError, match="call .run"):
+        ch.show("Table 5")
+    with pytest.raises(KeyError, match="no table 'Table 99'"):
+        ch.run("Table 99")
+
+
+def _code(stem: str) -> str:
+    nb = json.loads((ROOT / "book" / f"{stem}.ipynb").read_text())
+    return "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+
+
+def test_every_paper_chapter_uses_the_helper_and_types_no_claims_block():
+    chapters = [c for p in papers().values() for c in p.chapters]
+    assert chapters
+    for stem in chapters:
+        code = _code(stem)
+        assert "Chapter(" in code, stem
+        assert "The claims on this table" not in code and "def run(" not in code, stem
