@@ -619,8 +619,8 @@ def _print_estimate(status, workers: int = 1) -> None:
                  + (f"{est['by_runner']} by their runner's, " if est["by_runner"] else "")
                  + "the rest by the table's median)")
     elif missing:
-        line += (f", so no estimate for the {missing} missing (the README's GPU-hours table gives the full profile's "
-                 f"tables)")
+        line += (f", so no estimate for the {missing} missing (benchmarks/README.md's GPU-hours table gives the "
+                 f"full profile's tables)")
     print(line)
 
 

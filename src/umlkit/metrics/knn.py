@@ -58,7 +58,7 @@ searches took 13-20 s and 14-16 s in different runs on this project's AMD EPYC, 
 tile put int8 at 2x bf16's speed; below about 20,000 items the three were within 0.3 s of each other, and at
 32,768 one measurement ranked fp32 first although int8 had been 1.5-2.1x faster at that size in two others.
 
-The int8 self-search ran as fast as bf16 natively and 2.95x faster than it limited (README, Performance). Every
+The int8 self-search ran as fast as bf16 natively and 2.95x faster than it limited (benchmarks/README.md). Every
 search returns the exact top k.
 """
 from __future__ import annotations

@@ -241,7 +241,7 @@ def nmi(embeddings: torch.Tensor, labels: torch.Tensor, seed: int = 0, niter: in
     the same iterations, but only the first two assignments compare an item with every centroid; later ones choose
     among its 32 nearest centroids of the second (:func:`umlkit.metrics.kmeans.candidate_kmeans`). ``"auto"`` (the
     default of :func:`evaluate_retrieval`) is exact up to :data:`NMI_EXACT_MAX_K` clusters; above, it is
-    ``"candidates"`` with :data:`NMI_LARGE_K_NITER` iterations (figures in the README's metric definitions,
+    ``"candidates"`` with :data:`NMI_LARGE_K_NITER` iterations (figures in docs/guide.md's metric definitions,
     ``benchmarks/bench_nmi.py``). ``"hierarchical"`` clusters into ceil(sqrt(K)) groups first, then splits each
     group into its share of the K clusters (in proportion to its size): about sqrt(K) / 2 times fewer distance
     computations, but 0.056 below the exact value there. ``progress`` prints faiss's per-iteration times (exact),
