@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-__all__ = ["key", "recall", "remember", "forget", "signature"]
+__all__ = ["through", "key", "recall", "remember", "forget", "signature"]
 
 _MEMO: dict[tuple, tuple[object, pd.DataFrame]] = {}
 _MAX = 256
@@ -71,6 +71,22 @@ def remember(memo_key: tuple, spec, frame: pd.DataFrame) -> None:
     if len(_MEMO) >= _MAX:
         _MEMO.pop(next(iter(_MEMO)))
     _MEMO[memo_key] = (spec, frame.copy())
+
+
+def through(spec, profile: str, seeds, overrides, rows, reading: bool, compute) -> pd.DataFrame:
+    """``compute()``'s frame: for a reading, the stored one while what it reads is unchanged (computed and stored
+    otherwise, under the key taken before); for a call that may train, computed and stored under the records as it
+    left them."""
+    if reading:
+        before = key(spec, profile, seeds, overrides, rows)
+        known = recall(before)
+        if known is None:
+            known = compute()
+            remember(before, spec, known)
+        return known
+    out = compute()
+    remember(key(spec, profile, seeds, overrides, rows), spec, out)
+    return out
 
 
 def forget() -> None:

@@ -195,16 +195,8 @@ def measure(spec: Table, profile: str = "quick", rows: Sequence[Row] | None = No
     for), so that a run shows the same numbers in every table and chapter.
     Columns: table, section, method, setting, row (the reader's label), seed, dataset, metric, value, record
     (its path) and stale (the fingerprint parts that changed, "" when current)."""
-    if not train and not rerun:   # a reading: once per process while what it reads is unchanged (tables.memo)
-        before = memo.key(spec, profile, seeds, overrides, rows)
-        known = memo.recall(before)
-        if known is None:
-            known = _measured(spec, profile, rows, seeds, rerun, progress, log, overrides, train)
-            memo.remember(before, spec, known)
-        return known
-    out = _measured(spec, profile, rows, seeds, rerun, progress, log, overrides, train)
-    memo.remember(memo.key(spec, profile, seeds, overrides, rows), spec, out)   # the records as it left them
-    return out
+    return memo.through(spec, profile, seeds, overrides, rows, not train and not rerun,   # a reading: once per process
+                        lambda: _measured(spec, profile, rows, seeds, rerun, progress, log, overrides, train))
 
 
 def _measured(spec: Table, profile: str, rows, seeds, rerun: bool, progress: bool, log, overrides,
