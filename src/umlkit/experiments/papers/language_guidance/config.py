@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import copy
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 import pandas as pd
@@ -454,16 +454,17 @@ def unified_jobs(profile: str = "quick") -> list[tuple]:
 
 # ------------------------------------------------------------------------------------------------ unified setting
 def unified_config(profile: str = "quick", *, method: str = "PUMA", guidance: str | None = None, seed: int = 0,
-                   omega: float | None = None, validation: bool = False) -> dict:
+                   omega: float | None = None, validation: bool = False, overrides: Sequence[str] = ()) -> dict:
     """Beyond the paper: one row of the unified setting - the PUMA tables' configuration of ``method`` ("PUMA" or
     "full fine-tuning", :func:`umlkit.experiments.recipes.unified.tables_config`: in the quick profile's second pass
     the v2 backbone at the method's chosen rate) and, with ``guidance``, the language term over the eight sources'
     training classes with weight ``omega`` (default: the chosen one). Without guidance the configuration is PUMA
-    Table 2's own, so the PUMA chapter's records serve."""
+    Table 2's own, so the PUMA chapter's records serve. ``overrides`` apply to the base configuration (before the
+    language term is added)."""
     u = lg_config()["unified"]
     if method not in u["methods"]:
         raise KeyError(f"unified method must be one of {list(u['methods'])}, got {method!r}")
-    overrides = [f"data.val_fraction={u['val_fraction']}"] if validation else []
+    overrides = [*([f"data.val_fraction={u['val_fraction']}"] if validation else []), *overrides]
     cfg = unified_recipe.tables_config(profile, method=u["methods"][method], seed=seed, overrides=overrides)
     if guidance is None:
         return cfg
@@ -518,7 +519,8 @@ def unified_table_rows(profile: str = "quick") -> list[Row]:
 
 
 def unified_key(row: Row, seed: int, profile: str = "quick", overrides=()) -> dict:
-    return unified_config(profile, method=row.spec["method"], guidance=row.spec["guidance"], seed=seed)
+    return unified_config(profile, method=row.spec["method"], guidance=row.spec["guidance"], seed=seed,
+                          overrides=list(overrides))
 
 
 def unified_env() -> dict:
