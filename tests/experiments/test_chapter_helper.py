@@ -12,7 +12,7 @@ from umlkit.experiments.tables import memo
 from umlkit.experiments.tables import table as tables
 from umlkit.experiments.tables.registry import papers
 from umlkit.experiments.views import chapter as chapter_module
-from umlkit.experiments.views.chapter import CLAIMS_HEADING, Chapter
+from umlkit.experiments.views.chapter import CLAIMS_HEADING, MISSING_TEXT, Chapter
 from umlkit.experiments.views.scoreboard import family_adjusted, verdicts_beside
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,7 +36,7 @@ def test_show_gives_one_side_by_side_per_metric_then_the_claims_block(shown, cap
     ch = Chapter("vptsp", T, "quick")
     cmp = ch.run("Table 7")
     assert not cmp.empty and (results_root("quick") / "vptsp_table7.csv").is_file()   # saved, as a chapter does
-    assert ch.show("Table 7", ["R@1", ("MAP@R", 2)]) is True
+    assert ch.show("Table 7", ["R@1", ("MAP@R", 2)]) is None   # a cell ending with it shows no value
     printed = capsys.readouterr().out.splitlines()
     assert printed == ["R@1", "MAP@R", CLAIMS_HEADING]
     pd.testing.assert_frame_equal(shown[0], tables.side_by_side(cmp, "R@1"))
@@ -51,7 +51,8 @@ def test_a_table_without_records_says_so_and_an_unrun_one_is_an_error(shown, cap
     monkeypatch.setenv("UMLKIT_RESULTS", str(tmp_path / "empty"))
     ch = Chapter("vptsp", vptsp.TABLES("quick"), "quick")
     assert ch.run("Table 7").empty
-    assert ch.show("Table 7") is False and capsys.readouterr().out == "no records yet\n" and not shown
+    ch.show("Table 7")
+    assert capsys.readouterr().out == MISSING_TEXT + "\n" and not shown
     assert ch.claims().empty
     with pytest.raises(KeyError, match="call .run"):
         ch.show("Table 5")
@@ -71,3 +72,21 @@ def test_every_paper_chapter_uses_the_helper_and_types_no_claims_block():
         code = _code(stem)
         assert "Chapter(" in code, stem
         assert "The claims on this table" not in code and "def run(" not in code, stem
+
+
+def test_complete_says_whether_every_row_has_a_record(shown, tmp_path):
+    """A view that reads across rows runs only on a complete table: one row's records removed makes it partial."""
+    from umlkit.experiments.papers import vptsp
+    T = vptsp.TABLES("quick")
+    ch = Chapter("vptsp", T, "quick")
+    ch.run("Table 7")
+    assert ch.complete("Table 7")
+    folder = tmp_path / "quick" / "records" / "vptsp" / "table7"
+    for f in folder.glob("cub-LSTM-seed*.json"):
+        f.unlink()
+    memo.forget()
+    ch.run("Table 7")
+    assert not ch.complete("Table 7") and not ch.compared["Table 7"].empty
+    others = [r for r in T["Table 7"].rows if r.title != "LSTM"]
+    ch.run("Table 7", rows=others)   # the rows it was run with are all there
+    assert ch.complete("Table 7")

@@ -17,9 +17,11 @@ from umlkit.experiments.tables import table as tables
 from umlkit.experiments.tables.table import Table
 from umlkit.experiments.views.scoreboard import family_adjusted, verdicts_beside
 
-__all__ = ["Chapter", "CLAIMS_HEADING"]
+__all__ = ["Chapter", "CLAIMS_HEADING", "MISSING_TEXT"]
 
 CLAIMS_HEADING = "The claims on this table (Holm-adjusted; their tests are under The claims):"
+MISSING_TEXT = ("missing records: no stored run of this table under this chapter's settings "
+                "(TRAIN=True trains them)")
 _OWN = object()   # "the chapter's own seeds" (None is a value: every stored seed)
 
 
@@ -43,6 +45,7 @@ class Chapter:
         self.floors, self.save_unmeasured = floors, save_unmeasured
         self.measured: dict[str, pd.DataFrame] = {}
         self.compared: dict[str, pd.DataFrame] = {}
+        self.rows: dict[str, Sequence | None] = {}
 
     def spec(self, name: str) -> Table:
         if name not in self.tables:
@@ -55,12 +58,22 @@ class Chapter:
         compared with the paper and saved; the compared frame (empty without records). ``seeds``, ``train``,
         ``overrides``: this table's own, where it differs from the chapter's (a table read from other tables'
         records trains nothing itself)."""
+        self.rows[name] = rows
         self.measured[name], self.compared[name] = tables.run_table(
             self.spec(name), self.profile, seeds=self.seeds if seeds is _OWN else seeds,
             train=self.train if train is None else train,
             overrides=self.overrides if overrides is None else list(overrides), floors=self.floors,
             save_unmeasured=self.save_unmeasured, rows=rows, rerun=self.rerun)
         return self.compared[name]
+
+    def complete(self, name: str) -> bool:
+        """Whether every row of the table (of those it was run with) has a stored record: a view that reads across
+        rows (the prose's facts, a figure of every row) needs them all; a partial table is shown as it is."""
+        measured = self.measured.get(name)
+        if measured is None or measured.empty:
+            return False
+        wanted = {r.title for r in (self.rows.get(name) or self.spec(name).rows)}
+        return wanted <= set(measured["row"])
 
     def mark_floors(self, name: str, fallback: str = "") -> pd.DataFrame:
         """The table's cells with their floor marks (↓: below its frozen backbone), the floor note printed (or
@@ -71,18 +84,18 @@ class Chapter:
         return marked
 
     def show(self, name: str, metrics: Sequence = ("R@1",), *, paper: bool = True, views: Sequence | None = None,
-             stale: bool = False, claims: bool = True, empty: str | None = "no records yet") -> bool:
+             stale: bool = False, claims: bool = True, empty: str | None = MISSING_TEXT) -> None:
         """The table in the paper's shape, then its claims block. ``metrics``: names, or ``(name, digits)`` pairs,
         one :func:`~umlkit.experiments.tables.table.side_by_side` each (titled when more than one); ``views``:
         frames to show instead; ``stale``: print the stale note first. A table without records prints ``empty``
-        (None: nothing). Returns whether anything was shown."""
+        (None: nothing). Returns nothing, so that a cell ending with it shows no value."""
         cmp = self.compared.get(name)
         if cmp is None:
             raise KeyError(f"table {name!r} was not run in this chapter; call .run({name!r}) first")
         if cmp.empty:
             if empty:
                 print(empty)
-            return False
+            return
         if stale:
             print(tables.stale_note(cmp))
         for view in views if views is not None else self._sides(cmp, metrics, paper):
@@ -92,7 +105,6 @@ class Chapter:
                 _display(view)
         if claims:
             self.claims_block(name)
-        return True
 
     @staticmethod
     def _sides(cmp: pd.DataFrame, metrics: Sequence, paper: bool) -> list:

@@ -137,6 +137,15 @@ def plot_fid_progression(splits: dict, sources: Sequence[str], names: dict[str, 
     return fig
 
 
+def missing_figure(what: str):
+    """A figure that says its records are missing (a chapter read with an override or before its runs exist)."""
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(7, 1.0))
+    ax.axis("off")
+    ax.text(0.5, 0.5, f"missing records: no stored run to draw {what} from", ha="center", va="center")
+    return fig
+
+
 def plot_metric_vs_fid(frame: pd.DataFrame, metric: str = "R@1", hue: str = "method", col: str = "dataset",
                        paper: pd.DataFrame | None = None, xlabel: str = "split FID (this profile)"):
     """ooDML Fig. 2 / 4 / 7: ``metric`` against the split FID, one line per ``hue`` (seed mean, bars = seed range),
@@ -144,6 +153,8 @@ def plot_metric_vs_fid(frame: pd.DataFrame, metric: str = "R@1", hue: str = "met
     second x axis when given."""
     import matplotlib.pyplot as plt
     import seaborn as sns
+    if frame.empty:
+        return missing_figure(f"{metric} against the split FID")
     cols = list(dict.fromkeys(frame[col]))
     # two panels a row fit the page's 936 px at their natural size (ticks stay 10 pt); a spare slot holds the legend
     ncols = min(2, len(cols))

@@ -42,6 +42,9 @@ def trend_table(measured: pd.DataFrame, metric: str = "R@1", profile: str = "qui
     Spearman's rank correlation between split FID and the seed mean over all splits (-1: falls at every step),
     the splits and the seeds measured."""
     from scipy.stats import spearmanr
+    columns = ["dataset", "method", "default", "hardest", "change", "spearman(FID, metric)", "splits", "seeds"]
+    if measured.empty:   # missing records: an empty table of the same shape
+        return pd.DataFrame(columns=columns)
     sub = with_fid(measured[measured["metric"] == metric], profile)
     rows = []
     for (dataset, method), g in sub.groupby(["dataset", "method"], sort=False):
@@ -53,7 +56,7 @@ def trend_table(measured: pd.DataFrame, metric: str = "R@1", profile: str = "qui
                      "default": mean["value"].get(d_id, float("nan")), "hardest": mean["value"].get(last, float("nan")),
                      "change": mean["value"].get(last, float("nan")) - mean["value"].get(d_id, float("nan")),
                      "spearman(FID, metric)": rho, "splits": len(mean), "seeds": int(mean["seeds"].min())})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=columns)
 
 
 def record_results(spec: Table, profile: str = "quick", seeds=SEEDS, rows=None):

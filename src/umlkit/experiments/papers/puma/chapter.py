@@ -39,13 +39,21 @@ from umlkit.experiments.papers.puma.config import (
     tuning_units,
 )
 from umlkit.experiments.recipes.tuning import mark_choice
-from umlkit.experiments.runs.records import cached_record, load_record
+from umlkit.experiments.runs.records import cached_record, find_record, load_record, normalise_key
 from umlkit.experiments.runs.runners import SOURCE_NAMES
 from umlkit.experiments.tables.paper_cells import paper_table
 from umlkit.experiments.tables.table import Row, compare, measure
 from umlkit.experiments.views.prose import signed
 from umlkit.metrics import harmonic_mean
 
+
+def _record(table: str, label: str, key: dict, runner: str, profile: str, rerun: bool = False, log=print,
+            train: bool = True) -> dict | None:
+    """The record of ``key``, trained first when missing and ``train`` (or ``rerun``); None when reading only and
+    it is not stored (the chapter shows "missing records")."""
+    if not train and not rerun and find_record(normalise_key(key), profile) is None:
+        return None
+    return cached_record(PAPER, table, label, key, runner, profile, rerun, log)
 
 def seed_range(seeds: pd.Series) -> str:
     """"3" when every row has 3 seeds, "3 to 5" when some claims' rows were extended (configs/more_seeds.yaml)."""
@@ -280,12 +288,14 @@ def tuning_facts(sweep: pd.DataFrame) -> dict[str, str]:
 
 
 def figure3_weights(profile: str = "quick", seed: int = 0, rerun: bool = False, log=print,
-                    overrides: Sequence[str] = (), stage: str | None = None) -> pd.DataFrame:
+                    overrides: Sequence[str] = (), stage: str | None = None, train: bool = True) -> pd.DataFrame:
     """Average prompt-pool weight per source (rows) and prompt (columns) of the PUMA run of Table 3 (in the
-    profile's current stage, or ``stage``)."""
+    profile's current stage, or ``stage``); empty when reading only and its record is not stored."""
     row = row_of(TABLE3, setting="prompt=Cond.;adapter=Stoc.")
-    rec = cached_record(PAPER, TABLE3.slug, f"{row.label}-seed{seed}",
-                        config_for(row, seed, profile, overrides, stage=stage), row.runner, profile, rerun, log)
+    rec = _record(TABLE3.slug, f"{row.label}-seed{seed}", config_for(row, seed, profile, overrides, stage=stage),
+                  row.runner, profile, rerun, log, train)
+    if rec is None:
+        return pd.DataFrame()
     df = pd.DataFrame(rec["result"]["prompt_weights"]).T
     df.columns = [f"prompt {i}" for i in range(df.shape[1])]
     return df.loc[[d for d in SOURCE_NAMES.values() if d in df.index]]
@@ -316,12 +326,14 @@ def figure3_observation(pairs: pd.DataFrame) -> dict:
 
 
 def cross_matrix(profile: str = "quick", loss: str = "CurricularFace", seed: int = 0,
-                 overrides: Sequence[str] = (), stage: str | None = None) -> pd.DataFrame:
+                 overrides: Sequence[str] = (), stage: str | None = None, train: bool = True) -> pd.DataFrame:
     """Table 2 (a)'s eight specialists, each evaluated on every source (R@1): trained-on x evaluated-on (in the
-    profile's current stage, or ``stage``)."""
+    profile's current stage, or ``stage``); empty when reading only and its record is not stored."""
     row = row_of(TABLE2, section=SECTIONS["a"], method=loss)
-    rec = cached_record(PAPER, TABLE2.slug, f"{row.label}-seed{seed}",
-                        config_for(row, seed, profile, overrides, stage=stage), row.runner, profile, log=None)
+    rec = _record(TABLE2.slug, f"{row.label}-seed{seed}", config_for(row, seed, profile, overrides, stage=stage),
+                  row.runner, profile, log=None, train=train)
+    if rec is None:
+        return pd.DataFrame()
     order = [d for d in SOURCE_NAMES.values() if d in rec["result"]["cross"]]
     return pd.DataFrame(rec["result"]["cross"]).T.loc[order, order]
 
@@ -626,10 +638,11 @@ LR_GRIDS = DECLARED["lr_grids"]
 
 def lr_sweep(profile: str = "quick", lrs: dict[str, Sequence[float]] | None = None, seed: int = 0,
              val_fraction: float = 0.2, rerun: bool = False, progress: bool = True, log=print,
-             overrides: Sequence[str] = ()) -> pd.DataFrame:
+             overrides: Sequence[str] = (), train: bool = True) -> pd.DataFrame:
     """Learning-rate choice on a validation split: the last ``val_fraction`` of each source's *training* classes
     are held out, the rest trains. Returns validation (and, for reference, test) Unified/Harmonic R@1 per
-    (method, lr). The test columns are shown, never used for the choice."""
+    (method, lr); without ``train``, the stored runs only (empty when none is). The test columns are shown, never
+    used for the choice."""
     lrs = lrs or LR_GRIDS[profile]
     jobs = [(m, lr) for m, values in lrs.items() for lr in values]
     if progress:
@@ -639,12 +652,16 @@ def lr_sweep(profile: str = "quick", lrs: dict[str, Sequence[float]] | None = No
     for method, lr in jobs:
         cfg = run_config(profile, method=method, seed=seed, lr=lr,
                          overrides=[f"data.val_fraction={val_fraction}", *overrides])
-        rec = cached_record(PAPER, "lr_sweep", f"{method}-lr{lr:g}-seed{seed}", cfg, "train", profile, rerun, log)
+        rec = _record("lr_sweep", f"{method}-lr{lr:g}-seed{seed}", cfg, "train", profile, rerun, log, train)
+        if rec is None:
+            continue
         r = rec["result"]
         rows.append({"method": method, "lr": lr, "val Unified": r["val"]["Unified"],
                      "val Harmonic": r["val"]["Harmonic"], "test Unified": r["test"]["Unified"],
                      "test Harmonic": r["test"]["Harmonic"], "seconds": rec["seconds"]})
     out = pd.DataFrame(rows)
+    if out.empty:
+        return out
     best = out.loc[out.groupby("method")["val Unified"].idxmax()]
     out["chosen (val Unified)"] = out.index.isin(best.index)
     metrics = ["val Unified", "val Harmonic", "test Unified", "test Harmonic"]

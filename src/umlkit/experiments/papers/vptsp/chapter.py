@@ -37,7 +37,8 @@ def floor_facts(t2) -> dict[str, str]:
     for m, tag in (("VPTSP-G", "g"), ("VPTSP-M", "m"), ("VPT-Base", "vpt"), ("Hyp-ViT", "hypvit")):
         for s in ("sop", "inshop"):
             out[f"t2_{tag}_{s}"] = number(_value(t2, m, SOURCE_NAMES[s]))
-    below = t2[(t2.get("floor", "") != "") & (t2["metric"] == "R@1")] if "floor" in t2 else t2.iloc[:0]
+    marked = {"floor", "metric", "row", "dataset"} <= set(t2)   # an empty measurement has no columns
+    below = t2[(t2["floor"] != "") & (t2["metric"] == "R@1")] if marked else pd.DataFrame(columns=["row", "dataset"])
     out["t2_below"] = ", ".join(f"{r} ({d})" for r, d in below[["row", "dataset"]].drop_duplicates().to_numpy()) \
         or "none"
     return out
