@@ -15,7 +15,7 @@ from functools import lru_cache
 
 from umlkit._yaml import read_yaml
 
-__all__ = ["readable", "label_map"]
+__all__ = ["readable", "label_map", "cell_label"]
 
 _SETTING = re.compile(r"[\w.]+=[^;=]+(?:;[\w.]+=[^;=]+)*")
 
@@ -47,3 +47,9 @@ def readable(text: str) -> str:
     if not _SETTING.fullmatch(text):
         return text
     return ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in (p.split("=", 1) for p in text.split(";")))
+
+
+def cell_label(cell: str) -> str:
+    """A regime-map second-edition cell's setting as a short column label: "v2 / values", "v2 / families + mark"."""
+    parts = dict(p.split("=") if "=" in p else (p, "") for p in cell.split(";"))
+    return f"{parts.get('backbone', '?')} / {parts.get('shift', '?')}" + (" + mark" if "shortcut" in parts else "")

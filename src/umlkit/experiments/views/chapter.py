@@ -17,12 +17,21 @@ from umlkit.experiments.tables import table as tables
 from umlkit.experiments.tables.table import Table
 from umlkit.experiments.views.scoreboard import family_adjusted, verdicts_beside
 
-__all__ = ["Chapter", "CLAIMS_HEADING", "MISSING_TEXT"]
+__all__ = ["Chapter", "CLAIMS_HEADING", "MISSING_TEXT", "missing_figure"]
 
 CLAIMS_HEADING = "The claims on this table (Holm-adjusted; their tests are under The claims):"
 MISSING_TEXT = ("missing records: no stored run of this table under this chapter's settings "
                 "(TRAIN=True trains them)")
 _OWN = object()   # "the chapter's own seeds" (None is a value: every stored seed)
+
+
+def missing_figure(what: str):
+    """A figure that says its records are missing (a chapter read with an override or before its runs exist)."""
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(7, 1.0))
+    ax.axis("off")
+    ax.text(0.5, 0.5, f"missing records: no stored run to draw {what} from", ha="center", va="center")
+    return fig
 
 
 def _display(obj) -> None:

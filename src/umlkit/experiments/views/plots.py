@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from umlkit.experiments.tables.labels import readable
+from umlkit.experiments.tables.labels import cell_label, readable
 
 __all__ = ["plot_measured_vs_paper", "plot_seeds", "plot_setting_deltas", "plot_grouped_bars", "plot_heatmap",
            "plot_fid_progression", "plot_metric_vs_fid", "plot_rank_slopes", "plot_retrieved_classes",
@@ -137,15 +137,6 @@ def plot_fid_progression(splits: dict, sources: Sequence[str], names: dict[str, 
     return fig
 
 
-def missing_figure(what: str):
-    """A figure that says its records are missing (a chapter read with an override or before its runs exist)."""
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(7, 1.0))
-    ax.axis("off")
-    ax.text(0.5, 0.5, f"missing records: no stored run to draw {what} from", ha="center", va="center")
-    return fig
-
-
 def plot_metric_vs_fid(frame: pd.DataFrame, metric: str = "R@1", hue: str = "method", col: str = "dataset",
                        paper: pd.DataFrame | None = None, xlabel: str = "split FID (this profile)"):
     """ooDML Fig. 2 / 4 / 7: ``metric`` against the split FID, one line per ``hue`` (seed mean, bars = seed range),
@@ -154,6 +145,7 @@ def plot_metric_vs_fid(frame: pd.DataFrame, metric: str = "R@1", hue: str = "met
     import matplotlib.pyplot as plt
     import seaborn as sns
     if frame.empty:
+        from umlkit.experiments.views.chapter import missing_figure
         return missing_figure(f"{metric} against the split FID")
     cols = list(dict.fromkeys(frame[col]))
     # two panels a row fit the page's 936 px at their natural size (ticks stay 10 pt); a spare slot holds the legend
@@ -516,12 +508,6 @@ def plot_axes(axes: pd.DataFrame, label: str = "gap to full\nfine-tuning"):
         ax.set_yticklabels(ax.get_yticklabels(), rotation=0)
     fig.tight_layout(rect=(0, 0, 0.97, 1))
     return fig
-
-
-def cell_label(cell: str) -> str:
-    """A second-edition cell's setting as a short column label: "v2 / values", "v2 / families + mark"."""
-    parts = dict(p.split("=") if "=" in p else (p, "") for p in cell.split(";"))
-    return f"{parts.get('backbone', '?')} / {parts.get('shift', '?')}" + (" + mark" if "shortcut" in parts else "")
 
 
 def plot_image_rows(rows: dict, scale: float = 1.1):

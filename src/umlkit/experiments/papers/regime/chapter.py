@@ -366,7 +366,7 @@ def tuning_view(frame: pd.DataFrame) -> pd.DataFrame:
 
 def moves_view(moves: pd.DataFrame) -> pd.DataFrame:
     """:func:`axis_moves` with short cell labels ("v2 / values") and the interval in one column."""
-    from umlkit.experiments.views.plots import cell_label
+    from umlkit.experiments.tables.labels import cell_label
     return pd.DataFrame({"axis": moves["axis"], "from": moves["from"].map(cell_label),
                          "to": moves["to"].map(cell_label), "method": moves["method"],
                          "move": moves["move"].round(1),
