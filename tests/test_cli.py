@@ -251,3 +251,16 @@ def test_records_train_dry_run_lists_what_the_list_match_and_worker_select(capsy
     assert cli.main(["records", "train", "vptsp", "tables", "--match", "^cub-Hyp-ViT-seed[0-2]$", "--worker", "1/2",
                      "--dry-run"]) == 0
     assert capsys.readouterr().out.splitlines()[1:2] == ["stored   cub-Hyp-ViT-seed1"]     # every 2nd job from the 2nd
+
+
+def test_reproduce_help_lists_every_registered_papers_tables_and_a_dry_run_names_its_csv(capsys):
+    """Issue 82 item 7: the table names --table takes are in --help; --dry-run says which file the run would write."""
+    from umlkit.experiments.tables.registry import papers
+    with pytest.raises(SystemExit):
+        cli.main(["reproduce", "--help"])
+    out = " ".join(capsys.readouterr().out.split())   # wrapped lines joined
+    for name, paper in papers().items():
+        assert f"{name}: " in out and all(t in out for t in paper.claim_tables("quick")), name
+    assert cli.main(["reproduce", "--table", "vptsp:table6", "--dry-run"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "nothing was run" in last and last.endswith("vptsp_table6.csv)"), last

@@ -664,7 +664,10 @@ def _cmd_reproduce_table(args: argparse.Namespace) -> int:
     if args.dry_run:
         _print_job_status(status)
         _print_estimate(status)
-        print(f"{args.paper} {args.table} ({args.profile}): {len(jobs)} runs, {missing} to train; nothing was run")
+        from umlkit._paths import results_root
+        csv = results_root(args.profile) / f"{args.paper}_{table_spec(args.paper, args.table, args.profile).slug}.csv"
+        print(f"{args.paper} {args.table} ({args.profile}): {len(jobs)} runs, {missing} to train; nothing was run "
+              f"(the run would write {csv})")
         return 0
     print(f"{args.paper} {args.table} ({args.profile}): {len(jobs)} runs, {missing} to train")
     _print_estimate(status, args.workers)
@@ -750,6 +753,20 @@ def _add_reproduce(sub) -> None:
     from umlkit.cli_cluster import add_slurm_arguments
     add_slurm_arguments(p)
     p.set_defaults(func=_cmd_reproduce)
+    plain = p.format_help   # the table list is built when --help is asked for (it imports every paper)
+    p.format_help = lambda: plain() + "\n" + _tables_help()
+
+
+def _tables_help(profile: str = "quick") -> str:
+    """``reproduce --help``'s list of every registered paper's tables, the names ``--table`` takes."""
+    import textwrap
+
+    from umlkit.experiments.tables.registry import papers
+    lines = ["tables (--table PAPER:NAME; the name as listed, or its letters and digits: vptsp:table6):"]
+    for name, paper in papers().items():
+        lines += textwrap.wrap("; ".join(paper.claim_tables(profile)), width=100, initial_indent=f"  {name}: ",
+                               subsequent_indent="    ")
+    return "\n".join(lines) + "\n"
 
 
 def _add_records(sub) -> None:
