@@ -111,7 +111,7 @@ def _cmd_data_check(args: argparse.Namespace) -> int:
     root = args.root or data_root()
     try:
         table = check_datasets(root, args.datasets.split(",") if args.datasets else None, verify=args.verify_images,
-                               on_error=args.on_error)
+                               on_error=args.on_error, counts=not args.no_count_check)
     except CorruptImagesError as err:
         print(f"umlkit: error: {err}", file=sys.stderr)
         return 1
@@ -859,6 +859,9 @@ def _add_data(sub) -> None:
     p.add_argument("--verify-images", action="store_true", help="decode every image and report unreadable ones")
     p.add_argument("--on-error", choices=("report", "fail"), default="report",
                    help="with --verify-images: report unreadable images (default) or stop at once")
+    p.add_argument("--no-count-check", action="store_true",
+                   help="accept a deliberate subset: do not compare image and class counts with the real dataset's "
+                        "(train on it with --set data.expected=null)")
     p.add_argument("--weights", action="store_true",
                    help="also list the pretrained weights each paper's full-profile runs train from: the file, its "
                         "sha256, and whether it is present, pinned (configs/weights.yaml) or seen before; a file "
@@ -906,6 +909,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# the library's hints for Python callers, and what a command-line user types instead
+_CLI_HINTS = {"Pass expected=None to load a deliberate subset.":
+              "For a deliberate subset, train with --set data.expected=null (umlkit data check --no-count-check "
+              "lists it as found)."}
+
+
+def _in_cli_terms(text: str) -> str:
+    for python, cli in _CLI_HINTS.items():
+        text = text.replace(python, cli)
+    return text
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -924,7 +939,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "debug", False):
             raise
         msg = err.args[0] if isinstance(err, KeyError) and len(err.args) == 1 else err
-        text = " ".join(str(msg).split())
+        text = _in_cli_terms(" ".join(str(msg).split()))
         if not isinstance(err, (ValueError, OSError, RuntimeError, KeyError, TypeError)):
             # not one of umlkit's own checks (those raise the five above with a full message): say what it was
             text = f"{type(err).__name__}: {text}" if text else type(err).__name__

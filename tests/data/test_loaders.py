@@ -311,3 +311,18 @@ def test_a_loader_error_of_any_kind_marks_its_dataset_only(tmp_path, monkeypatch
     detail = table.loc["cub", "detail"]
     assert detail.startswith("KeyError: 'class_names' while reading") and "CUB_200_2011" in detail
     assert "expected layout" in detail
+
+
+def test_a_deliberate_subset_is_accepted_by_data_check_and_the_cli_says_how_to_train_on_it(tmp_path, capsys):
+    """Issue 82 item 4: the count check's hint in command-line terms, and data check's switch for a subset."""
+    from umlkit import cli
+    make_cub(tmp_path)
+    assert check_datasets(tmp_path, ["cub"]).loc["cub", "status"] == "count mismatch"
+    assert check_datasets(tmp_path, ["cub"], counts=False).loc["cub", "status"] == "found"
+    assert cli.main(["data", "check", "--root", str(tmp_path), "--datasets", "cub"]) == 1
+    assert cli.main(["data", "check", "--root", str(tmp_path), "--datasets", "cub", "--no-count-check"]) == 0
+    capsys.readouterr()
+    with pytest.raises(DatasetCountError) as err:
+        load_dataset("cub", tmp_path, "train")
+    said = cli._in_cli_terms(" ".join(str(err.value).split()))
+    assert "--set data.expected=null" in said and "expected=None" not in said, said

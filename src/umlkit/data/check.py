@@ -51,9 +51,11 @@ def _mini_manifest(root: Path) -> dict | None:
     return manifest if isinstance(manifest, dict) else None
 
 
-def check_datasets(root: str | Path, names=None, verify: bool = False, on_error: str = "report") -> pd.DataFrame:
+def check_datasets(root: str | Path, names=None, verify: bool = False, on_error: str = "report",
+                   counts: bool = True) -> pd.DataFrame:
     """One row per dataset: status (found / missing / count mismatch / files missing / unreadable images),
-    images and classes per split, and for problems where to obtain the data and the layout expected."""
+    images and classes per split, and for problems where to obtain the data and the layout expected. ``counts=False``
+    accepts a deliberate subset: its counts are not compared with the real dataset's (``--no-count-check``)."""
     root = Path(root).expanduser()
     if not root.is_dir():
         raise FileNotFoundError(f"data root {root} does not exist or is not a folder; pass --root DIR (the folder "
@@ -70,7 +72,7 @@ def check_datasets(root: str | Path, names=None, verify: bool = False, on_error:
         spec = DATASETS[name]
         row = {"dataset": name, "title": spec.title, "status": "found", "images": "", "classes": "", "detail": ""}
         try:
-            parts = {s: load_dataset(name, root, s) for s in spec.splits}
+            parts = {s: load_dataset(name, root, s, **({} if counts else {"expected": None})) for s in spec.splits}
             row["images"] = " / ".join(f"{s} {len(d)}" for s, d in parts.items())
             row["classes"] = " / ".join(f"{s} {d.num_classes}" for s, d in parts.items())
             if verify:
