@@ -55,6 +55,7 @@ def _record(table: str, label: str, key: dict, runner: str, profile: str, rerun:
         return None
     return cached_record(PAPER, table, label, key, runner, profile, rerun, log)
 
+
 def seed_range(seeds: pd.Series) -> str:
     """"3" when every row has 3 seeds, "3 to 5" when some claims' rows were extended (configs/more_seeds.yaml)."""
     lo, hi = int(seeds.min()), int(seeds.max())
