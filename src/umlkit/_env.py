@@ -66,6 +66,8 @@ VARIABLES: dict[str, tuple[Callable[[str], bool], str]] = {
     "UMLKIT_CACHE": (_not_a_file, "a folder (it is a file)"),
     "UMLKIT_WORDNET": (_not_a_file, "a folder of the WordNet 3.0 database files (it is a file)"),
     "UMLKIT_SLURM_CONFIG": (lambda v: Path(v).expanduser().is_file(), "an existing YAML file"),
+    "UMLKIT_NUMERICS": (lambda v: v.strip().lower() in ("pinned", "native"),
+                        "'pinned' (default: records train with AVX2-pinned CPU numerics) or 'native'"),
     "UMLKIT_PAPERS": (_folders, f"existing folders of paper packages, separated by {os.pathsep!r}"),
 }
 

@@ -921,6 +921,16 @@ def _in_cli_terms(text: str) -> str:
     return text
 
 
+def _pin_record_numerics(args: argparse.Namespace) -> None:
+    """The commands that train quick-profile records pin the CPU numerics first (:mod:`umlkit._numerics`), so
+    that a record retrains to the same numbers on another kind of CPU; ``UMLKIT_NUMERICS=native`` opts out."""
+    trains = args.func in (_cmd_records_train, _cmd_reproduce) or (
+        args.func is _cmd_records_verify and getattr(args, "sample", None))
+    if trains and getattr(args, "profile", "quick") == "quick" and not getattr(args, "dry_run", False):
+        from umlkit._numerics import pin_for_records
+        pin_for_records()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -931,6 +941,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         from umlkit._env import check_environment
         check_environment()   # again here: a script or test may change the variables after the import
+        _pin_record_numerics(args)
         return args.func(args)
     except KeyboardInterrupt:
         print("umlkit: interrupted", file=sys.stderr)

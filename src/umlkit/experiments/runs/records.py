@@ -33,6 +33,7 @@ from pathlib import Path
 
 import torch
 
+from umlkit._numerics import mode as numerics_mode
 from umlkit._paths import results_root
 from umlkit.experiments.runs.fingerprint import fingerprint, stale_parts
 from umlkit.results import atomic_write, config_hash, owner_lock
@@ -230,7 +231,7 @@ def _train_and_write(paper, table, label, key, runner, profile, path, stamp, nam
         "result": result, "seconds": round(time.perf_counter() - t0, 1),
         "created": time.strftime("%Y-%m-%d %H:%M:%S"),
         "software": {"torch": torch.__version__, "python": platform.python_version(),
-                     "threads": torch.get_num_threads(), "machine": platform.machine()},
+                     "threads": torch.get_num_threads(), "machine": platform.machine(), "numerics": numerics_mode()},
     }
     atomic_write(path, json.dumps(rec, indent=1, sort_keys=True))
     if runs is not None:   # the record holds the result now; its checkpoints are not needed any more
