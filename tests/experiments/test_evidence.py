@@ -45,17 +45,30 @@ def _claim(gap, se, df, paper_gap=np.nan, p=None, family="f", looks=1):
 def test_effect_size_verdicts_by_hand():
     claims = pd.DataFrame([_claim(9.0, 0.5, 4.0),                   # decided: reproduced
                            _claim(0.05, 0.1, 8.0),                  # |gap| < 1 well inside: no effect
-                           _claim(1.0, 0.4, 6.0, paper_gap=6.0),    # positive but far below the paper's 6
+                           _claim(1.0, 0.4, 6.0, paper_gap=6.0),    # sign open (Holm), but far below the paper's 6
+                           _claim(3.0, 0.3, 8.0, paper_gap=8.0),    # a gain shown, and shown below the paper's 8
                            _claim(0.5, 3.0, 4.0, paper_gap=2.0)])   # wide: inconclusive
     out = vd.holm_adjust(claims, "paper")
-    assert out["verdict"].tolist() == [vd.REPRODUCED, vd.NO_EFFECT, vd.SMALLER, vd.INCONCLUSIVE]
-    # the TOST and below-the-paper p-values by hand, each Holm-adjusted over the three open claims
+    assert out["verdict"].tolist() == [vd.REPRODUCED, vd.NO_EFFECT, vd.EXCLUDED, vd.SMALLER, vd.INCONCLUSIVE]
+    # two-sided decision p-values: the third claim's 2 x 0.023 = 0.047 is third smallest of five, x3 after Holm
+    assert out["p decision"].iloc[2] == pytest.approx(2 * stats.t.sf(2.5, 6.0))
+    assert out["p adjusted"].iloc[2] == pytest.approx(3 * 2 * stats.t.sf(2.5, 6.0))
+    # the TOST p-values by hand, Holm-adjusted over the three claims whose sign stays open
     tost = [max(stats.t.sf((g + 1) / s, d), stats.t.cdf((g - 1) / s, d)) for g, s, d in
             ((0.05, 0.1, 8.0), (1.0, 0.4, 6.0), (0.5, 3.0, 4.0))]
-    assert out["p no effect"].iloc[1:].tolist() == pytest.approx(list(vd.holm(np.array(tost))))
-    below = [stats.t.cdf((1.0 - 6.0) / 0.4, 6.0), stats.t.cdf((0.5 - 2.0) / 3.0, 4.0)]
+    assert out["p no effect"].iloc[[1, 2, 4]].tolist() == pytest.approx(list(vd.holm(np.array(tost))))
+    assert np.isnan(out["p no effect"].iloc[3])   # a decided sign is not asked whether it is zero
+    # below the paper's gap: asked of the open claims and of the decided gain, one Holm family
+    below = [stats.t.cdf((1.0 - 6.0) / 0.4, 6.0), stats.t.cdf((3.0 - 8.0) / 0.3, 8.0),
+             stats.t.cdf((0.5 - 2.0) / 3.0, 4.0)]
     assert out["p smaller"].iloc[2:].tolist() == pytest.approx(list(vd.holm(np.array(below))))
     assert np.isnan(out["p smaller"].iloc[1])   # no paper gap: the question is not asked
+    # a reversed sign is 'contradicted', never 'smaller' (issue 76: 9 of 17 'smaller' had a negative gap)
+    rev = vd.holm_adjust(pd.DataFrame([_claim(-3.0, 0.3, 8.0, paper_gap=4.0)]), "paper").iloc[0]
+    assert rev["verdict"] == vd.CONTRADICTED
+    # the paper's own gap inside the margin: 'no effect' says it agrees with the paper
+    inside = vd.holm_adjust(pd.DataFrame([_claim(0.05, 0.1, 8.0, paper_gap=0.4)]), "paper").iloc[0]
+    assert inside["verdict"] == vd.NO_EFFECT_INSIDE
     # a second look doubles every p-value the claim enters
     looked = vd.holm_adjust(pd.DataFrame([_claim(0.05, 0.1, 8.0, looks=2)]), "paper")
     assert looked["p no effect"].iloc[0] == pytest.approx(min(1.0, 2 * vd.tost_p(0.05, 0.1, 8.0, 1.0)))
@@ -82,43 +95,50 @@ def test_open_claims_get_their_seeds_at_the_level_holm_leaves_them():
     claims = pd.DataFrame([_claim(9.0, 0.5, 4.0), _claim(0.5, 3.0, 4.3, paper_gap=2.0), _claim(0.4, 2.0, 4.5)])
     board = ev.with_needed_seeds(vd.holm_adjust(claims, "paper"))
     assert board["verdict"].tolist() == [vd.REPRODUCED, vd.INCONCLUSIVE, vd.INCONCLUSIVE]
-    level = 0.05 / (3 - 1) / 2   # one of three decided: alpha / 2, and the extra seeds are the claims' second look
+    # two-sided (alpha / 2), one of three decided (Holm's next threshold / 2), and the plan's two looks
+    level = 0.05 / 2 / (3 - 1) / 2
     assert board["seeds needed"].iloc[1] == ev.needed_seeds(3.0, 3, 4.3, level, paper_gap=2.0)
     assert board["seeds needed"].iloc[2] == ev.needed_seeds(2.0, 3, 4.5, level)
     assert np.isnan(board["seeds needed"].iloc[0])
     # a claim already at its second look plans for its third: p enters Holm times 3 there
     looked = ev.with_needed_seeds(vd.holm_adjust(pd.DataFrame(
         [_claim(9.0, 0.5, 4.0), _claim(0.5, 3.0, 4.3, paper_gap=2.0, looks=2), _claim(0.4, 2.0, 4.5)]), "paper"))
-    assert looked["seeds needed"].iloc[1] == ev.needed_seeds(3.0, 3, 4.3, 0.05 / 2 / 3, paper_gap=2.0)
+    assert looked["seeds needed"].iloc[1] == ev.needed_seeds(3.0, 3, 4.3, 0.05 / 2 / 2 / 3, paper_gap=2.0)
     assert looked["seeds needed"].iloc[1] > board["seeds needed"].iloc[1]
 
 
 def test_the_sensitivity_table_reruns_the_rule_at_each_margin():
     claims = pd.DataFrame([_claim(9.0, 0.5, 4.0), _claim(0.3, 0.25, 8.0), _claim(1.2, 0.2, 8.0)])
-    table = ev.sensitivity(vd.holm_adjust(claims, "paper"), margins=(0.5, 1.0, 2.0))
+    table = ev.sensitivity(vd.holm_adjust(claims, "paper"), scales=(0.5, 1.0, 2.0))
     for d in (0.5, 1.0, 2.0):
-        want = vd.holm_adjust(claims, "paper", sesoi=d)["verdict"].value_counts()
-        assert table[f"±{d:g}"].to_dict() == {k: int(want.get(k, 0)) for k in table.index}
-    assert table.loc[vd.NO_EFFECT, "±2"] >= table.loc[vd.NO_EFFECT, "±0.5"]
+        want = vd.holm_adjust(claims, "paper", margin_scale=d)["verdict"].value_counts()
+        assert table[f"margin x {d:g}"].to_dict() == {k: int(want.get(k, 0)) for k in table.index}
+    assert table.loc[vd.NO_EFFECT, "margin x 2"] > table.loc[vd.NO_EFFECT, "margin x 0.5"]
 
 
-def test_two_cells_at_the_ceiling_get_no_verdict_and_the_map_r_comparison():
+def test_two_cells_at_the_ceiling_are_decided_on_their_second_metric():
     def cell(method, metric, vals):
         return {"table": "T", "section": "", "method": method, "setting": "", "dataset": "CUB", "metric": metric,
                 "row": method, "measured": float(np.mean(vals)), "spread": float(np.std(vals, ddof=1)), "seeds": 3,
                 "values": dict(enumerate(vals)), "paper": np.nan, "seed_free": False}
     cmp = pd.DataFrame([cell("G", "R@1", [97.9, 98.2, 98.0]), cell("B", "R@1", [97.5, 97.6, 97.9]),
                         cell("G", "MAP@R", [60.1, 61.0, 60.4]), cell("B", "MAP@R", [57.0, 57.9, 58.3])])
-    c = tb.Claim("G beats B", {"section": "", "method": "G", "setting": "", "dataset": "CUB"},
-                 {"section": "", "method": "B", "setting": "", "dataset": "CUB"})
+    # the selectors name the claim's metric, as VPTSP's do: the MAP@R cells are still found (issue 76's bug)
+    c = tb.Claim("G beats B", {"section": "", "method": "G", "setting": "", "dataset": "CUB", "metric": "R@1"},
+                 {"section": "", "method": "B", "setting": "", "dataset": "CUB", "metric": "R@1"})
     out = tb.check_claims(cmp, [c]).iloc[0]
-    assert out["verdict"] == vd.AT_CEILING and not vd.is_final(out["verdict"])
     want = vd.claim_test([60.1, 61.0, 60.4], [57.0, 57.9, 58.3])
-    assert out["MAP@R gap"] == round(np.mean([60.1, 61.0, 60.4]) - np.mean([57.0, 57.9, 58.3]), 1)
+    assert out["decided on"] == "MAP@R" and out["metric"] == "MAP@R" and out["claim metric"] == "R@1"
+    assert out["verdict"] == want["verdict"] == vd.REPRODUCED and out["p"] == pytest.approx(want["p"])
     assert out["MAP@R interval"] == vd.interval_text(want["low"], want["high"])
-    # one cell below 95: tested as usual
+    assert (out["ceiling A"], out["ceiling B"]) == (98.0, 97.7)
+    # without the second metric measured: no verdict, and it says so
+    alone = tb.check_claims(cmp[cmp["metric"] == "R@1"], [c]).iloc[0]
+    assert alone["verdict"] == vd.AT_CEILING and alone["second metric"] == "not measured"
+    # one cell below 95: tested on R@1 as usual
     cmp.loc[1, "measured"] = 94.9
-    assert tb.check_claims(cmp, [c]).iloc[0]["verdict"] != vd.AT_CEILING
+    below = tb.check_claims(cmp, [c]).iloc[0]
+    assert below["verdict"] != vd.AT_CEILING and below["decided on"] == ""
     assert tb.at_ceiling("R@1", 95.0, 99.0) and not tb.at_ceiling("MAP@R", 99.0, 99.0)
 
 

@@ -82,7 +82,8 @@ def test_a_second_look_doubles_the_decision_p_before_holm():
     c = pd.DataFrame({"claim": list("abcd"), "p": p, "p against": 1 - p, "paper": "x",
                       "verdict": ["reproduced", "reproduced", "inconclusive", "reproduced"], "looks": [2, 1, 2, 1]})
     out = tb.holm_adjust(c, "paper")
-    dec = np.fmin(1.0, np.array([2, 1, 2, 1]) * np.fmin(p, 1 - p))     # 0.02, 0.02, 0.8 (0.4 x 2), 0.004
+    # two-sided, then times the looks: 0.04, 0.04, 1.0 (0.8 x 2), 0.008
+    dec = np.fmin(1.0, np.array([2, 1, 2, 1]) * np.fmin(1.0, 2 * np.fmin(p, 1 - p)))
     assert out["p decision"].tolist() == pytest.approx(dec.tolist())
     assert out["p adjusted"].to_numpy() == pytest.approx(multipletests(dec, method="holm")[1])
 

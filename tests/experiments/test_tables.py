@@ -127,8 +127,9 @@ def test_claim_test_welch_by_hand_and_against_scipy():
         got = tb.claim_test(list(a), list(b))
         assert got["t"] == pytest.approx(ref.statistic) and got["p"] == pytest.approx(ref.pvalue)
         assert got["df"] == pytest.approx(ref.df)
-        assert got["verdict"] == ("reproduced" if ref.pvalue < 0.05 else
-                                  "contradicted" if ref.pvalue > 0.95 else "inconclusive")
+        # two-sided: each direction at alpha / 2
+        assert got["verdict"] == ("reproduced" if ref.pvalue < 0.025 else
+                                  "contradicted" if ref.pvalue > 0.975 else "inconclusive")
         # an exact (seed-free) B is the one-sample test against its value
         one = stats.ttest_1samp(a, b[0], alternative="greater")
         assert tb.claim_test(list(a), [b[0]], exact_b=True)["p"] == pytest.approx(one.pvalue)
@@ -142,7 +143,8 @@ def test_claim_test_welch_by_hand_and_against_scipy():
 def test_claim_test_edge_cases():
     assert tb.claim_test([1.0, 1.0], [0.0, 0.0, 0.0])["verdict"] == "holds, 2 seeds"       # too few seeds
     assert tb.claim_test([5.0, 5.0, 5.0], [4.0, 4.0, 4.0])["verdict"] == "reproduced"       # no variance: the sign
-    assert tb.claim_test([4.0, 4.0, 4.0], [4.0, 4.0, 4.0])["verdict"] == "inconclusive"
+    same = tb.claim_test([4.0, 4.0, 4.0], [4.0, 4.0, 4.0])   # one run read twice: nothing to test
+    assert same["verdict"] == tb.NOT_A_TEST and not tb.is_final(same["verdict"]) and np.isnan(same["p"])
     assert tb.claim_test([4.0], [5.0], exact_a=True, exact_b=True)["verdict"] == "contradicted"
     assert tb.claim_test({0: 1.0, 1: 2.0}, {1: 1.0, 2: 0.0, 3: 0.0}, paired=True)["verdict"] == "holds, 1 seed"
     with pytest.raises(TypeError, match="paired"):
@@ -152,12 +154,13 @@ def test_claim_test_edge_cases():
     assert nan["n"] == 3 and nan["verdict"] == "reproduced" and np.isfinite(nan["t"])
     assert tb.claim_test([5.0, float("nan"), 5.1], [4.0, 4.1, 3.9])["verdict"] == "holds, 2 seeds"
     # float noise is no gap
-    assert tb.claim_test([1.0, 1.0, 1.0], [1.0 - 1e-15, 1.0 - 1e-15, 1.0 - 1e-15])["verdict"] == "inconclusive"
+    assert tb.claim_test([1.0, 1.0, 1.0], [1.0 - 1e-15, 1.0 - 1e-15, 1.0 - 1e-15])["verdict"] == tb.NOT_A_TEST
     # paired: the common seeds count
     part = tb.claim_test({0: 2.0, 1: 3.0, 2: 4.0}, {1: 1.0, 2: 2.0, 3: 0.0}, paired=True)
     assert part["n"] == 2 and part["verdict"] == "holds, 2 seeds" and "common" in part["test"]
     assert tb.verdict_group("holds, 2 seeds") == "holds (< 3 seeds)" and tb.verdict_group("reproduced") == "reproduced"
-    assert all(f"'{v}'" in tb.VERDICT_RULE for v in tb.VERDICTS) and f"p < {tb.ALPHA}" in tb.VERDICT_RULE
+    assert all(f"'{v}'" in tb.VERDICT_RULE + tb.HOLM_RULE for v in tb.VERDICTS)
+    assert f"p < {tb.ALPHA / 2:g}" in tb.VERDICT_RULE
 
 
 def test_equivalence_is_two_one_sided_welch_tests():
@@ -175,7 +178,7 @@ def test_equivalence_is_two_one_sided_welch_tests():
                   stats.ttest_ind(a - d, b, equal_var=False, alternative="greater").pvalue)
         got = tb.claim_test(list(a), list(b), margin=d)
         assert got["p"] == pytest.approx(max(lo, hi)) and got["test"].startswith("TOST (Welch t, margin")
-        want = "reproduced" if max(lo, hi) < 0.05 else ("contradicted" if out < 0.05 else "inconclusive")
+        want = "reproduced" if max(lo, hi) < 0.025 else ("contradicted" if out < 0.025 else "inconclusive")
         assert got["verdict"] == want
         seen.add(want)
     assert seen == {"reproduced", "contradicted", "inconclusive"}
@@ -192,10 +195,11 @@ def test_equivalence_is_two_one_sided_welch_tests():
 
 def test_a_seed_free_cell_counts_as_exact():
     m = pd.concat([_measured({s: {"Harmonic": v} for s, v in enumerate((50.0, 51.0, 52.0))}, section=C, method="Ours"),
-                   _measured({0: {"Harmonic": 49.0}}, section=C, method="VPT").assign(seed_free=True)])
+                   _measured({0: {"Harmonic": 48.0}}, section=C, method="VPT").assign(seed_free=True)])
     cmp = tb.compare(m.fillna({"seed_free": False}), "puma")
     out = tb.check_claims(cmp, [tb.Claim("x", _c("c", "Ours"), _c("c", "VPT"))]).iloc[0]
-    assert out["seeds"] == 3 and out["verdict"] == "reproduced" and out["test"].startswith("Welch t: t=3.46, df=2, ")
+    # the one-sample t of (50, 51, 52) against 48: t = 3 / (1 / sqrt(3)) = 5.20 on 2 df, one-sided p 0.018 < 0.025
+    assert out["seeds"] == 3 and out["verdict"] == "reproduced" and out["test"].startswith("Welch t: t=5.20, df=2, ")
 
 
 def test_rank_view_by_hand():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from umlkit.experiments.claims.verdicts import TIMING
 from umlkit.experiments.papers import oodml, vptsp
 from umlkit.experiments.tables import table as tables
 from umlkit.experiments.tables.paper_cells import paper_table
@@ -192,8 +193,11 @@ def test_table10_reads_a_benchmark_file(tmp_path):
     assert ms.loc["Full Fine-tuning (PA)", "measured"] == pytest.approx(400 / 3) and ms.loc["BitFit", "paper"] == 130
     claims = tables.check_claims(frame, vptsp.table10_claims()[:5])
     verdicts = dict(zip(claims["claim"], claims["verdict"]))
-    assert verdicts["VPTSP's step takes longer than linear's (batch 32)"] == "reproduced"
-    assert verdicts["full fine-tuning's step takes longer than VPTSP's (batch 32)"] == "reproduced"
+    # a timing is a measured ratio with its repeat spread, not a test (repeats are not seeds; issue 76)
+    assert set(verdicts.values()) == {TIMING}
+    gaps = dict(zip(claims["claim"], claims["gap"]))
+    assert gaps["VPTSP's step takes longer than linear's (batch 32)"] > 0
+    assert gaps["full fine-tuning's step takes longer than VPTSP's (batch 32)"] > 0
     assert vptsp.table10_measured(tmp_path / "missing.json")[0].empty
     spec = vptsp.TABLES("quick")["Table 10"]   # the chapter's Table 10 reads the committed benchmark file
     assert spec.derive("quick", False)["record"].iloc[0] == str(vptsp.table10_file("quick"))

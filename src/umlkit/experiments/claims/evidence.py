@@ -25,6 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from umlkit.experiments.claims import plan as verdict_plan
 from umlkit.experiments.claims.verdicts import ALPHA, DECIDED, INCONCLUSIVE, SESOI, VERDICTS, holm_adjust
 
 __all__ = ["POWER", "MAX_SEEDS", "needed_seeds", "with_needed_seeds", "sensitivity", "effect_answer",
@@ -79,7 +80,9 @@ def with_needed_seeds(board: pd.DataFrame, family: str = "paper") -> pd.DataFram
         for i in sub.index[sub["verdict"] == INCONCLUSIVE]:
             row = out.loc[i]
             looks = row.get("looks", 1)
-            level = ALPHA / max(1, m - r) / ((1 if pd.isna(looks) else int(looks)) + 1)   # at the next look
+            looks = 1 if pd.isna(looks) else int(looks)
+            # two-sided (each direction at alpha / 2), at the looks its next look would be tested for
+            level = ALPHA / 2 / max(1, m - r) / verdict_plan.planned_looks(looks + 1, True)
             n = needed_seeds(float(row.get("se", np.nan)), int(row.get("seeds", 0) or 0),
                              float(row.get("df", np.nan)), level, float(row.get("paper gap", np.nan)))
             out.at[i, "seeds needed"] = n if n is not None else np.nan
@@ -87,14 +90,15 @@ def with_needed_seeds(board: pd.DataFrame, family: str = "paper") -> pd.DataFram
     return out
 
 
-def sensitivity(board: pd.DataFrame, margins: Sequence[float] = (0.5, 1.0, 2.0), family: str = "paper"
+def sensitivity(board: pd.DataFrame, scales: Sequence[float] = (0.5, 1.0, 2.0), family: str = "paper"
                 ) -> pd.DataFrame:
-    """Verdict counts (rows: verdicts; columns: "±d point(s)") of ``board`` re-adjusted with each margin."""
+    """Verdict counts (rows: verdicts; columns: "margin x s") of ``board`` re-adjusted with every metric's margin
+    times each scale."""
     raw = board.assign(verdict=board["raw verdict"]) if "raw verdict" in board else board
     cols = {}
-    for d in margins:
-        counts = holm_adjust(raw, family=family, sesoi=d)["verdict"].value_counts()
-        cols[f"±{d:g}"] = counts
+    for s in scales:
+        counts = holm_adjust(raw, family=family, margin_scale=s)["verdict"].value_counts()
+        cols[f"margin x {s:g}"] = counts
     out = pd.DataFrame(cols).fillna(0).astype(int)
     order = [v for v in VERDICTS if v in out.index] + sorted(v for v in out.index if v not in VERDICTS)
     return out.loc[order]

@@ -26,37 +26,34 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from umlkit.experiments.claims.more_seeds import looks_of, planned_seeds
+from umlkit.experiments.claims.more_seeds import planned_seeds
 from umlkit.experiments.claims.verdicts import (
     ALPHA,
-    AT_CEILING,
-    CEILING,
     HOLM_RULE,
     MIN_SEEDS,
     MISSING,
+    NOT_A_TEST,
     NOT_COMPARABLE,
     VERDICT_RULE,
     VERDICT_SUMMARY,
     VERDICTS,
     claim_test,
     holm_adjust,
-    interval_text,
     is_final,
     verdict_group,
 )
 from umlkit.experiments.recipes.tuning import NotTuned
 from umlkit.experiments.runs.records import MissingSideFile, cached_record, find_record, normalise_key, read_only
 from umlkit.experiments.tables import memo
+from umlkit.experiments.tables.claim_check import at_ceiling, check_claims, table_claims
 from umlkit.experiments.tables.floors import (
     BELOW,
     COLLAPSED,
     FLOOR_NOISE,
     MARKS,
     Floor,
-    cell_mark,
     floor_noise,
     floor_note,
-    floor_verdict,
     mark_floors,
 )
 from umlkit.experiments.tables.labels import readable
@@ -66,8 +63,8 @@ from umlkit.results import atomic_write
 __all__ = ["Row", "Claim", "Table", "KEYS", "RESULT_COLUMNS", "ALPHA", "MIN_SEEDS", "VERDICTS", "VERDICT_RULE",
            "VERDICT_SUMMARY",
            "claim_test", "is_final", "MISSING", "HOLM_RULE", "holm_adjust", "Floor", "mark_floors", "floor_note",
-           "NOT_COMPARABLE", "FLOOR_NOISE", "floor_noise", "BELOW", "COLLAPSED", "verdict_group", "measure",
-           "compare", "results_frame", "save_results", "table_claims",
+           "NOT_COMPARABLE", "NOT_A_TEST", "FLOOR_NOISE", "floor_noise", "BELOW", "COLLAPSED", "verdict_group",
+           "measure", "compare", "results_frame", "save_results", "table_claims", "at_ceiling",
            "side_by_side", "metric_blocks", "quoted_rows", "check_claims", "run_table", "stale_note", "params_rows",
            "score_rows", "rank_view",
            "rank_views"]
@@ -423,112 +420,6 @@ def stale_note(cmp: pd.DataFrame) -> str:
     rows = sorted(set(stale["row"]))
     return (f"† {len(rows)} row(s) come from stale records ({', '.join(parts)} changed since they were trained): "
             f"{', '.join(rows)}. Run `umlkit reproduce --stale` to retrain them.")
-
-
-def _cell_name(sel: Mapping) -> str:
-    row = " / ".join(x for x in (sel.get("section", ""), sel.get("method", ""), sel.get("setting", "")) if x)
-    return f"{row} ({sel['dataset']})"
-
-
-def table_claims(spec: Table, cmp: pd.DataFrame, missing: bool = True) -> pd.DataFrame:
-    """The table's declared claims with verdicts (:func:`check_claims`). A claim a cell of which was not measured
-    (no stored record, or a side file its key needs is missing) is kept with the verdict :data:`MISSING` and the
-    unmeasured cells named in ``missing`` - a declared claim never vanishes (``missing=False``: measured ones only)."""
-    have = set() if cmp.empty else {tuple(r) for r in cmp[["section", "method", "setting", "dataset"]].to_numpy()}
-
-    def absent(c: Claim) -> list[str]:
-        return [_cell_name(s) for s in (c.a, c.b)
-                if (s["section"], s["method"], s["setting"], s["dataset"]) not in have]
-    usable = [c for c in spec.claims if not absent(c)]
-    checked = check_claims(cmp, usable) if usable else pd.DataFrame()
-    if usable and spec.floor is not None:
-        marked = mark_floors(spec, cmp)
-        for i, c in enumerate(usable):
-            why = floor_verdict(spec, c, marked)
-            if why:
-                checked.at[i, "verdict"] = why
-        # each side's floor mark, shown to the reader and checked over the whole board
-        checked["mark A"] = [cell_mark(c.a, c.metric, marked) for c in usable]
-        checked["mark B"] = [cell_mark(c.b, c.metric, marked) for c in usable]
-    if not checked.empty:
-        checked["looks"] = [looks_of(spec, t, n) for t, n in zip(checked["claim"], checked["seeds"])]
-    if not checked.empty:   # which table a claim is on, for a chapter whose claims come from several
-        checked.insert(0, "table", spec.table)
-    if not missing:
-        return checked
-    lost = [{"table": spec.table, "claim": c.text, "verdict": MISSING, "missing": "; ".join(absent(c)), "seeds": 0,
-             "looks": 1} for c in spec.claims if absent(c)]
-    if not lost:
-        return checked
-    out = pd.concat([checked, pd.DataFrame(lost)], ignore_index=True) if not checked.empty else pd.DataFrame(lost)
-    order = {c.text: i for i, c in enumerate(spec.claims)}
-    return out.sort_values("claim", key=lambda s: s.map(order), kind="stable").reset_index(drop=True)
-
-
-def _claim_cell(sub: pd.DataFrame, sel: Mapping):
-    mask = np.ones(len(sub), dtype=bool)
-    for k, v in sel.items():
-        mask &= (sub[k] == v).to_numpy()
-    if mask.sum() != 1:
-        raise KeyError(f"claim cell {dict(sel)} matches {int(mask.sum())} rows, expected exactly 1")
-    return sub[mask].iloc[0]
-
-
-def _claim_values(x) -> Mapping:
-    v = x.get("values")
-    return v if isinstance(v, Mapping) and v else {0: float(x["measured"])}
-
-
-def _test_claim(cmp: pd.DataFrame, c: Claim, metric: str) -> tuple:
-    """(cell A, cell B, :func:`claim_test` result) of claim ``c`` on ``metric``."""
-    sub = cmp[cmp["metric"] == metric]
-    ca, cb = _claim_cell(sub, c.a), _claim_cell(sub, c.b)
-    res = claim_test(_claim_values(ca), _claim_values(cb), paired=c.paired, exact_a=bool(ca.get("seed_free", False)),
-                     exact_b=bool(cb.get("seed_free", False)), margin=c.margin)
-    return ca, cb, res
-
-
-def at_ceiling(metric: str, a: float, b: float) -> bool:
-    """Whether two cells of an R@k metric both sit at or above :data:`CEILING` (no room left for a gain)."""
-    return metric.startswith("R@") and min(a, b) >= CEILING
-
-
-def _headroom(cmp: pd.DataFrame, c: Claim) -> dict:
-    """The same claim on MAP@R (which keeps headroom where R@1 saturates): its gap and 95 % interval, or {}."""
-    if c.margin is not None or not (cmp["metric"] == "MAP@R").any():
-        return {}
-    try:
-        ca, cb, res = _test_claim(cmp, c, "MAP@R")
-    except KeyError:
-        return {}
-    return {"MAP@R gap": round(float(ca["measured"] - cb["measured"]), 1),
-            "MAP@R interval": interval_text(res["low"], res["high"]), "MAP@R p": res["p"]}
-
-
-def check_claims(cmp: pd.DataFrame, claims: Sequence[Claim]) -> pd.DataFrame:
-    """Each claim on the paper's numbers and on the measured ones, with the test of :func:`claim_test` on the
-    cells' per-seed values (``values`` of :func:`compare`), its 95 % interval, the paper's gap and the raw verdict
-    (:data:`VERDICT_RULE`); a claim both of whose cells sit at the ceiling reads :data:`AT_CEILING` and carries the
-    MAP@R comparison beside it."""
-    rows = []
-    for c in claims:
-        ca, cb, res = _test_claim(cmp, c, c.metric)
-        gap = ca["measured"] - cb["measured"]
-        both = pd.notna(ca["paper"]) and pd.notna(cb["paper"])
-        in_paper = (abs(ca["paper"] - cb["paper"]) < c.margin if c.margin is not None else ca["paper"] > cb["paper"])
-        ceiling = res["verdict"] in VERDICTS and at_ceiling(c.metric, ca["measured"], cb["measured"])
-        rows.append({"claim": c.text, "paper A": ca["paper"], "paper B": cb["paper"],
-                     "holds in paper": bool(in_paper) if both else None,
-                     "paper gap": float(ca["paper"] - cb["paper"]) if both and c.margin is None else float("nan"),
-                     "measured A": round(ca["measured"], 1), "measured B": round(cb["measured"], 1),
-                     "gap": round(gap, 1), "test gap": res["gap"], "low": res["low"], "high": res["high"],
-                     "seeds": res["n"],
-                     "seed spread": round(max(ca["spread"], cb["spread"]), 1), "p": res["p"],
-                     "p against": res["p_against"], "se": res["se"],
-                     "df": res["df"], "test": res["test"], "metric": c.metric,
-                     "margin": c.margin if c.margin is not None else float("nan"),
-                     "verdict": AT_CEILING if ceiling else res["verdict"], **(_headroom(cmp, c) if ceiling else {})})
-    return pd.DataFrame(rows)
 
 
 def rank_view(cmp: pd.DataFrame, dataset: str = "Harmonic", metric: str = "R@1", sections: Sequence[str] | None = None,

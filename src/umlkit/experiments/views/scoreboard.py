@@ -242,8 +242,8 @@ def family_adjusted(claims: pd.DataFrame, paper: str, profile: str = "quick") ->
     if claims.empty:
         return claims
     board = family_board(paper, profile)
-    cols = [c for c in ("claim", "p", "p against", "looks", "test gap", "se", "df", "margin", "paper gap", "seeds",
-                        "low", "high") if c in board]
+    cols = [c for c in ("claim", "p", "p against", "looks", "planned looks", "metric", "test gap", "se", "df",
+                        "margin", "paper gap", "seeds", "low", "high") if c in board]
     keep = ~board["claim"].isin(set(claims["claim"]))
     # the verdicts of the same rows: a whole Series assigned to an empty selection would bring back every row of the
     # board (with no claim), counting a chapter that holds the whole family twice in the adjustment
