@@ -168,14 +168,15 @@ def split_view(cmp: pd.DataFrame, metric: str = "R@1", digits: int = 1, profile:
 
 
 def _flat_rows(sub: pd.DataFrame) -> list[str]:
-    """The methods that trained yet stayed at the frozen backbone's level: marked "≈ frozen" by
-    :func:`umlkit.experiments.tables.floors.mark_floors` (every split within noise of it; a claim won against them is
-    won
-    against the backbone)."""
+    """The methods that trained yet stayed at the frozen backbone's level on every split: each of their cells with a
+    floor marked "≈ frozen" by :func:`umlkit.experiments.tables.floors.mark_floors` (a claim won against them is won
+    against the backbone; a single such cell is marked, and withholds its claims, on its own)."""
     from umlkit.experiments.tables.floors import FROZEN_LIKE
     if not len(sub) or "floor" not in sub:
         return []
-    return sorted(set(sub.loc[sub["floor"] == FROZEN_LIKE, "row"]))
+    judged = sub[sub["frozen"].notna()] if "frozen" in sub else sub
+    flat = judged.groupby("row")["floor"].agg(lambda marks: bool(len(marks)) and (marks == FROZEN_LIKE).all())
+    return sorted(flat[flat].index)
 
 
 def floor_facts(floors: pd.DataFrame, profile: str = "quick") -> dict[str, str]:

@@ -281,6 +281,22 @@ def _cell_tag(cell: str) -> str:
     return cell.replace("backbone=", "").replace(";shift=", "_").replace(";", "_")
 
 
+def _claim_verdicts(claims: pd.DataFrame, tags: dict[str, str]) -> dict[str, str]:
+    """``rm2_verdict_<cell tag>_<method tag>``: each claim's verdict as the board gives it ("inconclusive (Holm p
+    0.14)"; Holm-adjusted when ``claims`` comes from the chapter's family), so no sentence types a verdict."""
+    out = {}
+    if "claim" not in claims:
+        return out
+    for _, r in claims.iterrows():
+        cell, _, rest = str(r["claim"]).partition(": ")
+        method = rest.split(" beats ")[0]
+        if method in tags and cell:
+            p = r.get("p adjusted")
+            out[f"rm2_verdict_{_cell_tag(cell)}_{tags[method]}"] = (
+                f"{r['verdict']} (Holm p {p:.2g})" if isinstance(p, float) and np.isfinite(p) else str(r["verdict"]))
+    return out
+
+
 def edition2_facts(axes: pd.DataFrame, moves: pd.DataFrame, claims: pd.DataFrame,
                    cmp: pd.DataFrame | None = None) -> dict[str, str]:
     """The numbers the second edition's prose states (glued; "not measured yet" where records are missing): every
@@ -308,6 +324,7 @@ def edition2_facts(axes: pd.DataFrame, moves: pd.DataFrame, claims: pd.DataFrame
         f[f"rm2_move_{r['axis']}_{tags[r['method']]}"] = interval(r["move"], r["low"], r["high"])
     for v, tag in _VERDICT_TAGS.items():
         f[f"rm2_{tag}"] = str(int((claims["verdict"] == v).sum()))
+    f.update(_claim_verdicts(claims, tags))
     f["rm2_claims"], f["rm2_claims_measured"] = str(len(claims)), str(int((claims["verdict"] != MISSING).sum()))
     for method in ("PUMA", "LP-FT"):
         done = axes[(axes["method"] == method) & np.isfinite(axes["gap"])]
