@@ -215,16 +215,19 @@ def job_features(paper: str, jl: str, job: tuple) -> set[tuple]:
 
 def covering_jobs(jobs: list[tuple[str, str, tuple]]) -> list[tuple[str, str, tuple]]:
     """A few jobs whose one-step runs together reach every feature (:func:`job_features`) of ``jobs``' one-step runs:
-    the first job that adds something new, the specialists runs (the costliest) last. One-step runs train a unified
-    run on its first two sources and a specialists run's first two models; every source's test split is still read
-    (the unified test set)."""
-    seen, out = set(), []
-    for paper, jl, job in sorted(jobs, key=lambda j: j[2][3:4] == ("specialists",)):
-        feats = job_features(paper, jl, job)
-        if not feats <= seen:
-            seen |= feats
-            out.append((paper, jl, job))
-    return out
+    a greedy set cover that takes, each time, the job adding the most features not yet reached (on a tie the one
+    that is no specialists run, the costliest kind, then the first). The first-fit cover it replaced took 68 jobs
+    for the 131 features of the 1,213 full-profile jobs, this one 45 (same features, asserted): the one-step runs
+    are the slowest test of ``make test``. One-step runs train a unified run on its first two sources and a
+    specialists run's first two models; every source's test split is still read (the unified test set)."""
+    feats = [job_features(paper, jl, job) for paper, jl, job in jobs]
+    costly = [job[3:4] == ("specialists",) for _, _, job in jobs]
+    left, out = set().union(*feats) if feats else set(), []
+    while left:
+        best = max(range(len(jobs)), key=lambda i: (len(feats[i] & left), not costly[i], -i))
+        left -= feats[best]
+        out.append(jobs[best])
+    return sorted(out, key=lambda j: j[2][3:4] == ("specialists",))   # the specialists runs last
 
 
 _WORKER_MP = None

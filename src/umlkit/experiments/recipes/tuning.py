@@ -47,13 +47,23 @@ def chosen(block: Mapping | None, paths: Sequence[Sequence[str]], *, file: str, 
 
 
 def mark_choice(frame: pd.DataFrame, name: str, score: str) -> pd.DataFrame:
-    """A sweep's selection in place: ``chosen`` marks each ``name`` group's best ``score``, ``interior`` says whether
-    that best lies strictly inside the rates (``lr``) the group tried (None on the other lines)."""
+    """A sweep's selection in place: ``chosen`` marks each ``name`` group's best ``score`` (the first on a tie),
+    ``interior`` says whether that best lies strictly inside the rates (``lr``) the group tried and no edge rate of
+    the grid ties it (a tie with the edge is an edge: the grid is extended there; issue 76), None on the other
+    lines; ``tied edge`` names the edge ("low" / "high") a chosen interior rate ties, else ""."""
     best = frame.loc[frame.groupby(name, sort=False)[score].idxmax()]
     frame["chosen"] = frame.index.isin(best.index)
     grid = frame.groupby(name, sort=False)["lr"].agg(["min", "max"])
-    frame["interior"] = [bool(grid.loc[r, "min"] < lr < grid.loc[r, "max"]) if c else None
+    top = frame.groupby(name, sort=False)[score].max()
+    tied = {}
+    for unit, g in frame.groupby(name, sort=False):
+        at = g.loc[g[score] >= top[unit], "lr"]
+        tied[unit] = "high" if (at == grid.loc[unit, "max"]).any() else ("low" if (at == grid.loc[unit, "min"]).any()
+                                                                         else "")
+    frame["interior"] = [bool(grid.loc[r, "min"] < lr < grid.loc[r, "max"] and not tied[r]) if c else None
                          for r, lr, c in zip(frame[name], frame["lr"], frame["chosen"])]
+    frame["tied edge"] = [tied[r] if c and grid.loc[r, "min"] < lr < grid.loc[r, "max"] else ""
+                          for r, lr, c in zip(frame[name], frame["lr"], frame["chosen"])]
     return frame
 
 

@@ -111,9 +111,7 @@ def at_ceiling(metric: str, a: float, b: float) -> bool:
 def _second(cmp: pd.DataFrame, c) -> tuple[str, tuple] | None:
     """(metric, (cell A, cell B, test)) of the first declared second metric of ``c`` the table measures for both
     cells, or None."""
-    if c.margin is not None:
-        return None
-    for metric in verdict_plan.metric_rule(c.metric)["second"]:
+    for metric in verdict_plan.metric_rule(c.metric)["second"]:   # an equivalence keeps its margin, in points
         try:
             return metric, _test_claim(cmp, c, metric)
         except KeyError:

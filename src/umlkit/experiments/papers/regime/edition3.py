@@ -240,7 +240,10 @@ def edge_extensions(frame: pd.DataFrame) -> dict:
             continue
         if bool(best["interior"]) or len(g) >= cap:
             continue
-        up = float(best["lr"]) >= float(g["lr"].max())
-        rate = float(f"{_step(float(best['lr']), up):.0e}")
+        # beyond the edge the choice sits on, or the edge it ties (a tie with the grid's edge is an edge)
+        tie = best.get("tied edge", "")
+        up = tie == "high" or (not tie and float(best["lr"]) >= float(g["lr"].max()))
+        edge = float(g["lr"].max() if up else g["lr"].min())
+        rate = float(f"{_step(edge, up):.0e}")
         out.setdefault(best["split"], {}).setdefault(str(best["data"]), {})[best["method"]] = [rate]
     return out
