@@ -228,8 +228,9 @@ def test_the_summary_box_counts_what_the_board_says():
     from umlkit.experiments.views.report_card import summary_facts
     f = summary_facts(_board_rows())
     assert f["rs_scope"] == "4 claims declared from 2 tables (Table 1, Table 2); 3 have two measured cells and a test"
-    assert f["rs_yes"] == "1 reproduced" and f["rs_no"].startswith("0 contradicted")
-    assert f["rs_untestable"].startswith("1 at the R@1 ceiling, 1 not comparable")
+    assert f["rs_yes"] == "1 reproduced, 0 smaller than the paper's (a gain shown)"
+    assert f["rs_no"].startswith("0 contradicted, 0 with the paper's gap excluded")
+    assert f["rs_untestable"].startswith("1 at the R@1 ceiling without a second metric, 1 not comparable")
     assert "1 inconclusive, needing 14–14 seeds per side" in f["rs_untestable"]
     assert summary_facts(pd.DataFrame())["rs_yes"] == "no claims on the board yet"
 

@@ -1,4 +1,5 @@
-"""Tables: a paper's declared table (:mod:`.table`: rows, claims, measuring and comparing with the paper), read from
+"""Tables: a paper's declared table (:mod:`.table`: rows, claims, measuring and comparing with the paper; its claims
+against the measured cells, :mod:`.claim_check`), read from
 its ``tables.yaml`` (:mod:`.declarations`, :mod:`.builder`), the paper's own cells (:mod:`.paper_cells`), readable
 labels (:mod:`.labels`), sanity floors (:mod:`.floors`) and the paper registry (:mod:`.registry`).
 

@@ -11,13 +11,17 @@ import pandas as pd
 from umlkit.experiments.claims.verdicts import (
     AT_CEILING,
     CONTRADICTED,
+    EXCLUDED,
     INCONCLUSIVE,
     MISSING,
     NO_EFFECT,
+    NO_EFFECT_INSIDE,
+    NOT_A_TEST,
     NOT_COMPARABLE,
     REPRODUCED,
     SESOI,
     SMALLER,
+    TIMING,
     VERDICTS,
     verdict_group,
 )
@@ -31,9 +35,9 @@ def _n(counts: pd.Series, key: str) -> int:
 
 def summary_facts(board: pd.DataFrame) -> dict[str, str]:
     """Glue for a chapter's summary box from one paper's rows of the board: ``rs_scope`` (claims and the tables
-    they come from), ``rs_method`` (profile, seeds, tests), and ``rs_yes`` (reproduced), ``rs_no`` (contradicted,
-    smaller than the paper's, no effect), ``rs_untestable`` (at ceiling, not comparable, inconclusive with the
-    seeds beyond the plan, missing records)."""
+    they come from), ``rs_method`` (profile, seeds, tests), and ``rs_yes`` (reproduced, smaller than the paper's),
+    ``rs_no`` (contradicted, paper's gap excluded, no effect), ``rs_untestable`` (at ceiling, not comparable,
+    inconclusive with the seeds beyond the plan, not tests, missing records)."""
     if board.empty:
         empty = "no claims on the board yet"
         return {k: empty for k in ("rs_scope", "rs_method", "rs_yes", "rs_no", "rs_untestable")}
@@ -49,13 +53,16 @@ def summary_facts(board: pd.DataFrame) -> dict[str, str]:
         "rs_scope": f"{len(board)} claims declared from {len(tables)} tables ({', '.join(tables)}); "
                     f"{len(tested)} have two measured cells and a test",
         "rs_method": f"the quick profile (UML-Mini, the shipped tiny ViT, CPU); {seeds.min()}–{seeds.max()} seeds "
-                     f"per compared cell; one-sided Welch or paired t-tests with 95 % intervals, Holm over the "
-                     f"paper's {len(tested)} tested claims, a ±{SESOI:g}-point margin for 'no effect'",
-        "rs_yes": f"{_n(counts, REPRODUCED)} reproduced",
-        "rs_no": (f"{_n(counts, CONTRADICTED)} contradicted, {_n(counts, SMALLER)} smaller than the paper's, "
-                  f"{_n(counts, NO_EFFECT)} no effect"),
-        "rs_untestable": (f"{_n(counts, AT_CEILING)} at the R@1 ceiling, {_n(counts, NOT_COMPARABLE)} not "
-                          f"comparable (a compared run below, or never off, its frozen backbone), "
-                          f"{_n(counts, INCONCLUSIVE)} inconclusive{need_text}, {_n(counts, MISSING)} "
-                          f"missing records"),
+                     f"per compared cell; two-sided Welch or paired t-tests with 95 % intervals, Holm over the "
+                     f"paper's {len(tested)} tested claims at the verdict plan's looks, a ±{SESOI:g}-point margin "
+                     f"for 'no effect' on R@k",
+        "rs_yes": f"{_n(counts, REPRODUCED)} reproduced, {_n(counts, SMALLER)} smaller than the paper's (a gain "
+                  f"shown)",
+        "rs_no": (f"{_n(counts, CONTRADICTED)} contradicted, {_n(counts, EXCLUDED)} with the paper's gap excluded and "
+                  f"no gain shown, {_n(counts, NO_EFFECT) + _n(counts, NO_EFFECT_INSIDE)} no effect"),
+        "rs_untestable": (f"{_n(counts, AT_CEILING)} at the R@1 ceiling without a second metric, "
+                          f"{_n(counts, NOT_COMPARABLE)} not comparable (a compared cell below, or never off, its "
+                          f"frozen backbone), {_n(counts, INCONCLUSIVE)} inconclusive{need_text}, "
+                          f"{_n(counts, TIMING) + _n(counts, NOT_A_TEST)} not tests (timings, identical cells), "
+                          f"{_n(counts, MISSING)} missing records"),
     }

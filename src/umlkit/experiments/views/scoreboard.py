@@ -4,7 +4,7 @@ Each registered paper (:mod:`umlkit.experiments.tables.registry`) declares its t
 :mod:`umlkit.experiments.tables.table`); :func:`scoreboard` measures every table from the records of a profile without
 training anything or computing a side file (every stored seed of a row counts; a claim whose cells lack a record is
 listed as "missing records", naming them), compares with the paper's numbers and checks the claims. The verdict
-rule is :data:`umlkit.experiments.tables.table.VERDICT_RULE` (a one-sided Welch or paired t-test with at least three
+rule is :data:`umlkit.experiments.tables.table.VERDICT_RULE` (a two-sided Welch or paired t-test with at least three
 seeds
 per cell, then Holm within each paper: *reproduced* / *contradicted* / *no effect* / *smaller than the paper's* /
 *inconclusive*, with a 95 % interval and the seeds an open claim needs; with fewer seeds a preliminary *holds, n
@@ -163,7 +163,7 @@ def _shown_verdict(board: pd.DataFrame) -> list[str]:
 
 def scoreboard_view(board: pd.DataFrame) -> pd.DataFrame:
     """The board as a reader reads it: per claim the paper's gap (A - B), the measured gap with its 95 % interval,
-    the seeds, the test (its kind and the one-sided p of the direction the verdict tests, "–" before three seeds),
+    the seeds, the test (its kind and the two-sided p times the looks, as Holm adjusts it, "–" before three seeds),
     the Holm-adjusted p, the verdict (a claim at the ceiling with its MAP@R comparison) and, for an inconclusive
     claim, the seeds per side that would decide it; indexed by paper and table when the frame has them (a
     chapter's own claims table has neither)."""

@@ -391,7 +391,7 @@ def _semantic_and_unified_facts(cmp: dict, claims, profile: str) -> dict:
 
 
 def _unified_elg_test(claims) -> dict[str, str]:
-    """``uni_elg_test``: the test behind "PUMA + ELG beats PUMA in the unified setting (Unified)": seeds, one-sided
+    """``uni_elg_test``: the test behind "PUMA + ELG beats PUMA in the unified setting (Unified)": seeds, two-sided
     p (doubled for a second look), Holm-adjusted p and the verdict."""
     text = "PUMA + ELG beats PUMA in the unified setting (Unified)"
     row = claims[claims["claim"] == text] if not claims.empty else claims

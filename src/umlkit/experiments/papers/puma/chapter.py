@@ -213,8 +213,9 @@ def cross_source_facts(view: pd.DataFrame) -> dict[str, str]:
             "xs_ens": f"{view.loc[('(a)', 'CurricularFace'), 'Unified']:.1f}", "xs_puma": f"{uni['Ours']:.1f}"}
 
 
-_DIRECTION = {"reproduced": 1, "holds": 1, "inconclusive": 0, "no effect": 0, "smaller than the paper's": 0,
-              "contradicted": -1, "not reproduced": -1}
+_DIRECTION = {"reproduced": 1, "holds": 1, "smaller than the paper's": 1,   # a gain shown (below the paper's)
+              "inconclusive": 0, "no effect": 0, "no effect (paper's gap inside the margin)": 0,
+              "paper's gap excluded, no gain shown": 0, "contradicted": -1, "not reproduced": -1}
 
 
 def verdict_changes(profile: str = "quick") -> pd.DataFrame:
