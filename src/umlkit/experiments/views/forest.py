@@ -15,7 +15,7 @@ import pandas as pd
 
 from umlkit.experiments.claims.verdicts import NOT_COMPARABLE, SESOI, verdict_group
 
-__all__ = ["forest_frame", "plot_forest", "show_forest"]
+__all__ = ["VERDICT_COLOURS", "plot_verdicts", "forest_frame", "plot_forest", "show_forest"]
 
 
 def forest_frame(claims: pd.DataFrame) -> pd.DataFrame:
@@ -45,7 +45,6 @@ def plot_forest(claims: pd.DataFrame, title: str = "", sesoi: float = SESOI, lab
     it is drawn at the edge as an arrow)."""
     import matplotlib.pyplot as plt
 
-    from umlkit.experiments.views.plots import VERDICT_COLOURS
     f = forest_frame(claims)
     if f.empty:
         return None
@@ -90,3 +89,41 @@ def show_forest(claims: pd.DataFrame, title: str = "", sesoi: float = SESOI) -> 
     if fig is not None:
         display(fig)
         plt.close(fig)
+
+
+VERDICT_COLOURS = {"reproduced": "#2b8a3e", "smaller than the paper's": "#74b816", "no effect": "#1971c2",
+                   "no effect (paper's gap inside the margin)": "#74c0fc", "contradicted": "#c92a2a",
+                   "paper's gap excluded, no gain shown": "#a61e4d", "inconclusive": "#adb5bd",
+                   "at ceiling": "#9c36b5", "not comparable": "#f08c00", "timing (not a test)": "#3bc9db",
+                   "not a test: the two cells hold the same numbers": "#dee2e6", "missing records": "#495057"}
+_LEGEND_COLUMNS = 3   # the verdict names are long: three per legend row fit the page's 9-inch figure
+
+
+def plot_verdicts(board: pd.DataFrame, by: str = "paper", title: str = "verdicts per paper (Holm-adjusted)"):
+    """Horizontal stacked bars: how many of each ``by`` group's claims got each verdict (preliminary verdicts in
+    their own grey), with the counts written in the bars; readable at page width (labels >= 10 pt), the legend in
+    rows of :data:`_LEGEND_COLUMNS` below the bars."""
+    import matplotlib.pyplot as plt
+    counts = (board.assign(v=board["verdict"].map(verdict_group)).groupby([by, "v"]).size().unstack(fill_value=0))
+    counts = counts.loc[list(dict.fromkeys(board[by]))]   # the board's order (the registry's), top to bottom
+    cols = [c for c in VERDICT_COLOURS if c in counts] + [c for c in counts if c not in VERDICT_COLOURS]
+    counts = counts[cols].iloc[::-1]
+    rows = -(-len(cols) // _LEGEND_COLUMNS)
+    fig, ax = plt.subplots(figsize=(9, 0.55 * len(counts) + 1.0 + 0.3 * rows))
+    left = pd.Series(0, index=counts.index)
+    for c in cols:
+        ax.barh(counts.index, counts[c], left=left, color=VERDICT_COLOURS.get(c, "#ced4da"), label=c)
+        for y, (x0, n) in enumerate(zip(left, counts[c])):
+            if n >= 3:
+                ax.text(x0 + n / 2, y, str(n), ha="center", va="center", fontsize=10, color="white")
+        left += counts[c]
+    ax.set_xlabel("claims", fontsize=11)
+    ax.tick_params(labelsize=11)
+    ax.set_title(title, fontsize=12)
+    # the legend about 0.75 in below the axes, whatever their height (a fraction of the axes' 0.55 in per bar)
+    ax.legend(fontsize=10, ncol=min(len(cols), _LEGEND_COLUMNS), loc="upper center",
+              bbox_to_anchor=(0.5, -0.75 / (0.55 * len(counts))), frameon=False)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    fig.tight_layout()
+    return fig

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from umlkit.experiments.tables.labels import cell_label, readable
+from umlkit.experiments.views.forest import VERDICT_COLOURS, plot_verdicts  # noqa: F401 (their home)
 
 __all__ = ["plot_measured_vs_paper", "plot_seeds", "plot_setting_deltas", "plot_grouped_bars", "plot_heatmap",
            "plot_fid_progression", "plot_metric_vs_fid", "plot_rank_slopes", "plot_retrieved_classes",
@@ -561,37 +562,3 @@ def plot_probes(frame: pd.DataFrame, models: Sequence[str] = ("Zero-Shot", "PUMA
         ax.set_ylim(40, 101)
     return g
 
-
-VERDICT_COLOURS = {"reproduced": "#2b8a3e", "smaller than the paper's": "#74b816", "no effect": "#1971c2",
-                   "contradicted": "#c92a2a", "inconclusive": "#adb5bd", "at ceiling": "#9c36b5",
-                   "not comparable": "#f08c00", "missing records": "#495057"}
-
-
-def plot_verdicts(board: pd.DataFrame, by: str = "paper", title: str = "verdicts per paper (Holm-adjusted)"):
-    """Horizontal stacked bars: how many of each ``by`` group's claims got each verdict (preliminary verdicts in
-    their own grey), with the counts written in the bars; readable at page width (labels >= 10 pt)."""
-    import matplotlib.pyplot as plt
-
-    from umlkit.experiments.tables.table import verdict_group
-    counts = (board.assign(v=board["verdict"].map(verdict_group)).groupby([by, "v"]).size().unstack(fill_value=0))
-    counts = counts.loc[list(dict.fromkeys(board[by]))]   # the board's order (the registry's), top to bottom
-    cols = [c for c in VERDICT_COLOURS if c in counts] + [c for c in counts if c not in VERDICT_COLOURS]
-    counts = counts[cols].iloc[::-1]
-    fig, ax = plt.subplots(figsize=(9, 0.55 * len(counts) + 1.2))
-    left = pd.Series(0, index=counts.index)
-    for c in cols:
-        ax.barh(counts.index, counts[c], left=left, color=VERDICT_COLOURS.get(c, "#ced4da"), label=c)
-        for y, (x0, n) in enumerate(zip(left, counts[c])):
-            if n >= 3:
-                ax.text(x0 + n / 2, y, str(n), ha="center", va="center", fontsize=10, color="white")
-        left += counts[c]
-    ax.set_xlabel("claims", fontsize=11)
-    ax.tick_params(labelsize=11)
-    ax.set_title(title, fontsize=12)
-    # the legend about 0.75 in below the axes, whatever their height (a fraction of the axes' 0.55 in per bar)
-    ax.legend(fontsize=10, ncol=len(cols), loc="upper center", bbox_to_anchor=(0.5, -0.75 / (0.55 * len(counts))),
-              frameon=False)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
-    fig.tight_layout()
-    return fig

@@ -107,12 +107,20 @@ def scoreboard_summary(board: pd.DataFrame, declared: dict[str, int] | None = No
     return counts
 
 
+# the summary's column heads: a verdict's short name where the full one would widen the table past the page
+SHORT_HEADS = {"no effect (paper's gap inside the margin)": "no effect, as the paper",
+               "paper's gap excluded, no gain shown": "paper's gap excluded", "timing (not a test)": "timing",
+               "not a test: the two cells hold the same numbers": "not a test",
+               "smaller than the paper's": "smaller than paper"}
+
+
 def summary_view(summary: pd.DataFrame) -> pd.DataFrame:
-    """:func:`scoreboard_summary` as the Every-claim page shows it: papers by their names ("ooDML", not "oodml"), no
-    axis labels over the counts."""
+    """:func:`scoreboard_summary` as the Every-claim page shows it: one column per paper by its name ("ooDML", not
+    "oodml") and one row per verdict (a dozen verdicts side by side would widen the table past the page), the long
+    verdict names shortened (:data:`SHORT_HEADS`), no axis labels over the counts."""
     from umlkit.experiments.tables.registry import papers
     names = {k: p.title.split(" (")[0] for k, p in papers().items()}
-    out = summary.rename(index=names)
+    out = summary.rename(index=names, columns=SHORT_HEADS).T
     out.index.name = out.columns.name = None
     return out
 
