@@ -63,6 +63,11 @@ def test_effect_size_verdicts_by_hand():
              stats.t.cdf((0.5 - 2.0) / 3.0, 4.0)]
     assert out["p smaller"].iloc[2:].tolist() == pytest.approx(list(vd.holm(np.array(below))))
     assert np.isnan(out["p smaller"].iloc[1])   # no paper gap: the question is not asked
+    # beside a decided verdict, what its data rule out: the TOST's smallest margin (the 90 % interval's farther end),
+    # the gains below the 95 % interval's lower end
+    assert out["rules out"].iloc[1] == f"|gap| >= {0.05 + stats.t.ppf(0.95, 8.0) * 0.1:.1f}" == "|gap| >= 0.2"
+    assert out["rules out"].iloc[0] == f"gap < +{9.0 - stats.t.ppf(0.975, 4.0) * 0.5:.1f}" == "gap < +7.6"
+    assert out["rules out"].iloc[4] == ""   # inconclusive: nothing ruled out
     # a reversed sign is 'contradicted', never 'smaller' (issue 76: 9 of 17 'smaller' had a negative gap)
     rev = vd.holm_adjust(pd.DataFrame([_claim(-3.0, 0.3, 8.0, paper_gap=4.0)]), "paper").iloc[0]
     assert rev["verdict"] == vd.CONTRADICTED

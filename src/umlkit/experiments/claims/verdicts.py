@@ -20,7 +20,7 @@ from umlkit.experiments.claims import plan as verdict_plan
 __all__ = ["ALPHA", "MIN_SEEDS", "VERDICTS", "VERDICT_RULE", "VERDICT_SUMMARY", "HOLM_RULE", "MISSING",
            "NOT_COMPARABLE", "REPRODUCED", "CONTRADICTED", "SMALLER", "NO_EFFECT", "NO_EFFECT_INSIDE", "EXCLUDED",
            "INCONCLUSIVE", "AT_CEILING", "TIMING", "NOT_A_TEST", "SESOI", "SESOI_RULE", "CEILING", "DECIDED",
-           "CODES", "claim_test", "verdict_group", "is_final", "holm", "decide", "holm_adjust", "dof_text",
+           "CODES", "claim_test", "ruled_out", "verdict_group", "is_final", "holm", "decide", "holm_adjust", "dof_text",
            "interval_text", "signed"]
 
 ALPHA = verdict_plan.alpha()   # the family-wise error rate per paper; each claim two-sided, each direction at ALPHA/2
@@ -342,4 +342,19 @@ def holm_adjust(claims: pd.DataFrame, family: str | None = "paper", margin_scale
         out[k if k != "p below" else "p smaller"] = v
     out["margin used"] = np.where(np.isfinite(cols["margin"]), cols["margin"], sesoi)
     out["verdict"] = [CODES[c] if c >= 0 else v for c, v in zip(code, out["verdict"])]
+    out["rules out"] = [ruled_out(v, *t) for v, t in zip(out["verdict"], zip(cols["gap"], cols["se"], cols["df"]))]
     return out
+
+
+def ruled_out(verdict: str, gap: float, se: float, df: float) -> str:
+    """What the data rule out, unadjusted, beside a decided verdict (issue 76): for 'no effect', the smallest margin
+    the TOST at :data:`ALPHA` would still accept ("|gap| >= 0.6": the 90 % interval's farther end); for a gain shown
+    ('reproduced', 'smaller than the paper's'), the gaps below the two-sided 95 % interval's lower end; "" else."""
+    from scipy import stats
+    if not (np.isfinite(gap) and np.isfinite(se) and np.isfinite(df) and df > 0):
+        return ""
+    if verdict in (NO_EFFECT, NO_EFFECT_INSIDE):
+        return f"|gap| >= {abs(gap) + float(stats.t.ppf(1 - ALPHA, df)) * se:.1f}"
+    if verdict in (REPRODUCED, SMALLER):
+        return f"gap < {signed(gap - float(stats.t.ppf(1 - ALPHA / 2, df)) * se)}"
+    return ""

@@ -388,6 +388,9 @@ def board_table(board: pd.DataFrame) -> pd.DataFrame:
     if "to decide" in view:   # an open claim's seeds to decide are its note
         decide = view.pop("to decide").fillna("")
         notes = notes.where(decide == "", "to decide: " + decide)
+    if "rules out" in board:   # a decided verdict's note: what its data rule out (unadjusted)
+        rules = board["rules out"].fillna("").to_numpy()
+        notes = notes.where((notes != "") | (rules == ""), "rules out " + pd.Series(rules, index=notes.index))
     view["note"] = notes.replace({"": "–", "missing: –": "–"})
     view.insert(0, "where", view.pop("paper") + " · " + view.pop("table"))   # one narrow column for both
     view.insert(2, "verdict", view.pop("verdict"))   # beside the claim: what a reader looks for first
