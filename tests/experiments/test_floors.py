@@ -121,16 +121,21 @@ def test_a_cell_at_its_backbone_is_marked_on_its_own_though_the_method_moved_els
     assert verdicts[2].endswith("did not move from its frozen backbone")
 
 
+def _with_seeds(others: dict, method: str, vals: dict) -> tuple[pd.DataFrame, float, float]:
+    """``_cmp(others)`` and one more cell of ``method`` with these per-seed values; its mean and spread."""
+    mean, spread = sum(vals.values()) / len(vals), float(pd.Series(list(vals.values())).std())
+    cmp = _cmp(others)
+    cell = cmp.iloc[[2]].assign(method=method, row=method, measured=mean, spread=spread, seeds=len(vals))
+    cell["values"] = [vals]
+    return pd.concat([cmp, cell], ignore_index=True), mean, spread
+
+
 def test_two_collapsed_seeds_of_five_cannot_hide_each_other():
     """ooDML's ProxyAnchor on the SOP-like default split (issue 76): seeds 25.3, 11.5, 15.2, 26.1, 25.8 against a
     frozen 23.5. The median (25.3) and the scaled MAD (1.4826 x 0.8) put both failures far out; the old rule, each
     seed against the other four's spread (inflated by the other failure), found neither."""
-    vals = {0: 25.3, 1: 11.5, 2: 15.2, 3: 26.1, 4: 25.8}
-    mean, spread = sum(vals.values()) / 5, float(pd.Series(list(vals.values())).std())
-    cmp = _cmp({"Frozen": 23.5, "Random": 1.0, "Margin": 30.0})
-    pa = cmp.iloc[[2]].assign(method="ProxyAnchor", row="ProxyAnchor", measured=mean, spread=spread, seeds=5)
-    pa["values"] = [vals]
-    cmp = pd.concat([cmp, pa], ignore_index=True)
+    cmp, mean, spread = _with_seeds({"Frozen": 23.5, "Random": 1.0, "Margin": 30.0}, "ProxyAnchor",
+                                    {0: 25.3, 1: 11.5, 2: 15.2, 3: 26.1, 4: 25.8})
     spec = tb.Table("oodml", "T", [tb.Row(method=m) for m in ("Frozen", "Random", "Margin", "ProxyAnchor")],
                     config=lambda *a: {}, floor=tb.Floor(frozen="Frozen", random="Random"), columns=["SOP"],
                     claims=[tb.Claim("ProxyAnchor beats Margin", _c("ProxyAnchor"), _c("Margin"))])
@@ -143,12 +148,8 @@ def test_two_collapsed_seeds_of_five_cannot_hide_each_other():
 def test_one_collapsed_seed_marks_a_cell_whose_mean_escapes():
     """ooDML's ProxyAnchor on the SOP-like default split: 20.8 +- 6.9 over 5 seeds against a frozen 23.5 - the mean
     is within its standard error (3.1) of the backbone, but one seed fell far while the other four sit at 23-25."""
-    vals = {0: 24.0, 1: 23.0, 2: 25.0, 3: 23.2, 4: 9.0}
-    mean, spread = sum(vals.values()) / 5, float(pd.Series(list(vals.values())).std())
-    cmp = _cmp({"Frozen": 23.5, "Random": 1.0, "Good": 40.0})
-    pa = cmp.iloc[[2]].assign(method="PA", row="PA", measured=mean, spread=spread, seeds=5)
-    pa["values"] = [vals]
-    cmp = pd.concat([cmp, pa], ignore_index=True)
+    cmp, _, _ = _with_seeds({"Frozen": 23.5, "Random": 1.0, "Good": 40.0}, "PA",
+                            {0: 24.0, 1: 23.0, 2: 25.0, 3: 23.2, 4: 9.0})
     spec = tb.Table("oodml", "T", [tb.Row(method=m) for m in ("Frozen", "Random", "Good", "PA")],
                     config=lambda *a: {}, floor=tb.Floor(frozen="Frozen", random="Random"), columns=["SOP"])
     marked = mark_floors(spec, cmp).set_index("method")
