@@ -275,10 +275,10 @@ def decide(p, against, looks, gap, se, df, sesoi, paper_gap, margin=None, tested
     p_below = holm(np.where(asks_below, np.minimum(1.0, looks * below_p(gap, se, df, paper_gap)), np.nan))
     below, null = p_below < ALPHA, p_null < ALPHA
     inside = np.abs(np.nan_to_num(paper_gap, nan=np.inf)) < sesoi
-    code = np.select(
-        [~tested, decided & positive & below, decided & positive, decided,
-         null & inside, null, below],
-        [-1, 3, 1, 2, 5, 4, 6], default=0)
+    first = [(~tested, -1), (decided & positive & below, SMALLER), (decided & positive, REPRODUCED),
+             (decided, CONTRADICTED), (null & inside, NO_EFFECT_INSIDE), (null, NO_EFFECT), (below, EXCLUDED)]
+    code = np.select([cond for cond, _ in first], [v if v == -1 else CODES.index(v) for _, v in first],
+                     default=CODES.index(INCONCLUSIVE))
     return {"code": code, "p decision": p_dec, "p adjusted": adjusted, "p no effect": p_null, "p below": p_below}
 
 

@@ -29,7 +29,6 @@ from umlkit.experiments.claims.verdicts import (
     TIMING,
     VERDICTS,
     claim_test,
-    interval_text,
 )
 from umlkit.experiments.tables.floors import cell_mark, floor_verdict, mark_floors
 
@@ -152,7 +151,6 @@ def check_claims(cmp: pd.DataFrame, claims: Sequence) -> pd.DataFrame:
                 metric, (sa, sb, sres) = second
                 row = {**_row(c, sa, sb, sres, metric), "claim metric": c.metric, "decided on": metric,
                        "second metric": metric, "ceiling A": round(ca["measured"], 1),
-                       "ceiling B": round(cb["measured"], 1),
-                       f"{metric} interval": interval_text(sres["low"], sres["high"])}
+                       "ceiling B": round(cb["measured"], 1)}
         rows.append(row)
     return pd.DataFrame(rows)

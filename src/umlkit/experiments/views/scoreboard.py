@@ -5,9 +5,9 @@ Each registered paper (:mod:`umlkit.experiments.tables.registry`) declares its t
 training anything or computing a side file (every stored seed of a row counts; a claim whose cells lack a record is
 listed as "missing records", naming them), compares with the paper's numbers and checks the claims. The verdict
 rule is :data:`umlkit.experiments.tables.table.VERDICT_RULE` (a two-sided Welch or paired t-test with at least three
-seeds
-per cell, then Holm within each paper: *reproduced* / *contradicted* / *no effect* / *smaller than the paper's* /
-*inconclusive*, with a 95 % interval and the seeds an open claim needs; with fewer seeds a preliminary *holds, n
+seeds per cell, then Holm within each paper at the verdict plan's looks: *reproduced* / *smaller than the paper's* /
+*contradicted* / *paper's gap excluded, no gain shown* / *no effect* / *inconclusive*, with a 95 % interval and the
+seeds an open claim needs; with fewer seeds a preliminary *holds, n
 seed(s)* / *not reproduced, n seed(s)*).
 """
 from __future__ import annotations
@@ -159,14 +159,10 @@ def _to_decide(verdict: str, needed, beyond, seeds=float("nan")) -> str:
 
 
 def _shown_verdict(board: pd.DataFrame) -> list[str]:
-    """The verdict, with the MAP@R comparison of a claim at the ceiling beside it."""
-    out = []
-    for r in board.to_dict("records"):
-        v = r["verdict"]
-        if v == AT_CEILING and isinstance(r.get("MAP@R interval"), str) and r["MAP@R interval"]:
-            v = f"{v}; MAP@R {signed(r['MAP@R gap'])} {r['MAP@R interval']}"
-        out.append(v)
-    return out
+    """The verdict, with the metric it was decided on where R@1 sat at the ceiling ("inconclusive (on MAP@R)": the
+    gap and interval beside it are that metric's)."""
+    on = board["decided on"].fillna("") if "decided on" in board else pd.Series("", index=board.index)
+    return [f"{v} (on {m})" if m else v for v, m in zip(board["verdict"], on)]
 
 
 def scoreboard_view(board: pd.DataFrame) -> pd.DataFrame:
