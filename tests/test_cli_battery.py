@@ -240,7 +240,7 @@ def test_an_unexpected_exception_is_one_line_naming_its_type(monkeypatch, capsys
 def test_an_unreadable_stored_record_is_reported_not_counted(tmp_path, monkeypatch, capsys):
     """A truncated record file is neither "stored" nor silently skipped by ``records train``: both commands name it."""
     from umlkit.experiments.runs.records import find_record, normalise_key
-    job = cli._job_list("oodml", "tables", "quick")[0]
+    job = next(j for j in cli._job_list("oodml", "tables", "quick") if find_record(normalise_key(j[2]), "quick"))
     source = find_record(normalise_key(job[2]), "quick")
     target = tmp_path / "quick" / source.relative_to(source.parents[3])
     target.parent.mkdir(parents=True)

@@ -1,6 +1,11 @@
 """Mark stale quick-profile records current after a training-path change that did not move their numbers.
 
-Usage: python tools/restamp_records.py --reason "what was compared" [--paper P] [--parts code]
+Usage: python tools/restamp_records.py --reason "what was compared" [--paper P] [--parts code] [--losses L ...]
+
+``--losses``: only records whose objective terms (wrappers' bases included) all use these losses, for a change that
+moved some losses' numbers and left the others' alone (the others are retrained); records that train no loss
+(zero-shot evaluations) count as using none of them and are restamped too. ``--except-methods``: and whose model
+methods are none of these.
 
 Run the old and the new code on the same configurations first (a few records of each runner, e.g. with
 ``umlkit.experiments.runs.records.recompute`` in a scratch results folder) and compare the results; the reason is stored
@@ -8,6 +13,8 @@ in every restamped record (:func:`umlkit.experiments.runs.records.restamp`).
 """
 import argparse
 
+from umlkit.experiments.runs.code_reach import _option_strings
+from umlkit.experiments.runs.fingerprint import _configs
 from umlkit.experiments.runs.records import restamp
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -15,6 +22,19 @@ parser.add_argument("--reason", required=True)
 parser.add_argument("--paper", default=None)
 parser.add_argument("--profile", default="quick")
 parser.add_argument("--parts", nargs="+", default=["code"], choices=["code", "data", "weights"])
+parser.add_argument("--losses", nargs="+", default=None)
+parser.add_argument("--except-methods", nargs="+", default=())
 args = parser.parse_args()
-changed = restamp(args.profile, args.reason, paper=args.paper, parts=tuple(args.parts))
+
+
+def only_these(rec: dict) -> bool:
+    from umlkit.losses import LOSSES, TERMS
+    named = {n for c in _configs(rec["key"]) for t in c.get("objective") or []
+             for n in {t["name"], *_option_strings(t.get("options"))} if n in LOSSES or n in TERMS}
+    methods = {c["model"]["method"] for c in _configs(rec["key"]) if "model" in c}
+    return (args.losses is None or named <= set(args.losses)) and not methods & set(args.except_methods)
+
+
+changed = restamp(args.profile, args.reason, paper=args.paper, parts=tuple(args.parts),
+                  keep=only_these if args.losses or args.except_methods else None)
 print(f"restamped {len(changed)} record(s)")

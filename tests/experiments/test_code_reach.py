@@ -56,8 +56,8 @@ def test_a_new_loss_in_its_own_module_stales_no_record(pkg):
     before = _hashes(pkg)
     (pkg / "losses" / "my_loss.py").write_text(NEW_LOSS)
     init = pkg / "losses" / "__init__.py"
-    _edit(init, "from umlkit.losses.rho_distance import RhoDistanceMiner\n",
-          "from umlkit.losses.rho_distance import RhoDistanceMiner\nfrom umlkit.losses.my_loss import MyLoss\n")
+    _edit(init, "from umlkit.losses.roth_margin import RothMarginLoss\n",
+          "from umlkit.losses.roth_margin import RothMarginLoss\nfrom umlkit.losses.my_loss import MyLoss\n")
     _edit(init, '"similarity_distillation", "to_poincare"]', '"similarity_distillation", "to_poincare", "MyLoss"]')
     init.write_text(init.read_text() + '\n\n@register_loss("my_loss", implementation="umlkit MyLoss", source="me")\n'
                     'def _my_loss(num_classes, embedding_size, **options):\n    return MyLoss()\n')
@@ -77,8 +77,8 @@ def test_a_changed_loss_stales_only_the_runs_that_reach_it(pkg):
     third = _hashes(pkg)
     assert third["diva"] != after["diva"] and third["multisimilarity"] == after["multisimilarity"]
     # a registration's defaults are part of that loss only
-    _edit(pkg / "losses" / "__init__.py", 'defaults=dict(c=0.1, clip_r=2.3, tau=0.2)',
-          'defaults=dict(c=0.1, clip_r=2.3, tau=0.25)')
+    _edit(pkg / "losses" / "__init__.py", 'defaults=dict(c=0.1, clip_r=2.3, tau=0.2,',
+          'defaults=dict(c=0.1, clip_r=2.3, tau=0.25,')
     fourth = _hashes(pkg)
     assert fourth["hyp"] != third["hyp"] and fourth["curricularface"] == third["curricularface"]
 
@@ -93,7 +93,7 @@ def test_shared_code_stales_every_run_and_documentation_none(pkg):
     assert all(after[k] != before[k] for k in before)
     # few-shot adaptation (shared code) creates Margin by name: its module is part of every run's code
     mid = after
-    _edit(pkg / "losses" / "rho_distance.py", "import torch\n", "import torch\n_UNUSED = 1\n")
+    _edit(pkg / "losses" / "roth_margin.py", "import torch\n", "import torch\n_UNUSED = 1\n")
     assert all(v != mid[k] for k, v in _hashes(pkg).items())
 
 

@@ -187,3 +187,22 @@ def test_a_floor_matched_on_setting_keys_and_limited_to_its_metrics():
         Floor(frozen="ZS", exempt="both")
     with pytest.raises(ValueError, match="names its frozen row or says why"):
         Floor()
+
+
+def test_a_claim_on_a_stale_record_gets_no_verdict_and_shows_the_first_editions():
+    """Issue 78: no verdict rests on a record trained before a change of its code or options; the gap is still shown,
+    and the board puts the first edition's verdict beside it."""
+    from umlkit.experiments.claims.editions import with_first_edition
+    from umlkit.experiments.claims.verdicts import STALE
+    claims = [tb.Claim("Good beats Frozen", _c("Good"), _c("Frozen")),
+              tb.Claim("Good beats Weak", _c("Good"), _c("Weak"))]
+    cmp = _cmp({"Frozen": 20.0, "Random": 5.0, "Good": 30.0, "Weak": 25.0, "Dead": 6.0}).assign(stale="")
+    cmp.loc[cmp["method"] == "Weak", "stale"] = "code,options"
+    got = tb.table_claims(_spec(claims), cmp).set_index("claim")
+    assert got.loc["Good beats Frozen", "verdict"] == "reproduced" and got.loc["Good beats Weak", "verdict"] == STALE
+    assert got.loc["Good beats Weak", "stale"] == "code,options" and got.loc["Good beats Weak", "gap"] == 5.0
+    assert tb.verdict_group(STALE) == STALE and not tb.is_final(STALE)
+    first = with_first_edition(pd.DataFrame({"paper": ["puma", "puma"], "table": ["Table 2", "Table 2"],
+                                             "claim": ["fine-tuning beats zero-shot (unified full FT, CurricularFace, "
+                                                       "Unified)", "nothing"], "verdict": [STALE, "reproduced"]}))
+    assert first["first edition"].tolist() == ["reproduced", ""]

@@ -25,6 +25,8 @@ def test_a_guided_row_is_its_base_configuration_plus_one_language_term():
         # the base method's configuration as ooDML's Cars-like table trains it, at the rate chosen on the Cars-like
         # validation classes (not the CUB-like one)
         want = oodml.run_config(method=ood, source="cars", seed=1)
+        if base == "Multisimilarity":   # language guidance's own MS: its text's per-anchor mean, beta 40 (its code)
+            want["objective"][0]["options"] = {"variant": "pml", "beta": 40.0}
         assert plain["objective"] == want["objective"] and plain["optimizer"] == want["optimizer"]
         assert plain["optimizer"]["lr"] == 3e-4 != oodml.run_config(method=ood, source="cars", seed=1,
                                                                      rate_from="cub")["optimizer"]["lr"]
@@ -34,6 +36,7 @@ def test_a_guided_row_is_its_base_configuration_plus_one_language_term():
         assert term["options"]["language_embeddings"] == ref and term["options"]["direction"] == "backward"
     s2sd = lg.run_config(method="Multisimilarity + S2SD", source="sop")
     assert s2sd["objective"][0]["name"] == "s2sd" and s2sd["objective"][0]["options"]["base"] == "multisimilarity"
+    assert s2sd["objective"][0]["options"]["base_kwargs"] == {"variant": "pml", "beta": 40.0}
     with pytest.raises(KeyError, match="unknown language-guidance method 'Triplet'"):
         lg.run_config(method="Triplet + ELG")
 

@@ -26,7 +26,7 @@ def test_run_config_per_loss_and_method():
     assert cf["data"]["sampler"] == "random" and cf["train"]["eval_every"] == cf["train"]["epochs"]
     ms = puma.run_config("quick", method="full", loss="multisimilarity")
     assert (ms["data"]["sampler"], ms["data"]["samples_per_class"]) == ("m_per_class", 4)
-    assert ms["objective"][0]["options"] == {}
+    assert ms["objective"][0]["options"] == {"variant": "puma"}   # PUMA's losses.MSLoss (distance-weighted miner)
     vp = puma.run_config("quick", method="vptsp", loss="proxy_anchor_external")
     assert vp["data"]["sampler"] == "class_random"
     assert vp["model"]["options"] == {"num_prompts": 2, "prompt_depth": 6, "accumulator": "gru_relu"}
@@ -133,13 +133,14 @@ FIRST_PASS = puma.build_tables("first")
 
 
 @pytest.mark.parametrize("name,spec", [(n.replace(" ", "").lower(), t) for n, t in FIRST_PASS.items()])
-def test_migrated_records_give_the_tables_saved_before_the_migration(name, spec):
+def test_migrated_records_give_the_tables_saved_before_the_migration(name, spec, no_training):
     """The version-1 tables (saved by the chapters before the records moved) come back unchanged from the first
     pass's records: every measured cell, seed count and spread, now with the paper's keys."""
     before = pd.read_csv(BEFORE / f"puma_{name}.csv", keep_default_na=False, na_values=[""])
     seeds = {"table2": {"c": (0, 1, 2)}, "table3": (0, 1, 2)}.get(name, spec.seeds)   # without the planned extras
-    now = tb.compare(puma.measure(spec, "quick", seeds=seeds, progress=False, log=None), "puma")
-    assert (now["stale"] == "").all()
+    now = tb.compare(puma.measure(spec, "quick", seeds=seeds, progress=False, log=None, train=False), "puma")
+    # stale at most in code or options: the first pass's records await the second edition's retrain (faithful methods)
+    assert set(",".join(now["stale"]).split(",")) <= {"", "code", "options"}
     now_idx = {(r["section"] if spec.table != "Table 5" else r["method"], r["row"], r["dataset"], r["metric"]): r
                for _, r in now.iterrows()}
     # new since the migration: the zero-shot row reports its trainable parameters (0), which the paper prints too

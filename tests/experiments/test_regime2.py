@@ -3,6 +3,7 @@ first edition, rates, tuning jobs, job lists and the in-progress declaration."""
 import pandas as pd
 import pytest
 
+from umlkit.experiments.claims.editions import effective_verdicts
 from umlkit.experiments.papers.regime import config as first
 from umlkit.experiments.papers.regime import edition2 as e2
 from umlkit.experiments.recipes.tuning import NotTuned
@@ -229,14 +230,15 @@ def test_the_second_editions_sentences_hold_in_the_committed_records():
     if any(chapter.cell_values(cmp, e2.setting(c), "Full fine-tuning") is None for c in tiny):
         pytest.skip("the second edition's tiny-backbone records are not all in this checkout")
     board = family_adjusted(tables.table_claims(table, cmp), "regime", "quick").set_index("claim")
-    claims = board["verdict"]
+    claims = effective_verdicts(board)   # where stale, the first edition's: the prose describes its records
     # the only lead over full fine-tuning whose interval clears zero; its verdict is glued, never typed
     ahead = [c for c, lo in board["low"].items() if lo > 0 and " beats full fine-tuning" in c]
     lead = "backbone=v2;shift=values: LP-FT beats full fine-tuning (Harmonic R@1)"
     assert ahead == [lead]
     assert claims["backbone=v2;shift=families: LP-FT beats full fine-tuning (Harmonic R@1)"] == "inconclusive"
     facts = chapter.edition2_facts(chapter.axis_frame(cmp), chapter.axis_moves(cmp), board.reset_index(), cmp)
-    assert facts["rm2_verdict_v2_values_lpft"].startswith(claims[lead] + " (Holm p ")
+    glued = facts["rm2_verdict_v2_values_lpft"]
+    assert glued.startswith(claims[lead] + " (Holm p ") or glued == f"stale records (first edition: {claims[lead]})"
     axes = chapter.axis_frame(cmp).drop_duplicates(["cell", "method"]).set_index(["cell", "method"])
     for backbone in ("narrow", "broad"):
         where = e2.setting({"backbone": backbone, "shift": "values", "shortcut": False})

@@ -15,7 +15,10 @@ nothing here is a reimplementation of a library loss.
 """
 from __future__ import annotations
 
+import math
+
 import pandas as pd
+from pytorch_metric_learning import distances as pml_distances
 from pytorch_metric_learning import losses as pml_losses
 from pytorch_metric_learning import miners as pml_miners
 from torch import nn
@@ -41,14 +44,16 @@ from umlkit.losses.language_variants import (
 from umlkit.losses.multi_head import DiVALoss, S2SDLoss, UniformPriorLoss, similarity_distillation
 from umlkit.losses.pml_backed import PMLLoss
 from umlkit.losses.proxy_anchor_external import ExternalProxyAnchorLoss
-from umlkit.losses.rho_distance import RhoDistanceMiner
+from umlkit.losses.roth_arcface import RothArcFaceLoss
+from umlkit.losses.roth_margin import RothMarginLoss
+from umlkit.losses.roth_multisimilarity import MultiSimilarityLoss
 
 __all__ = ["INPUTS", "LOSSES", "TERMS", "ModelRegularizer", "aux_heads_for", "create_loss", "loss_entry",
            "loss_inputs", "loss_table", "model_requirements", "register_loss",
            "CurricularFaceLoss", "DiVALoss", "ExternalProxyAnchorLoss", "HypLoss", "LanguageGuidanceLoss", "LG_MODES",
            "LanguageMultiSimilarityLoss", "LanguageSlotGuidanceLoss", "LanguageTokenPredictionLoss",
-           "PMLLoss", "RhoDistanceMiner", "S2SDLoss", "UniformPriorLoss", "poincare_distance_matrix",
-           "similarity_distillation", "to_poincare"]
+           "MultiSimilarityLoss", "PMLLoss", "RothArcFaceLoss", "RothMarginLoss", "S2SDLoss", "UniformPriorLoss",
+           "poincare_distance_matrix", "similarity_distillation", "to_poincare"]
 
 # Builders take (num_classes, embedding_size, **options). The PML-backed ones name their options and end in
 # ``**_unused``: create_loss refuses any other option for them (a misspelt ``margn`` would otherwise train with the
@@ -61,39 +66,70 @@ def _need(name: str, num_classes, embedding_size, *what) -> None:
         raise ValueError(f"loss {name!r} has learnable proxies and needs {' and '.join(missing)}")
 
 
-@register_loss("triplet", implementation="PML TripletMarginLoss + TripletMarginMiner(semihard)",
-               source="Schroff et al. 2015 (FaceNet) margin 0.2; semi-hard mining as Roth et al. 2020",
-               defaults=dict(margin=0.2))
-def _triplet(num_classes, embedding_size, margin, **_unused):
+# ``variant`` names whose official code a loss follows where the papers differ (umlkit's Fidelity page lists each
+# with its file); a paper's methods.yaml chooses its variant, the defaults below are the library's ("pml").
+
+def _variant(name: str, variant: str, known: tuple[str, ...]) -> None:
+    if variant not in known:
+        raise ValueError(f"loss {name!r}: variant must be one of {known}, got {variant!r}")
+
+
+@register_loss("triplet", implementation="PML TripletMarginLoss + TripletMarginMiner(semihard) | BatchHardMiner",
+               source="Schroff et al. 2015 (FaceNet) margin 0.2, L2, semi-hard mining as Roth et al. 2020; "
+                      "variant 'puma': PUMA's losses.TripletLoss (cosine distance, PML's margin 0.05, batch-hard)",
+               defaults=dict(margin=0.2, variant="pml"))
+def _triplet(num_classes, embedding_size, margin, variant, **_unused):
+    _variant("triplet", variant, ("pml", "puma"))
+    if variant == "puma":
+        cosine = pml_distances.CosineSimilarity()
+        return PMLLoss("triplet", pml_losses.TripletMarginLoss(margin=margin, distance=cosine),
+                       pml_miners.BatchHardMiner())
     miner = pml_miners.TripletMarginMiner(margin=margin, type_of_triplets="semihard")
     return PMLLoss("triplet", pml_losses.TripletMarginLoss(margin=margin), miner)
 
 
 def _margin_loss(name: str):
-    def build(num_classes, embedding_size, margin, beta, rho=None, per_class_beta=None, **_unused):
+    def build(num_classes, embedding_size, margin, beta, variant, cp=None, per_class_beta=None, **_unused):
         per_class = num_classes is not None if per_class_beta is None else per_class_beta
+        if name == "r_margin" or variant == "roth":
+            _variant(name, variant, ("roth",) if name == "r_margin" else ("pml", "roth", "puma"))
+            return RothMarginLoss(num_classes if per_class else None, margin=margin, beta=beta, learn_beta=per_class,
+                                  sampling="rho_distance" if name == "r_margin" else "distance",
+                                  cp=0.0 if cp is None else cp)
+        _variant(name, variant, ("pml", "roth", "puma"))
+        if variant == "puma":   # PUMA's losses.MarginLoss: a fixed beta, multi-similarity mining
+            return PMLLoss(name, pml_losses.MarginLoss(margin=margin, beta=beta, nu=0.0),
+                           pml_miners.MultiSimilarityMiner(epsilon=0.1))
         loss = pml_losses.MarginLoss(margin=margin, beta=beta, learn_beta=True,
                                      num_classes=num_classes if per_class else None)
-        miner = (RhoDistanceMiner(rho=rho) if name == "r_margin" else
-                 pml_miners.DistanceWeightedMiner(cutoff=0.5, nonzero_loss_cutoff=1.4))
+        miner = pml_miners.DistanceWeightedMiner(cutoff=0.5, nonzero_loss_cutoff=1.4)
         return PMLLoss(name, loss, miner, num_classes if per_class else None)
     return build
 
 
-register_loss("margin", _margin_loss("margin"), implementation="PML MarginLoss(learn_beta) + DistanceWeightedMiner",
+register_loss("margin", _margin_loss("margin"),
+              implementation="PML MarginLoss(learn_beta) + DistanceWeightedMiner | umlkit RothMarginLoss",
               source="Wu et al. 2017: margin 0.2, beta 1.2 learnable per class, distance-weighted sampling (cutoff "
-                     "0.5, non-zero-loss cutoff 1.4); ooDML's 'Margin (D)'", defaults=dict(margin=0.2, beta=1.2))
-register_loss("r_margin", _margin_loss("r_margin"),
-              implementation="PML MarginLoss(learn_beta) + umlkit RhoDistanceMiner",
-              source="Roth et al. 2020 rho-regularisation (rho 0.2) on Margin (D); ooDML's 'R-Margin'",
-              defaults=dict(margin=0.2, beta=1.2, rho=0.2))
+                     "0.5, non-zero-loss cutoff 1.4); variant 'roth': ooDML's and language guidance's official "
+                     "margin.py + distance.py; 'puma': PUMA's losses.MarginLoss",
+              defaults=dict(margin=0.2, beta=1.2, variant="pml"))
+register_loss("r_margin", _margin_loss("r_margin"), implementation="umlkit RothMarginLoss(rho_distance)",
+              source="Roth et al. 2020 rho-regularisation as ooDML's official rho_distance.py (push-triplet "
+                     "probability cp 0.2 by default; ooDML's script sets cp and beta per dataset)",
+              defaults=dict(margin=0.2, beta=1.2, cp=0.2, variant="roth"))
 
 
-@register_loss("multisimilarity", implementation="PML MultiSimilarityLoss + MultiSimilarityMiner",
-               source="Wang et al. 2019: alpha 2, beta 50, base 0.5, miner epsilon 0.1 (ooDML, PUMA)",
-               defaults=dict(alpha=2.0, beta=50.0, base=0.5, epsilon=0.1))
-def _multisimilarity(num_classes, embedding_size, alpha, beta, base, epsilon, miner="multisimilarity", **_unused):
-    mined = (pml_miners.MultiSimilarityMiner(epsilon=epsilon) if miner == "multisimilarity" else
+@register_loss("multisimilarity", implementation="PML MultiSimilarityLoss + miner | umlkit MultiSimilarityLoss",
+               source="Wang et al. 2019: alpha 2, beta 50, base 0.5, miner epsilon 0.1; variant 'roth': ooDML's "
+                      "official multisimilarity.py (means over anchors with mined pairs), 'lg_code': language "
+                      "guidance's (softplus of the batch mean), 'puma': PUMA's losses.MSLoss (distance-weighted "
+                      "miner)", defaults=dict(alpha=2.0, beta=50.0, base=0.5, epsilon=0.1, variant="pml"))
+def _multisimilarity(num_classes, embedding_size, alpha, beta, base, epsilon, variant, **_unused):
+    _variant("multisimilarity", variant, ("pml", "roth", "lg_code", "puma"))
+    if variant in ("roth", "lg_code"):
+        reduction = "mined_anchors" if variant == "roth" else "softplus_of_mean"
+        return MultiSimilarityLoss(alpha=alpha, beta=beta, base=base, epsilon=epsilon, reduction=reduction)
+    mined = (pml_miners.MultiSimilarityMiner(epsilon=epsilon) if variant == "pml" else
              pml_miners.DistanceWeightedMiner(cutoff=0.5, nonzero_loss_cutoff=1.4))
     return PMLLoss("multisimilarity", pml_losses.MultiSimilarityLoss(alpha=alpha, beta=beta, base=base), mined)
 
@@ -116,8 +152,11 @@ def _softtriple(num_classes, embedding_size, **options):
 
 
 def _face_loss(name: str, cls):
-    def build(num_classes, embedding_size, margin, scale, **_unused):
+    def build(num_classes, embedding_size, margin, scale, variant="pml", **_unused):
         _need(name, num_classes, embedding_size, "num_classes", "embedding_size")
+        _variant(name, variant, ("pml", "roth") if name == "arcface" else ("pml",))
+        if variant == "roth":   # margin in degrees as PML's, the official code's radians inside
+            return RothArcFaceLoss(num_classes, embedding_size, margin=math.radians(margin), scale=scale)
         return PMLLoss(name, cls(num_classes, embedding_size, margin=margin, scale=scale), None, num_classes,
                        embedding_size)
     return build
@@ -125,8 +164,11 @@ def _face_loss(name: str, cls):
 
 register_loss("cosface", _face_loss("cosface", pml_losses.CosFaceLoss), implementation="PML CosFaceLoss",
               source="Wang et al. 2018: margin 0.35, scale 64", defaults=dict(margin=0.35, scale=64.0))
-register_loss("arcface", _face_loss("arcface", pml_losses.ArcFaceLoss), implementation="PML ArcFaceLoss",
-              source="Deng et al. 2019: margin 0.5 rad (28.6 deg), scale 64", defaults=dict(margin=28.6, scale=64.0))
+register_loss("arcface", _face_loss("arcface", pml_losses.ArcFaceLoss),
+              implementation="PML ArcFaceLoss | umlkit RothArcFaceLoss",
+              source="Deng et al. 2019: margin 0.5 rad (PML takes degrees: 28.648), scale 64 (PUMA's losses.ArcFaceLoss"
+                     "); variant 'roth': ooDML's official arcface.py (cosines clamped at 1e-10, scale 16)",
+              defaults=dict(margin=28.64788975654116, scale=64.0, variant="pml"))
 
 
 @register_loss("curricularface", implementation="umlkit CurricularFaceLoss",
@@ -138,7 +180,8 @@ def _curricularface(num_classes, embedding_size, **options):
 
 
 @register_loss("hyp", implementation="umlkit HypLoss", source="Ermolov et al. 2022 (Hyp-ViT): c 0.1, clip radius 2.3, "
-               "tau 0.2", defaults=dict(c=0.1, clip_r=2.3, tau=0.2))
+               "tau 0.2, mean over the k(k-1) ordered view pairs; PUMA's SupCon: tau 0.1, divisor k^2",
+               defaults=dict(c=0.1, clip_r=2.3, tau=0.2, divisor="ordered_pairs"))
 def _hyp(num_classes, embedding_size, **options):
     return HypLoss(**options)
 

@@ -86,7 +86,7 @@ class PEFTViT(nn.Module):
             for n in deep_prompts:
                 p = nn.Parameter(torch.empty(1, n, dim))
                 if n:
-                    nn.init.xavier_normal_(p.view(n, dim))
+                    nn.init.xavier_normal_(p)   # on the (1, n, dim) tensor, as VPTSP's _setup_prompt
                 self.deep.append(p)
         self.last_prompt_weights: torch.Tensor | None = None
         self.checkpoint_blocks: bool | int = False

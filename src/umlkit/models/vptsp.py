@@ -88,7 +88,7 @@ class VPTSPModel(EmbeddingModel):
             for n in self.class_prompt_counts:
                 t = torch.empty(num_classes, n, dim)
                 if n:
-                    nn.init.xavier_normal_(t.view(num_classes * n, dim))
+                    nn.init.xavier_normal_(t)   # on the 3-D tensor, as the official _setup_prompt
                 tensors.append(t)
             if class_prompts_device == "cpu":  # not registered (stays on the CPU); rows flattened for sparse gathers
                 self.class_prompts = [nn.Parameter(t.reshape(num_classes, -1)) for t in tensors]

@@ -33,6 +33,7 @@ EXCLUDED = "paper's gap excluded, no gain shown"   # open on the sign, but the g
 AT_CEILING = "at ceiling"   # both compared cells at the metric's ceiling (see CEILING) and no second metric measured
 TIMING = "timing (not a test)"   # a measured step-time ratio with its repeat spread: repeats are not seeds
 NOT_A_TEST = "not a test: the two cells hold the same numbers"
+STALE = "stale records"   # a compared cell read from records trained before a change of its code or options
 VERDICTS = (REPRODUCED, SMALLER, NO_EFFECT, NO_EFFECT_INSIDE, EXCLUDED, INCONCLUSIVE, CONTRADICTED)   # tested claims
 DECIDED = (REPRODUCED, SMALLER, NO_EFFECT, NO_EFFECT_INSIDE, EXCLUDED, CONTRADICTED)   # those that answer the claim
 SESOI = verdict_plan.margin_of("R@1")   # R@k points: the "no effect" margin of the R@k metrics (others: the plan)
@@ -216,8 +217,9 @@ def _equivalence(gap: float, se2: float, df: float, n: int, margin: float, kind:
 
 def verdict_group(verdict: str) -> str:
     """A verdict for counting: the final verdicts (and :data:`MISSING`, :data:`AT_CEILING`, :data:`TIMING`,
-    :data:`NOT_A_TEST`) as they are, every preliminary one as "holds (< 3 seeds)" or "not reproduced (< 3 seeds)"."""
-    if is_final(verdict) or verdict in (MISSING, AT_CEILING, TIMING, NOT_A_TEST):
+    :data:`NOT_A_TEST`, :data:`STALE`) as they are, every preliminary one as "holds (< 3 seeds)" or "not reproduced
+    (< 3 seeds)"."""
+    if is_final(verdict) or verdict in (MISSING, AT_CEILING, TIMING, NOT_A_TEST, STALE):
         return verdict
     if verdict.startswith(NOT_COMPARABLE):
         return NOT_COMPARABLE

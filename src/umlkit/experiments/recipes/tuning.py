@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from umlkit.experiments.runs.records import cached_record, find_record, normalise_key
+from umlkit.experiments.runs.records import cached_record, stored_record
 
 __all__ = ["chosen", "NotTuned", "mark_choice", "lr_sweep_frame", "Sweep", "validation_beside"]
 
@@ -76,9 +76,10 @@ def lr_sweep_frame(paper: str, jobs, profile: str = "quick", train: bool = False
     inside the rates the row tried (None on the other lines). Missing records are skipped unless ``train``."""
     lines = []
     for table, label, key in jobs:
-        if not train and find_record(normalise_key(key), profile) is None:
+        rec = (cached_record(paper, table, label, key, runner, profile, log=None) if train
+               else stored_record(key, profile))
+        if rec is None:
             continue
-        rec = cached_record(paper, table, label, key, runner, profile, log=None)
         lines.append({name: label.rsplit("-lr", 1)[0], "lr": key["config"]["optimizer"]["lr"],
                       **{f"val {m}": v[dataset] for m, v in rec["result"]["test"].items() if m in metrics},
                       "seconds": rec["seconds"]})

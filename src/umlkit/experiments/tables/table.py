@@ -43,7 +43,13 @@ from umlkit.experiments.claims.verdicts import (
     verdict_group,
 )
 from umlkit.experiments.recipes.tuning import NotTuned
-from umlkit.experiments.runs.records import MissingSideFile, cached_record, find_record, normalise_key, read_only
+from umlkit.experiments.runs.records import (
+    MissingSideFile,
+    cached_record,
+    normalise_key,
+    read_only,
+    stored_or_previous,
+)
 from umlkit.experiments.tables import memo
 from umlkit.experiments.tables.claim_check import at_ceiling, check_claims, table_claims
 from umlkit.experiments.tables.floors import (
@@ -235,9 +241,9 @@ def _measure_one(spec: Table, row: Row, seed: int, profile: str, cols, rerun: bo
         if train or rerun:
             raise
         return []
-    if not train and not rerun and find_record(normalise_key(key), profile) is None:
-        return []
     label = f"{row.label or row.title}-seed{seed}"
+    if not train and not rerun and stored_or_previous(normalise_key(key), profile) is None:
+        return []
     rec = cached_record(spec.paper, spec.slug, label, key, row.runner, profile, rerun=rerun, log=log)
     result = rec["result"]
     scores = spec.scores(result, row) if spec.scores else result["test"]
@@ -418,8 +424,11 @@ def stale_note(cmp: pd.DataFrame) -> str:
         return "Every record behind this table is current (data, weights and code fingerprints match)."
     parts = sorted({p for v in stale["stale"] for p in v.split(",") if p})
     rows = sorted(set(stale["row"]))
+    how = ("`umlkit reproduce --stale` retrains them" if "options" not in parts else
+           "`umlkit reproduce --stale` retrains those stale in code, data or weights, `umlkit reproduce` trains the "
+           "new configuration of those stale in options")
     return (f"† {len(rows)} row(s) come from stale records ({', '.join(parts)} changed since they were trained): "
-            f"{', '.join(rows)}. Run `umlkit reproduce --stale` to retrain them.")
+            f"{', '.join(rows)}. No verdict rests on them until {how}.")
 
 
 def rank_view(cmp: pd.DataFrame, dataset: str = "Harmonic", metric: str = "R@1", sections: Sequence[str] | None = None,

@@ -95,7 +95,8 @@ VERDICT_COLOURS = {"reproduced": "#2b8a3e", "smaller than the paper's": "#74b816
                    "no effect (paper's gap inside the margin)": "#74c0fc", "contradicted": "#c92a2a",
                    "paper's gap excluded, no gain shown": "#a61e4d", "inconclusive": "#adb5bd",
                    "at ceiling": "#9c36b5", "not comparable": "#f08c00", "timing (not a test)": "#3bc9db",
-                   "not a test: the two cells hold the same numbers": "#dee2e6", "missing records": "#495057"}
+                   "not a test: the two cells hold the same numbers": "#dee2e6", "missing records": "#495057",
+                   "stale records": "#8d6e63"}
 _LEGEND_COLUMNS = 3   # the verdict names are long: three per legend row fit the page's 9-inch figure
 
 

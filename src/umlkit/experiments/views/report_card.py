@@ -21,6 +21,7 @@ from umlkit.experiments.claims.verdicts import (
     REPRODUCED,
     SESOI,
     SMALLER,
+    STALE,
     TIMING,
     VERDICTS,
     verdict_group,
@@ -64,5 +65,6 @@ def summary_facts(board: pd.DataFrame) -> dict[str, str]:
                           f"{_n(counts, NOT_COMPARABLE)} not comparable (a compared cell below, or never off, its "
                           f"frozen backbone), {_n(counts, INCONCLUSIVE)} inconclusive{need_text}, "
                           f"{_n(counts, TIMING) + _n(counts, NOT_A_TEST)} not tests (timings, identical cells), "
-                          f"{_n(counts, MISSING)} missing records"),
+                          f"{_n(counts, MISSING)} missing records, {_n(counts, STALE)} on stale records (trained "
+                          f"before the second edition's fixes)"),
     }

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from umlkit.experiments.claims.editions import with_first_edition
 from umlkit.experiments.claims.evidence import MAX_SEEDS
 from umlkit.experiments.claims.verdicts import (
     AT_CEILING,
@@ -25,10 +26,11 @@ from umlkit.experiments.claims.verdicts import (
     DECIDED,
     INCONCLUSIVE,
     REPRODUCED,
+    STALE,
     interval_text,
 )
 from umlkit.experiments.recipes.tuning import NotTuned
-from umlkit.experiments.runs.records import MissingSideFile, find_record, normalise_key, read_only
+from umlkit.experiments.runs.records import MissingSideFile, normalise_key, read_only, stored_or_previous
 from umlkit.experiments.tables.table import MISSING, Table, compare, holm_adjust, measure, table_claims
 from umlkit.experiments.views.prose import signed
 
@@ -64,7 +66,7 @@ def scoreboard(profile: str = "quick", papers=None) -> pd.DataFrame:
                                     in_progress=spec.in_progress or ""))
     if not frames:
         return pd.DataFrame(columns=["paper", "table", "claim", "verdict"])
-    out = _evidence(holm_adjust(pd.concat(frames, ignore_index=True), family="paper"), "paper")
+    out = with_first_edition(_evidence(holm_adjust(pd.concat(frames, ignore_index=True), family="paper"), "paper"))
     if "missing" not in out:
         out["missing"] = ""
     out["missing"] = out["missing"].fillna("")
@@ -162,7 +164,9 @@ def _shown_verdict(board: pd.DataFrame) -> list[str]:
     """The verdict, with the metric it was decided on where R@1 sat at the ceiling ("inconclusive (on MAP@R)": the
     gap and interval beside it are that metric's)."""
     on = board["decided on"].fillna("") if "decided on" in board else pd.Series("", index=board.index)
-    return [f"{v} (on {m})" if m else v for v, m in zip(board["verdict"], on)]
+    first = board["first edition"].fillna("") if "first edition" in board else pd.Series("", index=board.index)
+    return [f"{v} (first edition: {f})" if f else (f"{v} (on {m})" if m else v)
+            for v, m, f in zip(board["verdict"], on, first)]
 
 
 def scoreboard_view(board: pd.DataFrame) -> pd.DataFrame:
@@ -223,7 +227,7 @@ def _why_missing(spec: Table, row, seed: int, profile: str) -> str:
         return f"side file: {err}"
     except NotTuned as err:
         return f"rate not chosen yet: {err}"
-    return "" if find_record(normalise_key(key), profile) is not None else "no record"
+    return "" if stored_or_previous(normalise_key(key), profile) is not None else "no record"
 
 
 _FAMILIES: dict[tuple, pd.DataFrame] = {}
@@ -254,7 +258,8 @@ def family_adjusted(claims: pd.DataFrame, paper: str, profile: str = "quick") ->
     others = board.loc[keep, cols].assign(verdict=board.loc[keep, "raw verdict"])
     fam = pd.concat([claims.assign(_own=True), others.assign(_own=False)], ignore_index=True).assign(_family=paper)
     out = _evidence(holm_adjust(fam, "_family"), "_family")
-    return out[out["_own"].astype(bool)].drop(columns=["_own", "_family"]).reset_index(drop=True)
+    out = out[out["_own"].astype(bool)].drop(columns=["_own", "_family"]).reset_index(drop=True)
+    return with_first_edition(out, paper)
 
 
 def paper_findings(paper: str, profile: str = "quick") -> dict[str, str]:
@@ -322,7 +327,7 @@ def paper_summaries(board: pd.DataFrame, only: str | None = None) -> dict[str, s
             continue
         sub = board[board["paper"] == name] if not board.empty else board
         counts = _groups(sub).value_counts() if len(sub) else pd.Series(dtype=int)
-        order = [*DECIDED, INCONCLUSIVE, AT_CEILING, "not comparable", "missing records", UNDER_WAY]
+        order = [*DECIDED, INCONCLUSIVE, STALE, AT_CEILING, "not comparable", "missing records", UNDER_WAY]
         parts = [f"{counts[v]} {v}" for v in order if counts.get(v, 0)]
         parts += [f"{n} {v}" for v, n in counts.items() if v not in order]
         out[f"sum_{name}"] = f"{len(sub)} claims: {', '.join(parts) or 'none checked'}"
@@ -347,6 +352,9 @@ def _why_undecided(sub: pd.DataFrame) -> str:
         return "nothing checked yet"
     v = sub["verdict"].astype(str)
     parts = []
+    if (n := int((v == STALE).sum())):
+        parts.append(f"{n} read records trained before the second edition's fixes (their first-edition verdicts "
+                     f"stand beside them until the retrain)")
     if (n := int((v == AT_CEILING).sum())):
         parts.append(f"{n} compare two cells at the R@1 ceiling (both at 95 or more, so no gain can show)")
     if (n := int(v.str.startswith("not comparable").sum())):

@@ -2,8 +2,10 @@
 
 * :class:`Adapter` follows PUMA (Kim et al., WACV 2025), Sec. 4.1, Eq. 3-4, as the official
   ``models/prompt.py: StochasticAdapter`` does (implementation_notes.md §1): ReLU(x D) U * s with **no biases and
-  no LayerNorm**, a **fixed** scale s = 0.1, D initialised with ``kaiming_uniform_(a=1)`` and U with zeros (so the
-  model starts as the frozen ViT), and a per-sample Bernoulli keep with probability p, implemented like the
+  no LayerNorm**, a **fixed** scale s = 0.1, D initialised with ``kaiming_uniform_(a=1)`` on D as the official
+  (dim, r) tensor (fan-in r: bound sqrt(3 / r); on ``nn.Linear``'s (r, dim) weight torch would take fan-in dim, a
+  bound 1/sqrt(3) of the official one at ViT-S's 384 / 128) and U with zeros (so the model starts as the frozen
+  ViT), and a per-sample Bernoulli keep with probability p, implemented like the
   official code with timm's ``DropPath(1 - p)`` (kept samples rescaled by 1/p in training; full output at eval).
   ``keep_prob=1`` is the static adapter of PUMA Table 3.
   ``skip_dropped=True`` (an option, off by default) computes the branch on the kept samples only: the same Bernoulli
@@ -41,7 +43,7 @@ class Adapter(nn.Module):
         self.keep_prob = keep_prob
         self.skip_dropped = bool(skip_dropped)
         self.drop = DropPath(1.0 - keep_prob) if keep_prob < 1 else nn.Identity()
-        nn.init.kaiming_uniform_(self.down.weight, a=1)
+        nn.init.kaiming_uniform_(self.down.weight.T, a=1)   # D = weight.T, as the official (dim, r) tensor
         nn.init.zeros_(self.up.weight)
 
     def _branch(self, x: torch.Tensor, factor: torch.Tensor | None = None) -> torch.Tensor:

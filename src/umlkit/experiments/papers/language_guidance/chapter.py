@@ -81,13 +81,12 @@ def omega_table(profile: str = "quick", select_on: str = "MAP@R") -> "pd.DataFra
     row (the best validation ``select_on``) and whether it is interior to that source's grid."""
     import pandas as pd
 
-    from umlkit.experiments.runs.records import find_record, load_record, normalise_key
+    from umlkit.experiments.runs.records import stored_record
     lines = []
     for _, label, key in omega_jobs(profile):
-        path = find_record(normalise_key(key), profile)
-        if path is None:
+        rec = stored_record(key, profile)
+        if rec is None:
             continue
-        rec = load_record(path)
         cfg = key["config"]
         source = cfg["data"]["datasets"][0]
         terms = [t for t in cfg["objective"] if t["name"].startswith("language_")]   # the guidance term, any kind
@@ -409,13 +408,13 @@ def unified_sweep(profile: str = "quick") -> "pd.DataFrame":  # noqa: F821
     it is configured in ``unified.omega``)."""
     import pandas as pd
 
-    from umlkit.experiments.runs.records import find_record, load_record, normalise_key
+    from umlkit.experiments.runs.records import stored_record
     lines = []
     for _, label, cfg, _ in unified_sweep_jobs(profile):
-        path = find_record(normalise_key(cfg), profile)
-        if path is None:
+        rec = stored_record(cfg, profile)
+        if rec is None:
             continue
-        r = load_record(path)["result"]
+        r = rec["result"]
         terms = [t for t in cfg["objective"] if t["name"] == "language_guidance"]
         lines.append({"row": label.rsplit("-w", 1)[0].rsplit("-seed", 1)[0].replace("_", " "),
                       "omega": terms[0]["weight"] if terms else 0.0,

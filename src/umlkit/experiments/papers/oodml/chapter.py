@@ -61,13 +61,13 @@ def trend_table(measured: pd.DataFrame, metric: str = "R@1", profile: str = "qui
 
 def record_results(spec: Table, profile: str = "quick", seeds=SEEDS, rows=None):
     """(row, seed, result) of every stored record of ``spec``'s rows (nothing is trained)."""
-    from umlkit.experiments.runs.records import find_record, load_record, normalise_key
+    from umlkit.experiments.runs.records import stored_record
     out = []
     for row in rows if rows is not None else spec.rows:
         for seed in seeds:
-            path = find_record(normalise_key(spec.config(row, seed, profile, ())), profile)
-            if path is not None:
-                out.append((row, seed, load_record(path)["result"]))
+            rec = stored_record(spec.config(row, seed, profile, ()), profile)
+            if rec is not None:
+                out.append((row, seed, rec["result"]))
     return out
 
 

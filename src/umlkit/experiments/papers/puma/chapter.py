@@ -39,7 +39,8 @@ from umlkit.experiments.papers.puma.config import (
     tuning_units,
 )
 from umlkit.experiments.recipes.tuning import mark_choice
-from umlkit.experiments.runs.records import cached_record, find_record, load_record, normalise_key
+from umlkit.experiments.runs.records import cached_record, load_record
+from umlkit.experiments.runs.records import stored_record as read_stored
 from umlkit.experiments.runs.runners import SOURCE_NAMES
 from umlkit.experiments.tables.paper_cells import paper_table
 from umlkit.experiments.tables.table import Row, compare, measure
@@ -51,8 +52,8 @@ def _record(table: str, label: str, key: dict, runner: str, profile: str, rerun:
             train: bool = True) -> dict | None:
     """The record of ``key``, trained first when missing and ``train`` (or ``rerun``); None when reading only and
     it is not stored (the chapter shows "missing records")."""
-    if not train and not rerun and find_record(normalise_key(key), profile) is None:
-        return None
+    if not train and not rerun:
+        return read_stored(key, profile)
     return cached_record(PAPER, table, label, key, runner, profile, rerun, log)
 
 
@@ -105,7 +106,6 @@ def tuning_curves(profile: str = "quick", chosen_only: bool = True) -> pd.DataFr
     """Per tuning unit (at its chosen rate, or every rate), the validation Unified and Harmonic R@1 and the training
     loss after every epoch, from the tuning records (dataset-specific units: the harmonic mean of their models'
     held-out scores, and the mean of their losses)."""
-    from umlkit.experiments.runs.records import find_record, normalise_key
     sweep = tuning_frame(profile)
     if sweep.empty:
         return pd.DataFrame()
@@ -114,9 +114,9 @@ def tuning_curves(profile: str = "quick", chosen_only: bool = True) -> pd.DataFr
     for table, label, key, runner in sweep_jobs(profile):
         unit = label.rsplit("-lr", 1)[0]
         lr = next(iter(key.values()))["optimizer"]["lr"] if runner == "specialists" else key["optimizer"]["lr"]
-        if (unit, lr) not in pick or find_record(normalise_key(key), profile) is None:
+        if (unit, lr) not in pick or (rec := read_stored(key, profile)) is None:
             continue
-        r = cached_record(PAPER, table, label, key, runner, profile, log=None)["result"]
+        r = rec["result"]
         if runner == "specialists":
             per = r["curves"]
             for e in range(len(next(iter(per.values())))):
@@ -680,13 +680,12 @@ def tuning_frame(profile: str = "quick", train: bool = False) -> pd.DataFrame:
 
 
 def _selection_frame(jobs, profile: str, train: bool) -> pd.DataFrame:
-    from umlkit.experiments.runs.records import find_record, normalise_key
     select = second_pass()["tuning"]["select_on"]
     lines = []
     for table, label, key, runner in jobs:
-        if not train and find_record(normalise_key(key), profile) is None:
+        rec = cached_record(PAPER, table, label, key, runner, profile, log=None) if train else read_stored(key, profile)
+        if rec is None:
             continue
-        rec = cached_record(PAPER, table, label, key, runner, profile, log=None)
         r = rec["result"]
         val = r["val_own"] if runner == "specialists" else {d: r["val"][d] for d in SOURCE_NAMES.values()}
         lines.append({"unit": label.rsplit("-lr", 1)[0],

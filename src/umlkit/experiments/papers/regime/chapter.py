@@ -291,8 +291,9 @@ def _claim_verdicts(claims: pd.DataFrame, tags: dict[str, str]) -> dict[str, str
         cell, _, rest = str(r["claim"]).partition(": ")
         method = rest.split(" beats ")[0]
         if method in tags and cell:
-            p = r.get("p adjusted")
+            p, first = r.get("p adjusted"), r.get("first edition") or ""
             out[f"rm2_verdict_{_cell_tag(cell)}_{tags[method]}"] = (
+                f"{r['verdict']} (first edition: {first})" if first else
                 f"{r['verdict']} (Holm p {p:.2g})" if isinstance(p, float) and np.isfinite(p) else str(r["verdict"]))
     return out
 

@@ -200,14 +200,15 @@ def tuning_frame(profile: str = "quick", train: bool = False) -> pd.DataFrame:
     epoch; ``chosen`` marks each unit's best by ``tuning.select_on`` and ``interior`` whether it lies strictly
     inside the rates tried. Missing records are skipped unless ``train``."""
     from umlkit.experiments.recipes.tuning import mark_choice
-    from umlkit.experiments.runs.records import cached_record, find_record, normalise_key
+    from umlkit.experiments.runs.records import cached_record, stored_record
     from umlkit.experiments.runs.runners import SOURCE_NAMES
     from umlkit.metrics import harmonic_mean
     lines = []
     for folder, label, key, runner in tuning_jobs(profile):
-        if not train and find_record(normalise_key(key), profile) is None:
+        rec = (cached_record(PAPER, folder, label, key, runner, profile, log=None) if train
+               else stored_record(key, profile))
+        if rec is None:
             continue
-        rec = cached_record(PAPER, folder, label, key, runner, profile, log=None)
         val = rec["result"]["val"]
         backbone, method = label.split("-")[:2]
         lines.append({"backbone": backbone, "method": method, "unit": f"{backbone}-{method}",
@@ -241,13 +242,13 @@ def map2_jobs(profile: str = "quick") -> list[tuple]:
 def run_status(profile: str = "quick") -> dict[str, str]:
     """``{"rm2_runs": declared (row, seed) runs, "rm2_runs_stored": those with a stored record, "rm2_tuning_runs",
     "rm2_tuning_stored"}`` as text, read-only: how far the edition's runs have come."""
-    from umlkit.experiments.runs.records import find_record, normalise_key
+    from umlkit.experiments.runs.records import normalise_key, stored_or_previous
     from umlkit.experiments.views.scoreboard import missing_records
     table = MAP2()
     total = sum(1 if r.seed_free else len(table.seeds_of(r, profile)) for r in table.rows)
     missing = missing_records(profile, papers=["regime"])
     missing = missing[missing["table"] == TABLE_NAME]
     tuning = tuning_jobs(profile)
-    stored = sum(find_record(normalise_key(k), profile) is not None for _, _, k, _ in tuning)
+    stored = sum(stored_or_previous(normalise_key(k), profile) is not None for _, _, k, _ in tuning)
     return {"rm2_runs": str(total), "rm2_runs_stored": str(total - len(missing)),
             "rm2_tuning_runs": str(len(tuning)), "rm2_tuning_stored": str(stored)}

@@ -171,14 +171,13 @@ def tuning_frame(profile: str = "quick") -> pd.DataFrame:
     ``interior`` whether it lies strictly inside the rates tried. Read-only: missing records are skipped. (A tuning
     run's "test" classes are its split's validation classes: :func:`umlkit.experiments.recipes.source.run_config`
     with ``validation=True``.)"""
-    from umlkit.experiments.runs.records import find_record, load_record
+    from umlkit.experiments.runs.records import stored_record
     lines = []
     for unit in tuning_sweep().units(profile):
         for lr in tuning_grid(*unit):
-            path = find_record(run_config(unit[0], unit[1], 0, lr=lr, validation=True, profile=profile), profile)
-            if path is None:
+            rec = stored_record(run_config(unit[0], unit[1], 0, lr=lr, validation=True, profile=profile), profile)
+            if rec is None:
                 continue
-            rec = load_record(path)
             lines.append({"split": unit[0]["split"], "data": str(unit[0]["data"]), "method": unit[1],
                           "unit": f"{unit[0]['split']}-{unit[0]['data']}-{unit[1]}", "lr": lr,
                           "val R@1": rec["result"]["test"]["CUB"], "seconds": rec["seconds"]})
@@ -191,15 +190,15 @@ def tuning_frame(profile: str = "quick") -> pd.DataFrame:
 def wise_alpha(cell: dict, profile: str = "quick") -> float | None:
     """The WiSE-FT coefficient of ``cell``: the one with the best validation R@1 on full fine-tuning's tuning run at
     its chosen rate, the smallest on a tie (None before that run exists)."""
-    from umlkit.experiments.runs.records import find_record, load_record
+    from umlkit.experiments.runs.records import stored_record
     try:
         key = run_config(cell, "full", 0, validation=True, profile=profile)
     except NotTuned:
         return None
-    path = find_record(key, profile)
-    if path is None:
+    rec = stored_record(key, profile)
+    if rec is None:
         return None
-    curve = load_record(path)["result"].get("wise_ft") or []
+    curve = rec["result"].get("wise_ft") or []
     return max(curve, key=lambda p: (p["test"]["CUB"], -p["alpha"]))["alpha"] if curve else None
 
 

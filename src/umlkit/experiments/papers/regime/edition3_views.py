@@ -107,7 +107,7 @@ def wise_curve_frame(profile: str = "quick") -> pd.DataFrame:
     """Every stored WiSE-FT point: per cell, seed (``-1``: the validation run of the tuning, whose held-out classes
     chose the coefficient) and alpha, the R@1 on the CUB-like test classes (or validation classes)."""
     from umlkit.experiments.recipes.tuning import NotTuned
-    from umlkit.experiments.runs.records import find_record, load_record
+    from umlkit.experiments.runs.records import stored_record
     lines = []
     for cell in e3.cells():
         for seed in (-1, *e3.settings()["seeds"]):
@@ -115,8 +115,8 @@ def wise_curve_frame(profile: str = "quick") -> pd.DataFrame:
                 key = e3.run_config(cell, "full", max(seed, 0), validation=seed < 0, profile=profile)
             except NotTuned:
                 break
-            path = find_record(key, profile)
-            for p in (load_record(path)["result"].get("wise_ft") or []) if path else []:
+            rec = stored_record(key, profile)
+            for p in (rec["result"].get("wise_ft") or []) if rec else []:
                 lines.append({"split": cell["split"], "data": str(cell["data"]), "seed": seed, "alpha": p["alpha"],
                               "R@1": p["test"]["CUB"]})
     return pd.DataFrame(lines, columns=["split", "data", "seed", "alpha", "R@1"])
@@ -274,7 +274,7 @@ def design_facts(profile: str = "quick") -> dict[str, str]:
     """Glue for the design paragraph: each split's id and measured FID (``rm3_split_<name>``), the data levels, the
     LP-FT head epochs, the WiSE-FT coefficients, the seeds, and the stored runs against the declared ones."""
     from umlkit.experiments.recipes.tuning import NotTuned
-    from umlkit.experiments.runs.records import find_record
+    from umlkit.experiments.runs.records import stored_or_previous
     from umlkit.experiments.splits.committed import load_splits
     s = e3.settings()
     fid = {int(x["id"]): float(x["fid"]) for x in load_splits(profile)["sources"][s["source"]]["splits"]}
@@ -284,14 +284,14 @@ def design_facts(profile: str = "quick") -> dict[str, str]:
     stored = 0
     for row, seed in runs:
         try:
-            stored += find_record(e3.row_config(row, seed, profile), profile) is not None
+            stored += stored_or_previous(e3.row_config(row, seed, profile), profile) is not None
         except NotTuned:   # a rate not chosen yet: the run is declared, not stored
             pass
     out.update({"rm3_data_levels": ", ".join(str(d) for d in s["data"][:-1]) + " or all of them",
                 "rm3_lp_epochs": str(s["lp_epochs"]), "rm3_alphas": ", ".join(f"{a:g}" for a in s["wise_ft"]),
                 "rm3_seeds": str(len(s["seeds"])), "rm3_runs": str(len(runs)), "rm3_runs_stored": str(stored),
                 "rm3_tuning_runs": str(len(tuning)),
-                "rm3_tuning_stored": str(sum(find_record(k, profile) is not None for _, _, k, _ in tuning))})
+                "rm3_tuning_stored": str(sum(stored_or_previous(k, profile) is not None for _, _, k, _ in tuning))})
     return out
 
 
