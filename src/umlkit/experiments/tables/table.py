@@ -427,8 +427,11 @@ def stale_note(cmp: pd.DataFrame) -> str:
     how = ("`umlkit reproduce --stale` retrains them" if "options" not in parts else
            "`umlkit reproduce --stale` retrains those stale in code, data or weights, `umlkit reproduce` trains the "
            "new configuration of those stale in options")
-    return (f"† {len(rows)} row(s) come from stale records ({', '.join(parts)} changed since they were trained): "
-            f"{', '.join(rows)}. No verdict rests on them until {how}.")
+    shown = ", ".join(rows[:8]) + (f" and {len(rows) - 8} more" if len(rows) > 8 else "")
+    text = (f"† {len(rows)} row(s) come from stale records ({', '.join(parts)} changed since they were trained): "
+            f"{shown}. No verdict rests on them until {how}.")
+    import textwrap
+    return textwrap.fill(text, width=110, break_long_words=False, break_on_hyphens=False)   # printed: page width
 
 
 def rank_view(cmp: pd.DataFrame, dataset: str = "Harmonic", metric: str = "R@1", sections: Sequence[str] | None = None,
