@@ -431,7 +431,7 @@ def stale_note(cmp: pd.DataFrame) -> str:
     text = (f"† {len(rows)} row(s) come from stale records ({', '.join(parts)} changed since they were trained): "
             f"{shown}. No verdict rests on them until {how}.")
     import textwrap
-    return textwrap.fill(text, width=110, break_long_words=False, break_on_hyphens=False)   # printed: page width
+    return textwrap.fill(text, width=92, break_long_words=False, break_on_hyphens=False)   # printed: page width
 
 
 def rank_view(cmp: pd.DataFrame, dataset: str = "Harmonic", metric: str = "R@1", sections: Sequence[str] | None = None,
