@@ -199,19 +199,21 @@ _PREVIOUS: dict = {}
 
 def predecessor(key: dict, profile: str) -> Path | None:
     """The stored record of the run ``key`` replaces: the same configuration except its losses' options
-    (:func:`without_options`), e.g. a run whose loss now follows its paper's official code. A reader shows it marked
+    (:func:`without_options`), e.g. a run whose loss now follows its paper's official code; where several stored runs
+    differ only in their options (a sweep over a loss option), none is its predecessor. A reader shows it marked
     stale (part ``options``) until the new run is trained; training never uses it. None when there is none. (The
     first call reads every stored key once: about 2 s for 3,500 records.)"""
     index = _record_index(profile)
     stamp = _INDEX[profile][0]   # the folders' state the index was built from
     if _PREVIOUS.get(profile, (None,))[0] != stamp:
-        previous: dict[str, Path] = {}
+        previous: dict[str, Path | None] = {}
         for path in sorted(index.values()):
             try:
                 stored = json.loads(path.read_text())["key"]
             except (OSError, ValueError, KeyError, TypeError):
                 continue   # a damaged record is no predecessor (load_record names it where it is read)
-            previous.setdefault(config_hash(without_options(normalise_key(stored))), path)
+            h = config_hash(without_options(normalise_key(stored)))
+            previous[h] = None if h in previous else path   # two candidates (runs that differ only in options): none
         _PREVIOUS[profile] = (stamp, previous)
     found = _PREVIOUS[profile][1].get(config_hash(without_options(normalise_key(key))))
     return found if found is not None and found.is_file() else None
