@@ -155,6 +155,19 @@ def test_mini_alias_names_the_generated_world_without_a_path():
 
 
 @pytest.mark.slow
+def test_few_shot_analysis_takes_the_official_scripts_steps_and_beta():
+    """OOD-Study_FewShot.sh: 1,000 steps at 2 shots and 1,500 at 5 (full); S2SD's runs pass --loss_margin_beta 0.6,
+    the others keep the criterion's 1.2 (no beta in their key)."""
+    from umlkit.experiments.papers.oodml.config import analysis_for, methods_config
+    from umlkit.experiments.runs.runners import _per_shot
+    assert _per_shot(methods_config()["few_shot"]["iterations"]["full"]) == {2: 1000, 5: 1500}
+    assert _per_shot({"2": 1000, "5": 1500}) == {2: 1000, 5: 1500} and _per_shot(100) == 100   # as a record reads
+    assert analysis_for("S2SD", "cub", 3, "quick")["few_shot"]["beta"] == 0.6
+    quick = analysis_for("ArcFace", "cars", 1, "quick")["few_shot"]
+    assert quick["iterations"] == 100 and "beta" not in quick
+    assert "few_shot" not in analysis_for("ProxyAnchor", "cub", 3, "quick")
+
+
 def test_train_analysis_measures_what_its_key_asks(mini_root):
     from umlkit.experiments.runs.runners import run
     from umlkit.train.config import DEFAULTS, merge

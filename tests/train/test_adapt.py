@@ -75,3 +75,45 @@ def test_adaptation_recovers_classes_that_the_head_cannot_see():
                               batch_size=24, m=3)["3"]
     assert len(res["few"]["R@1"]) == 2
     assert res["zero_mean"]["R@1"] < 40 and res["few_mean"]["R@1"] > res["zero_mean"]["R@1"] + 20
+
+
+def test_one_step_is_adam_on_roths_margin_with_a_fixed_beta_on_a_class_sampler_batch():
+    """The official fine-tuning (utilities/finetune_utils.py): Adam on the last linear layer only, Roth's Margin
+    criterion with distance sampling, beta fixed (the criterion's beta is not in the optimiser)."""
+    from umlkit.losses.roth_margin import RothMarginLoss
+    from umlkit.train.adapt import _class_batches
+    model = _model(seed=3)
+    feats, labels = torch.randn(30, 8, generator=torch.Generator().manual_seed(1)), np.repeat(np.arange(10), 3)
+    heads = adapt_head(adaptable_head(model), feats, labels, lr=1e-2, iterations=1, batch_size=12, m=2, seed=5,
+                       beta=0.6)
+    ref = adaptable_head(model)
+    gen = torch.Generator().manual_seed(5)
+    np.random.seed(5)
+    batch = _class_batches(torch.as_tensor(labels), 10, 12, 2, gen)
+    last = ref.head[2]
+    opt = torch.optim.Adam(last.parameters(), lr=1e-2)
+    loss = RothMarginLoss(None, beta=0.6, learn_beta=False)(ref(feats[batch]), torch.as_tensor(labels)[batch])
+    assert loss.item() > 0
+    loss.backward()
+    opt.step()
+    assert torch.equal(heads.head[2].weight, last.weight) and torch.equal(heads.head[2].bias, last.bias)
+    assert torch.equal(heads.head[0].weight, ref.head[0].weight)          # the first layer did not move
+
+
+def test_the_class_sampler_draws_classes_and_items_with_replacement():
+    from umlkit.train.adapt import _class_batches
+    y = torch.as_tensor(np.repeat(np.arange(4), 2))
+    gen = torch.Generator().manual_seed(0)
+    batches = [_class_batches(y, 4, 8, 2, gen) for _ in range(50)]
+    assert all(len(b) == 8 for b in batches)
+    assert all((y[b].view(4, 2)[:, 0] == y[b].view(4, 2)[:, 1]).all() for b in batches)   # m items of one class
+    assert any(len(set(y[b].tolist())) < 4 for b in batches)          # a class drawn twice in one batch
+    assert any(b[0] == b[1] for b in batches)                         # an item drawn twice for its class
+
+
+def test_iterations_per_shot_count_and_zero_steps_leave_the_model_as_it_was():
+    feats, labels = torch.randn(40, 8, generator=torch.Generator().manual_seed(2)), np.repeat(np.arange(8), 5)
+    res = few_shot_adaptation(_model(), feats, labels, shots=[2, 3], episodes=2, lr=5e-2, iterations={2: 0, 3: 30},
+                              batch_size=8, m=2)
+    assert res["2"]["few"]["R@1"] == res["2"]["zero"]["R@1"]
+    assert res["3"]["few"]["R@1"] != res["3"]["zero"]["R@1"]

@@ -9,16 +9,21 @@ The protocol of the official ``fewshot_ood_main.py`` / ``utilities/finetune_util
   that produces the evaluation embedding (and, for a model that evaluates the concatenation of several heads, such
   as DiVA, every one of those heads); the backbone is frozen, so its features are computed once per test set and
   every episode trains on them;
-* the objective is the Margin loss with distance-weighted mining (Wu et al. 2017; ``margin`` in
-  :mod:`umlkit.losses`, a learnable beta per support class; PML's weights with a vectorised draw,
-  :mod:`umlkit.losses.distance_weighted`, ~8x faster per step), whatever the model was trained with; Adam at 10x the
-  base learning rate for 1,000 iterations of class-grouped batches (``m`` images of each of ``batch_size / m``
-  support classes); the official code uses plain shuffled batches when shots = 1;
+* the objective is Roth's Margin criterion with distance sampling (``utilities/finetune_utils.py`` selects
+  ``criteria/margin.py`` with ``batchminer/distance.py``; :class:`umlkit.losses.roth_margin.RothMarginLoss`), margin
+  0.2 and beta the run's ``--loss_margin_beta`` (1.2; the official S2SD runs pass 0.6); beta stays **fixed**, since
+  the official optimiser holds only the last linear layer's parameters; NumPy's global stream is seeded at the
+  start as ``misc.set_seed`` does, so the sampled triplets are reproducible;
+* Adam at 10x the base learning rate for ``iterations`` optimiser steps (``OOD-Study_FewShot.sh``: 1,000 at 2 shots,
+  1,500 at 5; the official double loop counts batches and stops at the total), batches from the class sampler
+  (``datasampler/class_random_sampler.py``: ``batch_size / m`` classes drawn with replacement, ``m`` images of each
+  drawn with replacement); plain shuffled batches when ``m`` = 1;
 * zero-shot (the copied model before fine-tuning) and adapted metrics are measured on the same query set, which
   searches itself (self-match excluded), and reported per episode and as mean and standard deviation.
 
-Written here because no library provides ooDML's episode protocol; the loss and miner are
-pytorch-metric-learning's and the retrieval metrics :func:`umlkit.metrics.evaluate_retrieval`.
+Written here because no library provides ooDML's episode protocol; the loss is umlkit's port of Roth's criterion
+(parity with the official code in ``tests/losses/test_parity.py``) and the retrieval metrics
+:func:`umlkit.metrics.evaluate_retrieval`.
 """
 from __future__ import annotations
 
@@ -106,33 +111,36 @@ def _last_linear(module: nn.Module) -> list[nn.Parameter]:
     return list(linears[-1].parameters())
 
 
+def _class_batches(y: torch.Tensor, n_classes: int, batch_size: int, m: int, gen: torch.Generator):
+    """One batch of the official class sampler: ``batch_size // m`` classes with replacement, ``m`` items of each
+    with replacement (shuffled items when ``m`` = 1)."""
+    if m <= 1:
+        return torch.randperm(len(y), generator=gen)[:batch_size]
+    per_class = [torch.nonzero(y == c).flatten() for c in range(n_classes)]
+    chosen = torch.randint(n_classes, (max(1, batch_size // m),), generator=gen)
+    return torch.cat([per_class[c][torch.randint(len(per_class[c]), (m,), generator=gen)] for c in chosen.tolist()])
+
+
 def adapt_head(heads: nn.Module, features: torch.Tensor, labels, *, lr: float, iterations: int = 1000,
-               batch_size: int = 112, m: int = 2, seed: int = 0) -> nn.Module:
-    """Fine-tune the last linear layer of each head in ``heads`` (from :func:`adaptable_head`) on ``features`` with the
-    Margin loss (distance-weighted mining); returns ``heads`` (changed in place), in eval mode."""
-    from umlkit.losses import create_loss
-    from umlkit.losses.distance_weighted import BatchedDistanceWeightedMiner
+               batch_size: int = 112, m: int = 2, seed: int = 0, beta: float = 1.2) -> nn.Module:
+    """Fine-tune the last linear layer of each head in ``heads`` (from :func:`adaptable_head`) on ``features`` with
+    Roth's Margin criterion (distance sampling, fixed ``beta``) for ``iterations`` steps; returns ``heads`` (changed
+    in place), in eval mode."""
+    from umlkit.losses.roth_margin import RothMarginLoss
     labels = torch.as_tensor(np.asarray(labels))
     classes, y = torch.unique(labels, return_inverse=True)
-    loss = create_loss("margin", num_classes=len(classes))
-    loss.miner = BatchedDistanceWeightedMiner(cutoff=loss.miner.cutoff,
-                                              nonzero_loss_cutoff=loss.miner.nonzero_loss_cutoff)
+    loss = RothMarginLoss(num_classes=None, margin=0.2, beta=float(beta), sampling="distance", learn_beta=False)
     params = [p for h in [heads.head, *heads.aux.values()] for p in _last_linear(h)]
     for p in heads.parameters():
         p.requires_grad_(False)
     for p in params:
         p.requires_grad_(True)
-    opt = torch.optim.Adam([{"params": params}, {"params": list(loss.parameters())}], lr=lr)
+    opt = torch.optim.Adam(params, lr=lr)
     gen = torch.Generator().manual_seed(int(seed))
-    per_class = [torch.nonzero(y == c).flatten() for c in range(len(classes))]
-    k = max(2, min(len(classes), batch_size // m))
+    np.random.seed(int(seed) % 2**32)   # Roth's samplers draw from NumPy's global stream (misc.set_seed)
     heads.train()
     for _ in range(int(iterations)):
-        if m == 1 or min(len(p) for p in per_class) < 2:
-            batch = torch.randperm(len(y), generator=gen)[:batch_size]
-        else:
-            chosen = torch.randperm(len(classes), generator=gen)[:k]
-            batch = torch.cat([per_class[c][torch.randperm(len(per_class[c]), generator=gen)[:m]] for c in chosen])
+        batch = _class_batches(y, len(classes), batch_size, m, gen)
         out = loss(heads(features[batch]), y[batch])
         opt.zero_grad(set_to_none=True)
         out.backward()
@@ -150,14 +158,15 @@ def _metrics(heads, features, labels, metrics) -> dict[str, float]:
 
 
 def few_shot_adaptation(model, features: torch.Tensor, labels, *, shots: Sequence[int] = (2, 5), episodes: int = 10,
-                        lr: float, iterations: int = 1000, batch_size: int = 112, m: int = 2,
-                        metrics: Sequence[str] = ("R@1", "mAP@1000"), seed: int = 0,
+                        lr: float, iterations: int | Mapping[int, int] = 1000, batch_size: int = 112, m: int = 2,
+                        metrics: Sequence[str] = ("R@1", "mAP@1000"), seed: int = 0, beta: float = 1.2,
                         supports: Mapping[int, Sequence[np.ndarray]] | None = None) -> dict:
     """ooDML's few-shot protocol on a test set's backbone ``features`` (``model.features`` of every test image) and
     ``labels``: for each shot count, ``episodes`` episodes of zero-shot and adapted query metrics (percent).
 
     Returns ``{str(shots): {"zero": {metric: [per episode]}, "few": {...}, "zero_mean", "few_mean", "few_std",
-    ...}}`` with ``lr`` the adaptation learning rate (ooDML: 10x the training learning rate). ``supports``: the
+    ...}}`` with ``lr`` the adaptation learning rate (ooDML: 10x the training learning rate), ``iterations`` one
+    count or one per shot count, ``beta`` the Margin criterion's fixed beta. ``supports``: the
     support index arrays per shot count to use instead of drawn ones (the published episodes,
     :func:`episodes_from_support_lists`); a shot count it lacks is an error."""
     features = torch.as_tensor(features).float()
@@ -171,14 +180,15 @@ def few_shot_adaptation(model, features: torch.Tensor, labels, *, shots: Sequenc
         if supports is not None and k not in supports:
             raise KeyError(f"the published episodes hold {sorted(supports)} shots, not {k}")
         drawn = supports[k] if supports is not None else few_shot_episodes(labels, k, episodes, seed)
+        steps = int(iterations[k]) if isinstance(iterations, Mapping) else int(iterations)
         for e, support in enumerate(drawn):
             query = np.setdiff1d(np.arange(len(labels)), support)
             heads = adaptable_head(model).eval()
             for mt, v in _metrics(heads, features[query], labels[query], metrics).items():
                 zero[mt].append(v)
             torch.manual_seed(int(seed) * 1000 + e)
-            adapt_head(heads, features[support], labels[support], lr=lr, iterations=iterations,
-                       batch_size=batch_size, m=m, seed=int(seed) * 1000 + e)
+            adapt_head(heads, features[support], labels[support], lr=lr, iterations=steps,
+                       batch_size=batch_size, m=m, seed=int(seed) * 1000 + e, beta=beta)
             for mt, v in _metrics(heads, features[query], labels[query], metrics).items():
                 few[mt].append(v)
         block = {"zero": zero, "few": few}

@@ -445,6 +445,11 @@ def _published_supports(fs: dict, test) -> dict | None:
     return {k: episodes_from_support_lists(paths, lists) for k, lists in found.items()}
 
 
+def _per_shot(value):
+    """An analysis option given once or per shot count (``{2: 1000, 5: 1500}``; a record's JSON makes the keys text)."""
+    return {int(k): int(v) for k, v in value.items()} if isinstance(value, dict) else int(value)
+
+
 def _extra_analyses(out: dict, ana: dict, cfg: dict, resolved: dict, model, embed, sets, test_embedding,
                     metrics: list) -> None:
     """The optional parts of a ``train_analysis`` record, into ``out``: neighbour classes, embedding structure,
@@ -470,7 +475,7 @@ def _extra_analyses(out: dict, ana: dict, cfg: dict, resolved: dict, model, embe
         out["few_shot"] = few_shot_adaptation(
             model, feat, labels, shots=fs.get("shots", (2, 5)), episodes=int(fs.get("episodes", 10)),
             lr=float(cfg["optimizer"]["lr"]) * float(fs.get("lr_mult", 10.0)),
-            iterations=int(fs.get("iterations", 1000)),
+            iterations=_per_shot(fs.get("iterations", 1000)), beta=float(fs.get("beta", 1.2)),
             batch_size=int(cfg["data"]["batch_size"]), m=int(cfg["data"]["samples_per_class"]),
             metrics=[m for m in metrics if m != "MAP@R"] or ["R@1"], seed=int(cfg["seed"]),
             supports=_published_supports(fs, test))

@@ -113,8 +113,12 @@ def analysis_for(method: str, source: str, split: int, profile: str = "quick") -
     splits = load_splits(profile)["sources"][source]["splits"]
     out = {"metrics": ANALYSIS_METRICS, "fixed_classes": min(len(s["test"]) for s in splits), "structure": True}
     if method in fs["methods"] and source in fs["sources"]:
+        its = fs["iterations"][profile]
         out["few_shot"] = {"shots": list(fs["shots"]), "episodes": int(fs["episodes"]),
-                           "iterations": int(fs["iterations"][profile]), "lr_mult": float(fs["lr_mult"])}
+                           "iterations": {int(k): int(v) for k, v in its.items()} if isinstance(its, dict)
+                           else int(its), "lr_mult": float(fs["lr_mult"])}
+        if method in fs.get("beta", {}):   # the fine-tuning criterion's beta where the run's own differs from 1.2
+            out["few_shot"]["beta"] = float(fs["beta"][method])
         if profile == "full" and episodes_path().is_file():   # the published support sets drive the protocol
             out["few_shot"]["published"] = {"source": source, "split": int(split)}
     if split == default_split_id(source, profile) and method in mc["methods"]:
