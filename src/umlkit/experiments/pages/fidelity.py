@@ -20,7 +20,8 @@ import torch
 from umlkit._paths import repo_root
 from umlkit._yaml import read_yaml
 
-__all__ = ["CHECKS", "SEEDS", "agreement", "fidelity_table", "pieces", "reference", "oodml_inputs", "puma_inputs"]
+__all__ = ["CHECKS", "SEEDS", "agreement", "fidelity_table", "pieces", "reference", "oodml_inputs", "puma_inputs",
+           "split_inputs", "is_exact"]
 
 SEEDS = ("0", "1", "2")
 
@@ -41,6 +42,33 @@ def puma_inputs(seed: str):
     """PUMA's reference batch: 6 classes x 4, 12-d, not normalised."""
     g = torch.Generator().manual_seed(int(seed))
     return torch.randn(24, 12, generator=g), torch.arange(6).repeat_interleave(4)
+
+
+def split_inputs(seed: str) -> tuple[dict, list, list]:
+    """ooDML's split reference: 60 class means (6-d, drifting along one direction), even classes train, odd test."""
+    rng = np.random.default_rng(int(seed))
+    means = rng.normal(size=(60, 6)) + np.linspace(0, 2, 60)[:, None] * rng.normal(size=6)
+    return {c: means[c] for c in range(60)}, list(range(0, 60, 2)), list(range(1, 60, 2))
+
+
+def _swap_splits(seed: str) -> list:
+    """The official ``split_maker`` records the split before each of its 6 iterations (2 swaps each, history 5)."""
+    from umlkit.experiments.splits.features import swap_progression
+    means, train, test = split_inputs(seed)
+    return [[s.train, s.test] for s in swap_progression(means, train, test, iterations=5, swaps_per_iter=2)]
+
+
+def _removal_splits(seed: str) -> list:
+    """``split_maker_with_class_removal`` over 10 iterations from the stored start (the swap run's final state)."""
+    from umlkit.experiments.splits.features import Split, removal_progression
+    means, _, _ = split_inputs(seed)
+    start = reference()["oodml"][seed]["removal_start"]
+    return [start] + [[s.train, s.test] for s in removal_progression(means, Split(*start, 0.0), iterations=9)]
+
+
+def is_exact(check: str) -> bool:
+    """Checks that compare index lists (sampled triplets, class splits): equal or not."""
+    return check.endswith(("sampling", "splits"))
 
 
 def _triplets(seed: str, cp: float | None) -> list[list[int]]:
@@ -118,6 +146,8 @@ CHECKS: dict[str, tuple[str, Callable[[str], object], Callable[[dict], object]]]
     "Multi-Similarity (lg_code)": ("oodml", lambda s: _loss(s, "multisimilarity", oodml_inputs, beta=40.0,
                                                             variant="lg_code"), lambda r: r["ms_lg"]),
     "ArcFace (roth)": ("oodml", _arcface_oodml, lambda r: r["arcface_oodml"]),
+    "class-swap splits": ("oodml", _swap_splits, lambda r: r["swap_splits"]),
+    "class-removal splits": ("oodml", _removal_splits, lambda r: r["removal_splits"]),
     "CurricularFace": ("puma", _curricularface, lambda r: r["cf_losses"] + r["cf_pos_sim"]),
     "ArcFace (puma)": ("puma", _arcface_puma, lambda r: r["arc_loss"]),
     "Triplet (puma)": ("puma", lambda s: _loss(s, "triplet", _normalised(puma_inputs), variant="puma", margin=0.05),
@@ -159,8 +189,9 @@ def pieces() -> list[dict]:
 
 
 def _shown(check: str, value: float) -> str:
-    if check.endswith("sampling"):
-        return "identical triplets" if value == 0 else "triplets differ"
+    if is_exact(check):
+        what = "splits" if check.endswith("splits") else "triplets"
+        return f"identical {what}" if value == 0 else f"{what} differ"
     return f"max difference {value:.1e}"
 
 

@@ -16,10 +16,12 @@ Milbich, Roth et al., "Characterizing generalization under out-of-distribution s
   swaps per iteration, history 5, 25 iterations; ``inverse=True`` takes the other end of the ranking and makes
   splits easier);
 * **removal** starts from the last swap split (the official code's last state, not necessarily its hardest) and
-  proposes swaps the same way, 2 per iteration; when a swap would not lower the FID (new >= old) it is undone and
-  both proposed classes are removed from the split, as the official code is written (otherwise the swap stays).
-  Fewer classes remain as the iterations go on. The official ids count swaps (R22, R48, ...); here splits are
-  numbered by iteration.
+  proposes swaps the same way, 2 per iteration, both made before the FID is compared; when the FID after the
+  iteration's swaps is not lower than before (new >= old), both swaps are undone and all proposed classes are
+  removed from the split, as the official code is written (otherwise the swaps stay). The swap histories hold list
+  positions per side, as the official ``train_already_swapped`` / ``test_already_swapped`` do (after a removal a
+  position names another class). Fewer classes remain as the iterations go on. The official ids count swaps (R22,
+  R48, ...); here splits are numbered by iteration.
 
 A second kind of split serves the book's regime map (:func:`attribute_split`; no paper): UML-Mini's classes are
 attribute combinations (:func:`umlkit.data.mini.class_attributes`), so a split can be defined by the attributes
@@ -111,35 +113,61 @@ def swap_progression(means: dict, train, test, iterations: int = 25, swaps_per_i
     return out
 
 
+def _positions(means: dict, side: list, mu_own: np.ndarray, mu_other: np.ndarray) -> np.ndarray:
+    """The positions of ``side``'s classes ordered by d(c, mu_other) - d(c, mu_own), most other-like first."""
+    x = np.stack([means[c] for c in side])
+    return np.argsort(np.linalg.norm(x - mu_other, axis=1) - np.linalg.norm(x - mu_own, axis=1), kind="stable")
+
+
+def _first_free(order: np.ndarray, recent: list, history: int):
+    """The first position of ``order`` not among the side's last ``history`` swapped positions."""
+    return next((int(i) for i in order if int(i) not in recent[-history:]), None)
+
+
+def _propose(means: dict, train: list, test: list, swaps: int, history: int, hist: tuple[list, list]) -> list:
+    """One removal iteration's swaps, applied in place: the ``k``-th swap takes the first free train and test
+    positions from rank ``k`` on; the histories hold positions per side, as the official code's do."""
+    mu_tr = np.mean([means[c] for c in train], axis=0)
+    mu_te = np.mean([means[c] for c in test], axis=0)
+    order_tr, order_te = _positions(means, train, mu_tr, mu_te), _positions(means, test, mu_te, mu_tr)
+    proposed = []
+    for k in range(swaps):
+        i, j = _first_free(order_tr[k:], hist[0], history), _first_free(order_te[k:], hist[1], history)
+        if i is None or j is None:
+            break
+        hist[0].append(i)
+        hist[1].append(j)
+        train[i], test[j] = test[j], train[i]
+        proposed.append((i, j))
+    return proposed
+
+
 def removal_progression(means: dict, start: Split, iterations: int = 35, swaps_per_iter: int = 2,
                         history: int = 5, min_classes: int = 2) -> list[Split]:
-    """ooDML's class-removal splits from ``start`` (the last swap split), one split per iteration."""
+    """ooDML's class-removal splits from ``start`` (the last swap split), one split per iteration
+    (``split_maker_with_class_removal``): the iteration's swaps are made together; when the FID after all of them
+    is not lower than before (new >= old), they are all undone and every proposed class is removed from its side.
+    Stops before an iteration that could leave a side with fewer than ``min_classes`` classes."""
     train, test = list(start.train), list(start.test)
-    fid = split_fid(means, train, test)
-    recent: list = []
+    hist: tuple[list, list] = ([], [])
     out = []
     for it in range(1, iterations + 1):
-        if min(len(train), len(test)) <= min_classes:
+        if min(len(train), len(test)) - swaps_per_iter < min_classes:
             break
-        ranking = _rankings(means, train, test, inverse=False)
-        for _ in range(swaps_per_iter):
-            if min(len(train), len(test)) <= min_classes:
-                break
-            a, b = _pick(ranking, train, test, recent)
-            if a is None or b is None:
-                break
-            i, j = train.index(a), test.index(b)
-            train[i], test[j] = b, a
+        fid = split_fid(means, train, test)
+        before = (list(train), list(test))
+        proposed = _propose(means, train, test, swaps_per_iter, history, hist)
+        if not proposed:
+            break
+        new = split_fid(means, train, test)
+        if new >= fid:   # as the official code is written: undo the iteration, then drop the proposed classes
+            train, test = before
+            for i in sorted({i for i, _ in proposed}, reverse=True):
+                del train[i]
+            for j in sorted({j for _, j in proposed}, reverse=True):
+                del test[j]
             new = split_fid(means, train, test)
-            if new >= fid:  # as the official code is written: undo, then drop both proposed classes
-                train[i], test[j] = a, b
-                train.remove(a)
-                test.remove(b)
-                fid = split_fid(means, train, test)
-            else:
-                fid = new
-            recent = (recent + [a, b])[-2 * history:]
-        out.append(Split(list(train), list(test), fid, "removal", it))
+        out.append(Split(list(train), list(test), new, "removal", it))
     return out
 
 
