@@ -470,3 +470,46 @@ def test_puma_adapter_and_vptsp_prompts_start_at_the_official_scales():
     assert float(prompts.detach().std()) == pytest.approx(math.sqrt(2 / ((c + n) * width)), rel=0.05)
     deep = torch.cat([p.detach().flatten() for p in vptsp.backbone.deep])   # (1, 4, 96) each: 768 draws
     assert float(deep.std()) == pytest.approx(math.sqrt(2 / ((1 + 4) * width)), rel=0.1)
+
+
+def _block_by_hand(blk, x, adapter=None, on_norm=False):
+    """One timm block, with an AdaptFormer adapter parallel to its MLP (input: the stream or LN2's output)."""
+    x = x + blk.attn(blk.norm1(x))
+    h = blk.norm2(x)
+    out = blk.mlp(h)
+    if adapter is not None:
+        out = out + adapter(h if on_norm else x)
+    return x + out
+
+
+@pytest.mark.parametrize("variant", ["adaptformer", "puma", "vptsp"])
+def test_adaptformer_variants_by_hand(variant):
+    """PUMA's AdaptFormer reads LN2's output (models/prompt.py); VPTSP's AdapterLayer reads the stream, scales by
+    1.0, LayerNorms its output and sits on the last L blocks (architectures/peft_vit.py: _setup_adapter)."""
+    torch.manual_seed(0)
+    model = create_model(TINY, "adaptformer", embed_dim=16, adapter_dim=8, layers=2, variant=variant).eval()
+    body = model.backbone
+    for a in body.adaptformer:
+        torch.nn.init.normal_(a.up.weight)
+        if a.ln is not None:
+            torch.nn.init.normal_(a.ln.weight)
+    assert [a.scale for a in body.adaptformer] == [1.0 if variant == "vptsp" else 0.1] * 2
+    assert all((a.ln is not None) == (variant == "vptsp") for a in body.adaptformer)
+    vit = body.vit
+    depth = len(vit.blocks)
+    first = depth - 2 if variant == "vptsp" else 0
+    x = vit._pos_embed(vit.patch_embed(_images(2)))
+    with torch.no_grad():
+        want = x
+        for i, blk in enumerate(vit.blocks):
+            a = body.adaptformer[i - first] if first <= i < first + 2 else None
+            want = _block_by_hand(blk, want, a, on_norm=variant == "puma")
+        got = x
+        for i, blk in enumerate(vit.blocks):
+            got = body._block(i, blk, got)
+    assert torch.allclose(got, want, atol=1e-5)
+
+
+def test_an_unknown_adaptformer_variant_is_named():
+    with pytest.raises(ValueError, match=r"variant = 'roth'.*\['adaptformer', 'puma', 'vptsp'\]"):
+        create_model(TINY, "adaptformer", embed_dim=16, variant="roth")

@@ -47,14 +47,16 @@ def test_vptsp_table1_matching_rows():
     specs = {
         "Linear Prob": dict(method="linear", head="ln_linear"),
         "VPT (L12, N10)": dict(method="vpt_deep", num_prompts=10, prompt_depth=12, head="ln_linear"),
-        "Adapter (L7, d256)": dict(method="adaptformer", layers=7, adapter_dim=256, head="ln_linear"),
+        "Adapter (L7, d256)": dict(method="adaptformer", layers=7, adapter_dim=256, head="ln_linear",
+                                   variant="vptsp"),
     }
     table = parameter_budget(specs, backbone="vit_s16_in21k", embed_dim=384, num_proxies=100,
                              paper={"Linear Prob": 0.19, "VPT (L12, N10)": 0.23, "Adapter (L7, d256)": 1.57})
     head = 2 * D + D * D + D
     assert table.loc["Linear Prob", "total"] == head + 100 * D
     assert table.loc["VPT (L12, N10)", "total"] == head + 100 * D + 120 * D
-    assert table.loc["Adapter (L7, d256)", "total"] == head + 100 * D + 7 * (D * 256 + 256 + 256 * D + D)
+    # the official AdapterLayer: down and up with biases, and its post LayerNorm (2 D)
+    assert table.loc["Adapter (L7, d256)", "total"] == head + 100 * D + 7 * (D * 256 + 256 + 256 * D + D + 2 * D)
     assert (table["measured (M)"] == table["paper (M)"]).all()
 
 

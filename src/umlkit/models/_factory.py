@@ -13,7 +13,7 @@ Methods (defaults follow the paper that uses them; every default can be overridd
 | ``adapter`` / ``stochastic_adapter`` | PUMA adapters, keep p = 1 / 0.5 + head | PUMA Table 3 |
 | ``puma`` | stochastic adapters + prompt pool + head | PUMA |
 | ``lora`` | rank-128 LoRA on q and v + head | PUMA Table 2(c) |
-| ``adaptformer`` | bottleneck-256 AdaptMLP + head | PUMA Table 2(c), VPTSP Table 1 (``layers=7``) |
+| ``adaptformer`` | bottleneck-256 AdaptMLP + head (``variant``) | PUMA Table 2(c), VPTSP Table 1 (``layers=7``) |
 | ``bitfit`` | all backbone biases + head | VPTSP Table 1 |
 | ``vptsp`` | VPT-deep + BitFit + class prompts + proxy branch + accumulator + proxy bias | VPTSP |
 
@@ -21,7 +21,8 @@ Methods (defaults follow the paper that uses them; every default can be overridd
 ``class_prompts``/``class_prompt_depth``/``class_prompt_step``, ``accumulator``, ``proxy_bias_ratio``,
 ``proxy_source``, ``class_prompts_device``, ``bitfit_backbone`` (default True, as the official code).
 
-``bitfit=True`` adds BitFit to any ViT method (VPTSP's "(B)" rows).
+``bitfit=True`` adds BitFit to any ViT method (VPTSP's "(B)" rows). ``adaptformer``'s ``variant``: ``adaptformer``
+(AdaptFormer's own), ``puma`` or ``vptsp`` (each paper's official adapter, :data:`ADAPTFORMER_VARIANTS`).
 
 Methods are registered by name (:func:`register_method`, like timm's ``register_model``): each builder takes the
 options it reads and creates its modules in a fixed order, so a configuration always gets the same initial
@@ -126,7 +127,7 @@ def _body(b: _Build, **peft_options) -> nn.Module:
 OPTION_NAMES = ("freeze_bn", "head", "bitfit", "aux_heads", "eval_concat_aux", "checkpoint_blocks", "hidden",
                 "num_prompts", "prompt_depth", "prompt_step", "pool_size", "prompt_length", "identical_init",
                 "use_prompts", "keep_prob", "adapter_dim", "adapter_scale", "skip_dropped", "use_adapters", "rank",
-                "alpha", "layers", "bitfit_backbone", "num_classes")
+                "alpha", "layers", "bitfit_backbone", "num_classes", "variant")
 
 
 def _option_hint(b: _Build) -> str:
@@ -309,10 +310,22 @@ def _lora(b: _Build) -> nn.Module:
     return _finish(b, _body(b))
 
 
+# whose AdaptFormer: the adapter's input, placement, scale and LayerNorm (models/layers/adapter.py)
+ADAPTFORMER_VARIANTS = {
+    "adaptformer": dict(adaptformer_input="stream", adaptformer_last=False, adaptformer_scale=0.1),
+    "puma": dict(adaptformer_input="norm", adaptformer_last=False, adaptformer_scale=0.1),
+    "vptsp": dict(adaptformer_input="stream", adaptformer_last=True, adaptformer_scale=1.0, adaptformer_ln="post"),
+}
+
+
 @register_method("adaptformer")
 def _adaptformer(b: _Build) -> nn.Module:
-    bottleneck, layers = _pop(b.kw, adapter_dim=256, layers=None)
-    return _finish(b, _body(b, adaptformer_bottleneck=bottleneck, adaptformer_layers=layers))
+    bottleneck, layers, variant = _pop(b.kw, adapter_dim=256, layers=None, variant="adaptformer")
+    if variant not in ADAPTFORMER_VARIANTS:
+        raise ValueError(f"model option variant = {variant!r}: the adaptformer variants are "
+                         f"{sorted(ADAPTFORMER_VARIANTS)} (model.options.variant)")
+    return _finish(b, _body(b, adaptformer_bottleneck=bottleneck, adaptformer_layers=layers,
+                            **ADAPTFORMER_VARIANTS[variant]))
 
 
 @register_method("bitfit", cnn=True)

@@ -14,7 +14,9 @@ what enters each block and what is added beside it:
 * **adapters** parallel to MSA and MLP with the block's own LayerNorm output as input (PUMA Eq. 3-4):
   x' = x + MSA(LN1 x) + A0(LN1 x); x'' = x' + MLP(LN2 x') + A1(LN2 x'); under autocast each LayerNorm output is
   cast to bf16/fp16 once for both of its readers (:meth:`PEFTViT._cast_once`);
-* **AdaptFormer** parallel to the MLP with the residual stream as input: x'' = x' + (MLP(LN2 x') + A(x')).
+* **AdaptFormer** parallel to the MLP with the residual stream as input: x'' = x' + (MLP(LN2 x') + A(x'))
+  (AdaptFormer's and VPTSP's), or with the MLP's LayerNorm output, A(LN2 x') (PUMA's ``AdaptFormer``); on the
+  first L blocks or (VPTSP's ``_setup_adapter``) the last L.
 * **LoRA** replaces ``attn.qkv`` by :class:`umlkit.models.layers.LoRAQKV` (done by the factory).
 
 With zero up-projections, zero LoRA B and no prompts the result equals timm's ``forward_features`` + pooling
@@ -50,6 +52,10 @@ class PEFTViT(nn.Module):
         adapter_skip_dropped: bool = False,
         adaptformer_bottleneck: int | None = None,
         adaptformer_layers: int | None = None,
+        adaptformer_input: str = "stream",
+        adaptformer_last: bool = False,
+        adaptformer_scale: float = 0.1,
+        adaptformer_ln: str = "none",
         prompt_pool: PromptPool | None = None,
         shallow_prompts: int = 0,
         deep_prompts: Sequence[int] | None = None,
@@ -72,7 +78,12 @@ class PEFTViT(nn.Module):
             n = depth if adaptformer_layers is None else adaptformer_layers
             if not 1 <= n <= depth:
                 raise ValueError(f"adaptformer_layers must be in [1, {depth}], got {n}")
-            self.adaptformer = nn.ModuleList(AdaptFormerAdapter(dim, adaptformer_bottleneck) for _ in range(n))
+            if adaptformer_input not in ("stream", "norm"):
+                raise ValueError(f"adaptformer_input must be 'stream' or 'norm', got {adaptformer_input!r}")
+            self.adaptformer = nn.ModuleList(AdaptFormerAdapter(dim, adaptformer_bottleneck, adaptformer_scale,
+                                                                adaptformer_ln) for _ in range(n))
+            self.adaptformer_first = depth - n if adaptformer_last else 0   # the first block with an adapter
+            self.adaptformer_norm = adaptformer_input == "norm"
         self.prompt_pool = prompt_pool
         self.shallow = None
         if shallow_prompts:
@@ -99,8 +110,9 @@ class PEFTViT(nn.Module):
             x = self.adapters_attn[i].add_to(x, h)
         h = self._cast_once(blk.norm2(x))
         branch = blk.drop_path2(blk.ls2(blk.mlp(h)))
-        if self.adaptformer is not None and i < len(self.adaptformer):
-            branch = branch + self.adaptformer[i](x)
+        j = i - self.adaptformer_first if self.adaptformer is not None else -1
+        if 0 <= j < len(self.adaptformer or ()):
+            branch = branch + self.adaptformer[j](h if self.adaptformer_norm else x)
         x = x + branch
         if self.adapters_mlp is not None:
             x = self.adapters_mlp[i].add_to(x, h)

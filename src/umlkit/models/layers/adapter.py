@@ -16,7 +16,11 @@
   (equal up to rounding; a third of the elementwise work at ViT-S's width); fp32 keeps the records' order.
 * :class:`AdaptFormerAdapter` follows AdaptFormer (Chen et al., NeurIPS 2022): down/up projections **with**
   biases, ReLU, a fixed scale 0.1, parallel to the MLP branch; LoRA-style init (Kaiming down, zero up).
-  PUMA's Table 2 uses it "scaled to the same parameters" (bottleneck 256 on ViT-S: 2.37M).
+  PUMA's Table 2 uses it "scaled to the same parameters" (bottleneck 256 on ViT-S: 2.37M); the official
+  ``models/prompt.py: AdaptFormer`` feeds it the MLP's LayerNorm output. VPTSP's Adapter baseline
+  (``architectures/peft_vit.py: AdapterLayer`` at its defaults: parallel, post LayerNorm, scale 1.0, LoRA init,
+  dropout 0) adds the LayerNorm and sits on the last L blocks (``_setup_adapter``); the factory's ``adaptformer``
+  method chooses between them with its ``variant`` option.
 """
 from __future__ import annotations
 
@@ -100,17 +104,23 @@ def puma_adapter_pair(dim: int, bottleneck: int = 128, scale: float = 0.1, keep_
 
 
 class AdaptFormerAdapter(nn.Module):
-    """AdaptFormer's AdaptMLP: up(ReLU(down(x))) * scale, with biases."""
+    """AdaptFormer's AdaptMLP: up(ReLU(down(x))) * scale, with biases; ``ln="post"`` adds VPTSP's LayerNorm on the
+    up-projection's output (``architectures/peft_vit.py: AdapterLayer``, ``adapter_ln_position: post``: a zero
+    up-projection stays zero through it, so the model still starts as the frozen ViT)."""
 
-    def __init__(self, dim: int, bottleneck: int = 256, scale: float = 0.1):
+    def __init__(self, dim: int, bottleneck: int = 256, scale: float = 0.1, ln: str = "none"):
         super().__init__()
+        if ln not in ("none", "post"):
+            raise ValueError(f"ln must be 'none' or 'post', got {ln!r}")
         self.down = nn.Linear(dim, bottleneck)
         self.up = nn.Linear(bottleneck, dim)
-        self.scale = scale
+        self.scale = float(scale)
+        self.ln = nn.LayerNorm(dim) if ln == "post" else None
         nn.init.kaiming_uniform_(self.down.weight, a=math.sqrt(5))
         nn.init.zeros_(self.down.bias)
         nn.init.zeros_(self.up.weight)
         nn.init.zeros_(self.up.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.up(torch.relu(self.down(x))) * self.scale
+        out = self.up(torch.relu(self.down(x))) * self.scale
+        return out if self.ln is None else self.ln(out)
