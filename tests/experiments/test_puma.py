@@ -323,7 +323,8 @@ def test_few_shot_follows_the_official_recipe():
         c = puma.few_shot_config("quick", "puma", k, lr=1e-3)
         assert c["train"]["epochs"] == c["train"]["eval_every"] == epochs and c["data"]["few_shot"] == k
     c = puma.few_shot_config("quick", "puma", 4, lr=1e-3)
-    assert c["objective"][0] == {"name": "proxy_anchor", "weight": 1.0, "options": {"alpha": 64.0, "margin": 0.1}}
+    assert c["objective"][0] == {"name": "proxy_anchor", "weight": 1.0,
+                                 "options": {"alpha": 64.0, "margin": 0.1, "variant": "puma"}}
     assert c["schedule"]["name"] == "cosine" and c["data"]["sampler"] == "random"
     assert c["model"]["options"]["prompt_length"] == 2 and c["model"]["backbone"] == "vit_tiny_uml_v2"
     f = puma.few_shot_config("full", "puma", 16)

@@ -222,5 +222,11 @@ def test_a_run_whose_loss_options_changed_reads_its_predecessor_marked_stale(cou
     other = copy.deepcopy(new)
     other["optimizer"]["lr"] = 0.5
     assert rc.stored_record(other, "quick") is None
+    method = copy.deepcopy(old)     # a method set to its paper's variant: the same, on the model's options
+    method["model"]["options"] = {**method["model"].get("options", {}), "variant": "puma"}
+    assert rc.stored_record(method, "quick")["key"] == rc.normalise_key(old)
+    width = copy.deepcopy(method)
+    width["model"]["options"]["hidden"] = 7      # another model option: another run
+    assert rc.stored_record(width, "quick") is None
     trained = rc.cached_record("puma", "table2", "MS", new, "counting", "quick", log=None)   # not read-only: trains
     assert counting_runner == [0, 0] and trained["stale"] == [] and not trained["cached"]

@@ -94,3 +94,22 @@ def test_each_paper_trains_its_own_multisimilarity():
     assert puma["options"] == {"variant": "puma"}
     rm = oodml_config("quick", method="R-Margin (D)", source="sop")["objective"][0]
     assert rm["options"] == {"cp": 0.15, "beta": 0.9}
+
+
+@pytest.mark.parametrize("name", ["proxy_anchor", "cosface", "arcface"])
+def test_puma_proxies_start_as_its_losses_py(name):
+    """PUMA's losses.py: kaiming_uniform_(proxies, mode='fan_out') on (classes, dim): uniform within sqrt(6 / classes),
+    standard deviation sqrt(2 / classes); PML's default init is another distribution (normal(0, 1) for the face losses'
+    W, kaiming-normal for Proxy-Anchor)."""
+    import torch
+
+    def proxies(variant):
+        torch.manual_seed(0)
+        loss = create_loss(name, num_classes=200, embedding_size=64, variant=variant).loss
+        return (loss.proxies if name == "proxy_anchor" else loss.W.T).detach()
+    puma, pml = proxies("puma"), proxies("pml")
+    assert puma.shape == (200, 64)
+    bound = (6 / 200) ** 0.5
+    assert puma.abs().max() <= bound and puma.abs().max() > 0.99 * bound
+    assert float(puma.std()) == pytest.approx((2 / 200) ** 0.5, rel=0.02)
+    assert float(pml.abs().max()) > 1.5 * bound      # not the uniform: PML's draws reach beyond PUMA's bound

@@ -66,6 +66,13 @@ def _need(name: str, num_classes, embedding_size, *what) -> None:
         raise ValueError(f"loss {name!r} has learnable proxies and needs {' and '.join(missing)}")
 
 
+def _puma_proxies(proxies) -> None:
+    """PUMA's ``losses.py`` initialises every proxy loss's (classes, dim) proxies with ``kaiming_uniform_(mode=
+    'fan_out')``: uniform within sqrt(6 / classes) (PML: normal(0, 1) for the face losses' W, kaiming-normal for
+    Proxy-Anchor); PML's (dim, classes) W is passed transposed (torch's init draws without gradient)."""
+    nn.init.kaiming_uniform_(proxies, mode="fan_out")
+
+
 # ``variant`` names whose official code a loss follows where the papers differ (umlkit's Fidelity page lists each
 # with its file); a paper's methods.yaml chooses its variant, the defaults below are the library's ("pml").
 
@@ -134,12 +141,16 @@ def _multisimilarity(num_classes, embedding_size, alpha, beta, base, epsilon, va
     return PMLLoss("multisimilarity", pml_losses.MultiSimilarityLoss(alpha=alpha, beta=beta, base=base), mined)
 
 
-@register_loss("proxy_anchor", implementation="PML ProxyAnchorLoss", source="Kim et al. 2020: alpha 32, delta 0.1",
-               defaults=dict(alpha=32.0, margin=0.1))
-def _proxy_anchor(num_classes, embedding_size, alpha, margin, **_unused):
+@register_loss("proxy_anchor", implementation="PML ProxyAnchorLoss", source="Kim et al. 2020: alpha 32, delta 0.1; "
+               "variant 'puma': PUMA's PALoss proxies (kaiming-uniform, fan out)",
+               defaults=dict(alpha=32.0, margin=0.1, variant="pml"))
+def _proxy_anchor(num_classes, embedding_size, alpha, margin, variant="pml", **_unused):
     _need("proxy_anchor", num_classes, embedding_size, "num_classes", "embedding_size")
-    return PMLLoss("proxy_anchor", pml_losses.ProxyAnchorLoss(num_classes, embedding_size, margin=margin, alpha=alpha),
-                   None, num_classes, embedding_size)
+    _variant("proxy_anchor", variant, ("pml", "puma"))
+    loss = pml_losses.ProxyAnchorLoss(num_classes, embedding_size, margin=margin, alpha=alpha)
+    if variant == "puma":
+        _puma_proxies(loss.proxies)
+    return PMLLoss("proxy_anchor", loss, None, num_classes, embedding_size)
 
 
 @register_loss("softtriple", implementation="PML SoftTripleLoss",
@@ -154,20 +165,25 @@ def _softtriple(num_classes, embedding_size, **options):
 def _face_loss(name: str, cls):
     def build(num_classes, embedding_size, margin, scale, variant="pml", **_unused):
         _need(name, num_classes, embedding_size, "num_classes", "embedding_size")
-        _variant(name, variant, ("pml", "roth") if name == "arcface" else ("pml",))
+        _variant(name, variant, ("pml", "puma", "roth") if name == "arcface" else ("pml", "puma"))
         if variant == "roth":   # margin in degrees as PML's, the official code's radians inside
             return RothArcFaceLoss(num_classes, embedding_size, margin=math.radians(margin), scale=scale)
-        return PMLLoss(name, cls(num_classes, embedding_size, margin=margin, scale=scale), None, num_classes,
-                       embedding_size)
+        loss = cls(num_classes, embedding_size, margin=margin, scale=scale)
+        if variant == "puma":
+            _puma_proxies(loss.W.T)
+        return PMLLoss(name, loss, None, num_classes, embedding_size)
     return build
 
 
 register_loss("cosface", _face_loss("cosface", pml_losses.CosFaceLoss), implementation="PML CosFaceLoss",
-              source="Wang et al. 2018: margin 0.35, scale 64", defaults=dict(margin=0.35, scale=64.0))
+              source="Wang et al. 2018: margin 0.35, scale 64; variant 'puma': PUMA's proxies (kaiming-uniform, "
+                     "fan out)",
+              defaults=dict(margin=0.35, scale=64.0, variant="pml"))
 register_loss("arcface", _face_loss("arcface", pml_losses.ArcFaceLoss),
               implementation="PML ArcFaceLoss | umlkit RothArcFaceLoss",
               source="Deng et al. 2019: margin 0.5 rad (PML takes degrees: 28.648), scale 64 (PUMA's losses.ArcFaceLoss"
-                     "); variant 'roth': ooDML's official arcface.py (cosines clamped at 1e-10, scale 16)",
+                     "); variant 'puma': its proxies (kaiming-uniform, fan out); variant 'roth': ooDML's official "
+                     "arcface.py (cosines clamped at 1e-10, scale 16)",
               defaults=dict(margin=28.64788975654116, scale=64.0, variant="pml"))
 
 

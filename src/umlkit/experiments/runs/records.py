@@ -186,11 +186,16 @@ def find_record(key: dict, profile: str) -> Path | None:
 
 
 def without_options(key):
-    """``key`` with every objective term's ``options`` emptied: what two editions of one run have in common when only
-    its losses' settings changed."""
+    """``key`` with every objective term's ``options`` emptied and the model's ``variant`` option dropped (whose
+    official code a method follows): what two editions of one run have in common when only its losses' settings or
+    its method's variant changed."""
     if isinstance(key, dict):
-        return {k: ([{**t, "options": {}} for t in v] if k == "objective" and isinstance(v, list)
-                    else without_options(v)) for k, v in key.items()}
+        out = {k: ([{**t, "options": {}} for t in v] if k == "objective" and isinstance(v, list)
+                   else without_options(v)) for k, v in key.items()}
+        model = out.get("model")
+        if isinstance(model, dict) and isinstance(model.get("options"), dict) and "variant" in model["options"]:
+            out["model"] = {**model, "options": {k: v for k, v in model["options"].items() if k != "variant"}}
+        return out
     return key
 
 
@@ -198,11 +203,11 @@ _PREVIOUS: dict = {}
 
 
 def predecessor(key: dict, profile: str) -> Path | None:
-    """The stored record of the run ``key`` replaces: the same configuration except its losses' options
-    (:func:`without_options`), e.g. a run whose loss now follows its paper's official code; where several stored runs
-    differ only in their options (a sweep over a loss option), none is its predecessor. A reader shows it marked
-    stale (part ``options``) until the new run is trained; training never uses it. None when there is none. (The
-    first call reads every stored key once: about 2 s for 3,500 records.)"""
+    """The stored record of the run ``key`` replaces: the same configuration except its losses' options and its
+    method's variant (:func:`without_options`), e.g. a run whose loss now follows its paper's official code; where
+    several stored runs differ only in their options (a sweep over a loss option), none is its predecessor. A reader
+    shows it marked stale (part ``options``) until the new run is trained; training never uses it. None when there is
+    none. (The first call reads every stored key once: about 2 s for 3,500 records.)"""
     index = _record_index(profile)
     stamp = _INDEX[profile][0]   # the folders' state the index was built from
     if _PREVIOUS.get(profile, (None,))[0] != stamp:
