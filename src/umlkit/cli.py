@@ -285,6 +285,9 @@ def _job_list(paper: str, name: str | None, profile: str, table: str | None = No
         if table is not None:
             from umlkit.experiments.ops.table_runs import table_jobs
             return table_jobs(paper, table, profile)
+        from umlkit.experiments.ops.second_edition import SECOND_EDITION, ordered_jobs
+        if name.split(":")[0] == SECOND_EDITION:   # every run without a current record, in the plan's order
+            return ordered_jobs(paper, profile, name)
         return entry.job_list(name, profile)
     except KeyError as err:
         raise ValueError(err.args[0]) from None
@@ -467,7 +470,9 @@ def _cmd_records_train(args: argparse.Namespace) -> int:
         for path, _ in damaged:
             print(f"damaged {path.name}: kept beside as {set_aside(path).name}; its run is trained again")
     gone = {str(p) for p, _ in damaged}
-    todo = [j for j in jobs if (f := find_record(normalise_key(j[2]), args.profile)) is None or str(f) in gone]
+    from umlkit.experiments.ops.second_edition import SECOND_EDITION
+    renew = (args.jobs or "").split(":")[0] == SECOND_EDITION   # no current record: a stale one is replaced
+    todo = [j for j in jobs if renew or (f := find_record(normalise_key(j[2]), args.profile)) is None or str(f) in gone]
     folder = _records_folder(args.paper)
     print(f"worker {i}/{n}: {len(jobs)} jobs, {len(jobs) - len(todo)} already stored, {len(todo)} to train")
     if args.dry_run:   # what the list, --match and --worker select
@@ -486,7 +491,8 @@ def _cmd_records_train(args: argparse.Namespace) -> int:
     for table, label, key, *runner in tqdm(todo, desc=f"{args.paper} {args.jobs or args.table} [{i}/{n}]", unit="run"):
         # a job names its runner when it is not the default (e.g. the unified setting's plain "train" runs)
         try:
-            cached_record(folder, table, label, key, runner[0] if runner else args.runner, args.profile, log=None)
+            cached_record(folder, table, label, key, runner[0] if runner else args.runner, args.profile,
+                          rerun="stale" if renew else False, log=None)
         except Busy as err:   # another process trains this very run: leave it to that one
             busy.append(label)
             print(f"skipped {label}: {err}", file=sys.stderr)
@@ -781,7 +787,9 @@ def _add_records(sub) -> None:
                        help="the paper's job list: oodml: lr_sweep, lr_sweep_cars, lr_sweep_sop, tables; "
                        "language_guidance: omega_sweep, tables, semantic, unified_sweep, unified; vptsp: lr_sweep, "
                        "tables; puma: tuning, few_shot_tuning, few_shot, tables, second_tables, budget; regime: map, "
-                       "map2, map2-tuning; every paper: more_seeds (the extra seeds of configs/more_seeds.yaml)")
+                       "map2, map2-tuning; every paper: more_seeds (the extra seeds of configs/more_seeds.yaml) and "
+                       "second_edition (every run without a current record, in the retrain plan's order: `umlkit plan "
+                       "--second-edition`)")
         p.add_argument("--table", default=None, metavar="NAME",
                        help="instead of a job list: exactly the runs of one of the paper's tables, e.g. 'Table 6'")
         p.add_argument("--profile", choices=("quick", "full"), default="quick")

@@ -143,14 +143,44 @@ def print_queue(jobs: list[tuple], status, profile: str) -> dict[str, int]:
 def add_plan(sub) -> None:
     p = sub.add_parser("plan", help="what a paper's (or table's) missing runs cost before you submit them: jobs, "
                        "GPU-hours, wall time on N GPUs, disk")
-    p.add_argument("--paper", required=True, help="a registered paper")
+    p.add_argument("--paper", default=None, help="a registered paper (with --second-edition: default every paper)")
     p.add_argument("--table", default=None, metavar="NAME", help="one of its tables (default: its tables job list)")
-    p.add_argument("--profile", choices=("quick", "full"), default="full")
+    p.add_argument("--profile", choices=("quick", "full"), default=None,
+                   help="default full (quick with --second-edition)")
     p.add_argument("--gpus", type=int, default=1, help="GPUs the array may use at once (default 1)")
     p.add_argument("--gpu", choices=("h200", "h100"), default="h200",
                    help="the GPU the estimate is scaled to (measured on an H200; an H100 is priced at the same "
                    "arithmetic rate, so the same hours: the epoch is loader- and launch-bound)")
+    p.add_argument("--second-edition", action="store_true",
+                   help="the board's second edition (quick profile): every run of the job lists without a current "
+                   "record, stale or missing, with its CPU-hours, in the order `umlkit records train PAPER "
+                   "second_edition` takes them (sweeps, then the headline's, decided, open claims' runs, the rest)")
+    p.add_argument("--workers", type=int, default=2, help="with --second-edition: single-thread workers (default 2)")
     p.set_defaults(func=cmd_plan)
+
+
+def cmd_plan_second_edition(args: argparse.Namespace) -> int:
+    """``umlkit plan --second-edition``: the retrain's summary per class and paper."""
+    import pandas as pd
+
+    from umlkit.experiments.ops.second_edition import plan_frame, plan_summary
+    if args.workers < 1:
+        raise ValueError(f"--workers {args.workers}: expected 1 or more")
+    profile = args.profile or "quick"
+    frame = plan_frame(profile, args.paper)
+    summary = plan_summary(frame, args.workers)
+    counts = frame["state"].value_counts()
+    print(f"second edition ({profile}): {len(frame)} runs, {counts.get('current', 0)} current, "
+          f"{counts.get('stale', 0)} stale, {counts.get('missing', 0)} missing")
+    with pd.option_context("display.width", 160, "display.max_rows", 200):
+        print(summary.to_string(index=False))
+    unknown = int(summary["unknown"].sum())
+    print(f"  CPU-hours (one thread each): {summary['hours'].sum():.1f}"
+          + (f" and {unknown} run(s) without an estimate" if unknown else "")
+          + f"; about {summary['hours'].sum() / args.workers:.1f} h on {args.workers} worker(s)")
+    print("  order: sweeps first; once they are in, choose the changed rates again (the chapters' sweep tables; a "
+          "test compares the configured rates with them) and plan again: the table runs' keys hold the rates")
+    return 0
 
 
 # disk per stored record (JSON with curves) and per run's checkpoints (latest + previous + best) while it trains
@@ -161,6 +191,11 @@ _CHECKPOINT_MB = {"quick": 15.0, "full": 3 * 300.0}
 def cmd_plan(args: argparse.Namespace) -> int:
     from umlkit.experiments.ops.table_runs import job_status, table_jobs, table_spec
     from umlkit.experiments.tables.registry import get_paper
+    if args.second_edition:
+        return cmd_plan_second_edition(args)
+    if args.paper is None:
+        raise ValueError("umlkit plan needs --paper PAPER (or --second-edition for every paper's retrain)")
+    args.profile = args.profile or "full"
     if args.gpus < 1:
         raise ValueError(f"--gpus {args.gpus}: expected 1 or more")
     try:

@@ -186,15 +186,18 @@ def find_record(key: dict, profile: str) -> Path | None:
 
 
 def without_options(key):
-    """``key`` with every objective term's ``options`` emptied and the model's ``variant`` option dropped (whose
-    official code a method follows): what two editions of one run have in common when only its losses' settings or
-    its method's variant changed."""
+    """``key`` with every objective term's ``options`` emptied, the model's ``variant`` option dropped (whose
+    official code a method follows) and the analysis's ``fixed_classes`` (the class count of the fixed-class recall,
+    which follows the committed splits: ooDML's fewest test classes of a source): what two editions of one run have
+    in common when only its losses' settings, its method's variant or that count changed."""
     if isinstance(key, dict):
         out = {k: ([{**t, "options": {}} for t in v] if k == "objective" and isinstance(v, list)
                    else without_options(v)) for k, v in key.items()}
         model = out.get("model")
         if isinstance(model, dict) and isinstance(model.get("options"), dict) and "variant" in model["options"]:
             out["model"] = {**model, "options": {k: v for k, v in model["options"].items() if k != "variant"}}
+        if isinstance(out.get("analysis"), dict) and "fixed_classes" in out["analysis"]:
+            out["analysis"] = {k: v for k, v in out["analysis"].items() if k != "fixed_classes"}
         return out
     return key
 
@@ -244,17 +247,33 @@ def stored_record(key: dict, profile: str) -> dict | None:
     return rec
 
 
+def _usable(path: Path | None, rerun: bool | str) -> dict | None:
+    """The stored record at ``path`` when it answers the request: always without ``rerun``, only when current with
+    ``rerun="stale"`` (a damaged file answers nothing then: it is trained again)."""
+    if path is None or rerun is True:
+        return None
+    if rerun == "stale":
+        try:
+            rec = load_record(path)
+        except DamagedRecord:
+            return None
+        return None if rec["stale"] else rec
+    return load_record(path)
+
+
 def cached_record(paper: str, table: str, label: str, key: dict, runner: str | Callable[[dict], dict],
-                  profile: str, rerun: bool = False, log: Callable[[str], None] | None = print) -> dict:
-    """The record of ``key``: read from disk when present (and ``rerun`` is False), else computed now.
+                  profile: str, rerun: bool | str = False, log: Callable[[str], None] | None = print) -> dict:
+    """The record of ``key``: read from disk when present (and ``rerun`` is False), else computed now;
+    ``rerun="stale"`` trains it again only when the stored one is stale (the second edition's retrain: a record
+    another worker has just renewed is read, not trained twice).
 
     ``runner`` is a registered runner name (:data:`umlkit.experiments.runs.runners.RUNNERS`); a callable is accepted for
     experiments outside the registry, but its records cannot be recomputed by ``umlkit reproduce --stale``.
     """
     key = normalise_key(key)
     existing = find_record(key, profile)
-    if existing is not None and not rerun:
-        return load_record(existing)
+    if (rec := _usable(existing, rerun)) is not None:
+        return rec
     if is_read_only():
         if (rec := stored_record(key, profile)) is not None:
             return rec
@@ -272,8 +291,8 @@ def cached_record(paper: str, table: str, label: str, key: dict, runner: str | C
     name = runner if isinstance(runner, str) else f"callable:{getattr(runner, '__qualname__', 'unknown')}"
     with owner_lock(results_root(profile) / ".locks" / f"{config_hash(key)}.lock",
                     f"the record {paper}/{table}/{label}"):
-        if not rerun and (done := find_record(key, profile)) is not None:   # another process finished it meanwhile
-            return load_record(done)
+        if (done := _usable(find_record(key, profile), rerun)) is not None:   # another process finished it meanwhile
+            return done
         return _train_and_write(paper, table, label, key, runner, profile, path, stamp, name,
                                 "rerun" if existing else "no stored record", log)
 
