@@ -60,13 +60,11 @@ def _slug(text: str) -> str:
 def _state(key: dict, profile: str) -> tuple[str, float]:
     """(state, stored seconds) of one run: current / stale / missing."""
     path = find_record(normalise_key(key), profile)
-    if path is not None:
-        rec = load_record(path)
-        return ("stale" if rec["stale"] else "current"), float(rec.get("seconds") or math.nan)
-    prev = stored_record(key, profile)
-    if prev is not None:
-        return "stale", float(prev.get("seconds") or math.nan)
-    return "missing", math.nan
+    rec = load_record(path) if path is not None else stored_record(key, profile)
+    if rec is None:
+        return "missing", math.nan
+    seconds = float(rec["seconds"]) if rec.get("seconds") is not None else math.nan
+    return ("stale" if rec["stale"] else "current"), seconds
 
 
 def _paper_rows(name: str, profile: str) -> list[dict]:
