@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import zipfile
@@ -23,6 +24,17 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _per_core(text: str) -> int:
+    """argparse type: an integer from 1 to this machine's core count (threads or single-thread workers: more than
+    one per core only slows each run, and a huge count exhausts memory before it starts)."""
+    value = _positive_int(text)
+    cores = os.cpu_count() or 1
+    if value > cores:
+        raise argparse.ArgumentTypeError(f"expected at most {cores} (this machine's cores: one thread or worker per "
+                                         f"core), got {value}")
     return value
 
 
@@ -750,8 +762,9 @@ def _add_reproduce(sub) -> None:
     p.add_argument("--table", default=None, metavar="[PAPER:]NAME",
                    help="train exactly one table's missing runs, then save its results CSV and print its claims "
                         "(e.g. --table vptsp:table6, or --paper vptsp --table 'Table 6')")
-    p.add_argument("--workers", type=_positive_int, default=1,
-                   help="with --table: train the missing runs in N processes of one thread each (default 1)")
+    p.add_argument("--workers", type=_per_core, default=1,
+                   help="with --table: train the missing runs in N processes of one thread each (default 1; at most "
+                   "the machine's cores)")
     p.add_argument("--dry-run", action="store_true",
                    help="with --stale or --table: list the records it would train, train nothing")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -801,7 +814,8 @@ def _add_records(sub) -> None:
                            "missing, damaged, or its Slurm state (pending, running, failed) with the job id and log")
         if name == "train":
             p.add_argument("--worker", default="0/1", help="I/N: this process takes every N-th job from the I-th")
-            p.add_argument("--threads", type=_positive_int, default=1, help="torch threads per worker (default 1)")
+            p.add_argument("--threads", type=_per_core, default=1,
+                           help="torch threads per worker (default 1; at most the machine's cores)")
             p.add_argument("--match", default=None, metavar="REGEX",
                            help="only jobs whose label matches, e.g. '^sop-.*-seed0$' (before --worker splits them)")
             p.add_argument("--dry-run", action="store_true",

@@ -94,3 +94,34 @@ def test_set_aside_keeps_every_bad_file(tmp_path):
 def test_no_committed_record_is_damaged():
     """Every record the book reads is what its name says (the index, the key hash and the file name agree)."""
     assert damaged_records("quick") == []
+
+
+def test_a_table_read_only_names_the_damaged_record_and_reads_its_cells_as_missing(results, capsys):
+    """Issue 79: a chapter with TRAIN=False reads past a damaged record (named once on stderr), never crashes."""
+    from umlkit.experiments.papers import vptsp
+    from umlkit.experiments.tables import table as tables
+    spec = vptsp.TABLES("quick")["Table 2"]
+    rows = [r for r in spec.rows if r.label == "cub-Hyp-ViT"] or [r for r in spec.rows if "Hyp" in r.method][:1]
+    with read_only():
+        got = tables.measure(spec, "quick", rows=rows, seeds=[0, 1], train=False, progress=False)
+    err = capsys.readouterr().err
+    assert f"skipped: run record {results / B}" in err and "its cells read as missing records" in err
+    assert set(got["seed"]) == {0}                          # seed 0's record read; seed 1's cells missing
+
+
+def test_training_where_allowed_replaces_a_damaged_record_and_keeps_it_beside(results, monkeypatch):
+    from umlkit.experiments.runs import runners
+    monkeypatch.setitem(runners.RUNNERS, "counting", lambda key: {"test": {"CUB": 1.0}})
+    rec = cached_record("vptsp", "table2", "cub-Hyp-ViT-seed1", _key_of_seed1(), "counting", "quick", log=None)
+    assert rec["result"] == {"test": {"CUB": 1.0}} and (results / (B + ".damaged")).exists()
+    assert load_record(results / B)["key_hash"] == "d09aa5be1861"
+
+
+def test_thread_and_worker_counts_are_capped_at_the_cores(capsys):
+    import os
+    with pytest.raises(SystemExit):
+        main(["records", "train", "vptsp", "tables", "--threads", "100000"])
+    assert f"expected at most {os.cpu_count()}" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["reproduce", "--table", "vptsp:table6", "--workers", "100000"])
+    assert "one thread or worker per core" in capsys.readouterr().err

@@ -249,16 +249,17 @@ def stored_record(key: dict, profile: str) -> dict | None:
 
 def _usable(path: Path | None, rerun: bool | str) -> dict | None:
     """The stored record at ``path`` when it answers the request: always without ``rerun``, only when current with
-    ``rerun="stale"`` (a damaged file answers nothing then: it is trained again)."""
+    ``rerun="stale"``. A damaged file answers nothing where training is allowed (it is trained again and kept beside
+    as ``.damaged``); a reader (read-only) gets the :class:`DamagedRecord` naming it."""
     if path is None or rerun is True:
         return None
-    if rerun == "stale":
-        try:
-            rec = load_record(path)
-        except DamagedRecord:
-            return None
-        return None if rec["stale"] else rec
-    return load_record(path)
+    try:
+        rec = load_record(path)
+    except DamagedRecord:
+        if is_read_only():
+            raise
+        return None
+    return None if rerun == "stale" and rec["stale"] else rec
 
 
 def cached_record(paper: str, table: str, label: str, key: dict, runner: str | Callable[[dict], dict],

@@ -19,6 +19,7 @@ table in the paper's layout (:func:`side_by_side`) and give each claim a verdict
 """
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -44,6 +45,7 @@ from umlkit.experiments.claims.verdicts import (
 )
 from umlkit.experiments.recipes.tuning import NotTuned
 from umlkit.experiments.runs.records import (
+    DamagedRecord,
     MissingSideFile,
     cached_record,
     normalise_key,
@@ -231,6 +233,16 @@ def _measured(spec: Table, profile: str, rows, seeds, rerun: bool, progress: boo
     return pd.DataFrame(out)
 
 
+_DAMAGED_SEEN: set[str] = set()
+
+
+def _skip_damaged(err: DamagedRecord) -> None:
+    """Say once per file (on stderr) that a damaged record was skipped: its run reads as missing."""
+    if str(err) not in _DAMAGED_SEEN:
+        _DAMAGED_SEEN.add(str(err))
+        print(f"skipped: {err}; its cells read as missing records", file=sys.stderr)
+
+
 def _measure_one(spec: Table, row: Row, seed: int, profile: str, cols, rerun: bool, log, overrides,
                  train: bool) -> list[dict]:
     """The long rows of one (row, seed): its record's scores, trained first when allowed and missing; nothing
@@ -244,7 +256,11 @@ def _measure_one(spec: Table, row: Row, seed: int, profile: str, cols, rerun: bo
     label = f"{row.label or row.title}-seed{seed}"
     if not train and not rerun and stored_or_previous(normalise_key(key), profile) is None:
         return []
-    rec = cached_record(spec.paper, spec.slug, label, key, row.runner, profile, rerun=rerun, log=log)
+    try:
+        rec = cached_record(spec.paper, spec.slug, label, key, row.runner, profile, rerun=rerun, log=log)
+    except DamagedRecord as err:   # a reader: the damaged file is named once and its cells read as missing
+        _skip_damaged(err)
+        return []
     result = rec["result"]
     scores = spec.scores(result, row) if spec.scores else result["test"]
     lines = score_rows(spec.table, row, seed, scores, spec.metric, cols)
