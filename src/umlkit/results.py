@@ -5,6 +5,7 @@ to the configuration that produced it. Writes are atomic (temporary file + renam
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -57,8 +58,11 @@ def atomic_write(path: Path, data: str | bytes) -> None:
     path = Path(path)
     if path.is_symlink():
         path = path.resolve()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp")
+    except OSError as err:
+        raise _named(err, path, data) from err
     try:
         with os.fdopen(fd, "wb" if isinstance(data, bytes) else "w") as fh:
             fh.write(data)
@@ -66,9 +70,24 @@ def atomic_write(path: Path, data: str | bytes) -> None:
             os.fchmod(fh.fileno(), _new_file_mode(path))
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, OSError):
+            raise _named(err, path, data) from err
         raise
+
+
+def _named(err: OSError, path: Path, data) -> OSError:
+    """``err`` as one sentence naming the file, the size written and what to free or change (the old file, if any,
+    is untouched: the write went to a temporary file)."""
+    size = len(data.encode() if isinstance(data, str) else data)
+    what = {errno.ENOSPC: f"free at least {size:,} bytes on the disk holding {path.parent}",
+            errno.EDQUOT: f"free at least {size:,} bytes of your disk quota",
+            errno.EFBIG: f"the file size limit (ulimit -f) is below {size:,} bytes: raise it",
+            errno.EROFS: f"{path.parent} is on a read-only file system: point UMLKIT_RESULTS at a writable folder",
+            errno.EACCES: f"{path.parent} is not writable for this user"}.get(err.errno, "check the folder")
+    return type(err)(err.errno, f"could not write {path} ({size:,} bytes): {err.strerror}; {what}; any previous "
+                                f"version of the file is kept")
 
 
 @contextmanager
