@@ -37,6 +37,22 @@ def test_a_missing_or_failing_plugin_is_named(tmp_path, capsys, content, match):
     assert re.search(match, capsys.readouterr().err)
 
 
+def test_a_plugin_loss_whose_forward_fails_names_its_file_and_class(mini_root, tmp_path, capsys):
+    """Issue 79: an error raised inside a plugin's loss reaches the user with the plugin file, line and class."""
+    broken, config = tmp_path / "broken_loss.py", tmp_path / "broken.yaml"
+    broken.write_text((EXAMPLE / "plugin_loss.py").read_text().replace(
+        "cos = nn.functional.normalize(embeddings, dim=1)",
+        "cos = nn.functional.normalize(embeddings[:, :3], dim=1)")    # a shape mistake of the user's
+        .replace("norm_softmax_example", "broken_softmax_example"))
+    config.write_text((EXAMPLE / "plugin_loss.yaml").read_text().replace("norm_softmax_example",
+                                                                         "broken_softmax_example"))
+    args = ["train", str(config), "--set", f"data.root={mini_root}", *SMALL,
+            "--run-dir", str(tmp_path / "run"), "--plugin", str(broken)]
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err
+    assert f"the plugin code at {broken}:" in err and "NormSoftmaxLoss.forward failed" in err
+
+
 def test_the_books_extending_page_trains_and_evaluates_the_plugin_loss(tmp_path, mini_root):
     """book/extending.ipynb, executed as the book build runs it (papermill, from book/), registers the example loss
     from its file, trains it one epoch from YAML and evaluates the checkpoint: both tables are in its output."""

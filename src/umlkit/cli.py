@@ -196,7 +196,32 @@ def load_plugins(paths) -> None:
                 from err
 
 
+def _plugin_blame(err: BaseException, plugins) -> str | None:
+    """Where in a ``--plugin`` file ``err`` was raised: "FILE:LINE, CLASS.FUNCTION" of the deepest plugin frame of its
+    traceback (None when no plugin frame is on it)."""
+    files = {str(Path(p).expanduser().resolve()) for p in plugins or []}
+    found, tb = None, err.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if str(Path(frame.f_code.co_filename).resolve()) in files:
+            owner = frame.f_locals.get("self")
+            where = f"{type(owner).__name__}.{frame.f_code.co_name}" if owner is not None else frame.f_code.co_name
+            found = f"{frame.f_code.co_filename}:{tb.tb_lineno}, {where}"
+        tb = tb.tb_next
+    return found
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
+    try:
+        return _train(args)
+    except Exception as err:   # a plugin's own failure names the plugin file and class it came from
+        blame = _plugin_blame(err, args.plugin)
+        if blame is None:
+            raise
+        raise RuntimeError(f"the plugin code at {blame} failed: {type(err).__name__}: {err}") from err
+
+
+def _train(args: argparse.Namespace) -> int:
     from umlkit.train import fit, load_config
 
     load_plugins(args.plugin)
