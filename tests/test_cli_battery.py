@@ -27,6 +27,9 @@ def inputs(tmp_path_factory) -> Path:
     np.savez(t / "ok.npz", embeddings=x, labels=np.array([0, 0, 1, 1, 2, 2]))
     np.savez(t / "strlabels.npz", embeddings=x, labels=np.array(list("aabbcc")))
     np.save(t / "single.npy", x)
+    ragged = np.empty(3, dtype=object)
+    ragged[:] = [[1.0, 2.0], [1.0], [3.0, 4.0]]
+    np.savez(t / "ragged.npz", embeddings=ragged, labels=np.array([0, 1, 0]))
     (t / "bad.yaml").write_text("model: [unclosed\n")
     (t / "typo.yaml").write_text("modle:\n  backbone: x\n")
     (t / "subtypo.yaml").write_text("train:\n  epoch: 2\n")
@@ -78,6 +81,11 @@ CASES = [
                                  "--metrics: the default set"),
     (["reproduce", "-p", "PROFILE=full"], "-p 'PROFILE=full': choose the profile with --profile full"),
     (["evaluate", "{t}/nan.npz"], "{t}/nan.npz: embeddings has 1 row(s) with NaN"),
+    # issue 79: a ragged object array, a negative seed, a thread count beyond the cores
+    (["evaluate", "{t}/ragged.npz"], "{t}/ragged.npz: array 'embeddings' is an object array (rows of different "
+                                     "lengths, or Python objects); expected a numeric 2-D array"),
+    (["data", "make-mini", "--seed", "-1", "--root", "{t}/mini"], "argument --seed: expected a whole number from 0 "
+                                                                  "to 4294967295, got -1"),
     (["evaluate", "{t}/ok.npz", "--metrics", "FOO"], "unknown metric 'FOO'"),
     (["evaluate", "{t}/ok.npz", "--metrics", "R@0"], "R@k needs k >= 1"),
     (["train", "{t}/missing.yaml"], "{t}/missing.yaml does not exist"),
@@ -240,18 +248,19 @@ def test_an_unexpected_exception_is_one_line_naming_its_type(monkeypatch, capsys
 def test_an_unreadable_stored_record_is_reported_not_counted(tmp_path, monkeypatch, capsys):
     """A truncated record file is neither "stored" nor silently skipped by ``records train``: both commands name it."""
     from umlkit.experiments.runs.records import find_record, normalise_key
-    job = next(j for j in cli._job_list("oodml", "tables", "quick") if find_record(normalise_key(j[2]), "quick"))
+    jobs = cli._job_list("vptsp", "tables", "quick")
+    job = next(j for j in jobs if find_record(normalise_key(j[2]), "quick"))
     source = find_record(normalise_key(job[2]), "quick")
     target = tmp_path / "quick" / source.relative_to(source.parents[3])
     target.parent.mkdir(parents=True)
     target.write_text(source.read_text()[:40])
     monkeypatch.setenv("UMLKIT_RESULTS", str(tmp_path))
-    assert cli.main(["records", "status", "oodml", "tables"]) == 2
+    assert cli.main(["records", "status", "vptsp", "tables"]) == 2
     out = capsys.readouterr()
-    assert "0 of 750 records stored" in out.out
+    assert f"0 of {len(jobs)} records stored" in out.out
     assert "1 stored record(s) are damaged and are not used" in out.err
     assert f"first: run record {target} cannot be read" in out.err
-    assert cli.main(["records", "train", "oodml", "tables", "--match", "zzz|" + re.escape(job[1]) + "$"]) == 2
+    assert cli.main(["records", "train", "vptsp", "tables", "--match", "zzz|" + re.escape(job[1]) + "$"]) == 2
     assert f"run record {target} cannot be read" in capsys.readouterr().err
     assert target.read_text() == source.read_text()[:40]
 

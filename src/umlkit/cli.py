@@ -27,6 +27,17 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _seed(text: str) -> int:
+    """argparse type: a seed, an integer from 0 to 2**32 - 1 (NumPy's range)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 0 to 4294967295, got {text!r}") from None
+    if not 0 <= value < 2**32:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 0 to 4294967295, got {value}")
+    return value
+
+
 def _per_core(text: str) -> int:
     """argparse type: an integer from 1 to this machine's core count (threads or single-thread workers: more than
     one per core only slows each run, and a huge count exhausts memory before it starts)."""
@@ -81,13 +92,22 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         print(f"umlkit: error: {args.file} lacks array(s) {missing}; expected 'embeddings' and 'labels' "
               "(and optionally 'gallery', 'gallery_labels')", file=sys.stderr)
         return 2
-    gallery = blob["gallery"] if "gallery" in blob else None
-    gallery_labels = blob["gallery_labels"] if "gallery_labels" in blob else None
+    arrays = {}
+    for name in ("embeddings", "labels", "gallery", "gallery_labels"):
+        if name in blob:
+            try:
+                arrays[name] = blob[name]
+            except ValueError:   # numpy refuses object arrays without pickle: ragged rows or Python objects
+                kind = "numeric 2-D array" if name in ("embeddings", "gallery") else "1-D array of class labels"
+                print(f"umlkit: error: {args.file}: array {name!r} is an object array (rows of different lengths, "
+                      f"or Python objects); expected a {kind}", file=sys.stderr)
+                return 2
+    gallery, gallery_labels = arrays.get("gallery"), arrays.get("gallery_labels")
     metrics = args.metrics.split(",") if args.metrics else None
     if args.explain:
-        _explain_search(blob["embeddings"], gallery)
+        _explain_search(arrays["embeddings"], gallery)
     try:
-        res = evaluate_retrieval(blob["embeddings"], blob["labels"], gallery, gallery_labels, metrics=metrics)
+        res = evaluate_retrieval(arrays["embeddings"], arrays["labels"], gallery, gallery_labels, metrics=metrics)
     except (ValueError, TypeError) as err:
         # the library names the arrays as its arguments; the file calls them embeddings and labels
         text = re.sub(r"\bquery\b(?= (has|must))", "embeddings", str(err).replace("query_labels", "labels"))
@@ -916,7 +936,7 @@ def _add_data(sub) -> None:
     p.set_defaults(func=_cmd_data_check)
     p = dsub.add_parser("make-mini", help="generate UML-Mini (8 datasets in their real on-disk formats)")
     p.add_argument("--root", default=None, help="output folder (default: <data root>/uml_mini)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=_seed, default=0, help="the generator's seed (default 0)")
     p.add_argument("--overwrite", action="store_true", help="regenerate even if a tree with this seed exists")
     p.add_argument("--size", choices=("default", "large"), default="default",
                    help="'large': more classes per source, for ooDML's shifted splits (default root uml_mini_large)")
@@ -929,7 +949,7 @@ def _add_data(sub) -> None:
                    "wide: the regime map's second edition (v2's recipe on narrower and broader worlds; "
                    "wide: twice the width)")
     p.add_argument("--epochs", type=_positive_int, default=None, help="default: the recipe's")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=_seed, default=0)
     p.add_argument("--device", default="cpu", help="where to train, e.g. cuda (default: cpu; the random draws stay on "
                    "the CPU, so a GPU run differs from a CPU run by rounding only)")
     p.add_argument("--overwrite", action="store_true", help="replace existing weights, heads and report (the shipped "

@@ -47,7 +47,7 @@ def test_published_episodes_are_the_support_sets_of_the_few_shot_analysis(world)
     supports = _published_supports({"published": {"source": "cub", "split": 1}}, test)
     names = [p.name for p in test.datasets[0].paths]
     for k in (2, 5):
-        want = _raw(world)[1]["test_episodes"][k]
+        want = [ep for _, ep in sorted(_raw(world)[1]["test_episodes"][k].items())]   # the official layout
         assert len(supports[k]) == len(want) == 2
         for idx, episode in zip(supports[k], want):
             assert sorted(names[i] for i in idx) == sorted(f for files in episode.values() for f in files)
@@ -80,6 +80,20 @@ def test_an_episode_file_that_is_not_there_is_named(world, tmp_path):
     cls = raw[3]["test"][0]
     raw[3]["test_episodes"][2][0][cls] = ["no_such_image.jpg"]
     with pytest.raises(FileNotFoundError, match=r"split 3 2-shot episode 0, class .*'no_such_image.jpg' is not under"):
+        split_making.read_published_episodes(_write(world, tmp_path, raw), "cub", world)
+
+
+def test_episodes_as_a_list_read_the_same_and_a_wrong_layout_is_named(world, tmp_path):
+    """Issue 79: the official files key each shot count's episodes by index; a list of episodes reads the same, and
+    anything else is refused with the split, the shot count and the expected layout."""
+    raw = _raw(world)
+    official = split_making.read_published_episodes(_write(world, tmp_path, raw), "cub", world)
+    for sid in raw:
+        for k, eps in raw[sid].get("test_episodes", {}).items():
+            raw[sid]["test_episodes"][k] = [ep for _, ep in sorted(eps.items())]
+    assert split_making.read_published_episodes(_write(world, tmp_path, raw), "cub", world) == official
+    raw[3]["test_episodes"][2] = {0: ["a.jpg"]}
+    with pytest.raises(ValueError, match=r"split 3 2-shot test_episodes: expected \{episode index: \{class name"):
         split_making.read_published_episodes(_write(world, tmp_path, raw), "cub", world)
 
 

@@ -25,7 +25,8 @@ QUICK_ONLY = ("quick profile's", "is the quick profile")   # job lists that exis
 def _published_pickles(data: Path, folder: Path) -> None:
     """ooDML's ``datasplits/*_splits.pkl`` for the tiny tree, with every key of the official files: three splits per
     source (CUB's default is split 3, Cars' and SOP's split 1), each with ``split_train``/``split_val`` and, for CUB
-    and Cars, ``test_episodes`` (2 episodes of 2 and 5 shots: {class name: [support file names]})."""
+    and Cars, ``test_episodes`` (2 episodes of 2 and 5 shots, keyed by episode index: {class name: [support file
+    names]})."""
     from umlkit.data import load_dataset
     from umlkit.experiments.papers.oodml import split_making
     for src, name in split_making.PUBLISHED_FILES.items():
@@ -43,7 +44,8 @@ def _published_pickles(data: Path, folder: Path) -> None:
             raw[sid] = {"train": train, "test": test, "fid": 10.0 * sid, "split_train": train[:-1],
                         "split_val": train[-1:]}
             if src in ("cub", "cars"):
-                raw[sid]["test_episodes"] = {k: [{c: files[names[c]][e:e + k] for c in test} for e in range(2)]
+                # as the official create_dataset_splits.py writes them: {shots: {episode index: {class: files}}}
+                raw[sid]["test_episodes"] = {k: {e: {c: files[names[c]][e:e + k] for c in test} for e in range(2)}
                                              for k in (2, 5)}
         (folder / name).write_bytes(pickle.dumps(raw))
 

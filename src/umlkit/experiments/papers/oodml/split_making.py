@@ -320,6 +320,16 @@ def _validation_classes(pkl_path, sid, s: dict, keys) -> dict:
     return {"val_train": fit, "val": val}
 
 
+def _episodes(eps, where: str) -> list[tuple[int, dict]]:
+    """(index, {class: files}) of one shot count's episodes, as the official code writes them (a dict keyed by the
+    episode index, ``datasets/cub200.py`` reads ``test_episodes[shots][ep_idx][classname]``) or as a list."""
+    items = sorted(eps.items()) if isinstance(eps, dict) else list(enumerate(eps)) if isinstance(eps, list) else None
+    if items is None or not all(isinstance(ep, dict) for _, ep in items):
+        raise ValueError(f"{where}: expected {{episode index: {{class name: [support file names]}}}}, got "
+                         f"{type(eps).__name__} of {type(next(iter(eps), None)).__name__ if items else '?'}")
+    return items
+
+
 def read_published_episodes(pkl_path, source: str, root) -> dict:
     """``{split id: {shots: [episode: {class name: [support file names]}]}}`` from an official split file's
     ``test_episodes`` (the few-shot protocol's published support sets, ooDML Sec. 4.4); every class of an episode
@@ -340,7 +350,7 @@ def read_published_episodes(pkl_path, source: str, root) -> dict:
         out[str(sid)] = {}
         for shots, eps in episodes.items():
             lists = []
-            for e, episode in enumerate(eps):
+            for e, episode in _episodes(eps, f"{pkl_path}: split {sid} {shots}-shot test_episodes"):
                 for cls, names in episode.items():
                     if str(cls) not in test_classes:
                         raise ValueError(f"{pkl_path}: split {sid} {shots}-shot episode {e} draws from class {cls!r}, "
