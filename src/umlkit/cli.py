@@ -732,6 +732,9 @@ def _cmd_reproduce_table(args: argparse.Namespace) -> int:
         print(f"{args.paper} {args.table} ({args.profile}): {len(jobs)} runs, {missing} to train; nothing was run "
               f"(the run would write {csv})")
         return 0
+    damaged = [why for why in status["damaged"] if why]
+    if damaged:   # before training, as `records train`: the user decides what becomes of the bad files
+        _report_unreadable(damaged)
     print(f"{args.paper} {args.table} ({args.profile}): {len(jobs)} runs, {missing} to train")
     _print_estimate(status, args.workers)
     from umlkit.experiments.ops.preflight import preflight

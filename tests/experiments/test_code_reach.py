@@ -101,7 +101,9 @@ def test_a_records_fingerprint_hashes_the_losses_of_its_objective():
     cfg = run_config("quick", method="puma")
     names = cr.reached_losses([cfg["objective"]], cr.loss_code(fp._PKG, tuple(
         f.relative_to(fp._PKG).as_posix() for f in fp._code_files())))
-    assert {t["name"] for t in cfg["objective"]} <= set(names) and "margin" in names   # adaptation's Margin
+    assert {t["name"] for t in cfg["objective"]} <= set(names) and "margin" not in names
+    code = cr.loss_code(fp._PKG, tuple(f.relative_to(fp._PKG).as_posix() for f in fp._code_files()))
+    assert "losses/roth_margin.py" in code.shared_modules   # few-shot adaptation's criterion: shared by every run
     assert fp.fingerprint(cfg)["code"] == fp.code_hash(tuple(names))
     diva = {**cfg, "objective": [{"name": "diva", "weight": 1.0, "options": {"base": "multisimilarity"}}]}
     reached = cr.reached_losses([diva["objective"]], cr.loss_code(fp._PKG, tuple(

@@ -88,5 +88,6 @@ def test_a_chapters_claims_get_the_boards_adjusted_verdicts(quick_board):
     want = quick_board[quick_board["paper"] == "oodml"].set_index("claim").loc[got.index]
     assert (got["verdict"] == want["verdict"]).all() and (got["raw verdict"] == want["raw verdict"]).all()
     assert got["p adjusted"].to_numpy() == pytest.approx(want["p adjusted"].to_numpy(), nan_ok=True)
-    live = got[got["verdict"] != "stale records"]   # stale claims (until the second edition's retrain) are not tested
+    # stale claims and those whose runs have new keys (until the second edition's retrain) are not tested
+    live = got[~got["verdict"].isin(["stale records", "missing records"])]
     assert live.empty or (live["verdict"] != live["raw verdict"]).any()    # Table S7 has verdicts the correction moves

@@ -69,6 +69,18 @@ def test_a_malformed_plan_is_refused_naming_the_file(plan_file):
         ms.plan()
 
 
+@pytest.mark.parametrize("text, match", [
+    ("seeds: [3, 4, 3]\nclaims: {}\n", r"more_seeds.yaml: seeds lists seed 3 twice \(\[3, 4, 3\]\)"),
+    ("seeds: [3, 4]\nclaims: {p: {T: [{claim: a, seeds: [5, 5]}]}}\n", r"seeds of 'a' lists seed 5 twice"),
+    ("seeds: [3, 4]\nclaims: {p: {T: [a, a]}}\n", r"claim 'a' is listed twice under p / T"),
+])
+def test_a_seed_or_claim_listed_twice_is_refused(plan_file, text, match):
+    """Issue 83: a doubled seed would train one run where the plan counts two (26 runs became 22)."""
+    plan_file.write_text(text)
+    with pytest.raises(ValueError, match=match):
+        ms.plan()
+
+
 def test_write_plan_round_trips_the_selection(tmp_path):
     board = _board().assign(paper="vptsp", table="Table 2")
     path = ms.write_plan(board, tmp_path / "plan.yaml")

@@ -73,8 +73,12 @@ def test_edited_or_unreadable_records_raise(counting_runner):
     with pytest.raises(rc.RecordError, match="edited"):
         rc.load_record(path)
     path.write_text("{not json")
-    with pytest.raises(rc.RecordError, match="cannot be read"):
+    assert rc.find_record(key, "quick") == path    # still found by its name
+    with rc.read_only(), pytest.raises(rc.RecordError, match="cannot be read"):   # a reader is told which file
         rc.cached_record("puma", "t", "r", key, "counting", "quick", log=None)
+    again = rc.cached_record("puma", "t", "r", key, "counting", "quick", log=None)   # training: the run again,
+    assert counting_runner == [0, 0] and again["stale"] == []                     # the bad file kept beside
+    assert path.with_name(path.name + ".damaged").read_text() == "{not json"
     for content, message in ((b"null", "holds a JSON NoneType, not a record"), (b'"text"', "holds a JSON str"),
                              (b"\xff\xfe binary", "cannot be read")):
         path.write_bytes(content)

@@ -15,7 +15,7 @@ import pandas as pd
 from umlkit._paths import repo_root
 from umlkit.experiments.claims.verdicts import STALE
 
-__all__ = ["effective_verdicts", "first_edition", "with_first_edition"]
+__all__ = ["effective_verdicts", "first_edition", "retrain_reason", "with_first_edition"]
 
 
 @functools.lru_cache(maxsize=1)
@@ -49,3 +49,16 @@ def effective_verdicts(claims: pd.DataFrame) -> pd.Series:
     raw = claims["verdict on stale records"].fillna("") if "verdict on stale records" in claims else empty
     old = first.where(first != "", raw)
     return claims["verdict"].where(~((claims["verdict"] == STALE) & (old != "")), old)
+
+
+@functools.lru_cache(maxsize=1)
+def _retraining() -> dict:
+    from umlkit._yaml import read_yaml
+    return read_yaml(repo_root() / "configs" / "second_edition.yaml").get("in_progress") or {}
+
+
+def retrain_reason(paper: str, table: str) -> str:
+    """Why a table's missing records are expected while the second edition retrains (``configs/second_edition.yaml``
+    ``in_progress``: per registered paper, a table name or ``"*"`` for every table of it); "" where none is."""
+    entry = _retraining().get(paper) or {}
+    return str(entry.get(table) or entry.get("*") or "")

@@ -90,6 +90,7 @@ def _load(path: str) -> dict:
         raise ValueError(f"{p}: expected 'seeds: [int, ...]' and 'claims: {{paper: {{table: [{{claim: text, "
                          f"first look: {{...}}}}, ...]}}}}'")
     _check_stamp(p, data)
+    _no_repeats(p, "seeds", data.get("seeds", []))
     claims, first, own, pooled = {}, {}, {}, {}
     for paper, tables in raw.items():
         for table, entries in tables.items():
@@ -97,12 +98,22 @@ def _load(path: str) -> dict:
                 text = e["claim"] if isinstance(e, Mapping) else str(e)
                 claims.setdefault(paper, {}).setdefault(table, []).append(text)
                 first[(paper, table, text)] = dict(e.get("first look", {})) if isinstance(e, Mapping) else {}
+                if text in claims[paper][table][:-1]:
+                    raise ValueError(f"{p}: claim {text!r} is listed twice under {paper} / {table}; each claim once")
                 own[(paper, table, text)] = tuple(e.get("seeds") or data.get("seeds", [])) \
                     if isinstance(e, Mapping) else tuple(data.get("seeds", []))
+                _no_repeats(p, f"seeds of {text!r}", own[(paper, table, text)])
                 if isinstance(e, Mapping) and e.get("pooled rows"):
                     pooled[(paper, table, text)] = _pooled_rows(p, e["pooled rows"])
     return {"seeds": list(data.get("seeds", [])), "claims": claims, "first": first, "claim_seeds": own,
             "pooled": pooled, "profile": data.get("profile", PROFILE)}
+
+
+def _no_repeats(path: Path, what: str, seeds) -> None:
+    """A seed named twice would train one run where the plan counts two: refused, naming the file and the seed."""
+    seen = [s for i, s in enumerate(seeds) if s in list(seeds)[:i]]
+    if seen:
+        raise ValueError(f"{path}: {what} lists seed {seen[0]} twice ({list(seeds)}); each seed once")
 
 
 def _pooled_rows(path: Path, value) -> tuple[str, tuple[str, ...]]:

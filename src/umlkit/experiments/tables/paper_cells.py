@@ -51,10 +51,34 @@ def paper_table_file(paper: str) -> Path:
                      f"in a UMLKIT_PAPERS package), got {paper!r}")
 
 
+CELL_KEYS = ["table", "section", "method", "setting", "dataset", "metric"]   # what names one paper cell
+
+
+def _read_checked(path: Path) -> pd.DataFrame:
+    """A paper-table CSV, refused (file, lines, cell) when a cell is given twice or a value is not a number: a doubled
+    row would be measured and judged twice, a text value silently read as missing."""
+    df = pd.read_csv(path, dtype={"setting": str, "section": str, "note": str})
+    missing = [c for c in [*CELL_KEYS, "value"] if c not in df.columns]
+    if missing:
+        raise ValueError(f"{path}: column(s) {missing} missing; a paper table has {[*CELL_KEYS, 'value']}")
+    doubled = df[df.duplicated(CELL_KEYS, keep=False)]
+    if len(doubled):
+        first = doubled.iloc[0]
+        lines = [int(i) + 2 for i in doubled.index[(doubled[CELL_KEYS].fillna("") ==
+                                                     first[CELL_KEYS].fillna("")).all(axis=1)]]
+        cell = ", ".join(f"{k}={first[k]}" for k in CELL_KEYS if pd.notna(first[k]))
+        raise ValueError(f"{path}: lines {lines} give the same cell twice ({cell}); keep one")
+    values = pd.to_numeric(df["value"], errors="coerce")
+    bad = df.index[values.isna() & df["value"].notna()]
+    if len(bad):
+        raise ValueError(f"{path}: line {int(bad[0]) + 2}: value {df['value'][bad[0]]!r} is not a number")
+    return df.assign(value=values)
+
+
 def paper_table(paper: str, table: str | None = None, missing_ok: bool = False) -> pd.DataFrame:
     """Rows of one paper (optionally one table, e.g. ``"Table 2"``). A table the paper does not have is an error,
     or, with ``missing_ok`` (the book's own tables beyond the paper, e.g. controls), an empty frame."""
-    df = pd.read_csv(paper_table_file(paper), dtype={"setting": str, "section": str, "note": str})
+    df = _read_checked(paper_table_file(paper))
     if table is not None:
         df = df[df["table"] == table]
         if df.empty and not missing_ok:

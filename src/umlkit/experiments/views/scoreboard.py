@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from umlkit.experiments.claims.editions import with_first_edition
+from umlkit.experiments.claims.editions import retrain_reason, with_first_edition
 from umlkit.experiments.claims.evidence import MAX_SEEDS
 from umlkit.experiments.claims.verdicts import (
     AT_CEILING,
@@ -63,7 +63,7 @@ def scoreboard(profile: str = "quick", papers=None) -> pd.DataFrame:
         claims = table_claims(spec, cmp)
         stale = bool(not measured.empty and measured["stale"].astype(bool).any())
         frames.append(claims.assign(paper=paper, table=name, profile=profile, stale=stale,
-                                    in_progress=spec.in_progress or ""))
+                                    in_progress=spec.in_progress or retrain_reason(paper, name)))
     if not frames:
         return pd.DataFrame(columns=["paper", "table", "claim", "verdict"])
     out = with_first_edition(_evidence(holm_adjust(pd.concat(frames, ignore_index=True), family="paper"), "paper"))
@@ -216,7 +216,7 @@ def missing_records(profile: str = "quick", papers=None) -> pd.DataFrame:
                     why = _why_missing(spec, row, int(seed), profile)
                     if why:
                         lines.append({"paper": paper, "table": name, "row": row.title, "seed": int(seed), "why": why,
-                                      "in progress": spec.in_progress or ""})
+                                      "in progress": spec.in_progress or retrain_reason(paper, name)})
     return pd.DataFrame(lines, columns=["paper", "table", "row", "seed", "why", "in progress"])
 
 
