@@ -135,17 +135,25 @@ def plan_facts(board: pd.DataFrame) -> dict[str, str]:
     inconclusive (``open_n``,
     ``open_share`` of the tested ones), how many of them need more than :data:`MAX_PLANNED` seeds per side
     (``open_beyond``; the others, ``open_within``, had the seeds a plan gave them) and the median they need
-    (``open_median``)."""
+    (``open_median``), and those numbers as one sentence (``open_sentence``; another sentence where none is open)."""
     from umlkit.experiments.claims.verdicts import VERDICTS
     out = {**_stage_facts(board, 1, "sp"), **_stage_facts(board, 2, "sp2"), **_stage_facts(board, 3, "sp3")}
     tested = board[board["raw verdict"].isin(VERDICTS)] if "raw verdict" in board else board.iloc[:0]
     open_ = board[board["verdict"] == INCONCLUSIVE]
     need = open_["seeds needed"] if "seeds needed" in open_ else pd.Series(dtype=float)
     beyond = int(((need > MAX_PLANNED) | need.isna()).sum())
-    return {**out, "sp_max": str(MAX_PLANNED), "sp_budget": f"{BUDGET_HOURS:g}",
-            "open_n": str(len(open_)), "open_share": f"{100 * len(open_) / max(1, len(tested)):.0f} %",
-            "open_beyond": str(beyond), "open_within": str(len(open_) - beyond),
-            "open_median": f"{need.median():.0f}" if need.notna().any() else "–"}
+    facts = {**out, "sp_max": str(MAX_PLANNED), "sp_budget": f"{BUDGET_HOURS:g}",
+             "open_n": str(len(open_)), "open_share": f"{100 * len(open_) / max(1, len(tested)):.0f} %",
+             "open_beyond": str(beyond), "open_within": str(len(open_) - beyond),
+             "open_median": f"{need.median():.0f}" if need.notna().any() else "–"}
+    facts["open_sentence"] = (
+        f"On the whole board {facts['open_n']} claims ({facts['open_share']} of the tested ones) remain inconclusive; "
+        f"{beyond} of them need more than {MAX_PLANNED} seeds per side (median {facts['open_median']}), beyond what "
+        f"the quick profile's budget of {BUDGET_HOURS:g} h per paper buys, and their line says how many; the other "
+        f"{facts['open_within']} were given the seeds a plan asked for and stayed open." if len(open_) else
+        "On the whole board no tested claim is inconclusive now: while the second edition retrains, a claim on "
+        "stale records is not tested (its verdict reads \"stale records\").")
+    return facts
 
 
 def _stage_facts(board: pd.DataFrame, stage: int, prefix: str) -> dict[str, str]:
