@@ -88,6 +88,19 @@ def _is_package(folder: Path) -> bool:
     return (folder / "__init__.py").is_file() and (folder / "tables.yaml").is_file() and folder.name.isidentifier()
 
 
+# paper packages that could not be used: folder -> why (named by get_paper and papers(); the others still work)
+BROKEN: dict[str, str] = {}
+
+
+def _half_package(folder: Path) -> str | None:
+    """Why an outside folder that looks like a paper package is not one (None when it is one, or is no package)."""
+    if (folder / "__init__.py").is_file() and not (folder / "tables.yaml").is_file():
+        return f"{folder}: has __init__.py but no tables.yaml (every paper package declares its tables there)"
+    if _is_package(folder) is False and (folder / "tables.yaml").is_file() and not (folder / "__init__.py").is_file():
+        return f"{folder}: has tables.yaml but no __init__.py (the file that registers the paper)"
+    return None
+
+
 def paper_packages() -> list[tuple[str, Path]]:
     """(importable module name, folder) of every paper package: those under ``experiments/papers/``, then those of
     ``UMLKIT_PAPERS`` (each entry a paper package's folder or a folder of them; a missing folder is an error naming
@@ -99,8 +112,11 @@ def paper_packages() -> list[tuple[str, Path]]:
         if not folder.is_dir():
             raise FileNotFoundError(f"{PAPERS_ENV}={entry!r}: no such folder; expected a paper package (a folder "
                                     f"with __init__.py and tables.yaml) or a folder of them")
-        found += [(p.name, p) for p in ([folder] if _is_package(folder) else sorted(folder.iterdir()))
-                  if _is_package(p)]
+        candidates = [folder] if _is_package(folder) or _half_package(folder) else sorted(folder.iterdir())
+        for p in candidates:
+            if p.is_dir() and (why := _half_package(p)):
+                BROKEN[str(p)] = why
+        found += [(p.name, p) for p in candidates if _is_package(p)]
     return found
 
 
@@ -108,10 +124,25 @@ def _discover() -> None:
     """Import every paper package once (each registers itself on import); an outside package is imported by its
     folder's name with the folder's parent on ``sys.path``."""
     for module, folder in paper_packages():
-        if module not in sys.modules:
-            if "." not in module and str(folder.parent) not in sys.path:
-                sys.path.insert(0, str(folder.parent))
+        if module in sys.modules or str(folder) in BROKEN:
+            continue
+        if "." not in module and str(folder.parent) not in sys.path:
+            sys.path.insert(0, str(folder.parent))
+        before = dict(_PAPERS)
+        try:
             importlib.import_module(module)
+        except Exception as err:   # named; the other papers keep working
+            sys.modules.pop(module, None)
+            BROKEN[str(folder)] = f"{folder}: importing {module} failed ({type(err).__name__}: {err})"
+            continue
+        if all(_PAPERS.get(k) is v for k, v in before.items()) and len(_PAPERS) == len(before):
+            BROKEN[str(folder)] = (f"{folder}: {module} registers no paper (its __init__.py must call "
+                                   f"register_paper(Paper(...)))")
+
+
+def broken_note() -> str:
+    """One sentence naming the paper packages that could not be used ("" when none)."""
+    return ("" if not BROKEN else f"; {len(BROKEN)} paper package(s) could not be used: " + "; ".join(BROKEN.values()))
 
 
 def _book_order() -> list[str]:
@@ -142,5 +173,5 @@ def get_paper(name: str) -> Paper:
     """The registered paper ``name``; an unknown name is an error listing the registered ones."""
     known = papers()
     if name not in known:
-        raise KeyError(f"unknown paper {name!r}; registered: {', '.join(known)}")
+        raise KeyError(f"unknown paper {name!r}; registered: {', '.join(known)}{broken_note()}")
     return known[name]
