@@ -30,3 +30,14 @@ def test_a_stderr_that_is_not_file_descriptor_2_is_left_alone(tmp_path, capsys):
         assert sys.stderr is before
         print("progress", file=sys.stderr)
     assert sys.stderr is before and "progress" in capsys.readouterr().err
+
+
+def test_a_failing_chapter_is_summarised_by_its_cell_and_its_own_exception():
+    """Issue 83: papermill's message starts with an empty line; the summary shows the cell and what it raised."""
+    from papermill.exceptions import PapermillExecutionError
+
+    from umlkit.reproduce import _failure
+    err = PapermillExecutionError(cell_index=7, exec_count=5, source="T['Table 2']", ename="KeyError",
+                                  evalue="'metric'", traceback=[])
+    assert str(err).splitlines()[0] == "" and _failure(err) == "cell 5: KeyError: 'metric'"
+    assert _failure(ValueError("\nthe second line says it")) == "ValueError: the second line says it"

@@ -117,8 +117,18 @@ def reproduce(profile: str = "quick", chapters=None, root: Path | None = None, k
         except Exception as err:  # keep going: the summary says what failed, and where its notebook is
             if partial.exists():
                 os.replace(partial, failed)
-            status, detail = "failed", (f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''} "
-                                        f"(executed cells: {failed})")
+            status, detail = "failed", f"{_failure(err)} (executed cells: {failed})"
         rows.append({"chapter": name, "status": status, "minutes": round((time.perf_counter() - t0) / 60, 2),
                      "output": detail})
     return pd.DataFrame(rows).set_index("chapter")
+
+
+def _failure(err: Exception) -> str:
+    """A failing chapter in one line: the cell and its own exception (papermill's message starts with an empty line
+    and a banner; its ``ename``/``evalue`` hold what the cell raised), else the error's first non-empty line."""
+    if getattr(err, "ename", None):
+        cell = getattr(err, "exec_count", None) or getattr(err, "cell_index", None)
+        value = " ".join(str(getattr(err, "evalue", "")).split())[:300]
+        return f"cell {cell}: {err.ename}: {value}" if cell is not None else f"{err.ename}: {value}"
+    first = next((ln.strip() for ln in str(err).splitlines() if ln.strip()), "")
+    return f"{type(err).__name__}: {first}" if first else type(err).__name__
