@@ -8,13 +8,19 @@ from umlkit.experiments.ops import preflight as pf
 from umlkit.experiments.ops import weights_identity as wi
 
 
+def _checkpoint(path, value: float) -> None:
+    import torch
+    from safetensors.torch import save_file
+    save_file({"w": torch.full((4,), value)}, str(path))
+
+
 @pytest.fixture
 def weights(tmp_path, monkeypatch):
     monkeypatch.setenv("UMLKIT_RESULTS", str(tmp_path / "results"))
     monkeypatch.setattr(wi, "_pins", lambda: {})
     monkeypatch.setattr(pf, "_batch_problem", lambda cfg: None)      # the data side is tested in test_preflight
     path = tmp_path / "vit_s16.safetensors"
-    path.write_bytes(b"the checkpoint PUMA trained from")
+    _checkpoint(path, 0.0)   # the checkpoint PUMA trained from
     cfg = {"model": {"backbone": "vit_small_patch16_224", "weights": str(path), "pretrained": True},
            "data": {"datasets": ["cub"], "root": "x", "splits": "default", "batch_size": 8, "samples_per_class": 2,
                     "sampler": "class_random"}}
@@ -31,7 +37,7 @@ def test_first_use_is_remembered_and_a_changed_file_refused_with_both_hashes(wei
     pf.preflight(jobs, "full")                                # the first real run: trust on first use
     assert wi.expected("vit_small_patch16_224", "full")[0] == first
     pf.preflight(jobs, "full")                                # the same file again: nothing to say
-    path.write_bytes(b"what the hub name points to now")
+    _checkpoint(path, 1.0)   # what the hub name points to now
     second = hashlib.sha256(path.read_bytes()).hexdigest()
     with pytest.raises(ValueError, match="1 problem") as err:
         pf.preflight(jobs, "full")
@@ -89,3 +95,17 @@ def test_data_check_lists_each_backbone_its_papers_file_and_state(weights, monke
     (path.parent / "data").mkdir()
     assert main(["data", "check", "--weights", "--datasets", "cub", "--root", str(path.parent / "data")]) == 1
     assert "MISMATCH with first seen by this results folder" in capsys.readouterr().out
+
+
+def test_a_truncated_weights_file_is_refused_and_nothing_is_remembered_of_it(weights, tmp_path):
+    """Issue 83: the hash of a file is kept only once the file loads; the complete file then trains."""
+    path, cfg, jobs = weights
+    whole = path.read_bytes()
+    path.write_bytes(whole[: len(whole) - 8])
+    with pytest.raises(ValueError, match=r"the weights file .*vit_s16.safetensors for vit_small_patch16_224 cannot be "
+                                         r"read \(its header declares .* bytes, the file holds .*\): it is cut short"):
+        pf.preflight(jobs, "full")
+    assert not (tmp_path / "results" / "full" / wi.SEEN_FILE).exists()
+    path.write_bytes(whole)
+    pf.preflight(jobs, "full")
+    assert wi.expected("vit_small_patch16_224", "full")[0] == hashlib.sha256(whole).hexdigest()

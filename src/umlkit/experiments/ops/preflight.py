@@ -101,6 +101,32 @@ def weights_files(jobs: list[tuple]) -> tuple[dict[tuple, list[str]], dict[tuple
     return papers, labels
 
 
+def unreadable_weights(path) -> str:
+    """Why a weights file cannot be loaded ("" when it can): a safetensors file's header and the byte ranges it
+    declares against the file's size; a torch file (a zip archive) by its members' checksums; else torch's loader."""
+    import struct
+    import zipfile
+    from pathlib import Path
+    path = Path(path)
+    try:
+        if path.suffix == ".safetensors":
+            with open(path, "rb") as fh:
+                n = struct.unpack("<Q", fh.read(8))[0]
+                header = json.loads(fh.read(n))
+            end = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"), default=0)
+            size = path.stat().st_size
+            return f"its header declares {8 + n + end:,} bytes, the file holds {size:,}" if 8 + n + end > size else ""
+        if zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as z:
+                bad = z.testzip()
+            return f"member {bad} is damaged" if bad else ""
+        import torch
+        torch.load(path, map_location="cpu", weights_only=True)
+        return ""
+    except Exception as err:   # any failure to open is the reason
+        return f"{type(err).__name__}: {err}"
+
+
 def preflight(jobs: list[tuple], profile: str, record: bool = True) -> None:
     """Raise one ValueError naming every problem of the full-profile runs ``jobs`` (none in the quick profile); when
     none, and with ``record``, remember the hash of each backbone file seen for the first time."""
@@ -108,6 +134,11 @@ def preflight(jobs: list[tuple], profile: str, record: bool = True) -> None:
         return
     files = weights_files(jobs)
     found = problems_of(jobs, profile, files)
+    for (name, path), labels in files[1].items():   # nothing is remembered of a file that does not load
+        if path.is_file() and (why := unreadable_weights(path)):
+            problem = (f"the weights file {path} for {name} cannot be read ({why}): it is cut short or not a "
+                       f"checkpoint; download or copy it again (nothing was remembered of it)")
+            found.setdefault(problem, []).extend(labels)
     if not found:
         if record:
             from umlkit.experiments.ops.weights_identity import remember
