@@ -202,7 +202,10 @@ def fidelity_table(paper: str | None = None) -> pd.DataFrame:
 
     def agreed(p: dict) -> str:
         return _shown(p["check"], got[p["check"]]) if p.get("check") else p.get("agreement", "not stored")
-    rows = [{"paper": p["paper"], "piece": p["piece"], "the paper's text": p["text"], "official code": p["official"],
+    from umlkit.experiments.tables.registry import papers
+    title = {name: entry.title.split(" (")[0] or name for name, entry in papers().items()}   # "ooDML", not "oodml"
+    rows = [{"paper": title.get(p["paper"], p["paper"]), "piece": p["piece"], "the paper's text": p["text"],
+             "official code": p["official"],
              "umlkit": p["umlkit"], "agreement on the reference inputs": agreed(p),
              "status": p["status"] + (f": {p['why']}" if p.get("why") else "")}
             for p in pieces() if paper is None or p["paper"] == paper]
