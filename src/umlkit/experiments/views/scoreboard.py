@@ -384,11 +384,13 @@ def board_table(board: pd.DataFrame) -> pd.DataFrame:
     view["verdict"] = view["verdict"].where(why.isna(), NOT_COMPARABLE)
     notes = why.fillna("")
     if "missing records" in view:
-        under_way = (board["in_progress"].fillna("").astype(bool).to_numpy() if "in_progress" in board
-                     else np.zeros(len(view), bool))   # a table declared before its runs: say so, not only what
+        reason = board["in_progress"].fillna("").astype(str).to_numpy() if "in_progress" in board \
+            else np.full(len(view), "")   # a table declared before its runs, or retrained: say so, not only what
+        head = np.where(reason == "", "missing: ",
+                        np.where(np.char.startswith(reason.astype(str), "second edition"),
+                                 "runs under way (second edition): ", "runs under way (declared before them): "))
         missing = view.pop("missing records").replace("", "–")
-        notes = notes.where(notes != "", np.where(under_way, "runs under way (declared before them): ", "missing: ")
-                            + missing)
+        notes = notes.where(notes != "", head + missing)
     if "to decide" in view:   # an open claim's seeds to decide are its note
         decide = view.pop("to decide").fillna("")
         notes = notes.where(decide == "", "to decide: " + decide)
