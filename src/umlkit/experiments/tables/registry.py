@@ -96,7 +96,7 @@ def _half_package(folder: Path) -> str | None:
     """Why an outside folder that looks like a paper package is not one (None when it is one, or is no package)."""
     if (folder / "__init__.py").is_file() and not (folder / "tables.yaml").is_file():
         return f"{folder}: has __init__.py but no tables.yaml (every paper package declares its tables there)"
-    if _is_package(folder) is False and (folder / "tables.yaml").is_file() and not (folder / "__init__.py").is_file():
+    if (folder / "tables.yaml").is_file() and not (folder / "__init__.py").is_file():
         return f"{folder}: has tables.yaml but no __init__.py (the file that registers the paper)"
     return None
 
