@@ -10,6 +10,7 @@ import torch
 from umlkit.experiments.papers import oodml
 from umlkit.experiments.papers.oodml import split_making
 from umlkit.experiments.tables.paper_cells import paper_table
+from tests.experiments.retuning import tried_values, wait_while_retuning
 
 
 def test_committed_splits_follow_table_s1_layout():
@@ -92,6 +93,8 @@ def test_chosen_learning_rates_are_the_sweeps_choice():
     sweep = oodml.lr_sweep("quick")
     chosen = sweep[sweep["chosen"]].set_index("method")["lr"]
     assert set(chosen.index) == set(oodml.methods_config()["methods"])
+    wait_while_retuning("oodml", "lr_sweep", {m: oodml.chosen_lr(m, "quick") for m in chosen.index},
+                        chosen.to_dict(), tried_values(sweep, ["method"], "lr"))
     for method, lr in chosen.items():
         assert oodml.chosen_lr(method, "quick") == pytest.approx(lr), method
     assert sweep.loc[sweep["chosen"], "interior"].all()  # every best value lies inside its grid

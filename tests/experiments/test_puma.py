@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from tests.experiments.patches import use_second_pass
+from tests.experiments.retuning import tried_values, wait_while_retuning
 from umlkit.experiments.papers import puma
 from umlkit.experiments.runs import runners
 from umlkit.experiments.tables import table as tb
@@ -431,8 +432,10 @@ def test_configured_second_pass_rates_are_the_tuning_choice():
         assert set(rates) == set(puma.tuning_units())
     if not rates:
         pytest.skip("no second-pass rates entered yet")
-    chosen = puma.tuning_frame("quick")
-    chosen = chosen[chosen["chosen"]].set_index("unit")
+    frame = puma.tuning_frame("quick")
+    chosen = frame[frame["chosen"]].set_index("unit")
+    wait_while_retuning("puma", "tuning", {u: float(v) for u, v in rates.items()}, chosen["lr"].to_dict(),
+                        tried_values(frame, ["unit"], "lr"))
     for unit, lr in rates.items():
         assert unit in chosen.index, f"{unit}: no tuning records"
         assert bool(chosen.loc[unit, "interior"]), f"{unit}: the best rate {chosen.loc[unit, 'lr']:g} is on an edge"
@@ -445,6 +448,10 @@ def test_configured_few_shot_rates_are_the_tuning_choice():
     if sweep.empty:
         pytest.skip("no few-shot tuning records in this checkout")
     chosen = sweep[sweep["chosen"]].set_index("unit")
+    unit = f"fewshot{puma.few_shot_block()['tune_shots']}-{{}}".format
+    wait_while_retuning("puma", "few_shot_tuning",
+                        {unit(m): puma.few_shot_lr(m, "quick") for m in puma.few_shot_block()["methods"].values()},
+                        chosen["lr"].to_dict(), tried_values(sweep, ["unit"], "lr"))
     for method in puma.few_shot_block()["methods"].values():
         line = chosen.loc[f"fewshot{puma.few_shot_block()['tune_shots']}-{method}"]
         assert bool(line["interior"]), method

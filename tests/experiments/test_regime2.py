@@ -8,6 +8,7 @@ from umlkit.experiments.papers.regime import config as first
 from umlkit.experiments.papers.regime import edition2 as e2
 from umlkit.experiments.recipes.tuning import NotTuned
 from umlkit.experiments.runs.records import normalise_key
+from tests.experiments.retuning import tried_values, wait_while_retuning
 
 V2_VALUES = {"backbone": "v2", "shift": "values", "shortcut": False}
 
@@ -142,6 +143,9 @@ def test_configured_rates_are_the_tuning_choice_and_interior():
     the rates tried; a unit whose tuning runs are all stored has its rate entered."""
     frame = e2.tuning_frame()
     entered = {(b, m): float(v) for b, per in (e2.settings().get("lr") or {}).items() for m, v in per.items()}
+    wait_while_retuning("regime", "regime map 2 tuning", {f"{b}-{m}": v for (b, m), v in entered.items()},
+                        dict(zip(frame.loc[frame["chosen"], "unit"], frame.loc[frame["chosen"], "lr"])),
+                        tried_values(frame, ["unit"], "lr"))
     for (backbone, method), lr in entered.items():
         unit = frame[frame["unit"] == f"{backbone}-{method}"]
         assert len(unit) == len(e2.tuning_grid(method, backbone)), f"{backbone}-{method}: tuning runs missing"

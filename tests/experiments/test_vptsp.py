@@ -9,6 +9,7 @@ from umlkit.experiments.claims.verdicts import TIMING
 from umlkit.experiments.papers import oodml, vptsp
 from umlkit.experiments.tables import table as tables
 from umlkit.experiments.tables.paper_cells import paper_table
+from tests.experiments.retuning import tried_values, wait_while_retuning
 
 
 def test_run_config_composes_row_source_and_classes():
@@ -69,6 +70,9 @@ def test_chosen_learning_rates_are_the_sweeps_choice():
     chosen = sweep[sweep["chosen"]]
     assert set(zip(chosen["source"], chosen["row"])) == {(s, r) for s in vptsp.methods_config()["sweep"]
                                                           for r in vptsp.sweep_rows(s)}
+    best = {(s, r): lr for s, r, lr in zip(chosen["source"], chosen["row"], chosen["lr"])}
+    wait_while_retuning("vptsp", "lr_sweep", {u: vptsp.chosen_lr(u[1], "quick", u[0]) for u in best}, best,
+                        tried_values(sweep, ["source", "row"], "lr"))
     for source, row, lr in zip(chosen["source"], chosen["row"], chosen["lr"]):
         assert vptsp.chosen_lr(row, "quick", source) == pytest.approx(lr), (source, row)
     assert chosen["interior"].all()  # every best value lies inside its grid
@@ -373,6 +377,9 @@ def test_table8s_v1_rates_are_its_own_validation_choice_and_interior():
     grid = len(vptsp.methods_config()["rows"]["VPTSP-G (B)"].get("lr_grid") or vptsp.methods_config()["lr_grid"])
     complete = {s for s, g in frame.groupby("source") if len(g) >= grid}
     entered, edge = vptsp.config.TABLE8_V1_LR, vptsp.config.DECLARED.get("table8_v1_no_interior") or {}
+    wait_while_retuning("vptsp", "table8_tuning", dict(entered),
+                        dict(zip(frame.loc[frame["chosen"], "source"], frame.loc[frame["chosen"], "lr"])),
+                        tried_values(frame, ["source"], "lr"))
     assert complete <= set(entered) | set(edge), f"tuned but not entered: {complete - set(entered) - set(edge)}"
     for source in edge:   # declared edge-bound: its best is the smallest rate tried
         mine = frame[frame["source"] == source]

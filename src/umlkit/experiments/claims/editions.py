@@ -57,8 +57,9 @@ def _retraining() -> dict:
     return read_yaml(repo_root() / "configs" / "second_edition.yaml").get("in_progress") or {}
 
 
-def retrain_reason(paper: str, table: str) -> str:
+def retrain_reason(paper: str, table: str, whole_paper: bool = True) -> str:
     """Why a table's missing records are expected while the second edition retrains (``configs/second_edition.yaml``
-    ``in_progress``: per registered paper, a table name or ``"*"`` for every table of it); "" where none is."""
+    ``in_progress``: per registered paper, a table name or ``"*"`` for every table of it; ``whole_paper=False``
+    reads the table's own entry only, as a sweep's choice does); "" where none is."""
     entry = _retraining().get(paper) or {}
-    return str(entry.get(table) or entry.get("*") or "")
+    return str(entry.get(table) or (entry.get("*") if whole_paper else "") or "")
