@@ -7,10 +7,10 @@ import pandas as pd
 import pytest
 import torch
 
+from tests.experiments.retuning import tried_values, wait_while_retuning
 from umlkit.experiments.papers import oodml
 from umlkit.experiments.papers.oodml import split_making
 from umlkit.experiments.tables.paper_cells import paper_table
-from tests.experiments.retuning import tried_values, wait_while_retuning
 
 
 def test_committed_splits_follow_table_s1_layout():

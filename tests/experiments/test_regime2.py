@@ -3,12 +3,12 @@ first edition, rates, tuning jobs, job lists and the in-progress declaration."""
 import pandas as pd
 import pytest
 
+from tests.experiments.retuning import tried_values, wait_while_retuning
 from umlkit.experiments.claims.editions import effective_verdicts
 from umlkit.experiments.papers.regime import config as first
 from umlkit.experiments.papers.regime import edition2 as e2
 from umlkit.experiments.recipes.tuning import NotTuned
 from umlkit.experiments.runs.records import normalise_key
-from tests.experiments.retuning import tried_values, wait_while_retuning
 
 V2_VALUES = {"backbone": "v2", "shift": "values", "shortcut": False}
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tests.experiments.retuning import tried_values, wait_while_retuning
 from umlkit.experiments.claims.verdicts import TIMING
 from umlkit.experiments.papers import oodml, vptsp
 from umlkit.experiments.tables import table as tables
 from umlkit.experiments.tables.paper_cells import paper_table
-from tests.experiments.retuning import tried_values, wait_while_retuning
 
 
 def test_run_config_composes_row_source_and_classes():
