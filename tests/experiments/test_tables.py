@@ -89,6 +89,31 @@ def test_side_by_side_is_the_papers_layout():
     assert "Ours" in note and "code" in note and "umlkit reproduce --stale" in note
 
 
+def test_seeds_read_beyond_a_rows_own_are_counted_marked_and_named():
+    """A cell that counts seeds another table's claims asked for (measure's ``borrowed``) says so: ‡ in the table
+    and a note naming the row and how many of its seeds are borrowed; a table without such seeds has neither."""
+    m = _measured({0: {"CUB": 70.0}, 1: {"CUB": 72.0}, 2: {"CUB": 74.0}, 3: {"CUB": 76.0}})
+    m["borrowed"] = m["seed"] >= 2
+    cmp = tb.compare(m, "puma")
+    assert cmp["borrowed"].tolist() == [2] and cmp["seeds"].tolist() == [4]
+    assert tb.side_by_side(cmp).loc[("(b)", "CurricularFace"), "CUB"] == "73.0 ±2.6 (78.3) ‡"
+    assert " ".join(tb.borrowed_note(cmp).split()).endswith("CurricularFace (2 of 4 seeds).")
+    own = tb.compare(m.assign(borrowed=False), "puma")
+    assert tb.borrowed_note(own) == "" and not tb.side_by_side(own).iloc[0, 0].endswith("‡")
+
+
+def test_vptsp_table6_names_the_hyp_seeds_it_reads_from_table2(no_training):
+    """VPTSP's Table 6 trains Hyp on seeds 0-2; the seeds 3 and 4 that Table 2's claims asked for are the same runs
+    and counted, marked as borrowed (issue 82, item 7)."""
+    from umlkit.experiments.papers import vptsp
+    spec = vptsp.TABLES("quick")["Table 6"]
+    cmp = tb.compare(tb.measure(spec, train=False, progress=False, log=None), "vptsp")
+    hyp = cmp[(cmp["method"] == "Hyp") & (cmp["metric"] == "R@1")].iloc[0]
+    own = spec.seeds_of(next(r for r in spec.rows if r.method == "Hyp"), "quick")
+    assert hyp["borrowed"] == hyp["seeds"] - len(own) > 0
+    assert "Hyp" in tb.borrowed_note(cmp)
+
+
 def test_check_claims_verdicts():
     rows = {"Ours": (50.0, 52.0, 51.0), "VPT": (40.0, 41.0, 40.5), "LoRA": (50.5, 51.0, 51.8),
             "AdaptFormer": (60.0, 60.0, 61.0), "VPTSP-G": (51.5, 51.5, 49.0)}

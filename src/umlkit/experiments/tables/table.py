@@ -73,7 +73,7 @@ __all__ = ["Row", "Claim", "Table", "KEYS", "RESULT_COLUMNS", "ALPHA", "MIN_SEED
            "claim_test", "is_final", "MISSING", "HOLM_RULE", "holm_adjust", "Floor", "mark_floors", "floor_note",
            "NOT_COMPARABLE", "NOT_A_TEST", "FLOOR_NOISE", "floor_noise", "BELOW", "COLLAPSED", "verdict_group",
            "measure", "compare", "results_frame", "save_results", "table_claims", "at_ceiling",
-           "side_by_side", "metric_blocks", "quoted_rows", "check_claims", "run_table", "stale_note", "params_rows",
+           "side_by_side", "metric_blocks", "quoted_rows", "check_claims", "run_table", "stale_note", "borrowed_note", "params_rows",
            "score_rows", "rank_view",
            "rank_views"]
 
@@ -199,7 +199,8 @@ def measure(spec: Table, profile: str = "quick", rows: Sequence[Row] | None = No
     and allowed) and any other stored one (read, never trained; e.g. the extra seeds another table's claims asked
     for), so that a run shows the same numbers in every table and chapter.
     Columns: table, section, method, setting, row (the reader's label), seed, dataset, metric, value, record
-    (its path) and stale (the fingerprint parts that changed, "" when current)."""
+    (its path), stale (the fingerprint parts that changed, "" when current) and borrowed (True for a seed outside
+    the row's own, read because another table's claims asked for it)."""
     return memo.through(spec, profile, seeds, overrides, rows, not train and not rerun,   # a reading: once per process
                         lambda: _measured(spec, profile, rows, seeds, rerun, progress, log, overrides, train))
 
@@ -229,7 +230,8 @@ def _measured(spec: Table, profile: str, rows, seeds, rerun: bool, progress: boo
     out = []
     with (nullcontext() if train or rerun else read_only()):
         for row, seed, own in it:
-            out += _measure_one(spec, row, seed, profile, cols, rerun and own, log, overrides, train and own)
+            lines = _measure_one(spec, row, seed, profile, cols, rerun and own, log, overrides, train and own)
+            out += [{**ln, "borrowed": not own} for ln in lines]
     return pd.DataFrame(out)
 
 
@@ -307,6 +309,8 @@ def compare(measured: pd.DataFrame, paper: str | pd.DataFrame) -> pd.DataFrame:
         out["values"] = g[["seed", "value"]].apply(_per_seed)
     out["seed_free"] = (g["seed_free"].agg(lambda x: bool(x.fillna(False).astype(bool).all()))
                         if "seed_free" in measured else False)
+    if "borrowed" in measured:   # seeds read beyond the row's own (another table's claims asked for them)
+        out["borrowed"] = g["borrowed"].agg(lambda b: int(b.fillna(False).astype(bool).sum()))
     if "stale" in measured:
         out["stale"] = g["stale"].agg(lambda s: ",".join(sorted({p for v in s for p in v.split(",") if p})))
     out = out.reset_index()
@@ -376,7 +380,7 @@ def side_by_side(cmp: pd.DataFrame, metric: str = "R@1", digits: int = 1, column
     """The table in the paper's layout: one line per row (in the order measured), one column per dataset, each
     cell "measured ±spread (paper)" (the spread only with several seeds and where it is not 0, "±<0.1" where it rounds
     to 0; the paper's value only where it has one; a
-    stale record is marked with †, a cell
+    stale record is marked with †, a cell counting seeds borrowed from another table's runs with ‡, a cell
     below its frozen backbone with ↓ and a collapsed one with ⊥ when ``cmp`` went through :func:`mark_floors`)."""
     sub = cmp[cmp["metric"] == metric]
     cols = list(columns or dict.fromkeys(sub["dataset"]))
@@ -391,6 +395,8 @@ def side_by_side(cmp: pd.DataFrame, metric: str = "R@1", digits: int = 1, column
             text += f" ({r['paper']:.{digits}f})" if pd.notna(r["paper"]) else ""   # no paper cell: no brackets
         if r.get("stale"):
             text += " †"
+        if r.get("borrowed", 0) > 0:
+            text += " ‡"
         if r.get("floor"):
             text += f" {MARKS[r['floor']]}"
         lines.setdefault(idx, {})[r["dataset"]] = text
@@ -448,6 +454,20 @@ def stale_note(cmp: pd.DataFrame) -> str:
             f"{shown}. No verdict rests on them until {how}.")
     import textwrap
     return textwrap.fill(text, width=92, break_long_words=False, break_on_hyphens=False)   # printed: page width
+
+
+def borrowed_note(cmp: pd.DataFrame) -> str:
+    """A sentence for the chapter naming the rows whose cells count seeds beyond the row's own (‡): the same runs
+    (identical keys) that another table's claims asked more seeds of, read here, never trained; "" when none."""
+    if "borrowed" not in cmp or not (cmp["borrowed"] > 0).any():
+        return ""
+    lent = cmp[cmp["borrowed"] > 0]
+    rows = [f"{readable(r)} ({int(n)} of {int(k)} seeds)" for r, n, k in
+            lent.drop_duplicates("row")[["row", "borrowed", "seeds"]].itertuples(index=False)]
+    text = (f"‡ {len(rows)} row(s) also count seeds that another table's claims asked for: the same runs (identical "
+            f"record keys), read here, not trained by this table: {', '.join(rows)}.")
+    import textwrap
+    return textwrap.fill(text, width=92, break_long_words=False, break_on_hyphens=False)
 
 
 def rank_view(cmp: pd.DataFrame, dataset: str = "Harmonic", metric: str = "R@1", sections: Sequence[str] | None = None,

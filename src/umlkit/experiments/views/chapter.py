@@ -112,6 +112,8 @@ class Chapter:
                 print(view)
             else:
                 _display(view)
+        if note := tables.borrowed_note(cmp):
+            print(note)
         if claims:
             self.claims_block(name)
 
