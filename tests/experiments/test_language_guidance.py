@@ -436,9 +436,10 @@ def test_word_order_pairs_are_found_by_their_words():
 
 def test_the_chapter_names_every_row_whose_omega_stays_on_the_edge(monkeypatch):
     """A row declared in omega_no_interior is named with its chosen omega and the reason; the committed
-    configuration declares Row-wise L2 at 1e-5, the edge of its grid, and the chapter glues that sentence."""
+    configuration declares Multi-Similarity + ELG on CUB at 0.1, the edge of its grid, and the chapter glues that
+    sentence."""
     facts = lg.edge_facts("quick")
-    assert facts["omega_edge"].startswith("Multisimilarity + Row-wise L2 (CUB-like, ω = 1e-05): ")
+    assert facts["omega_edge"].startswith("Multisimilarity + ELG (CUB-like, ω = 0.1), ")
     cfg = copy.deepcopy(language_store.lg_config())
     cfg["omega_no_interior"] = {"Margin + ELG": {"cub": "why", "nowhere": "ignored"},
                                 "not a configured row": {"cub": "x"}, "Margin + PLG Top-5": {"cub": "why"}}
