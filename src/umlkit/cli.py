@@ -527,9 +527,10 @@ def _cmd_records_train(args: argparse.Namespace) -> int:
         for path, _ in damaged:
             print(f"damaged {path.name}: kept beside as {set_aside(path).name}; its run is trained again")
     gone = {str(p) for p, _ in damaged}
-    from umlkit.experiments.ops.second_edition import SECOND_EDITION
+    from umlkit.experiments.ops.second_edition import SECOND_EDITION, run_state
     renew = (args.jobs or "").split(":")[0] == SECOND_EDITION   # no current record: a stale one is replaced
-    todo = [j for j in jobs if renew or (f := find_record(normalise_key(j[2]), args.profile)) is None or str(f) in gone]
+    todo = [j for j in jobs if (run_state(j[2], args.profile) != "current" if renew else
+                                (f := find_record(normalise_key(j[2]), args.profile)) is None or str(f) in gone)]
     folder = _records_folder(args.paper)
     print(f"worker {i}/{n}: {len(jobs)} jobs, {len(jobs) - len(todo)} already stored, {len(todo)} to train")
     if args.dry_run:   # what the list, --match and --worker select

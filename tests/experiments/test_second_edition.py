@@ -71,8 +71,9 @@ def test_the_plan_orders_sweeps_headline_decided_open_rest_and_knows_each_runs_s
     summary = se.plan_summary(frame, workers=2)
     assert summary.set_index(["class", "paper"]).loc[("sweeps", "toy"), "stale"] == 2
     assert "current" not in set(summary.columns) and summary["missing"].sum() == 2
-    jobs = se.ordered_jobs("toy", "quick")
-    assert [j[1] for j in jobs] == ["lr0.0001", "lr0.001", "a-seed1", "b-seed0", "x-seed0"]   # no current run
+    jobs = se.ordered_jobs("toy", "quick")   # every run, the current one included: a share never moves
+    assert [j[1] for j in jobs] == ["lr0.0001", "lr0.001", "a-seed1", "b-seed0", "c-seed0", "x-seed0"]
+    assert [se.run_state(j[2]) for j in jobs] == frame["state"].tolist()
     assert [j[1] for j in se.ordered_jobs("toy", "quick", "second_edition:sweeps")] == ["lr0.0001", "lr0.001"]
     with pytest.raises(KeyError, match="classes are sweeps, headline"):
         se.ordered_jobs("toy", "quick", "second_edition:soon")
@@ -90,6 +91,24 @@ def test_renewing_retrains_a_stale_record_once_and_reads_a_current_one(toy, monk
     again = rc.cached_record("toy", "lr_sweep", "lr0.0001", key, "counting", "quick", rerun="stale", log=None)
     assert len(calls) == 2 and again["cached"]                       # a second worker reads the renewed one
     assert len(rc.list_records("quick")) == 1
+
+
+def test_two_workers_shares_stay_disjoint_when_one_starts_after_the_other_renewed_records(toy):
+    """``--worker I/N`` takes every N-th job of :func:`ordered_jobs`: worker 1's share is the same whether it starts
+    before or after worker 0 renewed its runs, so no run is trained twice and none is left out (the shares were
+    once taken from the runs still to train, a list that shrank as worker 0 renewed them)."""
+    calls, _, _ = toy
+
+    def share(i):
+        return [j for k, j in enumerate(se.ordered_jobs("toy", "quick")) if k % 2 == i]
+    before = [j[1] for j in share(1)]
+    for table, label, key, runner in share(0):
+        rc.cached_record("toy", table, label, key, runner, "quick", rerun="stale", log=None)
+    assert [j[1] for j in share(1)] == before
+    for table, label, key, runner in share(1):
+        rc.cached_record("toy", table, label, key, runner, "quick", rerun="stale", log=None)
+    assert len(calls) == len(set(calls)) == 6
+    assert all(se.run_state(j[2]) == "current" for j in se.ordered_jobs("toy", "quick"))
 
 
 def test_a_missing_runs_estimate_is_its_rows_median_else_its_tables():

@@ -29,7 +29,7 @@ from umlkit.experiments.claims.verdicts import DECIDED
 from umlkit.experiments.runs.records import config_hash, find_record, load_record, normalise_key, stored_record
 from umlkit.experiments.tables.registry import get_paper, papers
 
-__all__ = ["PRIORITIES", "SECOND_EDITION", "plan_frame", "plan_summary", "ordered_jobs"]
+__all__ = ["run_state", "PRIORITIES", "SECOND_EDITION", "plan_frame", "plan_summary", "ordered_jobs"]
 
 SECOND_EDITION = "second_edition"   # the job-list name `umlkit records train PAPER second_edition` takes
 PRIORITIES = ("sweeps", "headline", "decided", "open", "rest")
@@ -120,14 +120,20 @@ def plan_summary(frame: pd.DataFrame, workers: int = 2) -> pd.DataFrame:
     return out.round({"hours": 1, "done after (h)": 1})
 
 
+def run_state(key: dict, profile: str = "quick") -> str:
+    """current / stale / missing: whether the second edition still has to train a run."""
+    return _state(key, profile)[0]
+
+
 def ordered_jobs(paper: str, profile: str = "quick", name: str = SECOND_EDITION) -> list[tuple]:
-    """The second edition's jobs of ``paper`` that have no current record, in plan order (``records train PAPER
-    second_edition``: each is trained, a stale record replaced); ``second_edition:sweeps`` (or another class of
-    :data:`PRIORITIES`) only that class's."""
+    """The second edition's jobs of ``paper``, in plan order, those with a current record included, so that the
+    list (and each ``--worker I/N`` share of it) is the same whenever a worker starts, however many records the
+    others have renewed meanwhile (``records train PAPER second_edition`` trains the runs of its share that have no
+    current record, a stale one replaced); ``second_edition:sweeps`` (or another class of :data:`PRIORITIES`) only
+    that class's."""
     _, _, cls = name.partition(":")
     if cls and cls not in PRIORITIES:
         raise KeyError(f"{name!r}: the second edition's classes are {', '.join(PRIORITIES)} "
                        f"(e.g. {SECOND_EDITION}:{PRIORITIES[0]})")
     frame = plan_frame(profile, paper)
-    keep = (frame["state"] != "current") & ((frame["class"] == cls) if cls else True)
-    return list(frame.loc[keep, "job"])
+    return list(frame.loc[frame["class"] == cls, "job"] if cls else frame["job"])

@@ -73,8 +73,8 @@ __all__ = ["Row", "Claim", "Table", "KEYS", "RESULT_COLUMNS", "ALPHA", "MIN_SEED
            "claim_test", "is_final", "MISSING", "HOLM_RULE", "holm_adjust", "Floor", "mark_floors", "floor_note",
            "NOT_COMPARABLE", "NOT_A_TEST", "FLOOR_NOISE", "floor_noise", "BELOW", "COLLAPSED", "verdict_group",
            "measure", "compare", "results_frame", "save_results", "table_claims", "at_ceiling",
-           "side_by_side", "metric_blocks", "quoted_rows", "check_claims", "run_table", "stale_note", "borrowed_note", "params_rows",
-           "score_rows", "rank_view",
+           "side_by_side", "metric_blocks", "quoted_rows", "check_claims", "run_table", "stale_note", "borrowed_note",
+           "params_rows", "score_rows", "rank_view",
            "rank_views"]
 
 KEYS = ["table", "section", "method", "setting", "dataset", "metric"]
