@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 import umlkit
 from umlkit import cli
@@ -264,3 +265,40 @@ def test_reproduce_help_lists_every_registered_papers_tables_and_a_dry_run_names
     assert cli.main(["reproduce", "--table", "vptsp:table6", "--dry-run"]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert "nothing was run" in last and last.endswith("vptsp_table6.csv)"), last
+
+
+def test_an_unreadable_image_in_a_loader_worker_reaches_the_user_as_one_sentence(tmp_path, capsys):
+    """issue 82, item 5: a corrupt training image once ended the run with torch's "Caught OSError in DataLoader
+    worker process 0" and the worker's whole traceback flattened to ~2,000 characters; the user sees the image's own
+    sentence and the check that finds every such image."""
+    from umlkit.data import make_mini
+    root = make_mini(tmp_path / "mini", seed=0, size="tiny", sources=["flowers"])
+    bad = sorted((root / "flowers" / "jpg").glob("*.jpg"))[0]
+    bad.write_bytes(b"not a jpeg")
+    rc = cli.main(["train", "configs/examples/explicit_split.yaml", "--run-dir", str(tmp_path / "run"),
+                   "--set", f"data.root={root}", "--set", "data.datasets=[flowers]", "--set", "data.splits={}",
+                   "--set", "data.expected=null", "--set", "data.num_workers=1", "--set", "data.batch_size=8",
+                   "--set", "train.epochs=1"])
+    err = capsys.readouterr().err
+    line = next(ln for ln in err.splitlines() if ln.startswith("umlkit: error:"))
+    assert rc == 2 and f"cannot read image {bad}" in line and "umlkit data check --verify-images" in line
+    assert "DataLoader worker" not in line and "Traceback" not in line and len(line) < 400, line
+
+
+class _Unreadable(torch.utils.data.Dataset):
+    def __len__(self):
+        return 2
+
+    def __getitem__(self, i):
+        raise OSError("cannot read image /data/x.jpg: cannot identify image file")
+
+
+def test_a_loader_workers_traceback_is_cut_to_its_last_sentence():
+    """torch re-raises a worker's exception with "Caught OSError in DataLoader worker process 0" and the worker's
+    traceback; the CLI keeps the exception's own words."""
+    with pytest.raises(OSError) as caught:
+        next(iter(torch.utils.data.DataLoader(_Unreadable(), num_workers=1)))
+    assert "DataLoader worker process 0" in str(caught.value) and "Traceback" in str(caught.value)
+    said = cli._worker_sentence(str(caught.value))
+    assert said.startswith("cannot read image /data/x.jpg: cannot identify image file (`umlkit data check")
+    assert "Traceback" not in said and "\n" not in said

@@ -1021,13 +1021,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "debug", False):
             raise
         msg = err.args[0] if isinstance(err, KeyError) and len(err.args) == 1 else err
-        text = _in_cli_terms(" ".join(str(msg).split()))
+        text = _in_cli_terms(" ".join(_worker_sentence(str(msg)).split()))
         if not isinstance(err, (ValueError, OSError, RuntimeError, KeyError, TypeError)):
             # not one of umlkit's own checks (those raise the five above with a full message): say what it was
             text = f"{type(err).__name__}: {text}" if text else type(err).__name__
         print(f"umlkit: error: {text}", file=sys.stderr)
         print("(run again with --debug for the full traceback)", file=sys.stderr)
         return 2
+
+
+def _worker_sentence(text: str) -> str:
+    """A DataLoader worker's exception arrives as torch's "Caught X in DataLoader worker process N" and the worker's
+    whole traceback: only its last line (the exception's own words) is kept; an unreadable image, in a worker or
+    not, points at the check that finds them all."""
+    if "DataLoader worker process" in text:
+        text = [ln for ln in text.splitlines() if ln.strip()][-1].strip()
+        text = re.sub(r"^[A-Za-z_.]*(Error|Exception): ", "", text)
+    if "cannot read image" in text:
+        text += " (`umlkit data check --verify-images` decodes every image of the data root and lists each " \
+                "unreadable one)"
+    return text
 
 
 if __name__ == "__main__":  # pragma: no cover

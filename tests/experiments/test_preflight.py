@@ -32,6 +32,21 @@ def test_batch_and_weights_are_refused_together_with_the_set_values_that_fit(fir
     preflight(with_overrides(first_run, ["data.batch_size=8", "model.pretrained=false"]), "full")   # nothing left
 
 
+def test_a_training_image_that_does_not_decode_is_named_before_the_first_run(first_run, tmp_path):
+    """issue 82, item 5: the pre-flight decodes a sample of the training images; the tiny tree's first CUB image,
+    overwritten, is named with the check that lists them all (and the run trains nothing)."""
+    import os
+    root = os.environ["UMLKIT_DATA"]
+    first = sorted((tmp_path / "data" / "CUB_200_2011" / "images").rglob("*.jpg"))[0]
+    assert str(first).startswith(root)
+    first.write_bytes(b"\x00" * 10)
+    with pytest.raises(ValueError) as err:
+        preflight(with_overrides(first_run, ["data.batch_size=8", "model.pretrained=false"]), "full")
+    text = str(err.value)
+    assert text.startswith("1 problem(s)") and f"cannot read image {first}" in text
+    assert "umlkit data check --verify-images" in text
+
+
 def test_the_quick_profile_and_an_empty_list_are_not_checked(first_run):
     preflight([], "full")
     preflight(first_run, "quick")

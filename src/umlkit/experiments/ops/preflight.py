@@ -32,6 +32,22 @@ def _batch_problem(cfg: dict) -> str | None:
         check_batch(d["batch_size"], train_set, d["samples_per_class"], d["sampler"])
     except (ValueError, FileNotFoundError) as err:
         return str(err)
+    return _unreadable_sample(train_set)
+
+
+SAMPLE_IMAGES = 8   # images decoded per training set: a tree of unreadable files is caught before a worker dies on it
+
+
+def _unreadable_sample(train_set) -> str | None:
+    """Decode :data:`SAMPLE_IMAGES` images spread over the training set; the first that fails is named, with the
+    check that decodes them all."""
+    n = len(train_set)
+    for i in sorted({int(k * (n - 1) / max(1, SAMPLE_IMAGES - 1)) for k in range(SAMPLE_IMAGES)} if n else ()):
+        try:
+            train_set[i]
+        except OSError as err:
+            return (f"{err}: a sample of the training images does not decode; `umlkit data check --verify-images` "
+                    f"lists every unreadable one")
     return None
 
 
