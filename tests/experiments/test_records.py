@@ -234,3 +234,24 @@ def test_a_run_whose_loss_options_changed_reads_its_predecessor_marked_stale(cou
     assert rc.stored_record(width, "quick") is None
     trained = rc.cached_record("puma", "table2", "MS", new, "counting", "quick", log=None)   # not read-only: trains
     assert counting_runner == [0, 0] and trained["stale"] == [] and not trained["cached"]
+
+
+def test_the_restamp_tool_restamps_only_the_records_current_before_the_change(counting_runner, monkeypatch,
+                                                                               tmp_path):
+    """tools/restamp_records.py --list-current under the old code, then --only after the change: a record that was
+    already stale before it (here: left off the list) stays stale, so a restamp never hides an older change."""
+    import runpy
+    import sys
+    tool = str(Path(__file__).resolve().parents[2] / "tools" / "restamp_records.py")
+    recs = [rc.cached_record("puma", "t", f"s{s}", run_config("quick", method="linear", seed=s), "counting",
+                             "quick", log=None) for s in (0, 1)]
+    listed = tmp_path / "current.txt"
+    monkeypatch.setattr(sys, "argv", [tool, "--list-current", str(listed)])
+    with pytest.raises(SystemExit):
+        runpy.run_path(tool, run_name="__main__")
+    assert set(listed.read_text().split()) == {r["path"] for r in recs}
+    listed.write_text(recs[0]["path"] + "\n")          # as though the second had been stale before the change
+    monkeypatch.setattr(fp, "code_hash", lambda *_: "ffffffffffff")
+    monkeypatch.setattr(sys, "argv", [tool, "--reason", "identical under both codes", "--only", str(listed)])
+    runpy.run_path(tool, run_name="__main__")
+    assert [r["path"] for r in rc.stale_records("quick")] == [recs[1]["path"]] and counting_runner == [0, 1]
