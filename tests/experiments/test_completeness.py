@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from umlkit._paths import results_root
 from umlkit.experiments.tables.table import MISSING
@@ -49,6 +50,11 @@ def test_a_removed_record_or_side_file_is_reported_missing(no_training, tmp_path
     dst = tmp_path / "results" / "quick"
     _copy(src, dst, ["records/puma", "records/language_guidance", "language"])
     monkeypatch.setenv("UMLKIT_RESULTS", str(tmp_path / "results"))
+    from umlkit.experiments.claims.editions import retrain_reason
+    if reason := retrain_reason("language_guidance", "Unified setting"):
+        # while the second edition retrains its table runs (new keys), this paper is not complete to start from
+        assert not missing_records("quick", papers=["language_guidance"]).empty
+        pytest.skip(f"language_guidance: {reason}")
     assert missing_records("quick", papers=["language_guidance"]).empty
 
     # one record of the unified PUMA + ELG row removed (the current one: the first pass's stays beside it, under

@@ -2,6 +2,7 @@
 tuning protocol, the rates entered against the tuning records, and the WiSE-FT row's choice of coefficient."""
 import pytest
 
+from tests.experiments.retuning import wait_while_retuning
 from umlkit.experiments.papers.regime import edition3 as e3
 from umlkit.experiments.recipes import source as source_recipe
 from umlkit.experiments.recipes.tuning import NotTuned
@@ -63,6 +64,15 @@ def test_rates_are_the_tuning_records_choice_and_missing_ones_say_how_to_make_th
     # every unit tuned, inside its grid; while the second edition retrains the changed splits, only the units of the
     # splits that kept their classes have records (configs/second_edition.yaml declares it)
     assert len(best) == len(units) or (retrain_reason("regime", e3.TABLE_NAME) and len(best) > 0)
+    configured = {}
+    for r in best.itertuples():
+        try:
+            configured[r.unit] = e3.rate({"split": r.split, "data": r.data if r.data == "all" else int(r.data)},
+                                         r.method)
+        except NotTuned:
+            continue
+    wait_while_retuning("regime", e3.TUNING_FOLDER, configured, dict(zip(best["unit"], best["lr"])),
+                        {f"{c['split']}-{c['data']}-{m}": e3.tuning_grid(c, m) for c, m in units})
     assert best["interior"].astype(bool).all()
     for r in best.itertuples():
         cell = {"split": r.split, "data": r.data if r.data == "all" else int(r.data)}
