@@ -136,11 +136,11 @@ def test_tables_share_identical_runs_once():
     assert len(labels) == len(set(labels))
     # runs two tables share are listed once: 11 (Table 1) + 16 (Table 2: other metrics) + 6 (Table 4, Cars) + 3 proxy
     # sources x 2 sources (Table 5) + 1 (Table 6's full fine-tuning; Hyp and VPTSP are Table 2's) + 4 accumulators
-    # (Table 7) + 4 (Table 8's v1; v2 is Table 2's VPTSP-G) + 9 (Fig. 3; the tables' values are Table 1's run) + 5
-    # (Cars at the CUB-like rates: VPTSP (GRU)'s two rates coincide, 1e-2, so that run is Table 4's) + 15 (the
-    # diagnosis on validation classes: 7 rows x 3 sources) + 4 (Table 2's frozen backbone, one per source: its floor)
-    # + 4 (Table 8's v1 frozen backbone, its rows' floor; v2's is Table 2's)
-    assert len(jobs) == 11 + 16 + 6 + 6 + 1 + 4 + 4 + 9 + 5 + 21 + 4 + 4
+    # (Table 7) + 4 (Table 8's v1; v2 is Table 2's VPTSP-G) + 9 (Fig. 3; the tables' values are Table 1's run) + 4
+    # (Cars at the CUB-like rates: VPTSP (GRU)'s and VPTSP (EMA)'s two rates coincide, 1e-2, so those runs are
+    # Table 4's) + 21 (the diagnosis on validation classes: 7 rows x 3 sources) + 4 (Table 2's frozen backbone, one
+    # per source: its floor) + 4 (Table 8's v1 frozen backbone, its rows' floor; v2's is Table 2's)
+    assert len(jobs) == 11 + 16 + 6 + 6 + 1 + 4 + 4 + 9 + 4 + 21 + 4 + 4
     t1 = vptsp.TABLES("quick")["Table 1"]
     g = [r for r in t1.rows if r.method == "VPTSP-G (B)"][0]
     f3 = vptsp.TABLES("quick")["Fig. 3"]
