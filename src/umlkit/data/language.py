@@ -335,9 +335,18 @@ def language_file(row_names: Sequence[str], texts: Sequence[str] | Sequence[Sequ
     return embeddings_file(row_names, np.round(emb, 5), path)
 
 
-def _ref(path: Path) -> dict:
+def _ref(path: Path, written: bool = False) -> dict:
+    """``{"file", "sha256"}`` of a language file: one just ``written`` is listed in its folder's ``SHA256SUMS``; one
+    found there is first checked against its line (:mod:`umlkit._shipped`: a damaged file is named, not used)."""
+    from umlkit._shipped import add_sum, check_sha
     from umlkit.results import file_sha256
-    return {"file": str(path), "sha256": file_sha256(path)}
+    sha = file_sha256(path)
+    if written:
+        add_sum(path, sha)
+    else:
+        check_sha(path, sha, f"`git checkout -- {path}` where it is committed; else delete it, and the command that "
+                             f"made it (e.g. `umlkit records train language_guidance ...`) writes it again")
+    return {"file": str(path), "sha256": sha}
 
 
 def embeddings_file(row_names: Sequence[str], embeddings: np.ndarray, path: str | Path) -> dict:
@@ -347,7 +356,7 @@ def embeddings_file(row_names: Sequence[str], embeddings: np.ndarray, path: str 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     save_class_embeddings(path, list(row_names), np.asarray(embeddings, dtype=np.float32))
-    return _ref(path)
+    return _ref(path, written=True)
 
 
 def sample_language_file(sample_keys: Sequence[str], texts: Sequence[str] | Sequence[Sequence[str]],
@@ -377,4 +386,4 @@ def sample_language_file(sample_keys: Sequence[str], texts: Sequence[str] | Sequ
     emb = np.round(embed_texts(vocab, model, template), 5)
     path.parent.mkdir(parents=True, exist_ok=True)
     save_sample_embeddings(path, list(sample_keys), emb, np.array([[where[t] for t in row] for row in per]))
-    return _ref(path)
+    return _ref(path, written=True)

@@ -152,7 +152,12 @@ def cached_sha256(path: Path) -> str:
 
 
 def _file_fingerprint(path: Path) -> str:
-    return f"sha256:{cached_sha256(path)}"
+    """``sha256:<hex>`` of a weights file, checked against the ``SHA256SUMS`` beside it where one lists it (the
+    shipped tiny ViTs; a pretraining recipe's output): a damaged file is named (:mod:`umlkit._shipped`)."""
+    from umlkit._shipped import check_sha
+    restore = (f"`git checkout -- {path}` (or reinstall umlkit) for a shipped file; else pretrain it again with "
+               f"`umlkit data pretrain-mini --overwrite` (with its --recipe and --out)")
+    return f"sha256:{check_sha(path, cached_sha256(path), restore)}"
 
 
 def weights_fingerprint(cfg: dict) -> str:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from umlkit._shipped import DamagedShippedFile
 from umlkit.experiments.recipes import source as source_recipe
 from umlkit.experiments.recipes import unified as unified_recipe
 from umlkit.experiments.recipes.paper_configs import read_yaml
@@ -324,7 +325,10 @@ def language_ref(source: str, guidance: str, profile: str = "quick", model: str 
     ident = _identity(source, guidance, profile, model, template, shuffle_seed)
     if is_read_only():   # reading never computes a file, takes the lock or touches the index
         index = json.loads(index_path.read_text()) if index_path.is_file() else {}
-        ref = _lookup(folder, index, ident, profile)
+        try:
+            ref = _lookup(folder, index, ident, profile)
+        except DamagedShippedFile as err:   # named where the rows that read it are listed; nothing is rewritten
+            raise MissingSideFile(f"the language file for {source} / {guidance} is unusable: {err}") from None
         if ref is None:
             where = (f"{index_path} names {index[ident]} for identity {ident}, which is not there" if ident in index
                      else f"identity {ident} is not in {index_path}")
@@ -344,10 +348,16 @@ def language_ref(source: str, guidance: str, profile: str = "quick", model: str 
 
 
 def _lookup(folder: Path, index: dict, ident: str, profile: str) -> dict | None:
+    """The stored file of ``ident`` (None where there is none), checked against its folder's ``SHA256SUMS``
+    (:mod:`umlkit._shipped`: a damaged file raises, naming itself, instead of being used or made again)."""
+    from umlkit._shipped import check_sha
     from umlkit.results import file_sha256
     if ident in index and (folder / index[ident]).is_file():
         path = folder / index[ident]
-        return {"file": _key_path(path, profile), "sha256": file_sha256(path)}
+        sha = check_sha(path, file_sha256(path), f"`git checkout -- {_key_path(path, profile)}` where it is "
+                                                 f"committed; else delete it and `umlkit records train "
+                                                 f"language_guidance ...` writes it again")
+        return {"file": _key_path(path, profile), "sha256": sha}
     return None
 
 
