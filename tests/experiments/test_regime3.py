@@ -88,5 +88,12 @@ def test_the_wise_ft_row_reads_the_coefficient_chosen_on_validation(monkeypatch)
     assert e3.scores(result, row) == {("CUB", "R@1"): 45.0}
     plain = Row(method="Full fine-tuning", setting=row.setting, spec={"cell": CELL, "method": "full"})
     assert e3.scores(result, plain) == {("CUB", "R@1"): 50.0}
+    # the table's runs measure MAP@R beside R@1 (the second metric at the ceiling); the tuning runs R@1 only
+    assert e3.run_config(CELL, "full", 0, lr=1e-3)["train"]["metrics"] == ["R@1", "MAP@R"]
+    assert e3.run_config(CELL, "full", 0, lr=1e-3, validation=True)["train"]["metrics"] == ["R@1"]
+    both = {**result, "test_metrics": {"CUB": {"MAP@R": 21.5}},
+            "wise_ft": [{**p, "test_metrics": {"CUB": {"MAP@R": 20.0 + i}}} for i, p in enumerate(result["wise_ft"])]}
+    assert e3.scores(both, plain) == {("CUB", "R@1"): 50.0, ("CUB", "MAP@R"): 21.5}
+    assert e3.scores(both, row) == {("CUB", "R@1"): 45.0, ("CUB", "MAP@R"): 21.0}
     monkeypatch.setattr(e3, "wise_alpha", lambda cell, profile="quick": None)
     assert e3.scores(result, row) == {}   # no validation curve yet: no value
