@@ -97,3 +97,16 @@ def test_the_wise_ft_row_reads_the_coefficient_chosen_on_validation(monkeypatch)
     assert e3.scores(both, row) == {("CUB", "R@1"): 45.0, ("CUB", "MAP@R"): 21.0}
     monkeypatch.setattr(e3, "wise_alpha", lambda cell, profile="quick": None)
     assert e3.scores(result, row) == {}   # no validation curve yet: no value
+
+
+def test_wise_curves_keep_their_legend_when_the_first_split_has_no_runs_yet():
+    import matplotlib
+    matplotlib.use("Agg")
+    import pandas as pd
+    from umlkit.experiments.papers.regime import edition3_views as views3
+    rows = [{"split": "hardest", "data": d, "seed": s, "alpha": a, "R@1": 40.0 + 10 * a + s}
+            for d in ("2", "all") for s in (0, 1) for a in (0.0, 0.5, 1.0)]
+    fig = views3.plot_wise_curves(pd.DataFrame(rows), {("hardest", "2"): 0.5})
+    (legend,) = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == ["2", "all (12)"]
+    assert not fig.axes[0].lines and fig.axes[-1].lines   # the empty panel is drawn, the legend comes from the last

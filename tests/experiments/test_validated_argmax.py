@@ -93,6 +93,8 @@ def test_language_guidance_rows_are_the_run_at_their_validation_argmax_omega(no_
 
 def test_puma_rows_train_at_their_units_validation_argmax(no_training):
     from umlkit.experiments.papers import puma
+    _unless_retuning("puma", "tuning")
+    _unless_retuning("puma", "few_shot_tuning")
     frame = puma.tuning_frame("quick")
     best = dict(zip(frame.loc[frame["chosen"], "unit"], frame.loc[frame["chosen"], "lr"]))
     few = puma.few_shot_tuning("quick")

@@ -184,8 +184,12 @@ def plot_wise_curves(curves: pd.DataFrame, chosen: dict | None = None):
         ax.set_xlabel("alpha (0: start, 1: fine-tuned)")
         ax.grid(alpha=0.3)
     np.atleast_1d(axes)[0].set_ylabel("test R@1 (CUB-like)")
-    handles, labels = np.atleast_1d(axes)[0].get_legend_handles_labels()
-    fig.legend(handles, labels, title="images per class", loc="lower center", ncol=len(labels), fontsize=9)
+    legend = {}   # every panel's lines: a panel whose split has no runs yet has none
+    for ax in np.atleast_1d(axes):
+        legend.update({label: handle for handle, label in zip(*ax.get_legend_handles_labels())})
+    if legend:
+        fig.legend(list(legend.values()), list(legend), title="images per class", loc="lower center",
+                   ncol=len(legend), fontsize=9)
     fig.suptitle("WiSE-FT along the mixing coefficient (star: chosen on validation classes)", fontsize=11)
     fig.tight_layout(rect=(0, 0.12, 1, 1))
     return fig
