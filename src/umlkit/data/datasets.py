@@ -24,6 +24,9 @@ Every dataset checks its image and class counts (PUMA Table 1; exact numbers fro
 the datasets' own documentation) and raises :class:`DatasetCountError` naming the dataset, split, expected and
 found counts and the usual causes. ``expected=None`` switches the check off (a deliberate subset); a tree written
 by :func:`umlkit.data.make_mini` carries its own counts in ``UML_MINI.json``, which the loaders use instead.
+
+Images decode to 8-bit RGB at each mode's own range (:func:`umlkit.data.decode.to_rgb`: a 16-bit greyscale PNG is
+scaled, not clipped to white).
 """
 from __future__ import annotations
 
@@ -37,6 +40,8 @@ from pathlib import Path
 import numpy as np
 import torch
 from PIL import Image
+
+from umlkit.data.decode import open_rgb
 
 __all__ = ["DATASETS", "DatasetCountError", "DatasetSpec", "ImageListDataset", "load_dataset", "read_annotations",
            "MINI_MANIFEST"]
@@ -145,11 +150,7 @@ class ImageListDataset(torch.utils.data.Dataset):
 
     @staticmethod
     def _read(path: Path) -> Image.Image:
-        try:
-            with Image.open(path) as im:
-                return im.convert("RGB")
-        except (OSError, SyntaxError) as err:
-            raise OSError(f"cannot read image {path}: {err}") from err
+        return open_rgb(path)   # every mode at its own range (data.decode.to_rgb), 8-bit RGB and L unchanged
 
     def __len__(self) -> int:
         return len(self.paths)
