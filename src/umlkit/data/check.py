@@ -1,6 +1,8 @@
 """``umlkit data check``: which datasets are present under a root, with counts, and how to get the missing ones.
 
-``--verify`` decodes images as the loaders do (``data.decode.to_rgb``)."""
+It reads each dataset through :func:`umlkit.data.load_dataset`, so its indexes pass the same checks as a training
+run's (``data.index_check``: an id listed twice, a label outside the class list) and ``--verify`` decodes images as
+the loaders do (``data.decode.to_rgb``)."""
 from __future__ import annotations
 
 import json
