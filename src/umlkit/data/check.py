@@ -1,4 +1,8 @@
-"""``umlkit data check``: which datasets are present under a root, with counts, and how to get the missing ones."""
+"""``umlkit data check``: which datasets are present under a root, with counts, and how to get the missing ones.
+
+It reads each dataset through :func:`umlkit.data.load_dataset`, so its indexes pass the same checks as a training
+run's (``data.index_check``: an id listed twice, a label outside the class list) and ``--verify`` decodes images as
+the loaders do (``data.decode.to_rgb``)."""
 from __future__ import annotations
 
 import json
@@ -8,6 +12,7 @@ import pandas as pd
 from PIL import Image
 
 from umlkit.data.datasets import DATASETS, MINI_MANIFEST, DatasetCountError, ImageListDataset, load_dataset
+from umlkit.data.decode import to_rgb
 
 __all__ = ["check_datasets", "verify_images", "CorruptImagesError"]
 
@@ -28,7 +33,7 @@ def verify_images(dataset: ImageListDataset, on_error: str = "report") -> list[t
     for p in dataset.paths:
         try:
             with Image.open(p) as im:
-                im.convert("RGB").load()
+                to_rgb(im).load()   # the decoding the loaders use (data.decode), every mode at its own range
         except Exception as err:  # PIL raises many types for truncated/corrupt files
             bad.append((p, f"{type(err).__name__}: {err}"))
     if bad and on_error == "fail":

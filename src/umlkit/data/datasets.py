@@ -24,6 +24,13 @@ Every dataset checks its image and class counts (PUMA Table 1; exact numbers fro
 the datasets' own documentation) and raises :class:`DatasetCountError` naming the dataset, split, expected and
 found counts and the usual causes. ``expected=None`` switches the check off (a deliberate subset); a tree written
 by :func:`umlkit.data.make_mini` carries its own counts in ``UML_MINI.json``, which the loaders use instead.
+
+Every index is refused, with one ``ValueError`` naming the file, the line (or .mat entry), the id or label and what
+was expected, when it lists an image or id twice or gives a label outside the dataset's class list (CUB's and
+NABirds' ``classes.txt``, Cars' ``class_names``, Aircraft's ``variants.txt``, Flowers' ``cat_to_name.json``):
+:mod:`umlkit.data.index_check`, which ``umlkit data check`` passes through too. Cars' class names come from
+``cars_annos.mat`` (else the devkit's ``devkit/cars_meta.mat``). Images decode to 8-bit RGB at each mode's own range
+(:func:`umlkit.data.decode.to_rgb`: a 16-bit greyscale PNG is scaled, not clipped to white).
 """
 from __future__ import annotations
 
@@ -37,6 +44,9 @@ from pathlib import Path
 import numpy as np
 import torch
 from PIL import Image
+
+from umlkit.data.decode import open_rgb
+from umlkit.data.index_check import keyed, known_classes, mat_field, mat_items, mat_scalar
 
 __all__ = ["DATASETS", "DatasetCountError", "DatasetSpec", "ImageListDataset", "load_dataset", "read_annotations",
            "MINI_MANIFEST"]
@@ -145,11 +155,7 @@ class ImageListDataset(torch.utils.data.Dataset):
 
     @staticmethod
     def _read(path: Path) -> Image.Image:
-        try:
-            with Image.open(path) as im:
-                return im.convert("RGB")
-        except (OSError, SyntaxError) as err:
-            raise OSError(f"cannot read image {path}: {err}") from err
+        return open_rgb(path)   # every mode at its own range (data.decode.to_rgb), 8-bit RGB and L unchanged
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -266,10 +272,10 @@ def _lines(path: Path) -> list[str]:
     return [ln for _, ln in _numbered(path)]
 
 
-def _table(path: Path, layout: str, skip: int = 0, ints: tuple[int, ...] = ()) -> list[list]:
-    """The rows of a whitespace-separated annotation file after ``skip`` header lines, split into the fields
-    ``layout`` names (its last field takes the rest of the line, e.g. a name with spaces); the fields at ``ints``
-    as integers. A line that does not fit is named with its file and number."""
+def _rows(path: Path, layout: str, skip: int = 0, ints: tuple[int, ...] = ()) -> list[tuple]:
+    """``(file, line number, fields)`` of the rows of a whitespace-separated annotation file after ``skip`` header
+    lines, split into the fields ``layout`` names (its last field takes the rest of the line, e.g. a name with
+    spaces); the fields at ``ints`` as integers. A line that does not fit is named with its file and number."""
     fields = layout.split()
     rows = []
     for no, ln in _numbered(path)[skip:]:
@@ -277,12 +283,17 @@ def _table(path: Path, layout: str, skip: int = 0, ints: tuple[int, ...] = ()) -
         try:
             if len(parts) != len(fields):
                 raise ValueError
-            rows.append([int(v) if i in ints else v for i, v in enumerate(parts)])
+            rows.append((path, no, [int(v) if i in ints else v for i, v in enumerate(parts)]))
         except ValueError:
             raise ValueError(f"{path}, line {no}: expected '{layout}'"
                              f"{' (' + ', '.join(fields[i] for i in ints) + ' integer)' if ints else ''}, got "
                              f"{ln[:80]!r}") from None
     return rows
+
+
+def _index(rows: list[tuple], what: str, key: int = 0, value: int = 1) -> dict:
+    """``{fields[key]: fields[value]}`` of :func:`_rows`' rows; a key listed twice is refused (:func:`keyed`)."""
+    return keyed(((p, no, r[key], r[value]) for p, no, r in rows), what)
 
 
 def _labels_of(ids: dict, labels: dict, path: Path) -> list[int]:
@@ -321,12 +332,16 @@ def _halves(paths: list[Path], keys: list, train_keys: set | None = None, declar
 
 def _read_cub(root: Path, **_):
     base = root / "CUB_200_2011"
-    ids = dict(sorted(_table(base / "images.txt", "IMAGE_ID PATH", ints=(0,))))
-    labels = dict(_table(base / "image_class_labels.txt", "IMAGE_ID CLASS_ID", ints=(0, 1)))
+    images = _rows(base / "images.txt", "IMAGE_ID PATH", ints=(0,))
+    ids = dict(sorted(_index(images, "image id").items()))
+    _index(images, "image path", key=1, value=0)
+    label_rows = _rows(base / "image_class_labels.txt", "IMAGE_ID CLASS_ID", ints=(0, 1))
+    labels = _index(label_rows, "image id")
     _reject_dot_underscore(list(ids.values()), base / "images.txt")
+    names = _index(_rows(base / "classes.txt", "CLASS_ID NAME", ints=(0,)), "class id")
+    known_classes(((p, no, i, c) for p, no, (i, c) in label_rows), names, "classes.txt")
     keys = _labels_of(ids, labels, base / "image_class_labels.txt")
     paths = [base / "images" / path for path in ids.values()]
-    names = dict(_table(base / "classes.txt", "CLASS_ID NAME", ints=(0,)))
     return _halves(paths, keys, declared=list(names)), names
 
 
@@ -341,15 +356,39 @@ def _loadmat(path: Path):
                          f"dataset's original .mat file") from err
 
 
+def _cars_class_names(base: Path, mat: dict) -> tuple[list[str], Path]:
+    """Cars' class names and the file they come from: ``class_names`` of ``cars_annos.mat``, else of the devkit's
+    ``devkit/cars_meta.mat``."""
+    path, meta = base / "cars_annos.mat", base / "devkit" / "cars_meta.mat"
+    if "class_names" not in mat and meta.is_file():
+        path, mat = meta, _loadmat(meta)
+    field = mat_field(mat, "class_names", path, expected="the class names as a cell array (1 x 196 in "
+                      "cars_annos.mat, or in devkit/cars_meta.mat beside it)")
+    return [str(mat_scalar(c)).strip() for c in mat_items(field)], path
+
+
 def _read_cars(root: Path, cars_split: str = "label_id", **_):
     base = root / "cars196"
-    mat = _loadmat(base / "cars_annos.mat")
-    ann = np.atleast_1d(mat["annotations"])
-    class_names = [str(c) for c in np.atleast_1d(mat["class_names"])]
-    paths = [base / str(a.relative_im_path) for a in ann]
-    keys = [int(a.__dict__["class"]) for a in ann]
-    _reject_dot_underscore([str(p) for p in paths], base / "cars_annos.mat")
+    path = base / "cars_annos.mat"
+    mat = _loadmat(path)
+    ann = mat_items(mat_field(mat, "annotations", path, expected="the annotation struct array (relative_im_path, "
+                                                               "bbox_x1..bbox_y2, class, test)"))
+    entries = []
+    for no, a in enumerate(ann, start=1):
+        rel = mat_scalar(mat_field(a, "relative_im_path", path, f"annotation {no}"))
+        cls = mat_scalar(mat_field(a, "class", path, f"annotation {no}"))
+        try:
+            entries.append((path, no, str(rel), int(cls)))
+        except (TypeError, ValueError):
+            raise ValueError(f"{path}, annotation {no}: class {cls!r} of {rel!r}: expected an integer label id") \
+                from None
+    rels = keyed(((p, no, rel, cls) for p, no, rel, cls in entries), "image", unit="annotation")
+    class_names, source = _cars_class_names(base, mat)
     names = {i + 1: n for i, n in enumerate(class_names)}
+    known_classes(entries, names, f"{source.name}'s class_names", unit="annotation")
+    paths = [base / rel for rel in rels]
+    keys = list(rels.values())
+    _reject_dot_underscore([str(p) for p in paths], path)
     if cars_split == "label_id":
         train = _first_half(list(names) or keys)  # the declared class_names, not only the ids with images
     elif cars_split == "roth":  # Roth et al.: first half of the class folders sorted by name
@@ -364,19 +403,24 @@ def _read_sop(root: Path, **_):
     base = root / "Stanford_Online_Products"
     out, names = {}, {}
     for split, fname in (("train", "Ebay_train.txt"), ("test", "Ebay_test.txt")):
-        rows = _table(base / fname, "IMAGE_ID CLASS_ID SUPER_CLASS_ID PATH", skip=1, ints=(1,))
-        out[split] = ([base / r[3] for r in rows], [r[1] for r in rows])
-        names.update({int(r[1]): r[3].split("/")[0].replace("_final", "") for r in rows})
+        rows = _rows(base / fname, "IMAGE_ID CLASS_ID SUPER_CLASS_ID PATH", skip=1, ints=(1,))
+        _index(rows, "image id")
+        rows = list(_index(rows, "image path", key=3, value=1).items())
+        out[split] = ([base / rel for rel, _ in rows], [c for _, c in rows])
+        names.update({int(c): rel.split("/")[0].replace("_final", "") for rel, c in rows})
     return out, names
 
 
 def _read_inshop(root: Path, **_):
     base = root / "Inshop_Clothes"
-    rows = _table(base / "Eval" / "list_eval_partition.txt", "IMAGE_NAME ITEM_ID EVALUATION_STATUS", skip=2)
+    path = base / "Eval" / "list_eval_partition.txt"
+    rows = _rows(path, "IMAGE_NAME ITEM_ID EVALUATION_STATUS", skip=2)
+    _index(rows, "image")
     out = {s: ([], []) for s in ("train", "query", "gallery")}
-    for img, item, status in rows:
+    for _, no, (img, item, status) in rows:
         if status not in out:
-            raise ValueError(f"{base / 'Eval/list_eval_partition.txt'}: unknown evaluation_status {status!r}")
+            raise ValueError(f"{path}, line {no}: unknown evaluation_status {status!r} of {img!r}; expected train, "
+                             f"query or gallery")
         out[status][0].append(base / "Img" / img)
         out[status][1].append(item)
     # items have ids, not names (their gender/category folders are img/<gender>/<category>/<item>/<file>)
@@ -385,29 +429,57 @@ def _read_inshop(root: Path, **_):
 
 def _read_nabirds(root: Path, **_):
     base = root / "nabirds"
-    ids = dict(sorted(_table(base / "images.txt", "IMAGE_UUID PATH")))
-    labels = dict(_table(base / "image_class_labels.txt", "IMAGE_UUID CLASS_ID", ints=(1,)))
-    keys = _labels_of(ids, labels, base / "image_class_labels.txt")
+    images = _rows(base / "images.txt", "IMAGE_UUID PATH")
+    ids = dict(sorted(_index(images, "image id").items()))
+    _index(images, "image path", key=1, value=0)
+    label_rows = _rows(base / "image_class_labels.txt", "IMAGE_UUID CLASS_ID", ints=(1,))
+    labels = _index(label_rows, "image id")
     names = {}
     if (base / "classes.txt").is_file():
-        names = dict(_table(base / "classes.txt", "CLASS_ID NAME", ints=(0,)))
+        names = _index(_rows(base / "classes.txt", "CLASS_ID NAME", ints=(0,)), "class id")
+        known_classes(((p, no, i, c) for p, no, (i, c) in label_rows), names, "classes.txt")
+    keys = _labels_of(ids, labels, base / "image_class_labels.txt")
     return _halves([base / "images" / path for path in ids.values()], keys), names
+
+
+def _mat_labels(path: Path, values, field: str = "labels") -> list[int]:
+    """The integer class label of each entry of a .mat file's ``field``; a non-integer one is named."""
+    out = []
+    for no, v in enumerate(mat_items(values), start=1):
+        v = mat_scalar(v)
+        try:
+            if float(v) != int(float(v)):
+                raise ValueError
+            out.append(int(float(v)))
+        except (TypeError, ValueError):
+            raise ValueError(f"{path}, entry {no}: {field} {v!r}: expected an integer class label") from None
+    return out
 
 
 def _read_dogs(root: Path, **_):
     base = root / "dogs"
-    mat = _loadmat(base / "file_list.mat")
-    files = [str(f) for f in np.atleast_1d(mat["file_list"])]
-    keys = [int(v) for v in np.atleast_1d(mat["labels"])]
+    path = base / "file_list.mat"
+    mat = _loadmat(path)
+    files = [str(mat_scalar(f)) for f in mat_items(mat_field(mat, "file_list", path))]
+    keys = _mat_labels(path, mat_field(mat, "labels", path))
+    if len(files) != len(keys):
+        raise ValueError(f"{path}: {len(files)} entries in file_list but {len(keys)} labels; expected one label per "
+                         f"image")
+    keyed(((path, no, f, k) for no, (f, k) in enumerate(zip(files, keys), start=1)), "image", unit="entry")
     names = {k: f.split("/")[0].split("-", 1)[-1] for f, k in zip(files, keys)}
     return _halves([base / "Images" / f for f in files], keys), names
 
 
 def _read_flowers(root: Path, **_):
     base = root / "flowers"
-    keys = [int(v) for v in np.atleast_1d(_loadmat(base / "imagelabels.mat")["labels"])]
+    path = base / "imagelabels.mat"
+    keys = _mat_labels(path, mat_field(_loadmat(path), "labels", path))
     paths = [base / "jpg" / f"image_{i + 1:05d}.jpg" for i in range(len(keys))]
-    return _halves(paths, keys), _flowers_names(base, keys)
+    names = _flowers_names(base, keys)
+    if (base / "cat_to_name.json").is_file():
+        known_classes(((path, no, p.name, k) for no, (p, k) in enumerate(zip(paths, keys), start=1)), names,
+                      "cat_to_name.json", unit="entry")
+    return _halves(paths, keys), names
 
 
 def _flowers_names(base: Path, keys: list[int]) -> dict:
@@ -429,19 +501,20 @@ def _flowers_names(base: Path, keys: list[int]) -> dict:
 def _read_aircraft(root: Path, **_):
     data = root / "fgvc-aircraft-2013b" / "data"
     merged = data / "images_variant_trainvaltest.txt"
-    if merged.is_file():
-        lines = _lines(merged)
-    else:  # PUMA merges the two official files (its auto-merge uses relative paths; absolute here)
+    parts = [merged]
+    if not merged.is_file():  # PUMA merges the two official files (its auto-merge uses relative paths; absolute here)
         parts = [data / "images_variant_trainval.txt", data / "images_variant_test.txt"]
         if not all(p.is_file() for p in parts):
             raise FileNotFoundError(merged)
-        lines = _lines(parts[0]) + _lines(parts[1])
-    rows = [ln.split(" ", 1) for ln in lines]
+    rows = [r for p in parts for r in _rows(p, "IMAGE_ID VARIANT")]
+    variant_of = _index(rows, "image id")
     declared = set(_lines(data / "variants.txt")) if (data / "variants.txt").is_file() else set()
-    variants = sorted(declared | {v for _, v in rows})  # variants.txt declares the classes, images or not
+    if declared:
+        known_classes(((p, no, i, v) for p, no, (i, v) in rows), declared, "variants.txt")
+    variants = sorted(declared | set(variant_of.values()))  # variants.txt declares the classes, images or not
     index = {v: i + 1 for i, v in enumerate(variants)}
-    keys = [index[v] for _, v in rows]
-    paths = [data / "images" / f"{i}.jpg" for i, _ in rows]
+    keys = [index[v] for v in variant_of.values()]
+    paths = [data / "images" / f"{i}.jpg" for i in variant_of]
     return _halves(paths, keys, declared=list(index.values())), {index[v]: v for v in variants}
 
 
@@ -449,8 +522,17 @@ def _read_inat(root: Path, **_):
     base = root / "inaturalist"
     out = {}
     for split in ("train", "test"):
-        rel = _lines(base / f"Inaturalist_{split}_set1.txt")
-        out[split] = ([base / r for r in rel], [int(Path(r).parts[-2]) for r in rel])
+        path = base / f"Inaturalist_{split}_set1.txt"
+        lines = _numbered(path)
+        keyed(((path, no, r, r) for no, r in lines), "image path")
+        keys = []
+        for no, r in lines:
+            try:
+                keys.append(int(Path(r).parts[-2]))
+            except (IndexError, ValueError):
+                raise ValueError(f"{path}, line {no}: {r!r}: expected train_val2018/<kingdom>/<species id>/<file>"
+                                 f".jpg") from None
+        out[split] = ([base / r for _, r in lines], keys)
     return out, {}
 
 
