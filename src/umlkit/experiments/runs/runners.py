@@ -36,6 +36,7 @@ import torch
 
 from umlkit._paths import data_root
 from umlkit.data import build_transforms, load_unified
+from umlkit.data.unified import PUMA_ORDER
 from umlkit.metrics import cross_source_rate, unified_evaluation
 from umlkit.models import count_trainable, create_model
 from umlkit.train.evaluate import extract_embeddings
@@ -109,7 +110,7 @@ def weights_for(cfg: dict) -> dict:
 
 
 def test_set(cfg: dict):
-    """The unified test split of the configuration's sources (``data.datasets``, in its order) with its evaluation
+    """The unified test split of the configuration's sources (``data.datasets``, in PUMA's order) with its evaluation
     transform (the classes ``data.splits`` lists where it lists them, as :func:`umlkit.train.engine.build_data`
     splits). Until 2026-12-06 it loaded all eight sources whatever ``data.datasets`` said, so the cross-source rate
     and pool weights of a run on fewer sources counted sources it never trained on; those records are stale."""
@@ -119,7 +120,9 @@ def test_set(cfg: dict):
     if cfg["data"].get("splits"):
         return build_data(cfg, data_config)[1]
     tf = build_transforms(cfg["data"]["transform"], data_config, train=False)
-    return load_unified(data_root_of(cfg), "test", names=cfg["data"]["datasets"], transform=tf,
+    names = sorted(cfg["data"]["datasets"], key=lambda n: (n not in PUMA_ORDER, PUMA_ORDER.index(n) if n in PUMA_ORDER
+                                                             else 0))
+    return load_unified(data_root_of(cfg), "test", names=names, transform=tf,
                         cache=cfg["data"]["cache"])
 
 
@@ -303,8 +306,8 @@ def specialists_run(cfgs: dict[str, dict]) -> dict:
         if cfg["data"].get("splits"):
             raise ValueError(f"specialists: the {src} model's configuration lists data.splits; the ensemble embeds "
                              "every source's default test split, so explicit class splits are not supported here")
-        if test is None:
-            test = test_set(cfg)
+        if test is None:   # the union of every specialist's source: the ensemble is evaluated on all of them
+            test = test_set({**cfg, "data": {**cfg["data"], "datasets": list(cfgs)}})
         res = _fit(weights_for(cfg))
         emb, labels = extract_embeddings(res.model, test, batch_size=512, device=_device_of(res.model))
         frame = unified_evaluation(emb, labels, test.sources, is_query=test.is_query, is_gallery=test.is_gallery,
