@@ -107,7 +107,11 @@ def test_the_fastest_whole_search_is_chosen_measured_for_real_and_read_back(cach
         cache.write_text(damaged)
         monkeypatch.setattr(kernels, "_MEMO", {})
         monkeypatch.setattr(kernels, "_measure", _fixed(fp32=3.0, bf16=2.0, int8=1.0))
-        assert choose(True, BIG, 32).kernel == "int8"
+        if damaged.startswith("{not"):
+            with pytest.warns(UserWarning, match="is not a JSON object"):
+                assert choose(True, BIG, 32).kernel == "int8"
+        else:
+            assert choose(True, BIG, 32).kernel == "int8"
         assert json.loads(cache.read_text())[key]["int8"] == 1.0
     # a plain search has no int8 path and its own entry
     plain = {"fp32": 1.0, "bf16": 2.0}
@@ -167,6 +171,46 @@ def test_an_unwritable_cache_still_gives_the_measurement(cache, monkeypatch, tmp
     monkeypatch.setenv("UMLKIT_CACHE", str(blocker / "sub"))      # a folder under a file cannot be made
     monkeypatch.setattr(kernels, "_measure", _fixed(fp32=3.0, bf16=2.0, int8=4.0))
     assert choose(True, BIG, 8).kernel == "bf16"
+
+
+_BAD_ENTRIES = ["abc", [3.0, 2.0, 1.0], None, 7, {"fp32": -1.0, "bf16": 2.0, "int8": 0.5},
+                {"fp32": float("nan"), "bf16": 2.0, "int8": 0.5}, {"fp32": float("inf"), "bf16": 2.0, "int8": 0.5},
+                {"fp32": 0.0, "bf16": 2.0, "int8": 0.5}, {"fp32": 1.0, "bf16": 2.0},
+                {"fp32": "1.0", "bf16": 2.0, "int8": 0.5}, {"fp32": True, "bf16": 2.0, "int8": 0.5},
+                {"fp32": 1.0, "bf16": {"s": 2.0}, "int8": 0.5}, {"fp32": 1.0, "bf16": None, "int8": 0.5}]
+
+
+@pytest.mark.parametrize("entry", _BAD_ENTRIES, ids=repr)
+def test_an_entry_without_positive_finite_seconds_is_measured_again_and_replaced(cache, monkeypatch, entry):
+    """Wrong types, negative, zero, NaN, infinite or missing seconds: not measured. The choice comes from a new
+    measurement, whose entry replaces the bad one (other machines' entries are kept); without a search to time,
+    such an entry reads as unmeasured, never as a traceback."""
+    key = kernels._machine_key(32, True)
+    other = {"fp32": 9.0, "bf16": 8.0, "int8": 7.0}
+    cache.write_text(json.dumps({key: entry, "another machine": other}))    # NaN and Infinity as json writes them
+    monkeypatch.setattr(kernels, "_measure", _no_measuring)
+    assert choose(True, BIG, 32, measure=False).kernel == "unmeasured"
+    monkeypatch.setattr(kernels, "_measure", _fixed(fp32=3.0, bf16=2.0, int8=1.0))
+    choice = choose(True, BIG, 32)
+    assert choice.kernel == "int8" and choice.seconds == {"fp32": 3.0, "bf16": 2.0, "int8": 1.0}
+    stored = json.loads(cache.read_text())
+    assert {k: stored[key][k] for k in choice.seconds} == choice.seconds and stored["another machine"] == other
+    assert not list(cache.parent.glob("*.tmp"))                             # replaced atomically, no leftovers
+    monkeypatch.setattr(kernels, "_MEMO", {})
+    monkeypatch.setattr(kernels, "_measure", _no_measuring)
+    assert choose(True, BIG, 32) == choice                                   # the repaired file is read back
+
+
+@pytest.mark.parametrize("text", ['"a string"', "[1, 2, 3]", "null", "3.5", "{not json", ""])
+def test_a_cache_file_that_is_not_a_json_object_reads_as_empty_with_one_warning(cache, monkeypatch, text):
+    cache.write_text(text)
+    monkeypatch.setattr(kernels, "_measure", _fixed(fp32=3.0, bf16=1.0, int8=2.0))
+    with pytest.warns(UserWarning) as caught:
+        choice = choose(True, BIG, 32)
+    assert choice.kernel == "bf16"
+    assert len(caught) == 1 and str(cache) in str(caught[0].message) and "\n" not in str(caught[0].message)
+    (key, value), = json.loads(cache.read_text()).items()                   # rewritten as an object
+    assert key == kernels._machine_key(32, True) and value["bf16"] == 1.0
 
 
 def test_the_environment_overrides_the_choice_and_every_kernel_returns_the_exact_top_k(cache, monkeypatch):

@@ -201,6 +201,43 @@ def test_the_full_profile_reads_umlkit_data_when_data_root_is_unset(tmp_path, mo
         fit({"profile": "full", "train": {"progress": False}})
 
 
+def _no_training(*args, **kwargs):
+    pytest.fail("an epoch was trained")
+
+
+def test_an_empty_test_part_is_refused_before_training_naming_the_part_source_and_keys(tmp_path, monkeypatch):
+    """An aircraft annotation holding only its first-half (training) variants, its count check off: the test part
+    is empty (it used to train, then drop the source from the results or fail in torch.cat); refused up front."""
+    from umlkit.data import make_mini
+    from umlkit.train import engine
+    root = make_mini(tmp_path / "mini", seed=0, sources=["flowers", "aircraft"])
+    data = root / "fgvc-aircraft-2013b" / "data"
+    first = {v.split(" ", 1)[0] for v in sorted((data / "variants.txt").read_text().splitlines())[:25]}
+    listed = data / "images_variant_trainvaltest.txt"
+    listed.write_text("".join(f"{ln}\n" for ln in listed.read_text().splitlines() if ln.split(" ", 2)[1] in first))
+    monkeypatch.setattr(engine, "_train_epoch", _no_training)
+    cfg = tiny_cfg(root, epochs=1)
+    cfg["data"]["expected"] = None
+    with pytest.raises(ValueError, match=r"the 'test' part of source 'aircraft' \(FGVC-Aircraft\) has no images, "
+                                         r"from the aircraft annotation's own test split under .*data.expected = null"):
+        fit(cfg, run_dir=tmp_path / "run")
+    assert not (tmp_path / "run" / "log.jsonl").exists()
+
+
+def test_an_empty_train_or_val_part_is_refused_before_training_naming_the_keys(small_root, tmp_path, monkeypatch):
+    """data.splits gives aircraft one training class and data.val_fraction holds out one class: nothing trains."""
+    from umlkit.train import engine
+    monkeypatch.setattr(engine, "_train_epoch", _no_training)
+    cfg = tiny_cfg(small_root, epochs=1)
+    cfg["data"].update(splits={"aircraft": {"train": [1], "test": [26, 27]}}, val_fraction=0.5)
+    with pytest.raises(ValueError, match=r"the 'train' part of source 'aircraft' .* from data.splits.aircraft.train; "
+                                         r"data.val_fraction = 0.5"):
+        fit(cfg, run_dir=tmp_path / "train")
+    cfg["data"].update(splits={"aircraft": {"train": [1, 2], "test": [26, 27]}}, val_fraction=0.0, few_shot=2)
+    fit_data = engine.build_data(resolve_config(cfg), engine.backbone_data_config("vit_tiny_uml"))   # non-empty: fine
+    assert all(len(part) for part in fit_data[:2]) and fit_data[2] is None
+
+
 @pytest.mark.parametrize("config, error, match", [
     # a misspelt key inside a section (from a dict or a YAML file) would be kept beside the default and ignored
     ({"train": {"epoch": 2}}, KeyError,
@@ -411,11 +448,19 @@ def test_train_compile_is_optional_checked_and_leaves_unset_keys_alone():
 
 @pytest.mark.heavy   # make test-all only: inductor compiles the step for about 35 s on 2 cores
 def test_compiled_training_forward_trains_to_the_eager_metrics(small_root, tmp_path):
-    """The compiled forward is the same model: two epochs reach the eager run's test metrics within 0.5 R@1 (the
-    compiled kernels reorder floating-point sums), and the checkpoint holds the plain module's keys."""
-    eager = fit(tiny_cfg(small_root, epochs=2), run_dir=tmp_path / "eager")
-    compiled = fit(tiny_cfg(small_root, epochs=2, compile="default"), run_dir=tmp_path / "compiled")
+    """The compiled forward is the same model: two epochs give the eager run's per-epoch losses to 1e-5 (the compiled
+    kernels reorder floating-point sums) and its test R@1 within 2 points (after two epochs the tiny model's
+    retrieval has many near ties, and such float differences flip a few of 380 queries: 1.6 points measured on Zen 4),
+    and the checkpoint holds the plain module's keys. The adapters keep every branch (keep_prob 1.0): inductor draws
+    its own random numbers, so a stochastic adapter's drops, and with them the whole trajectory, differ by design."""
+    def cfg(**train):
+        c = tiny_cfg(small_root, epochs=2, **train)
+        c["model"]["options"]["keep_prob"] = 1.0
+        return c
+    eager = fit(cfg(), run_dir=tmp_path / "eager")
+    compiled = fit(cfg(compile="default"), run_dir=tmp_path / "compiled")
+    assert [h["loss"] for h in compiled.history] == pytest.approx([h["loss"] for h in eager.history], rel=1e-5)
     diff = (eager.last["R@1"] - compiled.last["R@1"]).abs().max()
-    assert diff <= 0.5, f"compiled R@1 differs from eager by {diff}"
+    assert diff <= 2.0, f"compiled R@1 differs from eager by {diff}"
     keys = load_checkpoint(tmp_path / "compiled" / "latest.pt")["model"].keys()
     assert not any("_orig_mod" in k for k in keys)

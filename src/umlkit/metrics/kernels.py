@@ -48,7 +48,8 @@ both were 2.1-4.2x faster. Plain searches (half the items against the other half
    others) nothing is timed and the instruction set's order decides (int8, then bf16, then fp32) for this process
    only; a machine that turns busy during the timing gets its timing used by this process and never stored (with
    two training processes and a spinning one on this 2-core machine, a GEMM timing came out 4x off). Delete the
-   file to measure again.
+   file to measure again. An entry without positive finite seconds for every kernel counts as not measured
+   (measured again and replaced); a file that is not a JSON object reads as empty, with a one-line warning.
 
 :func:`choose` returns the kernel and a sentence saying why (``umlkit evaluate --explain``, the benchmark's header,
 the Evaluation chapter). ``UMLKIT_SEARCH_DTYPE`` overrides it (:func:`umlkit.metrics.knn.forced_search_dtype`).
@@ -57,10 +58,12 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import platform
 import threading
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -187,12 +190,38 @@ def choose(self_search: bool, pairs: int, dim: int, measure: bool = True, search
                         f"machine ({timings})", seconds)
 
 
-def _read_cache(path: Path) -> dict:
+def _read_cache(path: Path, warn: bool = False) -> dict:
+    """The cache file's machine entries; a file that is missing or unreadable, or whose text is not a JSON object
+    (corrupt, a list, a string, ...), reads as empty (every kernel is measured again and the file rewritten),
+    ``warn``: with a one-line warning naming the file when it exists but is not a JSON object."""
     try:
-        data = json.loads(path.read_text())
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):   # missing, unreadable or corrupt: measure again
+        text = path.read_text()
+    except (OSError, ValueError):   # missing or unreadable (ValueError: not text): measure again
         return {}
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        return data
+    if warn:
+        warnings.warn(f"kernel cache {path} is not a JSON object: read as empty, measured again and rewritten",
+                      UserWarning, stacklevel=2)
+    return {}
+
+
+def _valid_seconds(entry, kernels: list[str]) -> dict[str, float] | None:
+    """``entry``'s seconds for each of ``kernels``, or None where it is not a mapping or any kernel lacks positive
+    finite seconds (a number, not a bool or a string): such an entry counts as not measured."""
+    if not isinstance(entry, dict):
+        return None
+    out = {}
+    for k in kernels:
+        v = entry.get(k)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            return None
+        out[k] = float(v)
+    return out
 
 
 def _write_cache(path: Path, key: str, value: dict) -> None:
@@ -219,13 +248,12 @@ def _seconds(dim: int, self_search: bool, kernels: list[str], search) -> dict[st
     if key in _MEMO:
         return _MEMO[key]
     path = cache_file()
-    cached = _read_cache(path).get(key)
-    try:
-        _MEMO[key] = {k: float(cached[k]) for k in kernels}
-        return _MEMO[key]
-    except (TypeError, KeyError, ValueError):   # no entry, or one that is not a number per kernel: measure
-        if search is None:
-            return None
+    cached = _valid_seconds(_read_cache(path, warn=True).get(key), kernels)
+    if cached is not None:
+        _MEMO[key] = cached
+        return cached
+    if search is None:   # no entry, or one without positive finite seconds per kernel: measured when searched
+        return None
     from umlkit.metrics.threads import busy_cores
     before = busy_cores()
     if before is not None and before > _QUIET:
@@ -260,9 +288,8 @@ def _measure(dim: int, self_search: bool, kernels: list[str], search) -> dict[st
     try:
         done = subprocess.run([sys.executable, "-c", code, json.dumps(args)], capture_output=True, text=True,
                               check=True)
-        value = json.loads(done.stdout.strip().splitlines()[-1])
-        return {k: float(value[k]) for k in kernels}
-    except (OSError, subprocess.CalledProcessError, ValueError, KeyError, IndexError):
+        return _valid_seconds(json.loads(done.stdout.strip().splitlines()[-1]), kernels)
+    except (OSError, subprocess.CalledProcessError, ValueError, IndexError):
         return None
 
 

@@ -144,7 +144,9 @@ def build_data(cfg: dict, data_config: dict):
             is_val = tr.labels >= tr.num_classes - n_val  # the last classes: class-disjoint from training
             va = tr.subset(np.flatnonzero(is_val))
             tr = tr.subset(np.flatnonzero(~is_val))
+        _require_images(tr, "train", name, d, root)
         if va is not None:
+            _require_images(va, "val", name, d, root)
             val_parts.append(va)
         shot = parse_few_shot(d["few_shot"])
         if shot is not None:
@@ -153,15 +155,38 @@ def build_data(cfg: dict, data_config: dict):
             idx = (published_indices(tr.paths, published_file(root, name, k), held_out) if published
                    else few_shot_indices(tr.labels, k, seed=cfg["seed"]))
             tr = tr.subset(idx, relabel=False)
+            _require_images(tr, "train", name, d, root)
         train_parts.append(tr)
-        test_parts.append(te if te is not None else
-                          load_dataset(name, root, "test", expected=d["expected"], cache=d["cache"]))
+        te = te if te is not None else load_dataset(name, root, "test", expected=d["expected"], cache=d["cache"])
+        _require_images(te, "test", name, d, root)
+        test_parts.append(te)
     train = UnifiedDataset(train_parts, transform=train_tf)
     if d.get("shortcut") is not None:    # a class-predicting mark on the training images only (umlkit.data.shortcut)
         train = ShortcutDataset(train, **check_shortcut(d["shortcut"]), seed=cfg["seed"])
     test = UnifiedDataset(test_parts, transform=eval_tf)
     val = UnifiedDataset(val_parts, transform=eval_tf) if val_parts else None
     return train, test, val
+
+
+def _require_images(part, which: str, name: str, d: dict, root: Path) -> None:
+    """Refuse an empty train, test or validation part of source ``name`` before any training (an empty part would
+    otherwise fail, or drop the source from the results, only after an epoch), naming the config keys that made it."""
+    if len(part):
+        return
+    splits = d["splits"] or {}
+    keys = [f"data.splits.{name}.{which}" if name in splits else
+            f"the {name} annotation's own {'train' if which == 'val' else which} split under {root} (data.root)"]
+    if which != "test" and d["val_fraction"] and not (which == "val" and name in splits and splits[name].get("val")):
+        keys.append(f"data.val_fraction = {d['val_fraction']}")
+    if which == "train" and d["few_shot"] is not None:
+        keys.append(f"data.few_shot = {d['few_shot']!r}")
+    if d["expected"] is None:
+        keys.append("data.expected = null (the image count check is off)")
+    from umlkit.data.datasets import DATASETS
+    title = DATASETS[name].title if name in DATASETS else name
+    raise ValueError(f"the {which!r} part of source {name!r} ({title}) has no images, from {'; '.join(keys)}: every "
+                     f"source of data.datasets {d['datasets']} needs images in train and test (and in validation "
+                     f"where one is asked for)")
 
 
 def _class_split(name: str, spec) -> dict:

@@ -8,6 +8,9 @@ alone (``umlkit reproduce --stale``). Every paper shares these:
   metrics at every evaluation epoch (``curves``: test, and validation when ``data.val_fraction`` or an explicit
   validation split holds classes out), the last-epoch test and validation scores, the training loss per epoch,
   trainable parameters and, for models with a prompt pool, the mean pool weights per source (PUMA Figure 3).
+  ``test`` and ``val`` hold R@1; the other metrics of ``train.metrics`` (e.g. MAP@R) go under ``test_metrics``
+  and ``val_metrics`` (``{source: {metric: score}}``, also in each curve point and in ``train_analysis``'s curve),
+  which a run evaluating R@1 only does not have (its result is as it always was).
 * ``zero_shot``: the frozen backbone's feature (no head), evaluated once.
 * ``probed``: ``train`` (or ``zero_shot``), then linear probes of the pretraining attributes on the model's
   embedding and feature (the regime map's forgetting measurement).
@@ -33,6 +36,7 @@ import torch
 
 from umlkit._paths import data_root
 from umlkit.data import build_transforms, load_unified
+from umlkit.data.unified import PUMA_ORDER
 from umlkit.metrics import cross_source_rate, unified_evaluation
 from umlkit.models import count_trainable, create_model
 from umlkit.train.evaluate import extract_embeddings
@@ -73,6 +77,20 @@ def _epoch_scores(history_row: dict, split: str, metric: str = "R@1") -> dict | 
     return None if block is None else {SOURCE_NAMES.get(k, k): round(v[metric], 3) for k, v in block.items()}
 
 
+def _more_metrics(cfg: dict) -> list[str]:
+    """The metrics of ``train.metrics`` beyond R@1 (the one every result keeps under ``test``): kept under
+    ``test_metrics`` (and ``val_metrics``); none for a run that evaluates R@1 only, whose result stays as it was."""
+    return [m for m in (cfg.get("train") or {}).get("metrics") or ["R@1"] if m != "R@1"]
+
+
+def _metric_block(history_row: dict, split: str, metrics: Sequence[str]) -> dict | None:
+    """``{source: {metric: score}}`` of ``metrics`` in one evaluation of ``split``; None where it has none."""
+    block = history_row.get(split)
+    if block is None or not metrics:
+        return None
+    return {SOURCE_NAMES.get(k, k): {m: round(v[m], 3) for m in metrics} for k, v in block.items()}
+
+
 def weights_for(cfg: dict) -> dict:
     """The configuration ``fit`` runs: a ``recipe:pretrain_epochs=N`` weights entry becomes a file, pretrained once
     and kept under ``<data root>/tiny_vit_pretrain_<N>ep`` (a record's key never holds a machine's path)."""
@@ -92,15 +110,20 @@ def weights_for(cfg: dict) -> dict:
 
 
 def test_set(cfg: dict):
-    """The unified test split of every source with the configuration's evaluation transform (the classes
-    ``data.splits`` lists where it lists them, as :func:`umlkit.train.engine.build_data` splits)."""
+    """The unified test split of the configuration's sources (``data.datasets``, in PUMA's order) with its evaluation
+    transform (the classes ``data.splits`` lists where it lists them, as :func:`umlkit.train.engine.build_data`
+    splits). Until 2026-12-06 it loaded all eight sources whatever ``data.datasets`` said, so the cross-source rate
+    and pool weights of a run on fewer sources counted sources it never trained on; those records are stale."""
     from umlkit.models.backbones import backbone_data_config
     from umlkit.train.engine import build_data, data_root_of
     data_config = backbone_data_config(cfg["model"]["backbone"])
     if cfg["data"].get("splits"):
         return build_data(cfg, data_config)[1]
     tf = build_transforms(cfg["data"]["transform"], data_config, train=False)
-    return load_unified(data_root_of(cfg), "test", transform=tf, cache=cfg["data"]["cache"])
+    names = sorted(cfg["data"]["datasets"], key=lambda n: (n not in PUMA_ORDER, PUMA_ORDER.index(n) if n in PUMA_ORDER
+                                                             else 0))
+    return load_unified(data_root_of(cfg), "test", names=names, transform=tf,
+                        cache=cfg["data"]["cache"])
 
 
 _RUN_FOLDER: contextvars.ContextVar[Path | None] = contextvars.ContextVar("umlkit_run_folder", default=None)
@@ -142,9 +165,14 @@ def _trained(cfg: dict) -> tuple[dict, torch.nn.Module]:
     out = {"test": _scores(res.last), "loss": [round(h["loss"], 4) for h in res.history],
            "trainable_model": count_trainable(res.model), "trainable_total": count_trainable(res.model, res.loss),
            "train_seconds": round(res.seconds, 1)}
-    out["curves"] = _curves(res.history)
+    more = _more_metrics(cfg)
+    if more:   # train.metrics beyond R@1, per source (the last evaluation, as ``test``)
+        out["test_metrics"] = {name: {m: _scores(res.last, m)[name] for m in more} for name in out["test"]}
+    out["curves"] = _curves(res.history, more)
     if "val" in res.history[-1]:
         out["val"] = _epoch_scores(res.history[-1], "val")
+        if more:
+            out["val_metrics"] = _metric_block(res.history[-1], "val", more)
     if res.wise_ft:   # train.wise_ft: the weight-space mixtures of the run's start and end
         out["wise_ft"] = [{"alpha": p["alpha"], **{s: _epoch_scores(p, s) for s in ("test", "val") if s in p}}
                           for p in res.wise_ft]
@@ -165,8 +193,9 @@ def _cross_source(emb, test) -> dict:
     return {SOURCE_NAMES.get(k, k): round(float(v), 3) for k, v in rate.items()}
 
 
-def _curves(history: list[dict]) -> list[dict]:
-    """The scores of every evaluated epoch: ``{"epoch", "loss", "test": {...}, "val": {...}}``."""
+def _curves(history: list[dict], more: Sequence[str] = ()) -> list[dict]:
+    """The scores of every evaluated epoch: ``{"epoch", "loss", "test": {...}, "val": {...}}``, with the metrics
+    ``more`` (train.metrics beyond R@1) under ``test_metrics`` and ``val_metrics`` where there are any."""
     curves = []
     for h in history:
         point = {"epoch": h["epoch"], "loss": round(h["loss"], 4)}
@@ -174,6 +203,8 @@ def _curves(history: list[dict]) -> list[dict]:
             s = _epoch_scores(h, split)
             if s is not None:
                 point[split] = s
+                if more:
+                    point[f"{split}_metrics"] = _metric_block(h, split, more)
         if len(point) > 2:
             curves.append(point)
     return curves
@@ -275,8 +306,8 @@ def specialists_run(cfgs: dict[str, dict]) -> dict:
         if cfg["data"].get("splits"):
             raise ValueError(f"specialists: the {src} model's configuration lists data.splits; the ensemble embeds "
                              "every source's default test split, so explicit class splits are not supported here")
-        if test is None:
-            test = test_set(cfg)
+        if test is None:   # the union of every specialist's source: the ensemble is evaluated on all of them
+            test = test_set({**cfg, "data": {**cfg["data"], "datasets": list(cfgs)}})
         res = _fit(weights_for(cfg))
         emb, labels = extract_embeddings(res.model, test, batch_size=512, device=_device_of(res.model))
         frame = unified_evaluation(emb, labels, test.sources, is_query=test.is_query, is_gallery=test.is_gallery,
@@ -287,7 +318,7 @@ def specialists_run(cfgs: dict[str, dict]) -> dict:
         cross[name] = scores
         evaluated = sum(1 for h in res.history if "test" in h or "val" in h)
         if evaluated > 1 or "val" in res.history[-1]:   # evaluated more than once, or classes held out
-            curves[name] = _curves(res.history)
+            curves[name] = _curves(res.history, _more_metrics(cfg))
         if "val" in res.history[-1]:
             val_own[name] = _epoch_scores(res.history[-1], "val")[name]
         embs.append(emb)
@@ -399,9 +430,11 @@ def train_analysis_run(key: dict) -> dict:
     else:
         res = _fit(resolved, data=built)
         model = res.model
+        more = _more_metrics(cfg)   # train.metrics beyond R@1: each curve point's test_metrics
         out = {"loss": [round(h["loss"], 4) for h in res.history], "trainable_model": count_trainable(res.model),
                "train_seconds": round(res.seconds, 1),
-               "curves": [{"epoch": h["epoch"], "loss": round(h["loss"], 4), "test": _epoch_scores(h, "test")}
+               "curves": [{"epoch": h["epoch"], "loss": round(h["loss"], 4), "test": _epoch_scores(h, "test"),
+                           **({"test_metrics": _metric_block(h, "test", more)} if more else {})}
                           for h in res.history if "test" in h]}
     if part == "val":  # fit's own evaluation saw the test classes: a tuning record keeps none of it
         out.pop("curves", None)
