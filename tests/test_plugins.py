@@ -74,3 +74,84 @@ def test_the_books_extending_page_trains_and_evaluates_the_plugin_loss(tmp_path,
                    for o in c.get("outputs", []))
     assert "best on test (epoch 1)" in text          # the training's summary table
     assert "MAP@R" in text and "Harmonic" in text     # the evaluation's table
+
+
+def _forget(monkeypatch, kind: str, name: str) -> None:
+    """This process forgets a registered name (as a new ``umlkit eval`` process that was not given the plugin)."""
+    from umlkit.losses import _registry as losses
+    from umlkit.models import _factory
+    if kind == "loss":
+        monkeypatch.delitem(losses._REGISTRY, name)
+        monkeypatch.delitem(losses.LOSSES, name)
+    else:
+        monkeypatch.delitem(_factory._METHODS, name)
+
+
+def test_a_method_from_a_plugin_file_uses_the_public_builder_api_and_trains(mini_root, tmp_path, capsys,
+                                                                             monkeypatch):
+    """Issue 82, item 6: configs/examples/plugin_method.py registers partial fine-tuning with umlkit.models'
+    public builder API only; the model trains exactly the last blocks, the final norm and the head; the method
+    trains from YAML with --plugin, and eval without --plugin names the method and the file config.json records."""
+    import ast
+    import json
+
+    import umlkit.models
+    from umlkit.models import create_model
+    plugin = EXAMPLE / "plugin_method.py"
+    tree = ast.parse(plugin.read_text())
+    imported = {(n.module, a.name) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+    assert imported and all(mod == "umlkit.models" and name in umlkit.models.__all__ for mod, name in imported)
+    cli.load_plugins([str(plugin)])
+    for blocks, trained in ((2, ("blocks.4.", "blocks.5.")), (1, ("blocks.5.",))):
+        model = create_model("vit_tiny_uml", "partial_finetune_example", embed_dim=8, pretrained=False,
+                             blocks=blocks)
+        names = [n for n, _ in model.named_parameters()]
+        expected = [n for n in names if n.startswith(tuple(f"backbone.vit.{t}" for t in (*trained, "norm.")))
+                    or n.startswith("head.")]
+        assert [n for n, p in model.named_parameters() if p.requires_grad] == expected
+        assert model.method == "partial_finetune_example" and model.embed_dim == 8
+    with pytest.raises(ValueError, match=r"model option blocks = 0: expected a whole number >= 1"):
+        create_model("vit_tiny_uml", "partial_finetune_example", pretrained=False, blocks=0)
+    with pytest.raises(ValueError, match=r"model option blocks = 7: vit_tiny_uml\S* has 6 blocks"):
+        create_model("vit_tiny_uml", "partial_finetune_example", pretrained=False, blocks=7)
+    with pytest.raises(TypeError, match=r"unexpected option\(s\) for method 'partial_finetune_example'"):
+        create_model("vit_tiny_uml", "partial_finetune_example", pretrained=False, block=1)
+
+    run = tmp_path / "run"
+    args = ["train", str(EXAMPLE / "plugin_method.yaml"), "--set", f"data.root={mini_root}", *SMALL,
+            "--run-dir", str(run), "--plugin", str(plugin)]
+    assert cli.main(args) == 0
+    assert "run folder:" in capsys.readouterr().out and (run / "metrics.json").is_file()
+    saved = json.loads((run / "config.json").read_text())
+    assert saved["plugins"] == {"method:partial_finetune_example": str(plugin.resolve())}
+    _forget(monkeypatch, "method", "partial_finetune_example")
+    assert cli.main(["eval", str(run / "best.pt"), "--data", str(mini_root)]) == 2
+    err = capsys.readouterr().err
+    assert "names the method 'partial_finetune_example', which is not registered: this run was trained with a " \
+           "plugin; pass --plugin FILE" in err and f"--plugin {plugin.resolve()}" in err
+    del saved["plugins"]   # a run folder written before config.json recorded its plugins
+    (run / "config.json").write_text(json.dumps(saved, indent=1))
+    assert cli.main(["eval", str(run / "best.pt"), "--data", str(mini_root)]) == 2
+    assert "pass --plugin FILE, the file that registers it (its config.json does not record which file)" in \
+        capsys.readouterr().err
+
+
+def test_eval_of_a_plugin_loss_run_without_the_plugin_names_the_loss_and_the_file(mini_root, tmp_path, capsys,
+                                                                                   monkeypatch):
+    """Issue 82, item 6: ``umlkit eval`` on a run trained with the plugin loss example, without --plugin, says
+    that the run was trained with a plugin and which file its config.json records, instead of "unknown loss"; with
+    the file it evaluates."""
+    run, plugin = tmp_path / "run", EXAMPLE / "plugin_loss.py"
+    assert cli.main(["train", str(EXAMPLE / "plugin_loss.yaml"), "--set", f"data.root={mini_root}", *SMALL,
+                     "--run-dir", str(run), "--plugin", str(plugin)]) == 0
+    capsys.readouterr()
+    _forget(monkeypatch, "loss", "norm_softmax_example")
+    assert cli.main(["eval", str(run / "best.pt"), "--data", str(mini_root)]) == 2
+    err = capsys.readouterr().err
+    assert f"{run / 'config.json'} names the loss 'norm_softmax_example', which is not registered: this run was " \
+           f"trained with a plugin; pass --plugin FILE, the file that registers it ({run / 'config.json'} records " \
+           f"the file: --plugin {plugin.resolve()})" in err
+    assert "unknown loss" not in err
+    assert cli.main(["eval", str(run / "best.pt"), "--data", str(mini_root), "--metrics", "R@1",
+                     "--plugin", str(plugin)]) == 0
+    assert "Harmonic" in capsys.readouterr().out

@@ -270,7 +270,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     from umlkit.train import evaluate_model, load_checkpoint
 
     load_plugins(args.plugin)
-    from umlkit.train.engine import build_model
+    from umlkit.train.engine import build_model, check_registered
 
     if args.metrics:   # checked before the test set is embedded
         parse_metrics(args.metrics.split(","), ())
@@ -282,12 +282,14 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         raise FileNotFoundError(f"{cfg_file} not found; umlkit eval needs the run folder's config.json beside the "
                                 f"checkpoint {ckpt.name}")
     try:
-        cfg = json.loads(cfg_file.read_text())["config"]
+        saved = json.loads(cfg_file.read_text())
+        cfg = saved["config"]
     except (ValueError, KeyError, TypeError) as err:
         raise ValueError(f"{cfg_file}: not a umlkit run configuration ({err})") from err
     if not isinstance(cfg, dict) or not all(isinstance(cfg.get(k), dict) for k in ("model", "data", "train")):
         raise ValueError(f"{cfg_file}: not a umlkit run configuration (expected its config to hold the sections "
                          f"model, data and train)")
+    check_registered(cfg, cfg_file, saved.get("plugins"))   # a plugin's method or loss: the file to pass
     state = load_checkpoint(ckpt)
     num_classes = state["model"]["proxy_bias"].shape[0] if cfg["model"]["method"] == "vptsp" else None
     model = build_model(cfg, num_classes)

@@ -4,8 +4,17 @@ from __future__ import annotations
 import pytest
 import torch
 
-from umlkit.models import METHODS, _factory, create_model, method_entry, register_method
-from umlkit.models.peft_vit import PEFTViT
+from umlkit.models import (
+    METHODS,
+    MethodBuild,
+    _factory,
+    build_body,
+    create_model,
+    finish,
+    method_entry,
+    pop_options,
+    register_method,
+)
 
 TINY = "vit_tiny_uml"
 
@@ -39,10 +48,10 @@ def test_register_method_adds_a_method_to_create_model(scratch_method):
     scratch_method.append("shallow_bitfit")
 
     @register_method("shallow_bitfit")
-    def build(b):  # VPT shallow prompts + BitFit, from the shared pieces
-        (n,) = _factory._pop(b.kw, num_prompts=2)
+    def build(b: MethodBuild):  # VPT shallow prompts + BitFit, from the public builder API
+        (n,) = pop_options(b.kw, num_prompts=2)
         b.bitfit = True
-        return _factory._finish(b, PEFTViT(b.net, shallow_prompts=n))
+        return finish(b, build_body(b, shallow_prompts=n))
 
     torch.manual_seed(0)
     m = create_model(TINY, "shallow_bitfit", embed_dim=8, num_prompts=3)
@@ -57,3 +66,17 @@ def test_register_method_adds_a_method_to_create_model(scratch_method):
         create_model(TINY, "shallow_bitfit", rank=2)
     with pytest.raises(ValueError, match="'shallow_bitfit' is already registered"):
         register_method("shallow_bitfit", lambda b: None)
+
+
+def test_the_builder_api_is_public_and_the_old_private_names_are_the_same_objects():
+    """Issue 82, item 6: a plugin builds a method from umlkit.models' public names; the private names that came
+    before them stay, as the same objects (built-in methods unchanged)."""
+    import umlkit.models
+    assert {"MethodBuild", "pop_options", "build_body", "finish", "register_method"} <= set(umlkit.models.__all__)
+    assert (_factory._Build, _factory._pop, _factory._body, _factory._finish) == (MethodBuild, pop_options,
+                                                                                   build_body, finish)
+    for obj in (MethodBuild, pop_options, build_body, finish, register_method):
+        assert obj.__doc__ and len(obj.__doc__) > 100, obj
+    assert pop_options({"rank": 4}, rank=128, alpha=None) == [4, None]
+    with pytest.raises(ValueError, match=r"model option rank = 0: expected a whole number >= 1 \(model.options.rank\)"):
+        pop_options({"rank": 0}, rank=128)

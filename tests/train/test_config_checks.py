@@ -58,8 +58,10 @@ def test_a_misspelt_model_option_names_the_nearest_one_and_the_list_covers_every
     with pytest.raises(TypeError, match=r"unexpected option\(s\) for method 'puma': \['adaptr_dim'\] \(did you "
                                         r"mean 'adapter_dim'\?\)"):
         create_model("vit_tiny_uml", "puma", pretrained=False, adaptr_dim=3)
+    import ast
     source = Path(_factory.__file__).read_text()
     read = set(re.findall(r"kw\.pop\(\"(\w+)\"", source))
-    for call in re.findall(r"_pop\((?:b\.)?kw, ([^)]*)\)", source):
-        read |= set(re.findall(r"(\w+)=", call))
+    for node in ast.walk(ast.parse(source)):   # the calls of pop_options (not its docstrings' examples)
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("pop_options", "_pop"):
+            read |= {k.arg for k in node.keywords}
     assert read == set(_factory.OPTION_NAMES)

@@ -286,8 +286,9 @@ def test_every_shipped_config_resolves_under_the_key_checks():
                 cfg = load_config(path, profile=profile)
                 assert cfg["profile"] == profile and cfg["objective"], path
             loaded.append(path.relative_to(root).as_posix())
-    assert loaded == ["examples/explicit_split.yaml", "examples/plugin_loss.yaml", "examples/two_term_objective.yaml",
-                      "oodml/oodml.yaml", "puma/full_finetune.yaml", "puma/puma.yaml", "vptsp/vptsp.yaml"]
+    assert loaded == ["examples/explicit_split.yaml", "examples/plugin_loss.yaml", "examples/plugin_method.yaml",
+                      "examples/two_term_objective.yaml", "oodml/oodml.yaml", "puma/full_finetune.yaml",
+                      "puma/puma.yaml", "vptsp/vptsp.yaml"]
 
 
 def test_resume_after_changing_the_architecture_names_checkpoint_and_keys(small_root, tmp_path):

@@ -27,6 +27,10 @@ Methods (defaults follow the paper that uses them; every default can be overridd
 Methods are registered by name (:func:`register_method`, like timm's ``register_model``): each builder takes the
 options it reads and creates its modules in a fixed order, so a configuration always gets the same initial
 weights. Written by hand because the methods combine umlkit's own PEFT modules (:mod:`umlkit.models.peft_vit`).
+
+The builder API is public, and the built-in methods use it: a builder receives a :class:`MethodBuild`, takes its
+options with :func:`pop_options`, makes the body with :func:`build_body` and ends with :func:`finish`
+(``configs/examples/plugin_method.py`` is a method of one's own built from these four names only).
 """
 from __future__ import annotations
 
@@ -44,12 +48,33 @@ from umlkit.models.layers import LoRAQKV, PromptPool
 from umlkit.models.peft_vit import PEFTViT
 from umlkit.models.vptsp import VPTSPModel
 
-__all__ = ["create_model", "count_trainable", "parameter_budget", "register_method", "method_entry", "METHODS"]
+__all__ = ["create_model", "count_trainable", "parameter_budget", "register_method", "method_entry", "METHODS",
+           "MethodBuild", "pop_options", "build_body", "finish"]
 
 
 @dataclass
-class _Build:
-    """What a method builder gets: the backbone and the options left after the common ones were taken."""
+class MethodBuild:
+    """What a method builder (:func:`register_method`) gets: the backbone and the options left after the common
+    ones were taken. A builder may change the fields marked (settable) before it calls :func:`finish`.
+
+    Attributes:
+        net: the timm backbone, all of it frozen (``requires_grad`` False) except for method ``full``; a builder
+            unfreezes what its method trains (``net.blocks[-1].requires_grad_(True)``) or wraps parts of it.
+        kw: the method's own options (``model.options`` less the common ones); take them with
+            :func:`pop_options`. Whatever is left when :func:`finish` runs is an error naming the option.
+        method: the registered name being built (recorded in the model and in error messages).
+        timm_name: the backbone's full timm name.
+        embed_dim: the embedding size of the head (``model.embed_dim``).
+        data_config: timm's input configuration of the backbone (size, mean, std), kept by the model.
+        is_vit: whether ``net`` is a ViT (has ``blocks`` and ``patch_embed``); only then does :func:`build_body`
+            wrap it in a :class:`~umlkit.models.PEFTViT`. A method registered without ``cnn=True`` always gets one.
+        head_kind: (settable) the head :func:`finish` builds, one of :data:`umlkit.models.HEADS` (option ``head``,
+            default ``"linear"``; ``"identity"`` embeds the backbone feature itself).
+        bitfit: (settable) whether :func:`finish` makes every backbone bias trainable (option ``bitfit``).
+        aux_spec: the auxiliary heads the objective needs (S2SD, DiVA): ``{name: dim or (dim, kind)}`` or None.
+        concat_aux: evaluate on the concatenation of all heads (option ``eval_concat_aux``, DiVA).
+        head_hidden: (settable) the hidden width of an ``mlp3`` head (option ``hidden`` of method ``mlp3``).
+    """
     net: nn.Module
     kw: dict
     method: str
@@ -64,10 +89,13 @@ class _Build:
     head_hidden: int = 2048         # mlp3's hidden width (option ``hidden``)
 
 
+_Build = MethodBuild   # the name before the builder API was public (issue 82)
+
+
 @dataclass(frozen=True)
 class MethodEntry:
     name: str
-    build: Callable[[_Build], nn.Module] = field(repr=False)
+    build: Callable[[MethodBuild], nn.Module] = field(repr=False)
     cnn: bool = False               # also available on CNN backbones (no ViT internals needed)
     needs_num_classes: bool = False  # create_model needs num_classes= (the training classes), e.g. VPTSP
 
@@ -79,11 +107,27 @@ def register_method(name: str, build: Callable | None = None, *, cnn: bool = Fal
                     override: bool = False):
     """Register ``build(b) -> model`` for ``create_model(..., method=name)`` (decorator or plain call).
 
-    ``b`` carries the backbone (``b.net``, with ``requires_grad`` already set: trainable for ``full`` only), the
-    method's remaining options (``b.kw``; pop what the method reads, leftovers are an error in :func:`_finish`) and
-    the common options. Most builders make a body and end with ``_finish(b, body)``. A name registered twice by
-    different builders is an error (the same builder again, as when a module is imported twice, replaces it),
-    unless ``override=True`` (recorded in the run's ``config.json``: :func:`umlkit._registry.overrides`).
+    ``b`` is a :class:`MethodBuild`: the backbone (``b.net``, with ``requires_grad`` already set: trainable for
+    ``full`` only), the method's remaining options (``b.kw``; take what the method reads with :func:`pop_options`,
+    leftovers are an error in :func:`finish`) and the common options. A builder sets what its method trains, makes
+    the body with :func:`build_body` and ends with ``finish(b, body)``, which adds the head::
+
+        from umlkit.models import build_body, finish, pop_options, register_method
+
+        @register_method("last_blocks")
+        def last_blocks(b):
+            (k,) = pop_options(b.kw, blocks=2)     # model.options.blocks, default 2
+            for block in b.net.blocks[-k:]:
+                block.requires_grad_(True)
+            return finish(b, build_body(b))
+
+    Create modules in a fixed order (options taken in that order too), so that a configuration always gets the
+    same initial weights. ``cnn=True``: the method also runs on CNN backbones (it needs no ViT internals);
+    ``needs_num_classes=True``: ``create_model`` must be given ``num_classes=`` (the training engine passes the
+    training classes). In a file of one's own, the method trains from YAML with ``umlkit train CONFIG --plugin
+    FILE`` (``configs/examples/plugin_method.py``). A name registered twice by different builders is an error (the
+    same builder again, as when a module is imported twice, replaces it), unless ``override=True`` (recorded in the
+    run's ``config.json``: :func:`umlkit._registry.overrides`).
     """
     def add(fn: Callable) -> Callable:
         add_entry(_METHODS, "method", name, MethodEntry(name, fn, cnn, needs_num_classes), override)
@@ -104,10 +148,11 @@ def _enable_bitfit(backbone: nn.Module) -> None:
             p.requires_grad_(True)
 
 
-def _pop(kwargs: dict, **defaults):
-    """The method options named by ``defaults`` (given or default), taken out of ``kwargs``. An option whose
-    default is a positive whole number (a pool size, a rank, a width, a count of prompts) must be one: 0 would build
-    empty modules that train nothing."""
+def pop_options(kwargs: dict, **defaults) -> list:
+    """The method options named by ``defaults`` (given or default), taken out of ``kwargs``, in the order of
+    ``defaults``: ``rank, alpha = pop_options(b.kw, rank=128, alpha=None)``. An option whose default is a positive
+    whole number (a pool size, a rank, a width, a count of prompts) must be one: 0 would build empty modules that
+    train nothing (a ValueError naming ``model.options.<name>``)."""
     out = []
     for k, v in defaults.items():
         value = kwargs.pop(k, v)
@@ -118,9 +163,14 @@ def _pop(kwargs: dict, **defaults):
     return out
 
 
-def _body(b: _Build, **peft_options) -> nn.Module:
-    """The backbone itself (CNN) or a :class:`PEFTViT` around it with ``peft_options``."""
+def build_body(b: MethodBuild, **peft_options) -> nn.Module:
+    """The model's body: the backbone itself (CNN) or a :class:`~umlkit.models.PEFTViT` around it with
+    ``peft_options`` (its keyword arguments: ``shallow_prompts``, ``deep_prompts``, ``prompt_pool``, adapters,
+    AdaptFormer; none for a ViT whose own parameters are what the method trains)."""
     return PEFTViT(b.net, **peft_options) if b.is_vit else b.net
+
+
+_pop, _body = pop_options, build_body   # the names before the builder API was public (issue 82)
 
 
 # every method option some builder (or create_model itself) reads: what a misspelt option is compared with
@@ -130,15 +180,18 @@ OPTION_NAMES = ("freeze_bn", "head", "bitfit", "aux_heads", "eval_concat_aux", "
                 "alpha", "layers", "bitfit_backbone", "num_classes", "variant")
 
 
-def _option_hint(b: _Build) -> str:
+def _option_hint(b: MethodBuild) -> str:
     """" (did you mean 'adapter_dim'?)": the closest option the methods take, or "" (``model.options`` is checked
     only here, when the model is built)."""
     from umlkit._yaml import nearest
     return nearest(sorted(b.kw)[0], OPTION_NAMES)
 
 
-def _finish(b: _Build, body: nn.Module) -> EmbeddingModel:
-    """BitFit, leftover-option check, head and auxiliary heads, and the :class:`EmbeddingModel`."""
+def finish(b: MethodBuild, body: nn.Module) -> EmbeddingModel:
+    """The :class:`~umlkit.models.EmbeddingModel` of ``body``, in this order: BitFit when ``b.bitfit``, the check
+    that every option in ``b.kw`` was taken (TypeError naming the rest, and the nearest option name), the head of
+    kind ``b.head_kind`` on the backbone's features and the auxiliary heads of ``b.aux_spec``. The head is created
+    last, so its initial weights follow those of the modules the builder made."""
     if b.bitfit:
         _enable_bitfit(b.net)
     if b.kw:
@@ -152,6 +205,9 @@ def _finish(b: _Build, body: nn.Module) -> EmbeddingModel:
         aux[name] = build_head(kind, feat_dim, dim)
     return EmbeddingModel(body, head, b.method, b.timm_name, out_dim, data_config=b.data_config, aux_heads=aux,
                           eval_concat_aux=b.concat_aux)
+
+
+_finish = finish   # the name before the builder API was public (issue 82)
 
 
 def create_model(backbone: str, method: str, embed_dim: int = 128, pretrained: bool = False,
@@ -183,7 +239,7 @@ def create_model(backbone: str, method: str, embed_dim: int = 128, pretrained: b
     if not isinstance(pretrained, bool):   # "no" would be true and go to the hub
         raise ValueError(f"pretrained must be True or False, got {pretrained!r}")
     kw = dict(method_kwargs)
-    (freeze_bn,) = _pop(kw, freeze_bn=False)
+    (freeze_bn,) = pop_options(kw, freeze_bn=False)
     net = create_backbone(backbone, pretrained=pretrained, weights=weights, freeze_bn=freeze_bn)
     cfg = data_config(net)
     timm_name = resolve_backbone_name(backbone)
@@ -191,11 +247,11 @@ def create_model(backbone: str, method: str, embed_dim: int = 128, pretrained: b
     if not is_vit and not entry.cnn:
         cnn = [n for n, e in _METHODS.items() if e.cnn]
         raise ValueError(f"method {method!r} needs a ViT backbone; {timm_name} supports {', '.join(cnn)}")
-    head_kind, bitfit, aux_spec, concat_aux, light = _pop(kw, head="linear", bitfit=False, aux_heads=None,
-                                                          eval_concat_aux=False, checkpoint_blocks=False)
+    head_kind, bitfit, aux_spec, concat_aux, light = pop_options(kw, head="linear", bitfit=False, aux_heads=None,
+                                                                 eval_concat_aux=False, checkpoint_blocks=False)
     net.requires_grad_(method == "full")
-    model = entry.build(_Build(net, kw, method, timm_name, embed_dim, cfg, is_vit, head_kind, bitfit, aux_spec,
-                               concat_aux))
+    model = entry.build(MethodBuild(net, kw, method, timm_name, embed_dim, cfg, is_vit, head_kind, bitfit, aux_spec,
+                                    concat_aux))
     if light is not False:
         _memory_light(model, method, light)
     return model
@@ -229,15 +285,15 @@ def _memory_light(model: EmbeddingModel, method: str, light: bool | int) -> None
 # initialisation is the same for every configuration.
 
 @register_method("zero_shot", cnn=True)
-def _zero_shot(b: _Build) -> nn.Module:
+def _zero_shot(b: MethodBuild) -> nn.Module:
     b.head_kind = "identity"
-    model = _finish(b, _body(b))
+    model = finish(b, build_body(b))
     model.requires_grad_(False)
     return model
 
 
-def _plain(b: _Build) -> nn.Module:
-    return _finish(b, _body(b))
+def _plain(b: MethodBuild) -> nn.Module:
+    return finish(b, build_body(b))
 
 
 register_method("full", _plain, cnn=True)
@@ -245,35 +301,36 @@ register_method("linear", _plain, cnn=True)
 
 
 @register_method("mlp3", cnn=True)
-def _mlp3(b: _Build) -> nn.Module:
-    (b.head_hidden,) = _pop(b.kw, hidden=2048)
-    body = _body(b)
+def _mlp3(b: MethodBuild) -> nn.Module:
+    (b.head_hidden,) = pop_options(b.kw, hidden=2048)
+    body = build_body(b)
     b.head_kind = "mlp3"
-    return _finish(b, body)
+    return finish(b, body)
 
 
 @register_method("vpt")
-def _vpt(b: _Build) -> nn.Module:
-    (n,) = _pop(b.kw, num_prompts=10)
-    return _finish(b, _body(b, shallow_prompts=n))
+def _vpt(b: MethodBuild) -> nn.Module:
+    (n,) = pop_options(b.kw, num_prompts=10)
+    return finish(b, build_body(b, shallow_prompts=n))
 
 
 @register_method("vpt_deep")
-def _vpt_deep(b: _Build) -> nn.Module:
-    n, depth, step = _pop(b.kw, num_prompts=10, prompt_depth=12, prompt_step=0)
-    return _finish(b, _body(b, deep_prompts=[max(n - i * step, 0) for i in range(min(depth, len(b.net.blocks)))]))
+def _vpt_deep(b: MethodBuild) -> nn.Module:
+    n, depth, step = pop_options(b.kw, num_prompts=10, prompt_depth=12, prompt_step=0)
+    return finish(b, build_body(b, deep_prompts=[max(n - i * step, 0)
+                                                 for i in range(min(depth, len(b.net.blocks)))]))
 
 
-def _prompt_pool_options(b: _Build) -> dict:
-    pool_size, length, identical = _pop(b.kw, pool_size=20, prompt_length=8, identical_init=True)
+def _prompt_pool_options(b: MethodBuild) -> dict:
+    pool_size, length, identical = pop_options(b.kw, pool_size=20, prompt_length=8, identical_init=True)
     if b.kw.pop("use_prompts", True):
         return {"prompt_pool": PromptPool(b.net.embed_dim, pool_size, length, identical_init=identical)}
     return {}
 
 
-def _adapter_options(b: _Build, default_keep: float) -> dict:
-    keep, bottleneck, scale, skip = _pop(b.kw, keep_prob=default_keep, adapter_dim=128, adapter_scale=0.1,
-                                         skip_dropped=False)
+def _adapter_options(b: MethodBuild, default_keep: float) -> dict:
+    keep, bottleneck, scale, skip = pop_options(b.kw, keep_prob=default_keep, adapter_dim=128, adapter_scale=0.1,
+                                                skip_dropped=False)
     if b.kw.pop("use_adapters", True):
         return dict(adapter_keep_prob=keep, adapter_bottleneck=bottleneck, adapter_scale=scale,
                     adapter_skip_dropped=skip)
@@ -281,33 +338,33 @@ def _adapter_options(b: _Build, default_keep: float) -> dict:
 
 
 @register_method("prompt_pool")
-def _prompt_pool(b: _Build) -> nn.Module:
-    return _finish(b, _body(b, **_prompt_pool_options(b)))
+def _prompt_pool(b: MethodBuild) -> nn.Module:
+    return finish(b, build_body(b, **_prompt_pool_options(b)))
 
 
 @register_method("adapter")
-def _adapter(b: _Build) -> nn.Module:
-    return _finish(b, _body(b, **_adapter_options(b, 1.0)))
+def _adapter(b: MethodBuild) -> nn.Module:
+    return finish(b, build_body(b, **_adapter_options(b, 1.0)))
 
 
 @register_method("stochastic_adapter")
-def _stochastic_adapter(b: _Build) -> nn.Module:
-    return _finish(b, _body(b, **_adapter_options(b, 0.5)))
+def _stochastic_adapter(b: MethodBuild) -> nn.Module:
+    return finish(b, build_body(b, **_adapter_options(b, 0.5)))
 
 
 @register_method("puma")
-def _puma(b: _Build) -> nn.Module:
+def _puma(b: MethodBuild) -> nn.Module:
     options = _prompt_pool_options(b)  # the pool is created before the adapters (initialisation order)
     options.update(_adapter_options(b, 0.5))
-    return _finish(b, _body(b, **options))
+    return finish(b, build_body(b, **options))
 
 
 @register_method("lora")
-def _lora(b: _Build) -> nn.Module:
-    rank, alpha = _pop(b.kw, rank=128, alpha=None)
+def _lora(b: MethodBuild) -> nn.Module:
+    rank, alpha = pop_options(b.kw, rank=128, alpha=None)
     for blk in b.net.blocks:
         blk.attn.qkv = LoRAQKV(blk.attn.qkv, rank=rank, alpha=alpha)
-    return _finish(b, _body(b))
+    return finish(b, build_body(b))
 
 
 # whose AdaptFormer: the adapter's input, placement, scale and LayerNorm (models/layers/adapter.py)
@@ -319,27 +376,27 @@ ADAPTFORMER_VARIANTS = {
 
 
 @register_method("adaptformer")
-def _adaptformer(b: _Build) -> nn.Module:
-    bottleneck, layers, variant = _pop(b.kw, adapter_dim=256, layers=None, variant="adaptformer")
+def _adaptformer(b: MethodBuild) -> nn.Module:
+    bottleneck, layers, variant = pop_options(b.kw, adapter_dim=256, layers=None, variant="adaptformer")
     if variant not in ADAPTFORMER_VARIANTS:
         raise ValueError(f"model option variant = {variant!r}: the adaptformer variants are "
                          f"{sorted(ADAPTFORMER_VARIANTS)} (model.options.variant)")
-    return _finish(b, _body(b, adaptformer_bottleneck=bottleneck, adaptformer_layers=layers,
-                            **ADAPTFORMER_VARIANTS[variant]))
+    return finish(b, build_body(b, adaptformer_bottleneck=bottleneck, adaptformer_layers=layers,
+                                **ADAPTFORMER_VARIANTS[variant]))
 
 
 @register_method("bitfit", cnn=True)
-def _bitfit(b: _Build) -> nn.Module:
+def _bitfit(b: MethodBuild) -> nn.Module:
     b.bitfit = True
-    return _finish(b, _body(b))
+    return finish(b, build_body(b))
 
 
 @register_method("vptsp", needs_num_classes=True)
-def _vptsp(b: _Build) -> nn.Module:
+def _vptsp(b: MethodBuild) -> nn.Module:
     if b.aux_spec:
         raise ValueError("aux_heads are not supported with method 'vptsp' (its proxy branch is its extra head)")
-    num_prompts, depth, step, num_classes = _pop(b.kw, num_prompts=10, prompt_depth=12, prompt_step=0,
-                                                 num_classes=None)
+    num_prompts, depth, step, num_classes = pop_options(b.kw, num_prompts=10, prompt_depth=12, prompt_step=0,
+                                                        num_classes=None)
     counts = [max(num_prompts - i * step, 0) for i in range(min(depth, len(b.net.blocks)))]
     body = PEFTViT(b.net, deep_prompts=counts)
     if b.kw.pop("bitfit_backbone", True):  # the official code always trains the biases
@@ -348,13 +405,13 @@ def _vptsp(b: _Build) -> nn.Module:
 
 
 @register_method("layernorm", cnn=False)
-def _layernorm(b: _Build) -> nn.Module:
+def _layernorm(b: MethodBuild) -> nn.Module:
     """LayerNorm tuning (Basu et al., "Strong baselines for parameter-efficient few-shot fine-tuning", AAAI 2024):
     the backbone frozen except the scale and shift of every LayerNorm (the final norm included), and the head."""
     for module in b.net.modules():
         if isinstance(module, nn.LayerNorm):
             module.requires_grad_(True)
-    return _finish(b, _body(b))
+    return finish(b, build_body(b))
 
 
 METHODS = tuple(_METHODS)  # the built-in methods, in this order

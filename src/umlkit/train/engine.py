@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +46,7 @@ from umlkit.data.few_shot import parse_few_shot, published_file, published_indic
 from umlkit.data.mini import ensure_mini
 from umlkit.data.shortcut import ShortcutDataset, check_shortcut
 from umlkit.data.unified import UnifiedDataset
-from umlkit.losses import create_loss, loss_inputs, model_requirements
+from umlkit.losses import create_loss, loss_entry, loss_inputs, model_requirements
 from umlkit.losses._checks import NonFiniteEmbeddingsError
 from umlkit.models import create_model, method_entry
 from umlkit.models.backbones import backbone_data_config
@@ -58,7 +59,7 @@ from umlkit.train.sparse import RowSparseOptimizer, sparse_grads
 from umlkit.train.wise_ft import initial_state, wise_ft_curve
 
 __all__ = ["FitResult", "TrainingDivergedError", "fit", "build_data", "build_model", "build_optimizer", "param_groups",
-           "plot_history", "run_dir_for", "read_log"]
+           "plot_history", "run_dir_for", "read_log", "plugin_files", "check_registered"]
 
 
 class TrainingDivergedError(RuntimeError):
@@ -315,6 +316,48 @@ def build_model(cfg: dict, num_classes: int | None = None, load_weights: bool = 
     return create_model(m["backbone"], m["method"], embed_dim=m["embed_dim"],
                         pretrained=bool(m["pretrained"]) and load_weights,
                         weights=m["weights"] if load_weights else None, **options)
+
+
+def _named_builders(cfg: dict) -> list[tuple[str, str, object]]:
+    """``(kind, name, registry entry or None)`` of the method and of each objective term a configuration names."""
+    objective = cfg["objective"] if "objective" in cfg else legacy_objective(cfg.get("loss"))
+    out = []
+    for kind, name, lookup in [("method", cfg["model"]["method"], method_entry),
+                               *(("loss", t["name"], loss_entry) for t in objective)]:
+        try:
+            out.append((kind, name, lookup(name)))
+        except ValueError:   # not registered in this process
+            out.append((kind, name, None))
+    return out
+
+
+def plugin_files(cfg: dict) -> dict[str, str]:
+    """``{"method:NAME" or "loss:NAME": file}``: the files outside umlkit (``--plugin`` files) that registered the
+    method and objective terms ``cfg`` names; a run's ``config.json`` records them (``plugins``) so that
+    ``umlkit eval`` can name the file a checkpoint needs."""
+    out = {}
+    for kind, name, entry in _named_builders(cfg):
+        module = sys.modules.get(getattr(entry.build, "__module__", None) or "") if entry is not None else None
+        file = getattr(module, "__file__", None)
+        if file and module.__name__.partition(".")[0] != "umlkit":
+            out[f"{kind}:{name}"] = str(Path(file).resolve())
+    return out
+
+
+def check_registered(cfg: dict, config_file: str | Path, recorded: dict | None = None) -> None:
+    """Refuse a run's configuration (``config_file``, a run folder's ``config.json``) that names a method or loss
+    not registered in this process: the run was trained with a plugin, and the ValueError says to pass it with
+    ``--plugin``, naming the file when ``recorded`` (the ``plugins`` entry :func:`plugin_files` wrote) has it."""
+    missing = [(kind, name) for kind, name, entry in _named_builders(cfg) if entry is None]
+    if not missing:
+        return
+    what = " and ".join(f"the {kind} {name!r}" for kind, name in missing)
+    files = sorted({(recorded or {}).get(f"{kind}:{name}") for kind, name in missing} - {None})
+    where = (f" ({config_file} records the file: --plugin {' --plugin '.join(files)})" if files
+             else " (its config.json does not record which file)")
+    raise ValueError(f"{config_file} names {what}, which {'is' if len(missing) == 1 else 'are'} not registered: "
+                     f"this run was trained with a plugin; pass --plugin FILE, the file that registers "
+                     f"{'it' if len(missing) == 1 else 'them'}{where}")
 
 
 def build_objective(cfg: dict, train_set, embed_dim: int) -> nn.ModuleList:
@@ -775,6 +818,8 @@ def _start_files(run: _Run, progress: _Progress) -> None:
     from umlkit._registry import overrides
     if overrides():   # a plugin replaced a built-in loss or method: the run says so beside its configuration
         header["registry_overrides"] = overrides()
+    if plugins := plugin_files(run.cfg):   # the files that registered its method or loss: umlkit eval names them
+        header["plugins"] = plugins
     atomic_write(run.run_dir / "config.json", json.dumps(header, indent=1, default=str))
     with open(run.run_dir / "log.jsonl", "w") as fh:
         fh.writelines(json.dumps(h) + "\n" for h in progress.history)
