@@ -95,3 +95,24 @@ def test_a_cut_short_shipped_weights_file_is_named_before_any_run(tmp_path, monk
                                                  r"now\).*git checkout --"):
         fp.weights_fingerprint(cfg)
     assert json.loads(json.dumps(cfg)) == cfg   # the configuration was not touched
+
+
+def test_create_backbone_refuses_a_listed_weights_file_that_was_changed(tmp_path):
+    """models.backbones.check_listed_weights, before timm reads a file: a weights file whose folder's SHA256SUMS
+    lists another hash is refused by create_backbone (the shipped tiny ViT copied, then cut short); the intact copy
+    and a file no SHA256SUMS lists load."""
+    import torch
+
+    from umlkit.models.backbones import create_backbone
+    from umlkit.models.recipes import weight_files
+    shipped = weight_files("v1")["weights"]
+    good = tmp_path / shipped.name
+    shutil.copyfile(shipped, good)
+    _shipped.add_sum(good, file_sha256(good))
+    assert isinstance(create_backbone("vit_tiny_uml", weights=good), torch.nn.Module)
+    _cut(good, 1000)
+    with pytest.raises(DamagedShippedFile, match=rf"{good.name} is damaged or was changed.*\(1,000 bytes now\)"):
+        create_backbone("vit_tiny_uml", weights=good)
+    (tmp_path / "SHA256SUMS").unlink()   # unlisted: timm reads it, and names the file it cannot load
+    with pytest.raises(ValueError, match=r"cannot be loaded into"):
+        create_backbone("vit_tiny_uml", weights=good)

@@ -103,6 +103,7 @@ def test_wise_curves_keep_their_legend_when_the_first_split_has_no_runs_yet():
     import matplotlib
     matplotlib.use("Agg")
     import pandas as pd
+
     from umlkit.experiments.papers.regime import edition3_views as views3
     rows = [{"split": "hardest", "data": d, "seed": s, "alpha": a, "R@1": 40.0 + 10 * a + s}
             for d in ("2", "all") for s in (0, 1) for a in (0.0, 0.5, 1.0)]

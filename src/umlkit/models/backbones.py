@@ -26,6 +26,8 @@ and names the file to pass as ``weights=PATH`` instead of waiting on timm's retr
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 from pathlib import Path
 
 import timm
@@ -37,8 +39,8 @@ from timm.models.vision_transformer import VisionTransformer, _create_vision_tra
 from umlkit._hub import hub_unreachable
 from umlkit.models.recipes import RECIPES, WEIGHTS_DIR, weight_files
 
-__all__ = ["BACKBONES", "backbone_data_config", "create_backbone", "resolve_backbone_name", "data_config",
-           "hub_unreachable"]
+__all__ = ["BACKBONES", "backbone_data_config", "create_backbone", "check_listed_weights", "resolve_backbone_name",
+           "data_config", "hub_unreachable"]
 
 BACKBONES = {
     "vit_s16_in21k_ft_in1k": "vit_small_patch16_224.augreg_in21k_ft_in1k",
@@ -139,6 +141,28 @@ def state_dict_mismatch(err: Exception, limit: int = 400) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+def check_listed_weights(path: str | Path) -> None:
+    """Refuse a weights file whose folder's ``SHA256SUMS`` lists another sha256 (a shipped tiny ViT cut short or
+    edited: :mod:`umlkit._shipped`), before timm reads it; a file no ``SHA256SUMS`` lists is not hashed."""
+    from umlkit._shipped import check_sha, expected_sha
+    path = Path(path)
+    if expected_sha(path) is None:
+        return
+    st = path.stat()
+    check_sha(path, _sha256_of(str(path.resolve()), st.st_mtime_ns, st.st_size),
+              f"`git checkout -- {path.name}` in {path.parent} where it is committed, else "
+              f"`umlkit data pretrain-mini` for its recipe")
+
+
+@functools.lru_cache(maxsize=32)
+def _sha256_of(path: str, mtime_ns: int, size: int) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
 def create_backbone(name: str, pretrained: bool = False, weights: str | Path | None = None,
                     freeze_bn: bool = False, **kwargs) -> torch.nn.Module:
     """A timm model with its classifier removed (``num_classes=0``)."""
@@ -153,6 +177,7 @@ def create_backbone(name: str, pretrained: bool = False, weights: str | Path | N
             what = "is a folder" if path.is_dir() else "does not exist"
             raise FileNotFoundError(f"weights file {path} {what} (expected a .safetensors/.pth/.npz checkpoint "
                                     f"of {timm_name})")
+        check_listed_weights(path)
         try:
             model = timm.create_model(timm_name, pretrained=True, num_classes=0,
                                       pretrained_cfg_overlay=dict(file=str(path), hf_hub_id=None, url=None), **kwargs)
@@ -167,6 +192,8 @@ def create_backbone(name: str, pretrained: bool = False, weights: str | Path | N
             recipe = next((r for r in RECIPES if weight_files(r)["weights"].name == Path(shipped.file).name), "v1")
             raise FileNotFoundError(f"the UML-Mini pretrained weights {shipped.file} are missing; run "
                                     f"`umlkit data pretrain-mini --recipe {recipe}` to regenerate them")
+        if shipped is not None and shipped.file:
+            check_listed_weights(shipped.file)
         source = hub_source(shipped)
         if shipped is not None and not shipped.file and not in_hf_cache(shipped):
             reason = hub_unreachable()
