@@ -539,9 +539,10 @@ def test_the_puma_chapters_sentences_hold_in_the_committed_records():
     from umlkit.experiments.views.prose import cell
     t2 = puma.measure(puma.TABLE2, "quick", progress=False, log=None, train=False)
     budget = puma.measure(puma.BUDGET(), "quick", progress=False, log=None, train=False)
+    from umlkit.experiments.claims.editions import retrain_reason
     if puma.tables_stage() != "second" or len(t2[["section", "row"]].drop_duplicates()) < 26 \
-            or budget["record"].nunique() < 12:
-        pytest.skip("the second pass's records are not all in this checkout")
+            or budget["record"].nunique() < 12 or retrain_reason("puma", "Table 5"):
+        pytest.skip("the second pass's records are not all in this checkout (or the second edition retrains them)")
     cmp = puma.compare(t2, "puma")
     f = puma.table2_facts(cmp, puma.table_claims(puma.TABLE2, cmp))
     assert f["head_uni_wins"] == "9 of 9" and f["head_har_wins"] == "0 of 9" and f["unified_loses"] == "none"
@@ -550,10 +551,13 @@ def test_the_puma_chapters_sentences_hold_in_the_committed_records():
     cmp_b = puma.compare(budget, "puma")
     from umlkit.experiments.views.scoreboard import family_board
     fb = puma.budget_facts(cmp_b, family_board("puma", "quick"))
-    har = {k: float(fb[k].split(" / ")[1].split(" ")[0])
-           for k in ("bud_puma_15", "bud_puma_45", "bud_ft_15", "bud_ft_45")}
-    assert har["bud_puma_45"] - har["bud_puma_15"] > har["bud_ft_45"] - har["bud_ft_15"] > 0
-    assert fb["bud_v_45_har"] in ("contradicted", "stale records")   # stale until the second edition's retrain
+    budget_keys = ("bud_puma_15", "bud_puma_45", "bud_ft_15", "bud_ft_45")
+    if "not measured yet" in {fb[k] for k in budget_keys}:   # a row under way (the retrain's new keys): said so
+        assert fb["bud_v_45_har"] == "missing records"
+    else:
+        har = {k: float(fb[k].split(" / ")[1].split(" ")[0]) for k in budget_keys}
+        assert har["bud_puma_45"] - har["bud_puma_15"] > har["bud_ft_45"] - har["bud_ft_15"] > 0
+        assert fb["bud_v_45_har"] in ("contradicted", "stale records")   # stale until the second edition's retrain
     cmp3 = puma.compare(puma.measure(puma.TABLE3, "quick", progress=False, log=None, train=False), "puma")
     har3 = {s: cell(cmp3, s, "Harmonic") for s in puma.ABLATION_ROWS}
     adapters = sorted((v, s) for s, v in har3.items() if "adapter=none" not in s)

@@ -220,8 +220,8 @@ def test_the_front_page_counts_claims_of_a_table_in_progress_apart():
 
 
 def test_the_second_editions_sentences_hold_in_the_committed_records():
-    """What the chapter's "What the second edition shows" says in words (its numbers are glued): LP-FT is
-    supported over full fine-tuning on v2's values split, the edition's only supported claim, and keeps more of the
+    """What the chapter's "What the second edition shows" says in words (its numbers are glued): which method, if any,
+    leads full fine-tuning with an interval clear of zero (glued from the board), LP-FT keeps more of the
     pretraining attributes than full fine-tuning in every cell; its lead is inconclusive on the loaders' split and
     within 2 points (inconclusive) on the narrow and broad backbones; PUMA's gap widens from the narrow world to the
     broad one, with an interval below zero; the broad frozen feature retrieves the values split's test classes worse
@@ -241,9 +241,13 @@ def test_the_second_editions_sentences_hold_in_the_committed_records():
     # the only lead over full fine-tuning whose interval clears zero; its verdict is glued, never typed
     ahead = [c for c, lo in board["low"].items() if lo > 0 and " beats full fine-tuning" in c]
     lead = "backbone=v2;shift=values: LP-FT beats full fine-tuning (Harmonic R@1)"
-    assert ahead == [lead]
-    assert claims["backbone=v2;shift=families: LP-FT beats full fine-tuning (Harmonic R@1)"] == "inconclusive"
     facts = chapter.edition2_facts(chapter.axis_frame(cmp), chapter.axis_moves(cmp), board.reset_index(), cmp)
+    # the findings open with the leads the records show (glued): none since the full fine-tuning rows retrained at
+    # PUMA's re-chosen rate (2026-12-06: LP-FT on v2 values +0.4, -1.0 to +1.8); LP-FT on v2 values before
+    assert ahead in ([], [lead])
+    assert facts["rm2_lead"].startswith("No method is ahead") if not ahead else "LP-FT (" in facts["rm2_lead"]
+    assert claims["backbone=v2;shift=families: LP-FT beats full fine-tuning (Harmonic R@1)"] in (
+        "inconclusive", "contradicted")
     glued = facts["rm2_verdict_v2_values_lpft"]
     assert glued.startswith(claims[lead] + " (Holm p ") or glued == f"stale records (first edition: {claims[lead]})"
     axes = chapter.axis_frame(cmp).drop_duplicates(["cell", "method"]).set_index(["cell", "method"])

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from umlkit.data.mini import ensure_mini
@@ -176,17 +177,20 @@ def budget_facts(cmp: pd.DataFrame, board: pd.DataFrame) -> dict[str, str]:
     verdict of "PUMA beats unified full fine-tuning" per budget and dataset (``board``: PUMA's claims with their
     tables, :func:`umlkit.experiments.views.scoreboard.family_board`)."""
     from umlkit.experiments.views.prose import cell, fmt, verdict
+    todo = "not measured yet"   # a row whose records are under way (e.g. a re-chosen rate's new keys)
     f: dict[str, str] = {}
     for e in BUDGET_EPOCHS:
         for name, tag in (("Ours", "puma"), ("CurricularFace", "ft")):
             row = row_of(BUDGET(), method=name, setting=f"epochs={e}").title
+            there = ((cmp["row"] == row) & cmp["measured"].notna()).any()
             f[f"bud_{tag}_{e}"] = " / ".join(fmt(cell(cmp, row, d), spread=cell(cmp, row, d, field="spread"))
-                                             for d in ("Unified", "Harmonic"))
+                                             for d in ("Unified", "Harmonic")) if there else todo
         for d in ("Unified", "Harmonic"):
             table, text = budget_claim(e, d)
             claims = board[board["table"] == table]
             f[f"bud_v_{e}_{d[:3].lower()}"] = verdict(claims, text)
-            f[f"bud_gap_{e}_{d[:3].lower()}"] = signed(float(claims.set_index('claim').loc[text, 'gap']))
+            gap = claims.set_index("claim")["gap"].get(text, np.nan)
+            f[f"bud_gap_{e}_{d[:3].lower()}"] = signed(float(gap)) if np.isfinite(gap) else todo
     return f
 
 
@@ -237,7 +241,8 @@ def verdict_changes(profile: str = "quick") -> pd.DataFrame:
                     group, text = c.claim.rsplit(": ", 1)
                     text = f"{'shipped backbone' if backbones[group]['paper'] else group}: {text}"
                 out.setdefault((name, text), {"table": name, "claim": text})
-                out[(name, text)].update({f"{stage} gap": c.gap, f"{stage} seeds": c.seeds, stage: c.verdict})
+                out[(name, text)].update({f"{stage} gap": getattr(c, "gap", np.nan),   # no records: no gap yet
+                                          f"{stage} seeds": getattr(c, "seeds", pd.NA), stage: c.verdict})
     frame = pd.DataFrame(list(out.values()))
     for stage in ("first", "second"):   # counts stay integers where a claim has no value in one pass
         if f"{stage} seeds" in frame:
