@@ -224,8 +224,8 @@ def test_the_chapters_sentences_hold_in_the_committed_records():
     backbone; Harmonic and Unified gaps within 2 points) in every row; at all images full fine-tuning wins every
     row; in both shifted rows both trained methods start below the frozen backbone; in the values row full
     fine-tuning is level with it at k = 4 and passes it at k = 16, PUMA only with all images; full fine-tuning
-    forgets more than 10 points of mean probe accuracy in every row, PUMA less than 3, and both forgetting claims
-    are reproduced everywhere."""
+    forgets more mean probe accuracy than PUMA in every row (at least twice as much), PUMA keeps all but 3 points,
+    and both forgetting claims are reproduced everywhere."""
     measured = tables.measure(regime.MAP(), "quick", train=False, progress=False, log=None)
     if measured.empty or measured["row"].nunique() < len(regime.MAP().rows):
         pytest.skip("the regime map's records are not all in this checkout")
@@ -251,7 +251,8 @@ def test_the_chapters_sentences_hold_in_the_committed_records():
     assert float(f["rm_h_ft_values_16"]) > zs > max(float(f[f"rm_h_puma_values_{k}"]) for k in (1, 4, 16))
     assert float(f["rm_h_puma_values_all"]) > zs
     for shift in regime.settings()["shifts"]:
-        assert float(f[f"rm_ft_loss_{shift}"]) > 10.0 and float(f[f"rm_puma_loss_{shift}"]) < 3.0
+        ft_loss, puma_loss = float(f[f"rm_ft_loss_{shift}"]), float(f[f"rm_puma_loss_{shift}"])
+        assert ft_loss > 2 * puma_loss and 0.0 < puma_loss < 3.0
         assert f[f"rm_v_keep_{shift}"] == f[f"rm_v_forget_{shift}"] == "reproduced"
 
 

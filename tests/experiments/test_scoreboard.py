@@ -25,7 +25,9 @@ def test_scoreboard_checks_every_declared_claim_from_records(no_training, quick_
     untested = (AT_CEILING, TIMING, NOT_A_TEST, STALE)
     assert all(is_final(v) or v in untested or v.startswith(("holds, ", "not reproduced, ", "not comparable: "))
                for v in board.loc[~in_progress, "verdict"])
-    assert all(is_final(v) or v in ("missing records", *untested) or v.startswith("not comparable: ")
+    # a table under way may also read the sign of the gap from the seeds trained so far ("holds, 1 seed")
+    assert all(is_final(v) or v in ("missing records", *untested)
+               or v.startswith(("holds, ", "not reproduced, ", "not comparable: "))
                for v in board.loc[in_progress, "verdict"])
     # a reproduced or contradicted verdict after Holm was one before it, and its adjusted p is below the level; a
     # "no effect", "smaller than the paper's" or "paper's gap excluded" verdict has its own adjusted p below it
