@@ -13,7 +13,7 @@ from umlkit.experiments.tables import table as tables
 from umlkit.experiments.tables.registry import papers
 from umlkit.experiments.views import chapter as chapter_module
 from umlkit.experiments.views.chapter import CLAIMS_HEADING, MISSING_TEXT, Chapter
-from umlkit.experiments.views.scoreboard import family_adjusted, verdicts_beside
+from umlkit.experiments.views.scoreboard import family_adjusted, scoreboard_view, verdicts_beside
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,6 +42,11 @@ def test_show_gives_one_side_by_side_per_metric_then_the_claims_block(shown, cap
     pd.testing.assert_frame_equal(shown[0], tables.side_by_side(cmp, "R@1"))
     pd.testing.assert_frame_equal(shown[1], tables.side_by_side(cmp, "MAP@R", digits=2))
     pd.testing.assert_frame_equal(shown[2], verdicts_beside(T["Table 7"], cmp, "vptsp", "quick"))
+    block = shown[2]   # each claim under its table: the paper's gap, the measured gap, the seeds, the verdict
+    assert list(block.columns[:4]) == ["paper gap", "measured gap [95 % interval]", "seeds", "verdict"]
+    manual_view = scoreboard_view(family_adjusted(tables.table_claims(T["Table 7"], cmp), "vptsp", "quick"))
+    pd.testing.assert_series_equal(block["paper gap"], manual_view.set_index("claim")["paper gap"])
+    assert (block["seeds"].dropna() >= 1).all()
     manual = family_adjusted(tables.table_claims(T["Table 7"], cmp), "vptsp", "quick")
     pd.testing.assert_frame_equal(ch.claims(), manual)
 

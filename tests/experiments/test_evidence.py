@@ -236,7 +236,14 @@ def test_the_summary_box_counts_what_the_board_says():
     assert f["rs_yes"] == "1 reproduced, 0 smaller than the paper's (a gain shown)"
     assert f["rs_no"].startswith("0 contradicted, 0 with the paper's gap excluded")
     assert f["rs_untestable"].startswith("1 at the R@1 ceiling without a second metric, 1 not comparable")
-    assert "1 inconclusive, needing 14–14 seeds per side" in f["rs_untestable"]
+    assert "1 inconclusive, needing 14 seeds per side, " in f["rs_untestable"]
+    # a claim whose power calculation ends beyond the largest seed count is counted, not left out of the range
+    rows = pd.concat([_board_rows(), _board_rows().iloc[[1]].assign(claim="i beats j", **{"seeds needed": np.nan},
+                                                                      beyond=True)], ignore_index=True)
+    text = summary_facts(rows)["rs_untestable"]
+    assert f"2 inconclusive, needing 14 seeds per side where a number exists and over {ev.MAX_SEEDS} for 1" in text
+    only_beyond = rows[rows["claim"] != "c beats d"]
+    assert f"1 inconclusive, needing over {ev.MAX_SEEDS} seeds per side" in summary_facts(only_beyond)["rs_untestable"]
     assert summary_facts(pd.DataFrame())["rs_yes"] == "no claims on the board yet"
 
 

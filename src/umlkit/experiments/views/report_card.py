@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from umlkit.experiments.claims.evidence import MAX_SEEDS
 from umlkit.experiments.claims.verdicts import (
     AT_CEILING,
     CONTRADICTED,
@@ -48,8 +49,11 @@ def summary_facts(board: pd.DataFrame) -> dict[str, str]:
     seeds = tested["seeds"].astype(int) if len(tested) else pd.Series([0])
     open_ = board[board["verdict"] == INCONCLUSIVE]
     need = open_["seeds needed"].dropna() if "seeds needed" in open_ else pd.Series(dtype=float)
-    need_text = (f", needing {int(need.min())}–{int(need.max())} seeds per side where a number exists"
-                 if len(need) else "")
+    beyond = int(open_["beyond"].fillna(False).astype(bool).sum()) if "beyond" in open_ else 0
+    lo, hi = (int(need.min()), int(need.max())) if len(need) else (0, 0)
+    need_text = ((f", needing {lo} seeds per side" if lo == hi else f", needing {lo}–{hi} seeds per side")
+                 + (f" where a number exists and over {MAX_SEEDS} for {beyond}" if beyond else "")
+                 if len(need) else (f", needing over {MAX_SEEDS} seeds per side" if beyond else ""))
     return {
         "rs_scope": f"{len(board)} claims declared from {len(tables)} tables ({', '.join(tables)}); "
                     f"{len(tested)} have two measured cells and a test",

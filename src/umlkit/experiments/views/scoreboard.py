@@ -457,11 +457,12 @@ def declared_claims(profile: str = "quick") -> dict[str, int]:
 
 
 def verdicts_beside(spec: Table, cmp: pd.DataFrame, paper: str, profile: str = "quick") -> pd.DataFrame:
-    """The claims on one table, to show right under it: claim, measured gap with its 95 % interval and the verdict
-    (Holm-adjusted within ``paper``'s family, as the board has it); an empty frame for a table without claims or
-    records. The full test of each stays in the chapter's claims section."""
+    """The claims on one table, to show right under it: claim, the paper's gap, the measured gap with its 95 %
+    interval, the seeds and the verdict (Holm-adjusted within ``paper``'s family, as the board has it); an empty
+    frame for a table without claims or records. The full test of each stays in the chapter's claims section."""
+    shown = ["claim", "paper gap", "measured gap [95 % interval]", "seeds", "verdict"]
     if not spec.claims or cmp.empty:
-        return pd.DataFrame(columns=["claim", "measured gap [95 % interval]", "verdict"])
+        return pd.DataFrame(columns=shown)
     view = scoreboard_view(family_adjusted(table_claims(spec, cmp), paper, profile))
-    keep = [c for c in ("claim", "measured gap [95 % interval]", "verdict", "to decide") if c in view]
+    keep = [c for c in (*shown, "to decide") if c in view]
     return view[keep].set_index("claim")

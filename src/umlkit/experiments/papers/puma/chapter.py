@@ -508,6 +508,12 @@ def table2_facts(cmp: pd.DataFrame, claims: pd.DataFrame) -> dict[str, str]:
     f["b_low_sop"] = ", ".join(f"{n} {fmt(b[(n, 'SOP')])}" for n in har.index[:2])
     f["b_low_cub"] = ", ".join(f"{n} {fmt(b[(n, 'CUB')])}" for n in har.index[:2])
     f["b_high"] = f"{har.index[-1]} {fmt(har.iloc[-1])}"
+    seeds = cmp[cmp["section"].str.startswith("(b)") & (cmp["dataset"] == "Harmonic")
+                & (cmp["metric"] == "R@1")].set_index("row")["seeds"].fillna(0).astype(int)
+    multi = seeds[seeds > 1]   # the (b) rows a claim compares carry the claim's seeds, the rest one
+    f["b_multi"] = ", ".join(multi.index) or "none"
+    f["b_multi_seeds"] = seed_range(multi) if len(multi) else "0"
+    f["b_single_n"] = str(int((seeds <= 1).sum()))
     p = cmp[(cmp["dataset"] == "Harmonic") & (cmp["metric"] == "R@1")].dropna(subset=["paper"])
     f["rho"], f["rho_rows"] = f"{spearmanr(p['paper'], p['measured']).statistic:.2f}", str(len(p))
     chk = paper_harmonic_check("Table 2")
