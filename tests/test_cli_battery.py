@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from umlkit import cli
+from umlkit.experiments.tables.registry import papers
 
 CONFIG = str(Path(__file__).resolve().parents[1] / "configs" / "puma" / "puma.yaml")
 
@@ -160,7 +161,7 @@ CASES = [
     (["records", "train", "oodml", "tables", "--threads", "0"], "argument --threads: expected a positive integer"),
     (["records", "train", "puma", "nope"], "unknown puma job list 'nope'; choose one of tuning, few_shot_tuning"),
     (["records", "train", "inat", "tables"],
-     "unknown paper 'inat'; registered: puma, oodml, language_guidance, vptsp, regime"),
+     f"unknown paper 'inat'; registered: {', '.join(papers())}"),
     (["records", "status", "language_guidance", "everything"],
      "unknown language_guidance job list 'everything'; choose one of omega_sweep"),
     (["records", "status", "oodml", "everything"],

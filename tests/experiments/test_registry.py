@@ -39,7 +39,7 @@ def test_a_taken_name_is_refused_and_an_unknown_one_named():
 
 def test_the_cli_reads_the_registry(capsys):
     assert main(["records", "status", "pumaa", "tables"]) == 2
-    assert "unknown paper 'pumaa'; registered: puma, oodml, language_guidance, vptsp, regime" in capsys.readouterr().err
+    assert f"unknown paper 'pumaa'; registered: {', '.join(papers())}" in capsys.readouterr().err
     assert main(["reproduce", "--paper", "oodml", "--chapters", "intro"]) == 2
     assert "give --paper or --chapters" in capsys.readouterr().err
 
