@@ -120,6 +120,17 @@ def _claims(paper: str, table: str, groups, env: Mapping, where: str) -> list:
     return out
 
 
+def _refuse_repeated_seeds(where: str, seeds, rows) -> None:
+    """A seed listed twice would train or count one run twice: refused, naming the table, the group or row, the seed."""
+    lists = ({f"seeds[{g!r}]": v for g, v in seeds.items()} if isinstance(seeds, Mapping) else {"seeds": seeds})
+    lists.update({f"row {r.title!r} seeds": r.spec["seeds"] for r in rows if "seeds" in (r.spec or {})})
+    for name, values in lists.items():
+        values = list(values)
+        twice = sorted({s for s in values if values.count(s) > 1})
+        if twice:
+            raise ValueError(f"{where}: {name} lists seed(s) {twice} more than once ({values}); give each seed once")
+
+
 def build_table(paper: str, name: str, decl: Mapping, config: ModuleType, declared: Mapping,
                 profile: str = "quick", context: Mapping | None = None) -> Table:
     """The :class:`Table` ``name`` of ``paper`` from its declaration ``decl`` (keys: :data:`TABLE_KEYS`). ``context``:
@@ -156,6 +167,7 @@ def build_table(paper: str, name: str, decl: Mapping, config: ModuleType, declar
            else getattr(config, "config_for", None) if rows else None) or _no_runs
     bound = {k: v for k, v in _taken(key, ctx).items() if k not in ("profile", "table")}
     seeds = d.get("seeds", (0,))
+    _refuse_repeated_seeds(where, seeds, rows)
     return Table(paper, name, rows, partial(key, **bound) if bound else key,
                  seeds=tuple(seeds) if isinstance(seeds, list) else seeds,
                  claims=_claims(paper, name, decl.get("claims"), env, where), **kwargs)
