@@ -10,6 +10,11 @@ the CPU is printed first.
 
     python benchmarks/bench_kernels.py                       # self-searches, 4,455 to 148,500 items (~2 min)
     python benchmarks/bench_kernels.py --mode plain --scales 0.11,0.22,0.44,1
+    python benchmarks/bench_kernels.py --kernels fp32,bf16,int8  # also the kernels this CPU would emulate
+
+A kernel this CPU has no native instructions for (bf16 without avx512_bf16/amx_bf16, int8 without VNNI: the kernel
+rule, ``umlkit.metrics.kernels.native``) is left out unless ``--kernels`` names it, with a line saying so: oneDNN
+emulates it at a tenth of fp32's speed, and the largest sizes would run for many minutes.
 """
 from __future__ import annotations
 
@@ -25,14 +30,33 @@ from umlkit.metrics.knn import knn_search_checked
 KERNELS = {"fp32": torch.float32, "bf16": torch.bfloat16, "int8": torch.int8}
 
 
+def _kernels(mode: str, asked: str | None) -> list[str]:
+    """The kernels to time: ``asked`` as given (an unknown name is an error), else every kernel the mode can use
+    that this CPU runs natively (fp32 always), printing the ones left out."""
+    from umlkit.metrics.kernels import cpu_flags, native
+    usable = ["fp32", "bf16", "int8"] if mode == "self" else ["fp32", "bf16"]
+    if asked is not None:
+        names = [k.strip() for k in asked.split(",") if k.strip()]
+        if bad := [k for k in names if k not in usable]:
+            raise SystemExit(f"--kernels {asked!r}: {bad} not among {usable} for --mode {mode}")
+        return names
+    flags = cpu_flags()
+    left = [k for k in usable[1:] if not native(k, flags)]
+    if left:
+        print(f"# left out: {', '.join(left)} (no native kernel on this CPU; name them in --kernels to time them)")
+    return [k for k in usable if k not in left]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mode", choices=("self", "plain"), default="self")
     parser.add_argument("--scales", default="0.03,0.06,0.11,0.22,0.44,1")
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--kernels", default=None,
+                        help="comma-separated, of fp32, bf16, int8 (default: those this CPU runs natively)")
     args = parser.parse_args()
     print(describe(), flush=True)
-    kernels = ["fp32", "bf16", "int8"] if args.mode == "self" else ["fp32", "bf16"]
+    kernels = _kernels(args.mode, args.kernels)
     for scale in (float(s) for s in args.scales.split(",")):
         x, y = uml_like_embeddings(scale, dim=128)
         n = x.shape[0]
@@ -50,7 +74,8 @@ def main() -> None:
                 runs.append(time.perf_counter() - start)
             seconds[name] = min(runs)
         best = min(seconds, key=seconds.get)
-        cells = "  ".join(f"{k} {v:7.2f} s (x{seconds['fp32'] / v:.2f})" for k, v in seconds.items())
+        base = seconds.get("fp32", next(iter(seconds.values())))
+        cells = "  ".join(f"{k} {v:7.2f} s (x{base / v:.2f})" for k, v in seconds.items())
         print(f"{args.mode} {len(q):>7,} x {len(g):>7,}:  {cells}   fastest {best}", flush=True)
 
 
