@@ -57,7 +57,12 @@ def test_a_table_without_records_says_so_and_an_unrun_one_is_an_error(shown, cap
     ch = Chapter("vptsp", vptsp.TABLES("quick"), "quick")
     assert ch.run("Table 7").empty
     ch.show("Table 7")
-    assert capsys.readouterr().out == MISSING_TEXT + "\n" and not shown
+    out = capsys.readouterr().out
+    n = sum(len(seeds) for _, seeds in tables.wanted_runs(ch.spec("Table 7"), "quick"))
+    assert out.startswith(f"missing records: {n} of {n} runs of this table") and not shown
+    first = ch.spec("Table 7").rows[0]
+    assert f"({first.title}: seed" in out and out.rstrip().endswith("TRAIN=True trains them")
+    assert ch.missing("Table 7") == out.rstrip() and MISSING_TEXT.startswith("missing records")
     assert ch.claims().empty
     with pytest.raises(KeyError, match="call .run"):
         ch.show("Table 5")
@@ -95,3 +100,21 @@ def test_complete_says_whether_every_row_has_a_record(shown, tmp_path):
     others = [r for r in T["Table 7"].rows if r.title != "LSTM"]
     ch.run("Table 7", rows=others)   # the rows it was run with are all there
     assert ch.complete("Table 7")
+
+
+def test_missing_runs_count_what_a_half_filled_measurement_lacks():
+    """The missing-records sentence counts by hand: a table of two rows x three seeds of which one row's seed 2 and
+    the other row are measured lacks three runs, named by row and seed."""
+    from umlkit.experiments.tables.table import Row, Table
+    spec = Table("toy", "Table 1", [Row(method="A", label="A"), Row(method="B", label="B")],
+                 lambda *a, **k: {}, seeds=(0, 1, 2))
+    measured = pd.DataFrame({"row": ["A", "B", "B", "B"], "seed": [2, 0, 1, 2], "value": [1.0] * 4})
+    titles = [r.title for r in spec.rows]
+    assert tables.missing_runs(spec, measured, "quick") == [(titles[0], 0), (titles[0], 1)]
+    assert tables.missing_runs(spec, measured.iloc[:0], "quick") == [(t, s) for t in titles for s in (0, 1, 2)]
+    assert tables.missing_runs(spec, measured, "quick", seeds=[2]) == []
+    text = tables.missing_sentence(tables.missing_runs(spec, measured, "quick"), 6)
+    assert text == (f"missing records: 2 of 6 runs of this table under this chapter's settings ({titles[0]}: seeds "
+                    f"0, 1); TRAIN=True trains them")
+    many = [(f"r{i}", 0) for i in range(6)]
+    assert "(r0: seed 0; r1: seed 0; r2: seed 0; r3: seed 0; and 2 more rows)" in tables.missing_sentence(many, 6)

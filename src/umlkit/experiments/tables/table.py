@@ -73,7 +73,9 @@ __all__ = ["Row", "Claim", "Table", "KEYS", "RESULT_COLUMNS", "ALPHA", "MIN_SEED
            "claim_test", "is_final", "MISSING", "HOLM_RULE", "holm_adjust", "Floor", "mark_floors", "floor_note",
            "NOT_COMPARABLE", "NOT_A_TEST", "FLOOR_NOISE", "floor_noise", "BELOW", "COLLAPSED", "verdict_group",
            "measure", "compare", "results_frame", "save_results", "table_claims", "at_ceiling",
-           "side_by_side", "metric_blocks", "quoted_rows", "check_claims", "run_table", "stale_note", "borrowed_note",
+           "side_by_side", "metric_blocks",
+           "wanted_runs", "missing_runs", "missing_sentence",
+           "quoted_rows", "check_claims", "run_table", "stale_note", "borrowed_note",
            "params_rows", "score_rows", "rank_view",
            "rank_views"]
 
@@ -205,21 +207,48 @@ def measure(spec: Table, profile: str = "quick", rows: Sequence[Row] | None = No
                         lambda: _measured(spec, profile, rows, seeds, rerun, progress, log, overrides, train))
 
 
+def wanted_runs(spec: Table, profile: str, rows=None, seeds=None) -> list[tuple[Row, list[int]]]:
+    """Each row (of ``rows``, default all) with the seeds :func:`measure` trains or reads as its own: ``seeds`` (one
+    list, or ``{group: seeds}``), else the row's (:meth:`Table.seeds_of`); a seed-free row its first seed only."""
+    out = []
+    for r in list(spec.rows if rows is None else rows):
+        own = spec.seeds_of(r, profile)
+        s = seeds.get(r.group, own) if isinstance(seeds, Mapping) else (seeds or own)
+        s = list(s)[:1] if r.seed_free else list(s)   # one record is exact (as in distinct_jobs)
+        out.append((r, [int(x) for x in s]))
+    return out
+
+
+def missing_runs(spec: Table, measured: pd.DataFrame, profile: str, rows=None, seeds=None) -> list[tuple[str, int]]:
+    """The (row title, seed) runs of :func:`wanted_runs` that ``measured`` holds no line of (a derived table: none
+    are counted, its records belong to other tables)."""
+    if spec.derive is not None:
+        return []
+    have = (set(zip(measured["row"], measured["seed"].astype(int)))
+            if not measured.empty and {"row", "seed"} <= set(measured) else set())
+    return [(r.title, x) for r, s in wanted_runs(spec, profile, rows, seeds) for x in s if (r.title, x) not in have]
+
+
+def missing_sentence(missing: Sequence[tuple[str, int]], total: int, most: int = 4) -> str:
+    """"missing records: 3 of 12 runs (A: seeds 1, 2; B: seed 0) ..." naming at most ``most`` rows."""
+    by_row: dict[str, list[int]] = {}
+    for title, seed in missing:
+        by_row.setdefault(title, []).append(seed)
+    named = [f"{t}: seed{'s' if len(v) > 1 else ''} {', '.join(map(str, v))}" for t, v in list(by_row.items())[:most]]
+    more = f"; and {len(by_row) - most} more rows" if len(by_row) > most else ""
+    return (f"missing records: {len(missing)} of {total} runs of this table under this chapter's settings "
+            f"({'; '.join(named)}{more}); TRAIN=True trains them")
+
+
 def _measured(spec: Table, profile: str, rows, seeds, rerun: bool, progress: bool, log, overrides,
               train: bool) -> pd.DataFrame:
     """:func:`measure` without the memo."""
     if spec.derive is not None:
         with (nullcontext() if train or rerun else read_only()):
             return spec.derive(profile, train)
-    rows = list(spec.rows if rows is None else rows)
     cols = _columns(spec)
     jobs = []
-    for r in rows:
-        own = spec.seeds_of(r, profile)
-        s = seeds.get(r.group, own) if isinstance(seeds, Mapping) else (seeds or own)
-        if r.seed_free:   # one record is exact (as in distinct_jobs): the first seed only
-            s = list(s)[:1]
-        s = [int(x) for x in s]
+    for r, s in wanted_runs(spec, profile, rows, seeds):
         jobs += [(r, x, True) for x in s]
         if seeds is None and not r.seed_free:
             jobs += [(r, x, False) for x in range(MAX_SEEDS) if x not in s]

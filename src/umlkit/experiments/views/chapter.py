@@ -55,6 +55,7 @@ class Chapter:
         self.measured: dict[str, pd.DataFrame] = {}
         self.compared: dict[str, pd.DataFrame] = {}
         self.rows: dict[str, Sequence | None] = {}
+        self._seeds: dict[str, object] = {}
 
     def spec(self, name: str) -> Table:
         if name not in self.tables:
@@ -68,8 +69,9 @@ class Chapter:
         ``overrides``: this table's own, where it differs from the chapter's (a table read from other tables'
         records trains nothing itself)."""
         self.rows[name] = rows
+        self._seeds[name] = self.seeds if seeds is _OWN else seeds
         self.measured[name], self.compared[name] = tables.run_table(
-            self.spec(name), self.profile, seeds=self.seeds if seeds is _OWN else seeds,
+            self.spec(name), self.profile, seeds=self._seeds[name],
             train=self.train if train is None else train,
             overrides=self.overrides if overrides is None else list(overrides), floors=self.floors,
             save_unmeasured=self.save_unmeasured, rows=rows, rerun=self.rerun)
@@ -83,6 +85,14 @@ class Chapter:
             return False
         wanted = {r.title for r in (self.rows.get(name) or self.spec(name).rows)}
         return wanted <= set(measured["row"])
+
+    def missing(self, name: str) -> str:
+        """"missing records: N of M runs ... (the rows and seeds)" for the runs of the table (as it was run) that have
+        no stored record; "" when none is missing."""
+        spec, measured = self.spec(name), self.measured.get(name, pd.DataFrame())
+        wanted = tables.wanted_runs(spec, self.profile, self.rows.get(name), self._seeds.get(name))
+        gone = tables.missing_runs(spec, measured, self.profile, self.rows.get(name), self._seeds.get(name))
+        return tables.missing_sentence(gone, sum(len(s) for _, s in wanted)) if gone else ""
 
     def mark_floors(self, name: str, fallback: str = "") -> pd.DataFrame:
         """The table's cells with their floor marks (↓: below its frozen backbone), the floor note printed (or
@@ -101,10 +111,13 @@ class Chapter:
         cmp = self.compared.get(name)
         if cmp is None:
             raise KeyError(f"table {name!r} was not run in this chapter; call .run({name!r}) first")
+        missing = self.missing(name)
         if cmp.empty:
             if empty:
-                print(empty)
+                print(missing or empty if empty is MISSING_TEXT else empty)
             return
+        if missing and empty is MISSING_TEXT:   # a partial table is shown as it is, its missing runs named first
+            print(missing)
         if stale:
             print(tables.stale_note(cmp))
         for view in views if views is not None else self._sides(cmp, metrics, paper):
