@@ -9,6 +9,7 @@ Written by hand: it is the glue of this library's own services (:func:`umlkit.ex
 """
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
@@ -92,7 +93,8 @@ class Chapter:
         spec, measured = self.spec(name), self.measured.get(name, pd.DataFrame())
         wanted = tables.wanted_runs(spec, self.profile, self.rows.get(name), self._seeds.get(name))
         gone = tables.missing_runs(spec, measured, self.profile, self.rows.get(name), self._seeds.get(name))
-        return tables.missing_sentence(gone, sum(len(s) for _, s in wanted)) if gone else ""
+        text = tables.missing_sentence(gone, sum(len(s) for _, s in wanted)) if gone else ""
+        return textwrap.fill(text, 110)   # printed: a line the book's page can hold
 
     def mark_floors(self, name: str, fallback: str = "") -> pd.DataFrame:
         """The table's cells with their floor marks (↓: below its frozen backbone), the floor note printed (or
